@@ -1,0 +1,177 @@
+/**
+ * The native addon's whole surface, described once, by hand.
+ *
+ * Handles (streams, events, device pointers, pinned host pointers) cross the boundary as plain
+ * numbers. They are process-wide CUDA handles or 64-bit addresses; x86-64 user addresses and
+ * CUDA's unified virtual addresses both stay below 2^53, so a double holds them exactly, and a
+ * number can travel in a ring record or a control call to any thread.
+ *
+ * Threading contract: the process-wide calls (`deviceCount`, `driverVersion`, `deviceProps`,
+ * `canAccessPeer`) may run on any thread and never bind a device. Everything else acts on the
+ * device the calling thread bound with `bindDevice`, and throws if the thread bound none: the
+ * pinned worker of a device is the only thread that touches it.
+ *
+ * Every CUDA failure throws an `Error` whose message names the call, the device and the CUDA
+ * error (for example `cudaMalloc(bytes=1099511627776) on device 1: out of memory
+ * (cudaErrorMemoryAllocation)`); its `code` is the CUDA error name and `cudaError` the number.
+ * Bad arguments throw a `TypeError` naming the function and the argument.
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export type StreamHandle = number;
+export type EventHandle = number;
+export type DevicePtr = number;
+export type HostPtr = number;
+
+export interface DeviceProps {
+  ordinal: number;
+  name: string;
+  /** Bytes of device memory. */
+  totalMem: number;
+  multiProcessorCount: number;
+  major: number;
+  minor: number;
+  pciBusId: string;
+  unifiedAddressing: boolean;
+  canMapHostMemory: boolean;
+  /** Peak SM clock in kHz, for turning device spin bounds into time. */
+  clockRateKHz: number;
+}
+
+/** A SharedArrayBuffer range registered as mapped, page-locked host memory. */
+export interface HostRegistration {
+  /** Host address of the first registered byte (page aligned). */
+  hostPtr: HostPtr;
+  /** The address a kernel uses to reach the same bytes. */
+  devicePtr: DevicePtr;
+  /** Byte offset of the registered range inside the view's buffer (aligning to a page). */
+  byteOffset: number;
+  /** Bytes registered: whole pages inside the view. */
+  bytes: number;
+}
+
+export interface NativeBinding {
+  /** Addon version string, `memra-addon <semver> cuda <runtime version>`. */
+  readonly version: string;
+  /** CUDA runtime version the addon was linked against, e.g. 13000. */
+  readonly cudaRuntimeVersion: number;
+
+  // ---- process-wide, any thread, never binds a device ----
+  /** Devices visible; 0 (not an error) when there is no driver or no device. */
+  deviceCount(): number;
+  /** Driver's CUDA version, 0 when no driver is installed. */
+  driverVersion(): number;
+  deviceProps(ordinal: number): DeviceProps;
+  /** The driver's claim only; `src/runtime/peer.ts` proves it with a write-and-read-back probe. */
+  canAccessPeer(device: number, peer: number): boolean;
+
+  // ---- the calling thread's device ----
+  /**
+   * Bind this thread to `ordinal` (cudaSetDevice) and claim the ordinal for this thread,
+   * process-wide. Throws if the ordinal is out of range (naming the count) or already claimed by
+   * another thread (two ranks on one device: a peer store across two contexts on one card is
+   * undefined). A thread binds once. The claim, and every stream, event, allocation and host
+   * registration the thread made, is released when the thread's environment is torn down, after
+   * the device has drained.
+   */
+  bindDevice(ordinal: number): void;
+  /** The ordinal this thread bound, or -1. */
+  boundDevice(): number;
+  /** Drain the device, free everything this thread allocated, and drop the claim. */
+  releaseDevice(): void;
+  /** Bytes free and total on the bound device. */
+  memGetInfo(): { free: number; total: number };
+  /** cudaDeviceEnablePeerAccess from the bound device; enabling twice is not an error. */
+  enablePeerAccess(peer: number): void;
+  disablePeerAccess(peer: number): void;
+
+  /** A non-blocking stream (cudaStreamNonBlocking): it never serialises with the legacy stream. */
+  streamCreate(): StreamHandle;
+  streamDestroy(stream: StreamHandle): void;
+  /** True when all work on the stream is done. Never blocks. */
+  streamQuery(stream: StreamHandle): boolean;
+  /** Blocks the calling thread: cold paths only (tests, close). */
+  streamSynchronize(stream: StreamHandle): void;
+
+  /** `timing: false` creates an ordering-only event (cudaEventDisableTiming), the cheap kind. */
+  eventCreate(timing: boolean): EventHandle;
+  eventDestroy(event: EventHandle): void;
+  eventRecord(event: EventHandle, stream: StreamHandle): void;
+  /** Stream `stream` waits for `event`'s latest record, which may be on another device. */
+  streamWaitEvent(stream: StreamHandle, event: EventHandle): void;
+  /** True when the event's latest record has completed. Never blocks. */
+  eventQuery(event: EventHandle): boolean;
+  /** Milliseconds between two completed timing events. */
+  eventElapsedMs(start: EventHandle, end: EventHandle): number;
+
+  malloc(bytes: number): DevicePtr;
+  free(ptr: DevicePtr): void;
+  memsetAsync(ptr: DevicePtr, byteValue: number, bytes: number, stream: StreamHandle): void;
+  /** Device-to-device copy on `stream`; with unified addressing either side may be a peer's. */
+  memcpyAsync(dst: DevicePtr, src: DevicePtr, bytes: number, stream: StreamHandle): void;
+  /** cudaMemcpyPeerAsync: the copy engine moves `bytes` from `srcDevice` to `dstDevice`. */
+  memcpyPeerAsync(
+    dst: DevicePtr, dstDevice: number, src: DevicePtr, srcDevice: number, bytes: number,
+    stream: StreamHandle,
+  ): void;
+  /** Synchronous host-to-device copy of the whole view (cold path). */
+  upload(dst: DevicePtr, src: ArrayBufferView): void;
+  /** Synchronous device-to-host copy filling the whole view (cold path). */
+  download(dst: ArrayBufferView, src: DevicePtr): void;
+
+  /** Page-locked, mapped, portable host memory (cudaHostAlloc), not visible to JS. */
+  hostAlloc(bytes: number): HostPtr;
+  hostFree(ptr: HostPtr): void;
+  /**
+   * Register the whole pages inside `view` (typically over a SharedArrayBuffer) as mapped,
+   * portable page-locked memory, so kernels write into it and JS reads it with `Atomics.load`.
+   * The view's buffer must outlive the registration.
+   */
+  hostRegister(view: ArrayBufferView): HostRegistration;
+  hostUnregister(hostPtr: HostPtr): void;
+
+  // ---- kernels in cu/, each enqueued on `stream` ----
+  /** `ptr[i] = value` for i < n (f32). */
+  launchFillF32(ptr: DevicePtr, n: number, value: number, stream: StreamHandle): void;
+  /** `y[i] += a * x[i]` for i < n (f32); `x` may be a peer's pointer. */
+  launchAxpyF32(y: DevicePtr, x: DevicePtr, n: number, a: number, stream: StreamHandle): void;
+  /**
+   * Store `value` into the u32 at `counter` (mapped host memory) with a system-scope release,
+   * after everything earlier on the stream: the GPU's own completion report.
+   */
+  launchSignal(counter: DevicePtr, value: number, stream: StreamHandle): void;
+  /** `dst[i] = probePattern(seed, i)` for i < n u32 words; `dst` may be a peer's pointer. */
+  launchProbeWrite(dst: DevicePtr, n: number, seed: number, stream: StreamHandle): void;
+  /** Occupy the stream for about `microseconds` (a kernel that spins on the global timer). */
+  launchSpin(microseconds: number, stream: StreamHandle): void;
+}
+
+/** The probe kernel's pattern, so a reader can check what a peer wrote. */
+export function probePattern(seed: number, i: number): number {
+  return (Math.imul(i, 0x9e3779b1) ^ seed) >>> 0;
+}
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+function addonPath(): string {
+  // dist/src/runtime/binding.js or src/runtime/binding.ts: the build folder is at the root.
+  for (const up of ['../../..', '../..']) {
+    const p = join(here, up, 'build', 'Release', 'memra.node');
+    if (existsSync(p)) return p;
+  }
+  throw new Error(
+    'memra: the native addon is not built (build/Release/memra.node is missing). ' +
+      'Run `npm install` (or `npm run build:addon`), which needs cmake and nvcc.',
+  );
+}
+
+let cached: NativeBinding | undefined;
+
+/** Load the addon (once per thread: each worker thread gets its own module instance). */
+export function loadBinding(): NativeBinding {
+  if (!cached) cached = createRequire(import.meta.url)(addonPath()) as NativeBinding;
+  return cached;
+}

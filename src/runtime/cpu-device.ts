@@ -1,0 +1,445 @@
+/**
+ * The CPU reference backend: one emulated device per worker thread, over the shared state of
+ * cpu-world.ts. Streams run each op at enqueue time, in enqueue order, so results are exact and
+ * deterministic; what the GPU would do concurrently is modelled by the vector clocks, and an
+ * access the GPU could race is an `OrderingError` instead of a silently right answer.
+ *
+ * It is the oracle GPU results are compared with and what CI runs, not a speed path.
+ */
+import type { DeviceApi } from './device-api.js';
+import type { HostRegistration } from './binding.js';
+import {
+  ACCESS_ENTRIES, ADDRESS_UNIT, CpuWorldLayout, MAX_ALLOCS, MAX_EVENTS, type CpuWorldInit,
+} from './cpu-world.js';
+
+export class OrderingError extends Error {
+  constructor(message: string, readonly code: string) {
+    super(message);
+    this.name = 'OrderingError';
+  }
+}
+
+const WRITE = 0;
+const READ = 1;
+const ALIGN = 256;
+/** Host registrations live above every device's range. */
+const HOST_BASE = 2 ** 50;
+const HOST_UNIT = 2 ** 32;
+
+const hex = (p: number): string => `0x${p.toString(16)}`;
+
+export class CpuDevice implements DeviceApi {
+  private readonly layout: CpuWorldLayout;
+  private readonly i32: Int32Array;
+  private readonly f64: Float64Array;
+  private readonly bytes: Uint8Array[];
+  private readonly f32: Float32Array[];
+  private readonly u32: Uint32Array[];
+  private dev = -1;
+  private readonly streams = new Set<number>();
+  private nextStream = 1;
+  private readonly events = new Set<number>();
+  private readonly timing = new Set<number>();
+  /** First-fit free list of this device's arena: [offset, bytes] sorted by offset. */
+  private free_: Array<[number, number]> = [];
+  private readonly allocBySlot = new Map<number, number>();
+  private readonly hostRegs = new Map<number, Uint32Array>();
+  private nextReg = 1;
+  private lastSlot = -1;
+  private readonly sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+  constructor(private readonly world: CpuWorldInit) {
+    this.layout = new CpuWorldLayout(world.devices);
+    this.i32 = new Int32Array(world.meta, 0, this.layout.i32Words);
+    this.f64 = new Float64Array(world.meta, this.layout.f64Offset);
+    this.bytes = world.arenas.map((a) => new Uint8Array(a));
+    this.f32 = world.arenas.map((a) => new Float32Array(a));
+    this.u32 = world.arenas.map((a) => new Uint32Array(a));
+  }
+
+  // ---- devices ----
+  deviceCount(): number { return this.world.devices; }
+  canAccessPeer(device: number, peer: number): boolean {
+    return device !== peer && this.inRange(device) && this.inRange(peer);
+  }
+
+  bindDevice(ordinal: number): void {
+    if (this.dev >= 0) throw new Error(`bindDevice: this thread already bound device ${this.dev}`);
+    if (!this.inRange(ordinal)) {
+      throw new RangeError(
+        `device ordinal ${ordinal} is out of range: ${this.world.devices} devices visible (ordinals 0..${this.world.devices - 1})`,
+      );
+    }
+    if (Atomics.compareExchange(this.i32, this.layout.claims + ordinal, 0, 1) !== 0) {
+      throw new Error(
+        `device ${ordinal} is already bound by another thread (worker): two ranks on one device are refused — ` +
+          "a kernel's store into a peer pointer across two contexts on one card is undefined; give each rank its own device",
+      );
+    }
+    this.dev = ordinal;
+    this.free_ = [[0, this.world.arenaBytes]];
+  }
+  boundDevice(): number { return this.dev; }
+
+  releaseDevice(): void {
+    if (this.dev < 0) return;
+    for (const slot of [...this.allocBySlot.keys()]) Atomics.store(this.i32, this.layout.allocLive + this.dev * MAX_ALLOCS + slot, 0);
+    this.allocBySlot.clear();
+    this.streams.clear();
+    this.events.clear();
+    this.hostRegs.clear();
+    for (let p = 0; p < this.world.devices; p++) Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + p, 0);
+    Atomics.store(this.i32, this.layout.claims + this.dev, 0);
+    this.dev = -1;
+  }
+
+  memGetInfo(): { free: number; total: number } {
+    this.need('memGetInfo');
+    return { free: this.free_.reduce((s, [, b]) => s + b, 0), total: this.world.arenaBytes };
+  }
+
+  enablePeerAccess(peer: number): void {
+    this.need('enablePeerAccess');
+    if (!this.canAccessPeer(this.dev, peer)) throw new Error(`enablePeerAccess(peer=${peer}) on device ${this.dev}: not a peer device`);
+    Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + peer, 1);
+  }
+  disablePeerAccess(peer: number): void {
+    this.need('disablePeerAccess');
+    Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + peer, 0);
+  }
+
+  // ---- streams ----
+  streamCreate(): number {
+    this.need('streamCreate');
+    const s = this.nextStream++;
+    this.streams.add(s);
+    return s;
+  }
+  streamDestroy(stream: number): void { this.stream('streamDestroy', stream); this.streams.delete(stream); }
+  streamQuery(stream: number): boolean { this.stream('streamQuery', stream); return true; }
+  streamSynchronize(stream: number): void { this.stream('streamSynchronize', stream); }
+
+  // ---- events ----
+  eventCreate(timing: boolean): number {
+    this.need('eventCreate');
+    for (let i = 0; i < MAX_EVENTS; i++) {
+      const h = 1 + this.dev * MAX_EVENTS + i;
+      if (this.events.has(h)) continue;
+      this.events.add(h);
+      if (timing) this.timing.add(h); else this.timing.delete(h);
+      Atomics.store(this.i32, this.layout.eventGen + h - 1, 0);
+      return h;
+    }
+    throw new Error(`eventCreate on device ${this.dev}: out of event slots (${MAX_EVENTS})`);
+  }
+  eventDestroy(event: number): void {
+    if (!this.events.delete(event)) throw new Error(`eventDestroy(event=${event}) on device ${this.dev}: not an event this thread created`);
+  }
+
+  eventRecord(event: number, stream: number): void {
+    this.stream('eventRecord', stream);
+    if (!this.events.has(event)) throw new Error(`eventRecord(event=${event}) on device ${this.dev}: not an event this thread created`);
+    const ep = this.tick();
+    const base = this.eventBase(event);
+    this.f64[base] = performance.now();
+    this.f64[base + 1] = this.dev;
+    const D = this.world.devices;
+    for (let c = 0; c < D; c++) this.f64[base + 2 + c] = c === this.dev ? ep : this.f64[this.layout.knows + this.dev * D + c]!;
+    Atomics.add(this.i32, this.layout.eventGen + event - 1, 1);
+  }
+
+  streamWaitEvent(stream: number, event: number, expectedRecords?: number): void {
+    this.stream('streamWaitEvent', stream);
+    const gen = this.eventGenOf(event, 'streamWaitEvent');
+    if (expectedRecords !== undefined && gen < expectedRecords) {
+      throw new OrderingError(
+        `streamWaitEvent on device ${this.dev}: event ${event} has been recorded ${gen} times but this wait means record ${expectedRecords}: ` +
+          'the wait was enqueued before its record (CUDA would silently wait on the previous record). ' +
+          "Issue the wait with afterPeer = the seq of the peer's record record.",
+        'ERR_WAIT_BEFORE_RECORD',
+      );
+    }
+    if (gen === 0) return; // like CUDA: waiting on a never-recorded event is a no-op
+    const base = this.eventBase(event);
+    const D = this.world.devices;
+    const row = this.layout.knows + this.dev * D;
+    for (let c = 0; c < D; c++) {
+      if (c === this.dev) continue;
+      const e = this.f64[base + 2 + c]!;
+      if (e > this.f64[row + c]!) this.f64[row + c] = e;
+    }
+    this.tick();
+  }
+  eventQuery(event: number): boolean { this.eventGenOf(event, 'eventQuery'); return true; }
+  eventElapsedMs(start: number, end: number): number {
+    for (const e of [start, end]) {
+      if (!this.timing.has(e)) throw new Error(`eventElapsedMs: event ${e} is not a timing event this thread created`);
+      if (Atomics.load(this.i32, this.layout.eventGen + e - 1) === 0) throw new Error(`eventElapsedMs: event ${e} was never recorded`);
+    }
+    return this.f64[this.eventBase(end)]! - this.f64[this.eventBase(start)]!;
+  }
+
+  // ---- memory ----
+  malloc(bytes: number): number {
+    this.need('malloc');
+    if (!Number.isSafeInteger(bytes) || bytes < 0) throw new TypeError(`malloc: argument 'bytes' must be a non-negative safe integer, got ${bytes}`);
+    const size = Math.max(ALIGN, Math.ceil(bytes / ALIGN) * ALIGN);
+    const i = this.free_.findIndex(([, b]) => b >= size);
+    if (i < 0) {
+      const err = new Error(`cudaMalloc(bytes=${bytes}) on device ${this.dev}: out of memory (cpu arena of ${this.world.arenaBytes} bytes)`);
+      (err as Error & { code: string }).code = 'cudaErrorMemoryAllocation';
+      throw err;
+    }
+    const [off, avail] = this.free_[i]!;
+    if (avail === size) this.free_.splice(i, 1); else this.free_[i] = [off + size, avail - size];
+    let slot = -1;
+    for (let s = 0; s < MAX_ALLOCS; s++) if (!this.allocBySlot.has(s)) { slot = s; break; }
+    if (slot < 0) throw new Error(`malloc on device ${this.dev}: more than ${MAX_ALLOCS} live allocations`);
+    const base = this.allocBase(this.dev, slot);
+    this.f64.fill(0, base, base + this.layout.allocStride);
+    this.f64[base] = off;
+    this.f64[base + 1] = size;
+    this.allocBySlot.set(slot, off);
+    Atomics.store(this.i32, this.layout.allocLive + this.dev * MAX_ALLOCS + slot, 1);
+    // Fresh device memory is not zero on a GPU either: fill with a poison pattern.
+    this.bytes[this.dev]!.fill(0xa5, off, off + size);
+    return (this.dev + 1) * ADDRESS_UNIT + off;
+  }
+
+  free(ptr: number): void {
+    this.need('free');
+    const off = ptr - (this.dev + 1) * ADDRESS_UNIT;
+    let slot = -1;
+    for (const [s, o] of this.allocBySlot) if (o === off) slot = s;
+    if (slot < 0) throw new Error(`free(ptr=${hex(ptr)}) on device ${this.dev}: not an allocation this thread made`);
+    const size = this.f64[this.allocBase(this.dev, slot) + 1]!;
+    Atomics.store(this.i32, this.layout.allocLive + this.dev * MAX_ALLOCS + slot, 0);
+    this.allocBySlot.delete(slot);
+    if (this.lastSlot === this.dev * MAX_ALLOCS + slot) this.lastSlot = -1;
+    this.free_.push([off, size]);
+    this.free_.sort((a, b) => a[0] - b[0]);
+    const merged: Array<[number, number]> = [];
+    for (const r of this.free_) {
+      const last = merged[merged.length - 1];
+      if (last && last[0] + last[1] === r[0]) last[1] += r[1]; else merged.push([r[0], r[1]]);
+    }
+    this.free_ = merged;
+  }
+
+  memsetAsync(ptr: number, byteValue: number, bytes: number, stream: number): void {
+    this.stream('memsetAsync', stream);
+    const ep = this.tick();
+    const [d, off] = this.access('memsetAsync', ptr, bytes, WRITE, ep, false);
+    this.bytes[d]!.fill(byteValue & 0xff, off, off + bytes);
+  }
+
+  memcpyAsync(dst: number, src: number, bytes: number, stream: number): void {
+    this.stream('memcpyAsync', stream);
+    const ep = this.tick();
+    const [sd, so] = this.access('memcpyAsync(src)', src, bytes, READ, ep, false);
+    const [dd, dOff] = this.access('memcpyAsync(dst)', dst, bytes, WRITE, ep, false);
+    this.bytes[dd]!.set(this.bytes[sd]!.subarray(so, so + bytes), dOff);
+  }
+
+  memcpyPeerAsync(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number, stream: number): void {
+    if (this.deviceOf(dst) !== dstDevice || this.deviceOf(src) !== srcDevice) {
+      throw new Error(`memcpyPeerAsync: dst ${hex(dst)} is not on device ${dstDevice} or src ${hex(src)} is not on device ${srcDevice}`);
+    }
+    this.memcpyAsync(dst, src, bytes, stream);
+  }
+
+  upload(dst: number, src: ArrayBufferView): void {
+    this.need('upload');
+    const [d, off] = this.resolve('upload', dst, src.byteLength);
+    if (d !== this.dev) throw new Error(`upload: ${hex(dst)} is on device ${d}, not this thread's device ${this.dev}`);
+    this.bytes[d]!.set(new Uint8Array(src.buffer, src.byteOffset, src.byteLength), off);
+  }
+
+  download(dst: ArrayBufferView, src: number): void {
+    this.need('download');
+    const [d, off] = this.resolve('download', src, dst.byteLength);
+    if (d !== this.dev) throw new Error(`download: ${hex(src)} is on device ${d}, not this thread's device ${this.dev}`);
+    new Uint8Array(dst.buffer, dst.byteOffset, dst.byteLength).set(this.bytes[d]!.subarray(off, off + dst.byteLength));
+  }
+
+  hostRegister(view: ArrayBufferView): HostRegistration {
+    this.need('hostRegister');
+    if (!(view.buffer instanceof SharedArrayBuffer)) throw new TypeError('hostRegister: the view must be over a SharedArrayBuffer');
+    const id = this.nextReg++;
+    const words = Math.floor(view.byteLength / 4);
+    this.hostRegs.set(id, new Uint32Array(view.buffer, view.byteOffset, words));
+    const ptr = HOST_BASE + id * HOST_UNIT;
+    return { hostPtr: ptr, devicePtr: ptr, byteOffset: 0, bytes: words * 4 };
+  }
+  hostUnregister(hostPtr: number): void {
+    if (!this.hostRegs.delete(Math.floor((hostPtr - HOST_BASE) / HOST_UNIT))) throw new Error(`hostUnregister(${hex(hostPtr)}): not registered by this thread`);
+  }
+
+  // ---- kernels ----
+  launchFillF32(ptr: number, n: number, value: number, stream: number): void {
+    this.stream('launchFillF32', stream);
+    const ep = this.tick();
+    const [d, off] = this.access('launchFillF32', ptr, n * 4, WRITE, ep, true);
+    this.f32[d]!.fill(value, off / 4, off / 4 + n);
+  }
+
+  launchAxpyF32(y: number, x: number, n: number, a: number, stream: number): void {
+    this.stream('launchAxpyF32', stream);
+    const ep = this.tick();
+    const [xd, xo] = this.access('launchAxpyF32(x)', x, n * 4, READ, ep, true);
+    const [yd, yo] = this.access('launchAxpyF32(y)', y, n * 4, WRITE, ep, true);
+    const xs = this.f32[xd]!, ys = this.f32[yd]!;
+    const xi = xo / 4, yi = yo / 4;
+    // a*x of two f32 is exact in f64, so one rounding to f32 matches the GPU's fused multiply-add.
+    for (let i = 0; i < n; i++) ys[yi + i] = ys[yi + i]! + a * xs[xi + i]!;
+  }
+
+  launchSignal(counter: number, value: number, stream: number): void {
+    this.stream('launchSignal', stream);
+    this.tick();
+    const id = Math.floor((counter - HOST_BASE) / HOST_UNIT);
+    const view = this.hostRegs.get(id);
+    const word = (counter - HOST_BASE - id * HOST_UNIT) / 4;
+    if (!view || !Number.isInteger(word) || word >= view.length) throw new Error(`launchSignal: ${hex(counter)} is not a registered host word`);
+    Atomics.store(view, word, value >>> 0);
+  }
+
+  launchProbeWrite(dst: number, n: number, seed: number, stream: number): void {
+    this.stream('launchProbeWrite', stream);
+    const ep = this.tick();
+    const [d, off] = this.access('launchProbeWrite', dst, n * 4, WRITE, ep, true);
+    const u = this.u32[d]!, b = off / 4;
+    for (let i = 0; i < n; i++) u[b + i] = (Math.imul(i, 0x9e3779b1) ^ seed) >>> 0;
+  }
+
+  launchSpin(microseconds: number, stream: number): void {
+    this.stream('launchSpin', stream);
+    this.tick();
+    Atomics.wait(this.sleeper, 0, 0, microseconds / 1000);
+  }
+
+  // ---- internals ----
+  private inRange(d: number): boolean { return Number.isInteger(d) && d >= 0 && d < this.world.devices; }
+
+  private need(call: string): void {
+    if (this.dev < 0) throw new Error(`${call}: no device bound on this thread: call bindDevice(ordinal) first`);
+  }
+
+  private stream(call: string, s: number): void {
+    this.need(call);
+    if (!this.streams.has(s)) throw new Error(`${call}: stream ${s} is not a stream of device ${this.dev}`);
+  }
+
+  /** Advance this device's stream epoch: every op is one step of the stream's order. */
+  private tick(): number {
+    const k = this.layout.knows + this.dev * (this.world.devices + 1);
+    return (this.f64[k] = this.f64[k]! + 1);
+  }
+
+  private eventBase(event: number): number { return this.layout.eventData + (event - 1) * this.layout.eventStride; }
+
+  private eventGenOf(event: number, call: string): number {
+    const D = this.world.devices;
+    if (!Number.isInteger(event) || event < 1 || event > D * MAX_EVENTS) throw new Error(`${call}: ${event} is not an event handle`);
+    return Atomics.load(this.i32, this.layout.eventGen + event - 1);
+  }
+
+  private allocBase(dev: number, slot: number): number { return this.layout.allocData + (dev * MAX_ALLOCS + slot) * this.layout.allocStride; }
+
+  private deviceOf(ptr: number): number { return Math.floor(ptr / ADDRESS_UNIT) - 1; }
+
+  /** Device and arena offset of `[ptr, ptr + bytes)`, which must lie in one live allocation. */
+  private resolve(call: string, ptr: number, bytes: number): [number, number, number] {
+    const d = this.deviceOf(ptr);
+    if (!this.inRange(d) || !Number.isSafeInteger(bytes) || bytes < 0) {
+      throw new Error(`${call}: ${hex(ptr)} (+${bytes} bytes) is not a device address`);
+    }
+    const off = ptr - (d + 1) * ADDRESS_UNIT;
+    const fits = (slot: number): boolean => {
+      if (Atomics.load(this.i32, this.layout.allocLive + d * MAX_ALLOCS + slot) !== 1) return false;
+      const b = this.allocBase(d, slot);
+      const o = this.f64[b]!, n = this.f64[b + 1]!;
+      return off >= o && off + bytes <= o + n;
+    };
+    if (this.lastSlot >= 0 && Math.floor(this.lastSlot / MAX_ALLOCS) === d && fits(this.lastSlot % MAX_ALLOCS)) {
+      return [d, off, this.lastSlot % MAX_ALLOCS];
+    }
+    for (let s = 0; s < MAX_ALLOCS; s++) {
+      if (fits(s)) { this.lastSlot = d * MAX_ALLOCS + s; return [d, off, s]; }
+    }
+    throw new Error(`${call}: [${hex(ptr)}, +${bytes}) on device ${d} is not inside a live allocation (freed, or out of bounds)`);
+  }
+
+  /**
+   * Check an access against every other device's accesses it is not ordered after, then
+   * remember it. `kernel` accesses to another device's memory need peer access, as on a GPU.
+   */
+  private access(call: string, ptr: number, bytes: number, kind: number, epoch: number, kernel: boolean): [number, number] {
+    const [d, off, slot] = this.resolve(call, ptr, bytes);
+    if (kernel && d !== this.dev && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
+      throw new Error(`${call} on device ${this.dev} dereferences device ${d}'s memory ${hex(ptr)}, but peer access ${this.dev}->${d} is not enabled`);
+    }
+    if (bytes === 0) return [d, off];
+    const D = this.world.devices;
+    const base = this.allocBase(d, slot) + 2;
+    const row = this.layout.knows + this.dev * D;
+    for (let c = 0; c < D; c++) {
+      if (c === this.dev) continue;
+      const known = this.f64[row + c]!;
+      for (const other of kind === WRITE ? [WRITE, READ] : [WRITE]) {
+        const e0 = base + ((c * 2 + other) * ACCESS_ENTRIES) * 3;
+        for (let e = 0; e < ACCESS_ENTRIES; e++) {
+          const lo = this.f64[e0 + e * 3]!, hi = this.f64[e0 + e * 3 + 1]!, ep = this.f64[e0 + e * 3 + 2]!;
+          if (ep > known && lo < off + bytes && off < hi) this.hazard(call, ptr, bytes, kind, other, d, c);
+        }
+      }
+    }
+    this.remember(base + ((this.dev * 2 + kind) * ACCESS_ENTRIES) * 3, off, off + bytes, epoch);
+    return [d, off];
+  }
+
+  private remember(e0: number, lo: number, hi: number, epoch: number): void {
+    const f = this.f64;
+    let empty = -1, oldest = -1, second = -1;
+    for (let e = 0; e < ACCESS_ENTRIES; e++) {
+      const at = e0 + e * 3;
+      if (f[at + 2] === 0) { if (empty < 0) empty = e; continue; }
+      if (f[at] === lo && f[at + 1] === hi) { f[at + 2] = epoch; return; }
+      if (oldest < 0 || f[at + 2]! < f[e0 + oldest * 3 + 2]!) { second = oldest; oldest = e; }
+      else if (second < 0 || f[at + 2]! < f[e0 + second * 3 + 2]!) second = e;
+    }
+    if (empty < 0) {
+      // Full: fold the oldest entry into the second oldest. The union can only report more.
+      const a = e0 + oldest * 3, b = e0 + second * 3;
+      f[b] = Math.min(f[a]!, f[b]!);
+      f[b + 1] = Math.max(f[a + 1]!, f[b + 1]!);
+      f[b + 2] = Math.max(f[a + 2]!, f[b + 2]!);
+      empty = oldest;
+    }
+    const at = e0 + empty * 3;
+    f[at] = lo; f[at + 1] = hi; f[at + 2] = epoch;
+  }
+
+  private hazard(call: string, ptr: number, bytes: number, kind: number, other: number, owner: number, c: number): never {
+    const me = this.dev;
+    if (kind === WRITE && other === WRITE) {
+      throw new OrderingError(
+        `${call} on device ${me} writes [${hex(ptr)}, +${bytes}) on device ${owner} while device ${c} may still be writing it: ` +
+          `missing write-after-write edge (before pushing into a consumer's buffer, wait on an event the consumer recorded after its own writes)`,
+        'ERR_ORDER_WAW',
+      );
+    }
+    if (kind === WRITE) {
+      throw new OrderingError(
+        `${call} on device ${me} overwrites [${hex(ptr)}, +${bytes}) on device ${owner} while device ${c} may still be reading it: ` +
+          'missing write-after-read edge (wait until the reader is done, or stage the operand)',
+        'ERR_ORDER_WAR',
+      );
+    }
+    throw new OrderingError(
+      `${call} on device ${me} reads [${hex(ptr)}, +${bytes}) on device ${owner} before device ${c}'s write to it is ordered: ` +
+        "missing read-after-write edge (wait on the producer's event after its push)",
+      'ERR_ORDER_RAW',
+    );
+  }
+}

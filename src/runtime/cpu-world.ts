@@ -1,0 +1,74 @@
+/**
+ * The shared state of the CPU reference backend: every emulated device's memory and the ordering
+ * bookkeeping, in SharedArrayBuffers that the main thread creates and hands to every worker, so a
+ * worker reaches its peer's "device" memory the way a GPU reaches a peer's over NVLink.
+ *
+ * Addresses mimic unified addressing: device d's byte `o` is `(d + 1) * 2^40 + o`, so a pointer
+ * says which device it lives on, and a number can travel in a ring record like a CUDA pointer.
+ *
+ * Ordering is tracked with vector clocks. Each device's stream counts the ops it has run (its
+ * epoch); `knows[p][c]` is the newest epoch of device c that device p's stream is ordered after,
+ * learned only through event waits. An event record snapshots the recorder's clock; a wait merges
+ * it. Every access to device memory is remembered per allocation as (device, byte range, epoch),
+ * so an access that overlaps another device's access it is not ordered after is a race the GPU
+ * would have, and is reported as one (the write-after-write, read-after-write and
+ * write-after-read hazards of seed 000).
+ */
+export const ADDRESS_UNIT = 2 ** 40;
+export const MAX_EVENTS = 1024;
+export const MAX_ALLOCS = 2048;
+/** Access entries kept per (allocation, device, kind); older ones merge (conservatively). */
+export const ACCESS_ENTRIES = 4;
+
+export interface CpuWorldInit {
+  devices: number;
+  arenaBytes: number;
+  arenas: SharedArrayBuffer[];
+  meta: SharedArrayBuffer;
+}
+
+/** Offsets into `meta`, in elements of the typed view named in each. */
+export class CpuWorldLayout {
+  readonly claims = 0; // i32[devices]: 1 while a thread has bound the device
+  readonly peer: number; // i32[devices * devices]: peer access enabled p -> c
+  readonly eventGen: number; // i32[devices * MAX_EVENTS]: records so far (publication word)
+  readonly allocLive: number; // i32[devices * MAX_ALLOCS]
+  readonly i32Words: number;
+  readonly knows = 0; // f64[devices * devices]
+  readonly eventData: number; // f64[devices * MAX_EVENTS * eventStride]
+  readonly eventStride: number; // [timestampMs, recorderDevice, clock[devices]]
+  readonly allocData: number; // f64[devices * MAX_ALLOCS * allocStride]
+  readonly allocStride: number; // [offset, bytes, access[devices][2 kinds][ACCESS_ENTRIES][lo, hi, epoch]]
+  readonly f64Offset: number; // byte offset of the f64 region
+  readonly bytes: number;
+
+  constructor(readonly devices: number) {
+    this.peer = devices;
+    this.eventGen = this.peer + devices * devices;
+    this.allocLive = this.eventGen + devices * MAX_EVENTS;
+    this.i32Words = this.allocLive + devices * MAX_ALLOCS;
+    this.f64Offset = Math.ceil((this.i32Words * 4) / 64) * 64;
+    this.eventStride = 2 + devices;
+    this.eventData = devices * devices;
+    this.allocStride = 2 + devices * 2 * ACCESS_ENTRIES * 3;
+    this.allocData = this.eventData + devices * MAX_EVENTS * this.eventStride;
+    this.bytes = this.f64Offset + (this.allocData + devices * MAX_ALLOCS * this.allocStride) * 8;
+  }
+}
+
+/** Create the shared state for `devices` emulated devices of `arenaBytes` each. */
+export function createCpuWorld(devices: number, arenaBytes: number): CpuWorldInit {
+  if (!Number.isInteger(devices) || devices < 1 || devices > 8) {
+    throw new RangeError(`cpu backend: devices must be an integer in [1, 8], got ${devices}`);
+  }
+  if (!Number.isInteger(arenaBytes) || arenaBytes < 4096 || arenaBytes > 2 ** 31) {
+    throw new RangeError(`cpu backend: arenaBytes must be an integer in [4096, 2^31], got ${arenaBytes}`);
+  }
+  const layout = new CpuWorldLayout(devices);
+  return {
+    devices,
+    arenaBytes,
+    arenas: Array.from({ length: devices }, () => new SharedArrayBuffer(arenaBytes)),
+    meta: new SharedArrayBuffer(layout.bytes),
+  };
+}

@@ -1,0 +1,215 @@
+/**
+ * The runtime: two pinned device workers, their command rings and completion counters, and the
+ * proof of peer access between them. The main thread owns the decode walk and never calls CUDA
+ * on the hot path; it only writes ring records and reads counters the GPU wrote.
+ */
+import { loadBinding } from './binding.js';
+import type { BackendKind } from './device-api.js';
+import { createCpuWorld } from './cpu-world.js';
+import { probePeerAccess, type PeerStatus } from './peer.js';
+import { Rank } from './rank.js';
+import { RingProducer, RingView } from '../workers/ring.js';
+import { RingState, W_STATE, W_TAIL, seqDiff } from '../workers/ring-layout.js';
+import { WorkerHandle } from '../workers/worker-handle.js';
+import type { WorkerFault } from '../workers/worker-init.js';
+
+export interface RuntimeOptions {
+  /** `auto` (default): CUDA when two devices are visible, else the CPU reference. */
+  backend?: BackendKind | 'auto';
+  /** Device ordinals of rank 0 and rank 1. Default [0, 1]. */
+  devices?: [number, number];
+  /** Records per ring, a power of two. Default 4096. */
+  ringCapacity?: number;
+  /** How long a waiter spins before sleeping. Default 200 us. */
+  spinMicros?: number;
+  /** A cross-rank handshake that waits longer refuses its record. Default 5000 ms. */
+  handshakeTimeoutMs?: number;
+  /** Every control call rejects after this long. Default 60000 ms. */
+  callTimeoutMs?: number;
+  /** Completion counters per rank. Default 256. */
+  completionSlots?: number;
+  /** CPU backend: bytes of emulated memory per device. Default 64 MiB. */
+  cpuArenaBytes?: number;
+  /** Probe and enable peer access both ways at open. Default true. */
+  peerAccess?: boolean;
+}
+
+const PAGE = 4096;
+
+function checkInt(name: string, v: number, lo: number, hi: number): number {
+  if (!Number.isInteger(v) || v < lo || v > hi) throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
+  return v;
+}
+
+/** Pick the backend for `auto`: CUDA needs the addon and two devices. */
+export function detectBackend(): { backend: BackendKind; devices: number; why: string } {
+  let devices = 0;
+  try {
+    devices = loadBinding().deviceCount();
+  } catch (e) {
+    return { backend: 'cpu', devices: 0, why: `addon unavailable: ${(e as Error).message}` };
+  }
+  if (devices >= 2) return { backend: 'cuda', devices, why: `${devices} CUDA devices` };
+  return { backend: 'cpu', devices, why: `${devices} CUDA device(s) visible; two are needed` };
+}
+
+export class Runtime {
+  readonly ranks: readonly [Rank, Rank];
+  peer: PeerStatus | undefined;
+  /** The first fault or worker death; once set, the runtime is closing or closed. */
+  failure: Error | undefined;
+  private closed = false;
+  private closing: Promise<void> | undefined;
+  private readonly faultListeners: Array<(e: Error) => void> = [];
+  private readonly counters: Uint32Array[] = [];
+
+  private constructor(
+    readonly backend: BackendKind,
+    private readonly workers: readonly [WorkerHandle, WorkerHandle],
+    rings: readonly [RingView, RingView],
+    private readonly opts: Required<RuntimeOptions>,
+    readonly completionBuffers: readonly [SharedArrayBuffer, SharedArrayBuffer],
+  ) {
+    const wait = { spinMicros: opts.spinMicros, timeoutMs: opts.handshakeTimeoutMs };
+    this.ranks = [0, 1].map((r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), workers[r]!)) as unknown as [Rank, Rank];
+  }
+
+  static async open(options: RuntimeOptions = {}): Promise<Runtime> {
+    const o: Required<RuntimeOptions> = {
+      backend: options.backend ?? 'auto',
+      devices: options.devices ?? [0, 1],
+      ringCapacity: options.ringCapacity ?? 4096,
+      spinMicros: options.spinMicros ?? 200,
+      handshakeTimeoutMs: options.handshakeTimeoutMs ?? 5000,
+      callTimeoutMs: options.callTimeoutMs ?? 60_000,
+      completionSlots: options.completionSlots ?? 256,
+      cpuArenaBytes: options.cpuArenaBytes ?? 64 * 2 ** 20,
+      peerAccess: options.peerAccess ?? true,
+    };
+    if (!['auto', 'cuda', 'cpu'].includes(o.backend)) throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${o.backend}'`);
+    if (!Array.isArray(o.devices) || o.devices.length !== 2) throw new RangeError('RuntimeOptions.devices must be two device ordinals, one per rank');
+    checkInt('spinMicros', o.spinMicros, 0, 1_000_000);
+    checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs, 1, 600_000);
+    checkInt('callTimeoutMs', o.callTimeoutMs, 1, 3_600_000);
+    checkInt('completionSlots', o.completionSlots, 1, 1 << 20);
+    const [d0, d1] = o.devices;
+    if (d0 === d1) {
+      throw new RangeError(
+        `RuntimeOptions.devices: both ranks are on device ${d0}. Two ranks need two devices: a kernel's store into a peer ` +
+          'pointer across two contexts on one card is undefined (it reads right at some sizes and wrong at others).',
+      );
+    }
+    const backend: BackendKind = o.backend === 'auto' ? detectBackend().backend : o.backend;
+    const deviceCount = backend === 'cuda' ? loadBinding().deviceCount() : 2;
+    for (const d of o.devices) {
+      if (!Number.isInteger(d) || d < 0 || d >= deviceCount) {
+        throw new RangeError(
+          `device ordinal ${d} is out of range: ${deviceCount} ${backend === 'cuda' ? 'CUDA devices' : 'CPU reference devices'} visible` +
+            (deviceCount > 0 ? ` (ordinals 0..${deviceCount - 1})` : ' (no CUDA device or driver; use backend: "cpu")'),
+        );
+      }
+    }
+    const rings = [RingView.create(o.ringCapacity, 'ring 0'), RingView.create(o.ringCapacity, 'ring 1')] as const;
+    const completion = [0, 1].map(() => new SharedArrayBuffer(PAGE + Math.ceil((o.completionSlots * 4) / PAGE) * PAGE)) as unknown as [SharedArrayBuffer, SharedArrayBuffer];
+    const cpuWorld = backend === 'cpu' ? createCpuWorld(2, o.cpuArenaBytes) : undefined;
+
+    let rt: Runtime | undefined;
+    const onFault = (f: WorkerFault): void => rt?.fail(Object.assign(new Error(f.message), { code: f.code, rank: f.rank, seq: f.seq }));
+    const onExit = (r: number) => (e: Error): void => {
+      // The dead consumer cannot mark its own ring: do it for it, so the producer's next push and
+      // the peer's handshake refuse at once instead of timing out.
+      const ring = rings[r]!;
+      Atomics.store(ring.i32, W_STATE, RingState.Stopped);
+      Atomics.notify(ring.i32, W_TAIL);
+      if (rt && !rt.closed) rt.fail(e);
+    };
+    const workers = [0, 1].map((r) => new WorkerHandle({
+      rank: r,
+      ordinal: o.devices[r]!,
+      backend,
+      cpuWorld,
+      ring: rings[r]!.sab,
+      peerRing: rings[1 - r]!.sab,
+      completion: completion[r]!,
+      completionSlots: o.completionSlots,
+      spinMicros: o.spinMicros,
+      handshakeTimeoutMs: o.handshakeTimeoutMs,
+    }, o.callTimeoutMs, onFault, onExit(r))) as unknown as [WorkerHandle, WorkerHandle];
+    rt = new Runtime(backend, workers, rings, o, completion);
+    try {
+      const opened = await Promise.all(workers.map((w) => w.call('open')));
+      opened.forEach((x, r) => rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots)));
+      if (o.peerAccess) rt.peer = await probePeerAccess(rt.ranks);
+      return rt;
+    } catch (e) {
+      await rt.close().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Called with the first fault or worker death. */
+  onFault(cb: (e: Error) => void): void { this.faultListeners.push(cb); }
+
+  /** Completion counters of a rank, as the GPU last wrote them. */
+  counter(rank: number, slot: number): number { return Atomics.load(this.counters[rank]!, slot) >>> 0; }
+
+  /** Spin until the GPU has written a value at or past `value` into the counter. */
+  spinUntilCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000): void {
+    const end = performance.now() + timeoutMs;
+    const c = this.counters[rank]!;
+    while (seqDiff(Atomics.load(c, slot), value) < 0) {
+      if (this.failure) throw this.failure;
+      if (performance.now() > end) throw new Error(`completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`);
+    }
+  }
+
+  /** Like `spinUntilCompleted`, but yields to the event loop between polls. */
+  async waitCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000): Promise<void> {
+    const end = performance.now() + timeoutMs;
+    const c = this.counters[rank]!;
+    const spinEnd = performance.now() + this.opts.spinMicros / 1000;
+    while (seqDiff(Atomics.load(c, slot), value) < 0) {
+      if (this.failure) throw this.failure;
+      const t = performance.now();
+      if (t > end) throw new Error(`completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`);
+      if (t > spinEnd) await new Promise((r) => setImmediate(r));
+    }
+  }
+
+  /** Every record pushed so far, on both ranks, has run to completion. */
+  async drain(): Promise<void> {
+    await Promise.all(this.ranks.map((r) => r.drain()));
+  }
+
+  private fail(e: Error): void {
+    if (this.failure) return;
+    this.failure = e;
+    for (const cb of this.faultListeners) cb(e);
+    // A worker that died leaves the pair unusable: close the survivor too.
+    if ((e as { code?: string }).code === 'ERR_WORKER_EXITED') void this.close().catch(() => undefined);
+  }
+
+  /**
+   * Drain both ranks, then release their devices and end the workers. Work in flight is finished
+   * first: freeing memory a queued kernel still writes is the lifetime hazard of seed 000.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
+    const errors: Error[] = [];
+    await Promise.all(this.workers.map(async (w) => {
+      if (w.dead) return;
+      try {
+        await w.call('close', Math.floor(this.opts.callTimeoutMs / 2));
+      } catch (e) {
+        if (!w.dead) errors.push(e as Error);
+      }
+    }));
+    this.closed = true;
+    await Promise.all(this.workers.map((w) => w.terminate()));
+    if (errors.length > 0) throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);
+  }
+}

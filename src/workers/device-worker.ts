@@ -1,0 +1,258 @@
+/**
+ * The pinned device worker: binds one device once, is the only thread that touches it, and turns
+ * ring records into work on its stream. Hot path: the ring. Cold path: comlink calls on the
+ * control port (open, allocate, upload, read back, close).
+ *
+ * The loop never blocks the thread's event loop for long: it spins briefly for records, then
+ * sleeps with `Atomics.waitAsync`, so control calls are answered while the ring is idle; under
+ * a continuous stream of records it yields once a millisecond for the same reason.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/promises';
+import * as Comlink from 'comlink';
+import { portEndpoint } from './comlink-port.js';
+import { RingConsumer, RingView, type RecordRef } from './ring.js';
+import { RingState, seqDiff } from './ring-layout.js';
+import { Op, opName } from './ops.js';
+import type { WorkerFault, WorkerInit } from './worker-init.js';
+import type { DeviceApi } from '../runtime/device-api.js';
+import type { HostRegistration } from '../runtime/binding.js';
+import { loadBinding } from '../runtime/binding.js';
+import { CpuDevice } from '../runtime/cpu-device.js';
+
+const init = workerData as WorkerInit;
+const tag = `worker ${init.rank} (device ${init.ordinal})`;
+
+class Refusal extends Error {
+  constructor(message: string, readonly code: string) { super(message); }
+}
+
+function makeDevice(): DeviceApi {
+  if (init.backend === 'cpu') {
+    if (!init.cpuWorld) throw new Error(`${tag}: cpu backend without its shared world`);
+    return new CpuDevice(init.cpuWorld);
+  }
+  return loadBinding();
+}
+
+const dev = makeDevice();
+const ring = new RingConsumer(new RingView(init.ring, `ring ${init.rank}`));
+const peerRing = new RingView(init.peerRing, `ring ${1 - init.rank}`);
+/** Counters as this thread sees them; rebased onto the registered pages at open(). */
+let completion: Uint32Array = new Uint32Array(0);
+let stream = 0;
+let signalBase = 0;
+let registration: HostRegistration | undefined;
+let serving: Promise<void> | undefined;
+let closing = false;
+let faulted = false;
+/** Records executed, for tests and the profile. */
+let executed = 0;
+
+/** Wait (bounded) until the peer has enqueued its record `seq`: the cross-device handshake. */
+function awaitPeer(seq: number, mine: number): void {
+  if (peerRing.reached(seq)) return;
+  const start = performance.now();
+  const spinEnd = start + init.spinMicros / 1000;
+  const deadline = start + init.handshakeTimeoutMs;
+  for (;;) {
+    const seen = peerRing.tail();
+    if (seqDiff(seen, seq) >= 0) return;
+    if (peerRing.state() !== RingState.Running) {
+      throw new Refusal(
+        `record ${mine >>> 0} waits for the peer's record ${seq >>> 0}, but the peer worker has stopped (it enqueued up to ${seen >>> 0})`,
+        'ERR_PEER_STOPPED',
+      );
+    }
+    const t = performance.now();
+    if (t > deadline) {
+      throw new Refusal(
+        `handshake timed out after ${init.handshakeTimeoutMs} ms: record ${mine >>> 0} waits for the peer's record ${seq >>> 0}, ` +
+          `and the peer has enqueued only up to ${seen >>> 0} (was that record ever pushed to the peer's ring?)`,
+        'ERR_HANDSHAKE_TIMEOUT',
+      );
+    }
+    if (t > spinEnd) peerRing.sleepOnTail(seen, Math.min(2, deadline - t));
+  }
+}
+
+function execute(r: RecordRef, a: Float64Array): void {
+  const i = r.arg;
+  switch (r.op) {
+    case Op.Nop: return;
+    case Op.Fill: dev.launchFillF32(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
+    case Op.Axpy: dev.launchAxpyF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream); return;
+    case Op.Copy: dev.memcpyAsync(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
+    case Op.CopyPeer: dev.memcpyPeerAsync(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream); return;
+    case Op.Memset: dev.memsetAsync(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
+    case Op.EventRecord: dev.eventRecord(a[i]!, stream); return;
+    case Op.EventWait: dev.streamWaitEvent(stream, a[i]!, a[i + 1]!); return;
+    case Op.Signal: {
+      const slot = a[i]!;
+      if (!Number.isInteger(slot) || slot < 0 || slot >= completion.length) {
+        throw new Refusal(`Signal: completion slot ${slot} is out of range [0, ${completion.length})`, 'ERR_BAD_RECORD');
+      }
+      dev.launchSignal(signalBase + slot * 4, a[i + 1]!, stream);
+      return;
+    }
+    case Op.ProbeWrite: dev.launchProbeWrite(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
+    case Op.Spin: dev.launchSpin(a[i]!, stream); return;
+    default:
+      throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${Op.Spin}`, 'ERR_UNKNOWN_OP');
+  }
+}
+
+/** Run available records for up to ~1 ms; false once the ring is faulted. */
+function runBatch(): boolean {
+  const end = performance.now() + 1;
+  const args = ring.args;
+  while (ring.available() > 0) {
+    const r = ring.peek();
+    try {
+      if (r.afterPeer !== undefined) awaitPeer(r.afterPeer, r.seq);
+      execute(r, args);
+    } catch (e) {
+      refuse(r, e);
+      return false;
+    }
+    ring.advance();
+    executed++;
+    if ((executed & 63) === 0 && performance.now() > end) break;
+  }
+  return true;
+}
+
+function refuse(r: RecordRef, e: unknown): void {
+  faulted = true;
+  const err = e as Error & { code?: string };
+  ring.fault(r.seq, r.op);
+  const fault: WorkerFault = {
+    type: 'fault',
+    rank: init.rank,
+    seq: r.seq >>> 0,
+    op: r.op,
+    code: err.code ?? 'ERR_RECORD_FAILED',
+    message: `${tag} refused record ${r.seq >>> 0} (${opName(r.op)}): ${err.message}`,
+  };
+  parentPort?.postMessage(fault);
+}
+
+async function serve(): Promise<void> {
+  while (!closing && !faulted) {
+    if (ring.available() > 0) {
+      if (runBatch()) await yieldToLoop();
+      continue;
+    }
+    if (ring.spinForWork(init.spinMicros)) continue;
+    await ring.sleepForWork(20);
+  }
+}
+
+/** Until every published record has been enqueued and the stream has finished it. */
+async function drain(timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  const pending = (): boolean => !faulted && ring.available() > 0;
+  while (pending() || (stream !== 0 && !dev.streamQuery(stream))) {
+    if (performance.now() > deadline) {
+      throw new Error(`${tag}: drain timed out after ${timeoutMs} ms (${ring.available()} records not enqueued)`);
+    }
+    await sleep(pending() ? 0 : 0.05);
+  }
+}
+
+function needOpen(call: string): void {
+  if (stream === 0) throw new Error(`${tag}: ${call} before open()`);
+  if (closing) throw new Error(`${tag}: ${call} after close()`);
+}
+
+const control = {
+  /** Bind the device; returns where in the completion buffer the GPU-visible counters start. */
+  async open(): Promise<{ ordinal: number; backend: string; deviceCount: number; completionOffset: number }> {
+    dev.bindDevice(init.ordinal);
+    stream = dev.streamCreate();
+    // Registration takes whole pages; a SharedArrayBuffer need not start on one, so the buffer
+    // carries a spare page and the counters start where the registered pages do.
+    registration = dev.hostRegister(new Uint8Array(init.completion));
+    if (registration.bytes < init.completionSlots * 4) {
+      throw new Error(`${tag}: only ${registration.bytes} bytes of the completion buffer could be registered; ${init.completionSlots * 4} needed`);
+    }
+    completion = new Uint32Array(init.completion, registration.byteOffset, init.completionSlots);
+    signalBase = registration.devicePtr;
+    serving = serve().catch((e: unknown) => {
+      parentPort?.postMessage({ type: 'fault', rank: init.rank, seq: 0, op: -1, code: 'ERR_WORKER_LOOP', message: `${tag}: ${(e as Error).message}` } satisfies WorkerFault);
+    });
+    return { ordinal: init.ordinal, backend: init.backend, deviceCount: dev.deviceCount(), completionOffset: registration.byteOffset };
+  },
+
+  async alloc(bytes: number): Promise<number> { needOpen('alloc'); return dev.malloc(bytes); },
+
+  async free(ptr: number): Promise<void> {
+    needOpen('free');
+    // Records still in the ring or on the stream may use this memory: the seed's lifetime hazard.
+    await drain(10_000);
+    dev.free(ptr);
+  },
+
+  async upload(ptr: number, data: Uint8Array): Promise<void> {
+    needOpen('upload');
+    // A synchronous copy does not order against a non-blocking stream: drain it first.
+    await drain(10_000);
+    dev.upload(ptr, data);
+  },
+
+  async download(ptr: number, bytes: number): Promise<Uint8Array> {
+    needOpen('download');
+    await drain(10_000);
+    const out = new Uint8Array(bytes);
+    dev.download(out, ptr);
+    return Comlink.transfer(out, [out.buffer]);
+  },
+
+  async createEvent(timing: boolean): Promise<number> { needOpen('createEvent'); return dev.eventCreate(timing); },
+
+  async destroyEvent(event: number): Promise<void> { needOpen('destroyEvent'); await drain(10_000); dev.eventDestroy(event); },
+
+  async elapsedMs(start: number, end: number): Promise<number> {
+    needOpen('elapsedMs');
+    await drain(10_000);
+    return dev.eventElapsedMs(start, end);
+  },
+
+  async enablePeer(peer: number): Promise<void> { needOpen('enablePeer'); dev.enablePeerAccess(peer); },
+  async disablePeer(peer: number): Promise<void> { needOpen('disablePeer'); dev.disablePeerAccess(peer); },
+  async canAccessPeer(peer: number): Promise<boolean> { return dev.canAccessPeer(init.ordinal, peer); },
+  async memInfo(): Promise<{ free: number; total: number }> { needOpen('memInfo'); return dev.memGetInfo(); },
+
+  async drain(timeoutMs = 10_000): Promise<void> { needOpen('drain'); await drain(timeoutMs); },
+
+  async stats(): Promise<{ executed: number; faulted: boolean; tail: number }> {
+    return { executed, faulted, tail: ring.view.tail() >>> 0 };
+  },
+
+  /**
+   * Drain, then release everything. Nothing may be freed while the stream can still touch it:
+   * a pending kernel would write into memory the allocator has handed to someone else.
+   */
+  async close(timeoutMs = 10_000): Promise<void> {
+    if (stream === 0) { ring.stop(); return; }
+    let drained: unknown;
+    try { await drain(timeoutMs); } catch (e) { drained = e; }
+    closing = true;
+    ring.stop();
+    await serving;
+    if (registration) dev.hostUnregister(registration.hostPtr);
+    registration = undefined;
+    // releaseDevice synchronizes the device before it frees anything.
+    dev.releaseDevice();
+    stream = 0;
+    if (drained) throw drained;
+  },
+
+  // ---- test hooks: failure injection for the control plane's own tests ----
+  async hang(ms: number): Promise<void> { await sleep(ms); },
+  async crash(message: string): Promise<void> { setImmediate(() => { throw new Error(message); }); },
+};
+
+export type DeviceControl = typeof control;
+
+Comlink.expose(control, portEndpoint(init.control));

@@ -1,0 +1,312 @@
+/**
+ * Single-producer single-consumer command ring over a SharedArrayBuffer (layout in
+ * ring-layout.ts). The producer is the main thread's decode walk, the consumer a pinned device
+ * worker; `RingProducer` and `RingConsumer` are the two ends and each is used by one thread only.
+ *
+ * Publication order is the whole protocol: a record's words are written with plain stores, then
+ * `head` is advanced with `Atomics.store`. JS atomics are sequentially consistent, so a consumer
+ * that reads the new `head` with `Atomics.load` also sees the record's words. The same holds in
+ * the other direction for `tail`, which frees a slot for reuse only after its record was read.
+ *
+ * Sleeping uses the Dekker pattern on two sequentially consistent locations: the consumer sets
+ * `consumerSleeping` and then re-reads `head`; the producer stores `head` and then reads
+ * `consumerSleeping`. At least one of them sees the other's store, so a wake-up is never lost,
+ * and the producer pays for `Atomics.notify` only when somebody actually sleeps.
+ */
+import {
+  FLAG_AFTER_PEER, HEADER_BYTES, LAYOUT_VERSION, RECORD_BYTES, RECORD_F64, RECORD_I32, RING_MAGIC,
+  R_AFTER_PEER, R_ARG0_F64, R_FLAGS, R_OP, R_SEQ, RingState, W_CAPACITY, W_CONSUMER_SLEEPING,
+  W_FAULT_OP, W_FAULT_SEQ, W_HEAD, W_MAGIC, W_RECORD_BYTES, W_STATE, W_TAIL, W_TAIL_WAITERS,
+  W_VERSION, isPowerOfTwo, ringBytes, seqDiff,
+} from './ring-layout.js';
+
+export class RingError extends Error {
+  constructor(message: string, readonly code: string) {
+    super(message);
+    this.name = 'RingError';
+  }
+}
+
+/** Views over one ring's buffer, shared by both ends. */
+export class RingView {
+  readonly i32: Int32Array;
+  readonly rec32: Int32Array;
+  readonly rec64: Float64Array;
+  readonly capacity: number;
+  readonly mask: number;
+
+  constructor(readonly sab: SharedArrayBuffer, readonly name = 'ring') {
+    this.i32 = new Int32Array(sab, 0, HEADER_BYTES / 4);
+    if (this.i32[W_MAGIC] !== RING_MAGIC || this.i32[W_VERSION] !== LAYOUT_VERSION) {
+      throw new RingError(`${name}: buffer is not a memra command ring (bad magic or version)`, 'ERR_RING_LAYOUT');
+    }
+    this.capacity = this.i32[W_CAPACITY]!;
+    this.mask = this.capacity - 1;
+    if (this.i32[W_RECORD_BYTES] !== RECORD_BYTES || sab.byteLength < ringBytes(this.capacity)) {
+      throw new RingError(`${name}: record size or buffer length does not match the layout`, 'ERR_RING_LAYOUT');
+    }
+    this.rec32 = new Int32Array(sab, HEADER_BYTES, this.capacity * RECORD_I32);
+    this.rec64 = new Float64Array(sab, HEADER_BYTES, this.capacity * RECORD_F64);
+  }
+
+  /**
+   * A new ring. `initialSeq` lets tests start the counters just below 2^32 to exercise their
+   * wrap-around; real rings start at 0.
+   */
+  static create(capacity: number, name = 'ring', initialSeq = 0): RingView {
+    if (!isPowerOfTwo(capacity) || capacity < 2 || capacity > 1 << 20) {
+      throw new RangeError(`${name}: capacity must be a power of two in [2, 2^20], got ${capacity}`);
+    }
+    const sab = new SharedArrayBuffer(ringBytes(capacity));
+    const i32 = new Int32Array(sab, 0, HEADER_BYTES / 4);
+    i32[W_MAGIC] = RING_MAGIC;
+    i32[W_VERSION] = LAYOUT_VERSION;
+    i32[W_CAPACITY] = capacity;
+    i32[W_RECORD_BYTES] = RECORD_BYTES;
+    i32[W_HEAD] = initialSeq | 0;
+    i32[W_TAIL] = initialSeq | 0;
+    return new RingView(sab, name);
+  }
+
+  /** Seq of the newest published record. */
+  head(): number { return Atomics.load(this.i32, W_HEAD); }
+  /** Seq of the newest record the consumer has enqueued on its device ("enqueued up to N"). */
+  tail(): number { return Atomics.load(this.i32, W_TAIL); }
+  state(): RingState { return Atomics.load(this.i32, W_STATE) as RingState; }
+  fault(): { seq: number; op: number } {
+    return { seq: Atomics.load(this.i32, W_FAULT_SEQ) >>> 0, op: Atomics.load(this.i32, W_FAULT_OP) };
+  }
+  /** True once the consumer has enqueued record `seq`. */
+  reached(seq: number): boolean { return seqDiff(this.tail(), seq) >= 0; }
+
+  /**
+   * Sleep on `tail` until it changes from `seen` or `ms` pass. Registers in `tailWaiters` so the
+   * consumer knows to notify; used by the producer when the ring is full and by the peer worker
+   * in a handshake.
+   */
+  sleepOnTail(seen: number, ms: number): void {
+    Atomics.add(this.i32, W_TAIL_WAITERS, 1);
+    try {
+      if (Atomics.load(this.i32, W_TAIL) === seen) Atomics.wait(this.i32, W_TAIL, seen, ms);
+    } finally {
+      Atomics.sub(this.i32, W_TAIL_WAITERS, 1);
+    }
+  }
+}
+
+export interface BoundedWait {
+  /** Spin this long before sleeping: a sleeping wake costs ~12 us, more than a join. */
+  spinMicros: number;
+  /** Give up after this long with a named error instead of hanging. */
+  timeoutMs: number;
+}
+
+const now = (): number => performance.now();
+
+/** The main thread's end. */
+export class RingProducer {
+  private readonly i32: Int32Array;
+  private readonly rec32: Int32Array;
+  private readonly rec64: Float64Array;
+  private readonly mask: number;
+  private readonly capacity: number;
+  /** Our own copy of `head`: only this end writes it. */
+  private next: number;
+  /** Last `tail` we read; refreshed only when the ring looks full (saves a shared-line read). */
+  private tailSeen: number;
+  private open = -1;
+
+  constructor(readonly view: RingView, private readonly wait: BoundedWait) {
+    this.i32 = view.i32;
+    this.rec32 = view.rec32;
+    this.rec64 = view.rec64;
+    this.mask = view.mask;
+    this.capacity = view.capacity;
+    this.next = view.head();
+    this.tailSeen = view.tail();
+  }
+
+  /** Seq the next published record will get. */
+  nextSeq(): number { return (this.next + 1) | 0; }
+
+  /**
+   * Start a record: waits (bounded) while the ring is full, then returns the record's f64 index
+   * of its first argument. Write arguments into `args()` at that index, then `publish()`.
+   */
+  begin(op: number, afterPeer?: number): number {
+    if (this.open >= 0) throw new RingError(`${this.view.name}: begin() twice without publish()`, 'ERR_RING_MISUSE');
+    this.checkConsumer();
+    if (seqDiff(this.next, this.tailSeen) >= this.capacity) this.waitForSpace();
+    const seq = (this.next + 1) | 0;
+    const slot = seq & this.mask;
+    const w = slot * RECORD_I32;
+    this.rec32[w + R_OP] = op;
+    this.rec32[w + R_SEQ] = seq;
+    this.rec32[w + R_AFTER_PEER] = afterPeer ?? 0;
+    this.rec32[w + R_FLAGS] = afterPeer === undefined ? 0 : FLAG_AFTER_PEER;
+    this.open = slot;
+    return slot * RECORD_F64 + R_ARG0_F64;
+  }
+
+  /** The record arguments, as f64 words; index with what `begin` returned. */
+  get args(): Float64Array { return this.rec64; }
+
+  /** Publish the record begun last; returns its seq. */
+  publish(): number {
+    if (this.open < 0) throw new RingError(`${this.view.name}: publish() without begin()`, 'ERR_RING_MISUSE');
+    this.open = -1;
+    this.next = (this.next + 1) | 0;
+    Atomics.store(this.i32, W_HEAD, this.next);
+    if (Atomics.load(this.i32, W_CONSUMER_SLEEPING) !== 0) Atomics.notify(this.i32, W_HEAD, 1);
+    return this.next;
+  }
+
+  /** Convenience for cold paths and tests: one record with up to 14 arguments. */
+  push(op: number, args: ArrayLike<number> = [], afterPeer?: number): number {
+    const a = this.begin(op, afterPeer);
+    for (let i = 0; i < args.length; i++) this.rec64[a + i] = args[i]!;
+    return this.publish();
+  }
+
+  /** True if a record can be begun without waiting. */
+  hasSpace(): boolean {
+    if (seqDiff(this.next, this.tailSeen) < this.capacity) return true;
+    this.tailSeen = this.view.tail();
+    return seqDiff(this.next, this.tailSeen) < this.capacity;
+  }
+
+  /** Backpressure, never loss: spin, then sleep on `tail`, until a slot frees or time runs out. */
+  private waitForSpace(): void {
+    const start = now();
+    const spinEnd = start + this.wait.spinMicros / 1000;
+    const deadline = start + this.wait.timeoutMs;
+    for (;;) {
+      this.tailSeen = this.view.tail();
+      if (seqDiff(this.next, this.tailSeen) < this.capacity) return;
+      this.checkConsumer();
+      const t = now();
+      if (t > deadline) {
+        throw new RingError(
+          `${this.view.name}: full for ${this.wait.timeoutMs} ms (${this.capacity} records pending); ` +
+            'the worker is not consuming: it may be stuck in a handshake or a blocking call',
+          'ERR_RING_STALLED',
+        );
+      }
+      if (t > spinEnd) this.view.sleepOnTail(this.tailSeen, Math.min(5, deadline - t));
+    }
+  }
+
+  private checkConsumer(): void {
+    const s = this.view.state();
+    if (s === RingState.Running) return;
+    if (s === RingState.Faulted) {
+      const f = this.view.fault();
+      throw new RingError(
+        `${this.view.name}: the worker refused record ${f.seq} (op ${f.op}); nothing after it runs. ` +
+          'The runtime must be closed.',
+        'ERR_RING_FAULTED',
+      );
+    }
+    throw new RingError(`${this.view.name}: the worker has stopped; the runtime is closed`, 'ERR_RING_STOPPED');
+  }
+}
+
+/** A record as the consumer sees it: valid until `advance()`. */
+export interface RecordRef {
+  op: number;
+  seq: number;
+  /** Peer seq to wait for, or undefined. */
+  afterPeer: number | undefined;
+  /** f64 index of argument 0 in `consumer.args`. */
+  arg: number;
+}
+
+/** The device worker's end. */
+export class RingConsumer {
+  private readonly i32: Int32Array;
+  private readonly rec32: Int32Array;
+  readonly args: Float64Array;
+  private readonly mask: number;
+  /** Our own copy of `tail`. */
+  private done: number;
+  private headSeen: number;
+  private readonly ref: RecordRef = { op: 0, seq: 0, afterPeer: undefined, arg: 0 };
+
+  constructor(readonly view: RingView) {
+    this.i32 = view.i32;
+    this.rec32 = view.rec32;
+    this.args = view.rec64;
+    this.mask = view.mask;
+    this.done = view.tail();
+    this.headSeen = view.head();
+  }
+
+  /** Records published and not yet advanced past. */
+  available(): number {
+    if (this.headSeen === this.done) this.headSeen = this.view.head();
+    return seqDiff(this.headSeen, this.done);
+  }
+
+  /** The oldest unconsumed record; call only when `available() > 0`. The object is reused. */
+  peek(): RecordRef {
+    const seq = (this.done + 1) | 0;
+    const slot = seq & this.mask;
+    const w = slot * RECORD_I32;
+    const r = this.ref;
+    r.op = this.rec32[w + R_OP]!;
+    r.seq = this.rec32[w + R_SEQ]!;
+    r.afterPeer = (this.rec32[w + R_FLAGS]! & FLAG_AFTER_PEER) !== 0 ? this.rec32[w + R_AFTER_PEER]! : undefined;
+    r.arg = slot * RECORD_F64 + 2;
+    if (r.seq !== seq) {
+      throw new RingError(`${this.view.name}: record at slot ${slot} has seq ${r.seq >>> 0}, expected ${seq >>> 0} (torn or overwritten record)`, 'ERR_RING_CORRUPT');
+    }
+    return r;
+  }
+
+  /** Mark the oldest record enqueued: publishes "enqueued up to N" and frees its slot. */
+  advance(): number {
+    this.done = (this.done + 1) | 0;
+    Atomics.store(this.i32, W_TAIL, this.done);
+    if (Atomics.load(this.i32, W_TAIL_WAITERS) !== 0) Atomics.notify(this.i32, W_TAIL);
+    return this.done;
+  }
+
+  /** Spin up to `micros` for a record; true if one arrived. */
+  spinForWork(micros: number): boolean {
+    const end = now() + micros / 1000;
+    do {
+      if (this.available() > 0) return true;
+    } while (now() < end);
+    return false;
+  }
+
+  /**
+   * Sleep without blocking this thread's event loop (so the control plane keeps answering) until
+   * a record is published or `ms` pass. Resolves true if work is available.
+   */
+  async sleepForWork(ms: number): Promise<boolean> {
+    Atomics.store(this.i32, W_CONSUMER_SLEEPING, 1);
+    try {
+      const seen = this.done;
+      if (this.view.head() !== seen) return true;
+      const w = Atomics.waitAsync(this.i32, W_HEAD, seen, ms);
+      if (w.async) await w.value;
+      return this.available() > 0;
+    } finally {
+      Atomics.store(this.i32, W_CONSUMER_SLEEPING, 0);
+    }
+  }
+
+  /** Refuse the oldest record: nothing after it will run, and the producer's next push throws. */
+  fault(seq: number, op: number): void {
+    Atomics.store(this.i32, W_FAULT_SEQ, seq);
+    Atomics.store(this.i32, W_FAULT_OP, op);
+    Atomics.store(this.i32, W_STATE, RingState.Faulted);
+    Atomics.notify(this.i32, W_TAIL);
+  }
+
+  stop(): void {
+    if (this.view.state() === RingState.Running) Atomics.store(this.i32, W_STATE, RingState.Stopped);
+    Atomics.notify(this.i32, W_TAIL);
+  }
+}

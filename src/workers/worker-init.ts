@@ -1,0 +1,35 @@
+/** What the main thread hands a pinned device worker at spawn (`workerData`). */
+import type { MessagePort } from 'node:worker_threads';
+import type { BackendKind } from '../runtime/device-api.js';
+import type { CpuWorldInit } from '../runtime/cpu-world.js';
+
+export interface WorkerInit {
+  rank: number;
+  ordinal: number;
+  backend: BackendKind;
+  /** Present for the CPU backend: the shared emulated devices. */
+  cpuWorld?: CpuWorldInit;
+  /** This worker's command ring (it is the consumer). */
+  ring: SharedArrayBuffer;
+  /** The peer's ring, read-only here: its tail is the peer's "enqueued up to N". */
+  peerRing: SharedArrayBuffer;
+  /** Completion counters the GPU writes and the main thread reads: a spare page plus the slots. */
+  completion: SharedArrayBuffer;
+  completionSlots: number;
+  /** The comlink control-plane port. */
+  control: MessagePort;
+  /** Spin this long for a record (or a peer's record) before sleeping. */
+  spinMicros: number;
+  /** A handshake (afterPeer) that waits longer than this refuses its record. */
+  handshakeTimeoutMs: number;
+}
+
+/** A fault the worker reports to the main thread on `parentPort`. */
+export interface WorkerFault {
+  type: 'fault';
+  rank: number;
+  seq: number;
+  op: number;
+  message: string;
+  code: string;
+}

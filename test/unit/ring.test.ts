@@ -1,0 +1,95 @@
+import { strict as assert } from 'node:assert';
+import { Worker } from 'node:worker_threads';
+import { RingConsumer, RingError, RingProducer, RingView } from '../../src/workers/ring.js';
+import { HEADER_BYTES, RECORD_BYTES, W_HEAD, W_TAIL, seqDiff } from '../../src/workers/ring-layout.js';
+
+const wait = { spinMicros: 50, timeoutMs: 200 };
+
+describe('command ring', () => {
+  it('has the documented layout: header, power-of-two capacity, counters on their own lines', () => {
+    const v = RingView.create(16);
+    assert.equal(v.sab.byteLength, HEADER_BYTES + 16 * RECORD_BYTES);
+    assert.equal(v.capacity, 16);
+    // head and tail 128 bytes apart: never on one cache line (or one adjacent-line pair).
+    assert.equal((W_TAIL - W_HEAD) * 4, 128);
+    for (const bad of [0, 3, 12, 1 << 21, 1.5]) assert.throws(() => RingView.create(bad), /power of two/);
+    assert.throws(() => new RingView(new SharedArrayBuffer(4096)), /not a memra command ring/);
+  });
+
+  it('wraps around its slots and its 32-bit counters without losing or reordering a record', () => {
+    // Counters start 5 below 2^32, so they wrap after a few records.
+    const v = RingView.create(8, 'wrap', -5);
+    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    let got = 0;
+    for (let i = 0; i < 1000; i++) {
+      p.push(7, [i, i * 2]);
+      if (i % 3 === 2) {
+        while (c.available() > 0) {
+          const r = c.peek();
+          assert.equal(c.args[r.arg], got);
+          assert.equal(c.args[r.arg + 1], got * 2);
+          c.advance();
+          got++;
+        }
+      }
+    }
+    while (c.available() > 0) { c.peek(); c.advance(); got++; }
+    assert.equal(got, 1000);
+    assert.equal(seqDiff(v.tail(), -5), 1000);
+    assert.ok(v.reached(-5 + 1000));
+    assert.ok(!v.reached(-5 + 1001));
+  });
+
+  it('a full ring is backpressure, never loss: the producer waits, then refuses with a named error', () => {
+    const v = RingView.create(4, 'full');
+    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    for (let i = 0; i < 4; i++) p.push(1, [i]);
+    assert.equal(p.hasSpace(), false);
+    const t = performance.now();
+    assert.throws(() => p.push(1, [99]), (e: RingError) => e.code === 'ERR_RING_STALLED' && /full for 200 ms/.test(e.message));
+    assert.ok(performance.now() - t >= 190, 'waited for the bound before refusing');
+    // Nothing was overwritten: all four records are intact, in order.
+    for (let i = 0; i < 4; i++) {
+      assert.equal(c.available(), 4 - i);
+      assert.equal(c.args[c.peek().arg], i);
+      c.advance();
+    }
+    assert.equal(p.hasSpace(), true);
+    p.push(1, [4]);
+    assert.equal(c.args[c.peek().arg], 4);
+  });
+
+  it('refuses begin() twice and publish() without begin()', () => {
+    const p = new RingProducer(RingView.create(4), wait);
+    assert.throws(() => p.publish(), /publish\(\) without begin\(\)/);
+    p.begin(1);
+    assert.throws(() => p.begin(1), /begin\(\) twice/);
+  });
+
+  it('delivers 10^6 records across threads in order, through a 1024-slot ring', async function () {
+    this.timeout(120_000);
+    const total = 1_000_000;
+    const v = RingView.create(1024, 'stress');
+    const consumer = new Worker(new URL('./fixtures/ring-consumer.js', import.meta.url), {
+      workerData: { sab: v.sab, total, slowEvery: 100_000 },
+    });
+    const done = new Promise<{ seen: number; bad: string }>((resolve, reject) => {
+      consumer.once('message', resolve);
+      consumer.once('error', reject);
+    });
+    const p = new RingProducer(v, { spinMicros: 100, timeoutMs: 10_000 });
+    let fullWaits = 0;
+    for (let i = 0; i < total; i++) {
+      if (!p.hasSpace()) fullWaits++;
+      const a = p.begin(p.nextSeq() & 0xff);
+      p.args[a] = i;
+      p.args[a + 13] = -i;
+      p.publish();
+    }
+    const r = await done;
+    await consumer.terminate();
+    assert.equal(r.bad, '');
+    assert.equal(r.seen, total);
+    assert.ok(fullWaits > 0, 'the producer met a full ring at least once');
+  });
+});

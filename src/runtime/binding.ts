@@ -117,12 +117,18 @@ export interface NativeBinding {
     dst: DevicePtr, dstDevice: number, src: DevicePtr, srcDevice: number, bytes: number,
     stream: StreamHandle,
   ): void;
-  /** Synchronous host-to-device copy of the whole view (cold path). */
+  /**
+   * Synchronous host-to-device copy of the whole view (cold path). It runs on the legacy stream,
+   * which does not order against non-blocking streams: drain the streams that touch `dst` first.
+   */
   upload(dst: DevicePtr, src: ArrayBufferView): void;
-  /** Synchronous device-to-host copy filling the whole view (cold path). */
+  /** Synchronous device-to-host copy filling the whole view (cold path); drain writers first. */
   download(dst: ArrayBufferView, src: DevicePtr): void;
 
-  /** Page-locked, mapped, portable host memory (cudaHostAlloc), not visible to JS. */
+  /**
+   * Page-locked, mapped, portable host memory (cudaHostAlloc), not visible to JS. The returned
+   * address is also the one kernels use (unified addressing).
+   */
   hostAlloc(bytes: number): HostPtr;
   hostFree(ptr: HostPtr): void;
   /**

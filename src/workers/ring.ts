@@ -281,16 +281,16 @@ export class RingConsumer {
   }
 
   /**
-   * Sleep without blocking this thread's event loop (so the control plane keeps answering) until
-   * a record is published or `ms` pass. Resolves true if work is available.
+   * Sleep on `head` until a record is published or `ms` pass; true if work is available. This
+   * blocks the thread, so callers keep `ms` short and yield to their event loop between sleeps.
+   * (`Atomics.waitAsync` would not block, but in Node 20 its wake-up can stall while the main
+   * thread is itself blocked in a wait, which is exactly when a producer meets a full ring.)
    */
-  async sleepForWork(ms: number): Promise<boolean> {
+  sleepForWork(ms: number): boolean {
     Atomics.store(this.i32, W_CONSUMER_SLEEPING, 1);
     try {
       const seen = this.done;
-      if (this.view.head() !== seen) return true;
-      const w = Atomics.waitAsync(this.i32, W_HEAD, seen, ms);
-      if (w.async) await w.value;
+      if (Atomics.load(this.i32, W_HEAD) === seen) Atomics.wait(this.i32, W_HEAD, seen, ms);
       return this.available() > 0;
     } finally {
       Atomics.store(this.i32, W_CONSUMER_SLEEPING, 0);

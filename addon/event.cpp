@@ -1,0 +1,114 @@
+#include "addon/event.h"
+
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "addon/args.h"
+#include "addon/errors.h"
+#include "addon/stream.h"
+#include "addon/thread_state.h"
+
+namespace memra {
+
+namespace {
+
+void RequireOwnedEvent(Napi::Env env, const ThreadState& ts, cudaEvent_t e, const char* fn) {
+  if (ts.events.count(e) == 0) ThrowForeignHandle(env, fn, "event", e);
+}
+
+Napi::Value EventCreate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const bool timing = ReadBool(info, 0, "eventCreate", "timing");
+  const int device = ts.RequireBound(env, "eventCreate");
+  const unsigned flags = timing ? cudaEventDefault : cudaEventDisableTiming;
+  cudaEvent_t e = nullptr;
+  MEMRA_CUDA_CHECK(env, device, cudaEventCreateWithFlags(&e, flags),
+                   std::string("cudaEventCreateWithFlags(") +
+                       (timing ? "cudaEventDefault" : "cudaEventDisableTiming") + ")");
+  try {
+    ts.events.insert(e);
+    return AddressToValue(env, e);
+  } catch (...) {
+    ts.events.erase(e);
+    cudaEventDestroy(e);
+    throw;
+  }
+}
+
+Napi::Value EventDestroy(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto e = ReadHandle<cudaEvent_t>(info, 0, "eventDestroy", "event");
+  const int device = ts.RequireBound(env, "eventDestroy");
+  RequireOwnedEvent(env, ts, e, "eventDestroy");
+  ts.events.erase(e);
+  MEMRA_CUDA_CHECK(env, device, cudaEventDestroy(e), "cudaEventDestroy(event=" + Hex(e) + ")");
+  return env.Undefined();
+}
+
+Napi::Value EventRecord(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto e = ReadHandle<cudaEvent_t>(info, 0, "eventRecord", "event");
+  const auto s = ReadHandle<cudaStream_t>(info, 1, "eventRecord", "stream");
+  const int device = ts.RequireBound(env, "eventRecord");
+  RequireOwnedEvent(env, ts, e, "eventRecord");
+  RequireOwnedStream(env, ts, s, "eventRecord");
+  MEMRA_CUDA_CHECK(env, device, cudaEventRecord(e, s),
+                   "cudaEventRecord(event=" + Hex(e) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value StreamWaitEvent(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto s = ReadHandle<cudaStream_t>(info, 0, "streamWaitEvent", "stream");
+  const auto e = ReadHandle<cudaEvent_t>(info, 1, "streamWaitEvent", "event");
+  const int device = ts.RequireBound(env, "streamWaitEvent");
+  RequireOwnedStream(env, ts, s, "streamWaitEvent");
+  MEMRA_CUDA_CHECK(env, device, cudaStreamWaitEvent(s, e, 0),
+                   "cudaStreamWaitEvent(stream=" + Hex(s) + ", event=" + Hex(e) + ")");
+  return env.Undefined();
+}
+
+Napi::Value EventQuery(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto e = ReadHandle<cudaEvent_t>(info, 0, "eventQuery", "event");
+  const int device = ts.RequireBound(env, "eventQuery");
+  const cudaError_t err = cudaEventQuery(e);
+  if (err == cudaErrorNotReady) {
+    // Not an error; make sure it is not left as the last error for a later launch check.
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+    return Napi::Boolean::New(env, false);
+  }
+  MEMRA_CUDA_CHECK(env, device, err, "cudaEventQuery(event=" + Hex(e) + ")");
+  return Napi::Boolean::New(env, true);
+}
+
+Napi::Value EventElapsedMs(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto start = ReadHandle<cudaEvent_t>(info, 0, "eventElapsedMs", "start");
+  const auto end = ReadHandle<cudaEvent_t>(info, 1, "eventElapsedMs", "end");
+  const int device = ts.RequireBound(env, "eventElapsedMs");
+  float ms = 0;
+  MEMRA_CUDA_CHECK(env, device, cudaEventElapsedTime(&ms, start, end),
+                   "cudaEventElapsedTime(start=" + Hex(start) + ", end=" + Hex(end) + ")");
+  return Napi::Number::New(env, ms);
+}
+
+}  // namespace
+
+void RegisterEvent(Napi::Env env, Napi::Object exports) {
+  exports.Set("eventCreate", Napi::Function::New(env, EventCreate, "eventCreate"));
+  exports.Set("eventDestroy", Napi::Function::New(env, EventDestroy, "eventDestroy"));
+  exports.Set("eventRecord", Napi::Function::New(env, EventRecord, "eventRecord"));
+  exports.Set("streamWaitEvent", Napi::Function::New(env, StreamWaitEvent, "streamWaitEvent"));
+  exports.Set("eventQuery", Napi::Function::New(env, EventQuery, "eventQuery"));
+  exports.Set("eventElapsedMs", Napi::Function::New(env, EventElapsedMs, "eventElapsedMs"));
+}
+
+}  // namespace memra

@@ -1,0 +1,46 @@
+// Module init, run once per environment (main thread and each worker thread load their own
+// instance: the module is context-aware through NODE_API_MODULE / napi_register_module_v1).
+#include <napi.h>
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "addon/device.h"
+#include "addon/event.h"
+#include "addon/host_memory.h"
+#include "addon/kernels.h"
+#include "addon/memory.h"
+#include "addon/stream.h"
+#include "addon/thread_state.h"
+
+#ifndef MEMRA_VERSION
+#error "MEMRA_VERSION is defined by CMakeLists.txt from package.json"
+#endif
+
+namespace {
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  memra::ThreadState::Install(env);
+  memra::RegisterDevice(env, exports);
+  memra::RegisterStream(env, exports);
+  memra::RegisterEvent(env, exports);
+  memra::RegisterMemory(env, exports);
+  memra::RegisterHostMemory(env, exports);
+  memra::RegisterKernels(env, exports);
+
+  // The runtime is linked statically, so the compile-time version is the one running.
+  const int rt = CUDART_VERSION;
+  const std::string version = std::string("memra-addon ") + MEMRA_VERSION + " cuda " +
+                              std::to_string(rt / 1000) + "." + std::to_string((rt % 1000) / 10);
+  exports.DefineProperties({
+      Napi::PropertyDescriptor::Value("version", Napi::String::New(env, version), napi_enumerable),
+      Napi::PropertyDescriptor::Value("cudaRuntimeVersion", Napi::Number::New(env, rt),
+                                      napi_enumerable),
+  });
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(memra, Init)

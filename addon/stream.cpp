@@ -1,0 +1,82 @@
+#include "addon/stream.h"
+
+#include <string>
+
+#include "addon/args.h"
+#include "addon/errors.h"
+
+namespace memra {
+
+void RequireOwnedStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn) {
+  if (ts.streams.count(s) == 0) ThrowForeignHandle(env, fn, "stream", s);
+}
+
+namespace {
+
+Napi::Value StreamCreate(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const int device = ts.RequireBound(env, "streamCreate");
+  cudaStream_t s = nullptr;
+  MEMRA_CUDA_CHECK(env, device, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                   std::string("cudaStreamCreateWithFlags(cudaStreamNonBlocking)"));
+  try {
+    ts.streams.insert(s);
+    return AddressToValue(env, s);
+  } catch (...) {
+    ts.streams.erase(s);
+    cudaStreamDestroy(s);
+    throw;
+  }
+}
+
+Napi::Value StreamDestroy(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto s = ReadHandle<cudaStream_t>(info, 0, "streamDestroy", "stream");
+  const int device = ts.RequireBound(env, "streamDestroy");
+  RequireOwnedStream(env, ts, s, "streamDestroy");
+  // Forget it whatever the outcome: a failed destroy leaves nothing usable behind.
+  ts.streams.erase(s);
+  MEMRA_CUDA_CHECK(env, device, cudaStreamDestroy(s), "cudaStreamDestroy(stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value StreamQuery(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto s = ReadHandle<cudaStream_t>(info, 0, "streamQuery", "stream");
+  const int device = ts.RequireBound(env, "streamQuery");
+  RequireOwnedStream(env, ts, s, "streamQuery");
+  const cudaError_t err = cudaStreamQuery(s);
+  if (err == cudaErrorNotReady) {
+    // Not an error; make sure it is not left as the last error for a later launch check.
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+    return Napi::Boolean::New(env, false);
+  }
+  MEMRA_CUDA_CHECK(env, device, err, "cudaStreamQuery(stream=" + Hex(s) + ")");
+  return Napi::Boolean::New(env, true);
+}
+
+Napi::Value StreamSynchronize(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto s = ReadHandle<cudaStream_t>(info, 0, "streamSynchronize", "stream");
+  const int device = ts.RequireBound(env, "streamSynchronize");
+  RequireOwnedStream(env, ts, s, "streamSynchronize");
+  MEMRA_CUDA_CHECK(env, device, cudaStreamSynchronize(s),
+                   "cudaStreamSynchronize(stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+}  // namespace
+
+void RegisterStream(Napi::Env env, Napi::Object exports) {
+  exports.Set("streamCreate", Napi::Function::New(env, StreamCreate, "streamCreate"));
+  exports.Set("streamDestroy", Napi::Function::New(env, StreamDestroy, "streamDestroy"));
+  exports.Set("streamQuery", Napi::Function::New(env, StreamQuery, "streamQuery"));
+  exports.Set("streamSynchronize",
+              Napi::Function::New(env, StreamSynchronize, "streamSynchronize"));
+}
+
+}  // namespace memra

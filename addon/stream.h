@@ -1,0 +1,19 @@
+// Streams: created non-blocking, owned by the thread that created them.
+#pragma once
+
+#include <napi.h>
+
+#include <cuda_runtime_api.h>
+
+#include "addon/thread_state.h"
+
+namespace memra {
+
+void RegisterStream(Napi::Env env, Napi::Object exports);
+
+// Requires that this thread created `s` and has not destroyed it: enqueueing on a destroyed
+// stream is undefined behaviour, not an error code. Call after RequireBound, so an unbound
+// thread hears about the binding first.
+void RequireOwnedStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn);
+
+}  // namespace memra

@@ -1,0 +1,62 @@
+// Per-environment state (the main thread's, or one worker's), held as the env's instance data:
+// the device this thread bound and every CUDA object it created. The env finalizer (thread
+// exit, worker termination, normal process exit) drains the device and releases all of it, so a
+// dead worker never strands pinned memory or a device claim.
+#pragma once
+
+#include <napi.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace memra {
+
+struct HostRegistrationRecord {
+  size_t bytes;
+  // Strong reference to the (Shared)ArrayBuffer: kernels may store into these pages until they
+  // are unregistered, so the buffer must not be collected and its memory reused before then.
+  napi_ref buffer;
+};
+
+class ThreadState {
+ public:
+  ThreadState(napi_env env, std::string label) : env_(env), label_(std::move(label)) {}
+  ~ThreadState();  // env teardown; never throws
+  ThreadState(const ThreadState&) = delete;
+  ThreadState& operator=(const ThreadState&) = delete;
+
+  // Creates the env's instance on first use (module init).
+  static void Install(Napi::Env env);
+  static ThreadState& Of(Napi::Env env);
+
+  // The bound ordinal; throws `<fn>: no device bound on this thread: ...` when none.
+  int RequireBound(Napi::Env env, const char* fn) const;
+
+  // Drains the bound device, destroys/frees/unregisters everything this thread created, drops
+  // the claim and unbinds. Best effort: keeps going past failures and reports the first (its
+  // call name in *failedCall). Never throws.
+  cudaError_t ReleaseAll(const char** failedCall) noexcept;
+
+  int bound = -1;
+  const std::string& label() const { return label_; }
+
+  std::unordered_set<cudaStream_t> streams;
+  std::unordered_set<cudaEvent_t> events;
+  std::unordered_set<void*> deviceAllocs;
+  std::unordered_set<void*> hostAllocs;
+  std::unordered_map<void*, HostRegistrationRecord> registrations;
+
+ private:
+  napi_env env_;
+  std::string label_;
+};
+
+// Throws `<fn>: <what> <handle> was not created by this thread (or was already released)`.
+[[noreturn]] void ThrowForeignHandle(Napi::Env env, const char* fn, const char* what,
+                                     const void* handle);
+
+}  // namespace memra

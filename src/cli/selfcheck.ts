@@ -1,0 +1,47 @@
+/**
+ * `memra selfcheck`: open the runtime on the best available backend, prove the rings, the
+ * handshake and the completion counter with real work, and report what was found.
+ */
+import { Runtime, detectBackend } from '../runtime/runtime.js';
+import type { BackendKind } from '../runtime/device-api.js';
+
+export interface SelfcheckResult {
+  backend: BackendKind;
+  why: string;
+  peer: string;
+  joins: number;
+  hostMicrosPerJoin: number;
+  checked: boolean;
+}
+
+export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000): Promise<SelfcheckResult> {
+  const detected = detectBackend();
+  const backend = backendArg === 'auto' ? detected.backend : backendArg;
+  const rt = await Runtime.open({ backend });
+  try {
+    const [a, b] = rt.ranks;
+    const n = 4096;
+    const pa = await a.alloc(n * 4), pb = await b.alloc(n * 4);
+    const ready = await b.createEvent(), pushed = await a.createEvent();
+    const t0 = performance.now();
+    for (let i = 1; i <= joins; i++) {
+      // One push per join from rank 0 into rank 1, ordered both ways as seed 000 requires.
+      a.fill(pa, n, i);
+      b.record(ready);
+      a.wait(ready);
+      a.copy(pb, pa, n * 4);
+      a.record(pushed);
+      b.wait(pushed);
+      b.signal(0, i);
+    }
+    const hostMicrosPerJoin = ((performance.now() - t0) * 1000) / joins;
+    await rt.waitCompleted(1, 0, joins);
+    const got = await b.downloadF32(pb, n);
+    const checked = got.every((v) => v === joins);
+    if (!checked) throw new Error(`selfcheck: rank 1 holds ${got[0]} after ${joins} joins, wanted ${joins}`);
+    const peer = rt.peer ? (rt.peer.enabled[0][1] && rt.peer.enabled[1][0] ? 'proven both ways' : rt.peer.reason.join('; ')) : 'not probed';
+    return { backend, why: detected.why, peer, joins, hostMicrosPerJoin, checked };
+  } finally {
+    await rt.close();
+  }
+}

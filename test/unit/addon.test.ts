@@ -1,0 +1,60 @@
+/**
+ * The addon on a machine like CI's: it must load with no GPU driver, in the main thread and in
+ * a worker, report zero devices instead of failing, and reject bad arguments by name.
+ */
+import { strict as assert } from 'node:assert';
+import { Worker } from 'node:worker_threads';
+import { loadBinding } from '../../src/runtime/binding.js';
+
+const addonPath = new URL('../../../build/Release/memra.node', import.meta.url).pathname;
+
+function inWorker<T>(body: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(`
+      const { parentPort } = require('node:worker_threads');
+      const b = require(${JSON.stringify(addonPath)});
+      const out = (() => { ${body} })();
+      parentPort.postMessage(out);
+    `, { eval: true });
+    w.once('message', (m: T) => { void w.terminate(); resolve(m); });
+    w.once('error', reject);
+  });
+}
+
+describe('native addon', () => {
+  const b = loadBinding();
+
+  it('loads in the main thread and describes itself', () => {
+    assert.match(b.version, /^memra-addon \d+\.\d+\.\d+ cuda \d+\.\d+$/);
+    assert.ok(b.cudaRuntimeVersion >= 13000);
+    assert.equal(typeof b.deviceCount(), 'number');
+  });
+
+  it('loads in a worker thread and sees what the main thread sees (zero devices without a driver)', async () => {
+    const w = await inWorker<{ count: number; driver: number; bound: number; bind: string }>(`
+      let bind = 'bound';
+      try { b.bindDevice(0); b.releaseDevice(); } catch (e) { bind = e.message; }
+      return { count: b.deviceCount(), driver: b.driverVersion(), bound: b.boundDevice(), bind };
+    `);
+    assert.equal(w.count, b.deviceCount());
+    assert.equal(w.driver, b.driverVersion());
+    assert.equal(w.bound, -1);
+    if (w.driver === 0) {
+      assert.equal(w.count, 0, 'no driver: zero devices, not an error');
+      assert.match(w.bind, /device ordinal 0 is out of range: no CUDA device is visible/);
+    }
+  });
+
+  it('refuses per-device calls on a thread that bound no device, saying what to do', () => {
+    assert.throws(() => b.malloc(1024), /malloc: no device bound on this thread: call bindDevice\(ordinal\) first/);
+    assert.throws(() => b.streamCreate(), /no device bound on this thread/);
+  });
+
+  it('rejects bad arguments with a TypeError naming the function and the argument', () => {
+    assert.throws(() => b.launchFillF32(4096, -1, 0, 1), { name: 'TypeError', message: /launchFillF32: argument 'n' must be a non-negative safe integer, got -1/ });
+    assert.throws(() => b.launchFillF32(0, 4, 0, 1), { name: 'TypeError', message: /argument 'ptr' must be a non-zero/ });
+    assert.throws(() => b.malloc(1.5), { name: 'TypeError', message: /malloc: argument 'bytes'/ });
+    assert.throws(() => b.eventCreate(1 as unknown as boolean), { name: 'TypeError', message: /eventCreate: argument 'timing' must be a boolean/ });
+    assert.throws(() => b.bindDevice(-1), { name: 'TypeError', message: /bindDevice: argument 'ordinal'/ });
+  });
+});

@@ -67,7 +67,9 @@ export function row(fields: Omit<Row, keyof Summary | 'samples'>, samples: numbe
 export function writeResults(suite: string, machine: Machine, rows: Row[], outDirs: string[]): string[] {
   const date = new Date().toISOString();
   const name = `${suite}-${machine.label}-${date.slice(0, 10)}.json`;
-  const body = JSON.stringify({ suite, date, machine, rows }, null, 1);
+  // Indented for reading, except the raw samples: one line per row keeps files diffable and small.
+  const body = JSON.stringify({ suite, date, machine, rows: rows.map((r, i) => ({ ...r, samples: `@samples${i}@` })) }, null, 1)
+    .replace(/"@samples(\d+)@"/g, (_, i: string) => JSON.stringify(rows[Number(i)]!.samples));
   return outDirs.map((dir) => {
     mkdirSync(dir, { recursive: true });
     const p = join(dir, name);

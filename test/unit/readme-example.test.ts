@@ -1,0 +1,23 @@
+/** The README's example, verbatim in substance, on the CPU reference. */
+import { strict as assert } from 'node:assert';
+import { Runtime } from '../../src/index.js';
+
+describe('README example', () => {
+  it('runs and prints 1.5', async () => {
+    const rt = await Runtime.open({ backend: 'cpu' });
+    try {
+      const [r0, r1] = rt.ranks;
+      const x = await r0.alloc(4096 * 4), y = await r1.alloc(4096 * 4);
+      const ready = await r1.createEvent(), pushed = await r0.createEvent();
+      r0.fill(x, 4096, 1.5);
+      r1.record(ready); r0.wait(ready);
+      r0.copy(y, x, 4096 * 4);
+      r0.record(pushed); r1.wait(pushed);
+      r1.signal(0, 1);
+      await rt.waitCompleted(1, 0, 1);
+      assert.equal((await r1.downloadF32(y, 4))[0], 1.5);
+    } finally {
+      await rt.close();
+    }
+  });
+});

@@ -8,9 +8,12 @@
 
 #include "addon/device.h"
 #include "addon/event.h"
+#include "addon/graph.h"
 #include "addon/host_memory.h"
 #include "addon/kernels.h"
+#include "addon/link_kernels.h"
 #include "addon/memory.h"
+#include "addon/nccl.h"
 #include "addon/stream.h"
 #include "addon/thread_state.h"
 
@@ -28,6 +31,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   memra::RegisterMemory(env, exports);
   memra::RegisterHostMemory(env, exports);
   memra::RegisterKernels(env, exports);
+  memra::RegisterLinkKernels(env, exports);
+  memra::RegisterGraph(env, exports);
+  memra::RegisterNccl(env, exports);
 
   // The runtime is linked statically, so the compile-time version is the one running.
   const int rt = CUDART_VERSION;

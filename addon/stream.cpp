@@ -36,6 +36,13 @@ Napi::Value StreamDestroy(const Napi::CallbackInfo& info) {
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamDestroy", "stream");
   const int device = ts.RequireBound(env, "streamDestroy");
   RequireOwnedStream(env, ts, s, "streamDestroy");
+  // The capture would outlive its stream, and teardown would then end it on a dead handle.
+  if (ts.capturing.count(s) != 0) {
+    ThrowError(env,
+               "streamDestroy: stream " + Hex(s) +
+                   " is being captured: call streamEndCapture first",
+               "MEMRA_CAPTURING");
+  }
   // Forget it whatever the outcome: a failed destroy leaves nothing usable behind.
   ts.streams.erase(s);
   MEMRA_CUDA_CHECK(env, device, cudaStreamDestroy(s), "cudaStreamDestroy(stream=" + Hex(s) + ")");

@@ -1,6 +1,7 @@
 #include "addon/thread_state.h"
 
 #include "addon/errors.h"
+#include "addon/nccl.h"
 #include "addon/process_state.h"
 
 namespace memra {
@@ -63,8 +64,22 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
   };
   if (bound >= 0) {
     note(cudaSetDevice(bound), "cudaSetDevice");
+    // A capture left open would make the drain below an illegal sync on a capturing stream.
+    for (cudaStream_t s : capturing) {
+      cudaGraph_t g = nullptr;
+      (void)cudaStreamEndCapture(s, &g);  // usually already invalidated; nothing to report
+      if (g != nullptr) (void)cudaGraphDestroy(g);
+    }
     // Everything below may still be in use by queued work: drain first.
-    note(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const cudaError_t drained = cudaDeviceSynchronize();
+    note(drained, "cudaDeviceSynchronize");
+    // After the drain no collective of ours is in flight, so a destroy has nothing to wait for.
+    // If the drain failed the device is broken and a destroy might wait forever: abort instead.
+    for (void* c : ncclComms) ReleaseNcclCommAtTeardown(c, drained != cudaSuccess);
+    for (auto& [exec, graph] : graphs) {
+      note(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+      note(cudaGraphDestroy(graph), "cudaGraphDestroy");
+    }
     for (cudaEvent_t e : events) note(cudaEventDestroy(e), "cudaEventDestroy");
     for (cudaStream_t s : streams) note(cudaStreamDestroy(s), "cudaStreamDestroy");
     for (void* p : deviceAllocs) note(cudaFree(p), "cudaFree");
@@ -82,6 +97,9 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
   deviceAllocs.clear();
   hostAllocs.clear();
   registrations.clear();
+  graphs.clear();
+  capturing.clear();
+  ncclComms.clear();
   bound = -1;
   (void)cudaGetLastError();
   if (failedCall != nullptr) *failedCall = firstCall;

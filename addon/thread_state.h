@@ -1,7 +1,7 @@
 // Per-environment state (the main thread's, or one worker's), held as the env's instance data:
-// the device this thread bound and every CUDA object it created. The env finalizer (thread
-// exit, worker termination, normal process exit) drains the device and releases all of it, so a
-// dead worker never strands pinned memory or a device claim.
+// the device this thread bound and every CUDA object (and NCCL communicator) it created. The env
+// finalizer (thread exit, worker termination, normal process exit) drains the device and releases
+// all of it, so a dead worker never strands pinned memory or a device claim.
 #pragma once
 
 #include <napi.h>
@@ -49,6 +49,13 @@ class ThreadState {
   std::unordered_set<void*> deviceAllocs;
   std::unordered_set<void*> hostAllocs;
   std::unordered_map<void*, HostRegistrationRecord> registrations;
+  // Executable graph -> the graph it was instantiated from, destroyed together.
+  std::unordered_map<cudaGraphExec_t, cudaGraph_t> graphs;
+  // Streams this thread began a capture on and has not ended. A device drain is an illegal
+  // synchronisation while one of the device's streams is capturing, so teardown ends these first.
+  std::unordered_set<cudaStream_t> capturing;
+  // ncclComm_t values (opaque pointers; the type lives in addon/nccl_abi.h).
+  std::unordered_set<void*> ncclComms;
 
  private:
   napi_env env_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -22,6 +23,31 @@ cudaError_t memra_launch_probe_write(unsigned int* dst, uint64_t n, unsigned int
                                      cudaStream_t stream);
 // One thread spinning on %globaltimer for `microseconds`.
 cudaError_t memra_launch_spin(uint64_t microseconds, cudaStream_t stream);
+
+// ---- two-rank TP link kernels (cu/tp_ar.cu, seed 000) ----
+// Pointers a kernel stores through or reads may be the peer device's (peer access enabled).
+
+// Bytes of one rank's one-shot signal block (allocate zeroed, 4-byte aligned, keep it).
+size_t memra_tp_ar_signal_bytes(void);
+// The most blocks memra_tp_ar_1stage takes: the signal block holds that many flag slots.
+int memra_tp_ar_max_blocks(void);
+// dst[i] = src[i] for i < n f32, by kernel stores (16-byte vectors when both are aligned).
+cudaError_t memra_tp_ar_push(const float* src, float* dst, uint64_t n, cudaStream_t stream);
+// `rows` rows of `row_len` f32: row r from src + r*src_stride to dst + r*dst_stride (strides in
+// elements). Dense rows, or rows = 1, go through memra_tp_ar_push.
+cudaError_t memra_tp_ar_push_2d(const float* src, float* dst, uint64_t rows, uint64_t row_len,
+                                uint64_t src_stride, uint64_t dst_stride, cudaStream_t stream);
+// dst[i] += stage[i] for i < n f32.
+cudaError_t memra_tp_ar_fold(float* dst, const float* stage, uint64_t n, cudaStream_t stream);
+// One-shot two-rank all-reduce, out[i] = in0[i] + in1[i], synchronised with the peer's launch
+// through the two signal blocks (see cu/tp_ar.cu for the protocol). Both ranks pass the same in0,
+// in1, n and blocks; `out` must not overlap either input (the peer reads both while this rank
+// writes). A barrier wait past `spin_limit` SM clock ticks stores 40043 (entry) or 40044 (exit)
+// into *err if it is still 0. Returns cudaErrorInvalidValue for a rank outside {0, 1}, blocks
+// outside [1, memra_tp_ar_max_blocks()] or a non-positive spin_limit.
+cudaError_t memra_tp_ar_1stage(const float* in0, const float* in1, float* out, void* self_signal,
+                               void* peer_signal, int rank, uint64_t n, int* err,
+                               long long spin_limit, int blocks, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -153,7 +153,75 @@ export interface NativeBinding {
   launchProbeWrite(dst: DevicePtr, n: number, seed: number, stream: StreamHandle): void;
   /** Occupy the stream for about `microseconds` (a kernel that spins on the global timer). */
   launchSpin(microseconds: number, stream: StreamHandle): void;
+
+  // ---- TP all-reduce link kernels (cu/tp_ar.cu, seed 000) ----
+  /** Bytes of one rank's one-shot barrier signal block; allocate it zeroed and keep it. */
+  arSignalBytes(): number;
+  /** Blocks the one-shot launches at most; both ranks must pass the same `blocks`. */
+  arMaxBlocks(): number;
+  /** `dst[i] = src[i]` for i < n f32 by kernel stores; `dst` may be a peer's pointer. */
+  launchPush(src: DevicePtr, dst: DevicePtr, n: number, stream: StreamHandle): void;
+  /**
+   * Strided push: `rows` rows of `rowLen` f32, row r from `src + r*srcStride` to
+   * `dst + r*dstStride` (strides in elements). At rows = 1 it is the contiguous push.
+   */
+  launchPush2d(
+    src: DevicePtr, dst: DevicePtr, rows: number, rowLen: number, srcStride: number,
+    dstStride: number, stream: StreamHandle,
+  ): void;
+  /** `dst[i] += stage[i]` for i < n f32. */
+  launchFold(dst: DevicePtr, stage: DevicePtr, n: number, stream: StreamHandle): void;
+  /**
+   * One-shot two-rank all-reduce: `out[i] = in0[i] + in1[i]` (global rank order, so both ranks
+   * compute the same bits), fenced by a per-block barrier with the peer's kernel at entry and
+   * exit (system-scope release/acquire on flags in `selfSignal` / `peerSignal`). Barrier epochs
+   * live in the signal blocks, so a graph replays correctly. A wait that exceeds `spinLimit`
+   * SM clock ticks stores 40043 (entry) or 40044 (exit) into `*err` and returns.
+   */
+  launchOneShot(
+    in0: DevicePtr, in1: DevicePtr, out: DevicePtr, selfSignal: DevicePtr, peerSignal: DevicePtr,
+    rank: number, n: number, err: DevicePtr, spinLimit: number, blocks: number,
+    stream: StreamHandle,
+  ): void;
+
+  // ---- CUDA graphs (stream capture) ----
+  /** Begin capturing `stream` (cudaStreamCaptureModeRelaxed: other threads keep working). */
+  streamBeginCapture(stream: StreamHandle): void;
+  /** End the capture and instantiate it; returns the executable graph. */
+  streamEndCapture(stream: StreamHandle): GraphHandle;
+  /** Launch an executable graph on `stream`. */
+  graphLaunch(graph: GraphHandle, stream: StreamHandle): void;
+  /** Destroy an executable graph (and its graph) this thread instantiated; drains first. */
+  graphDestroy(graph: GraphHandle): void;
+
+  // ---- NCCL, loaded at run time (dlopen libnccl.so.2) ----
+  /**
+   * Load libnccl once per process. Returns its version (e.g. 22803) or throws naming the
+   * library and the dlopen error; the rest of the addon works without it.
+   */
+  ncclLoad(): number;
+  /** A fresh ncclUniqueId (128 bytes) for a new communicator. */
+  ncclGetUniqueId(): Uint8Array;
+  /**
+   * This thread's rank of a communicator on the bound device. Blocks until every rank has
+   * called it, so each rank's thread must call it concurrently.
+   */
+  ncclCommInitRank(id: Uint8Array, nranks: number, rank: number): NcclComm;
+  ncclCommDestroy(comm: NcclComm): void;
+  /** f32 sum all-reduce, `count` elements, on `stream`. */
+  ncclAllReduceF32(send: DevicePtr, recv: DevicePtr, count: number, comm: NcclComm, stream: StreamHandle): void;
+  ncclBroadcastF32(send: DevicePtr, recv: DevicePtr, count: number, root: number, comm: NcclComm, stream: StreamHandle): void;
+  /** `recv` holds nranks * count; rank r's `count` elements land at r * count. */
+  ncclAllGatherF32(send: DevicePtr, recv: DevicePtr, count: number, comm: NcclComm, stream: StreamHandle): void;
+  /** Grouped send/recv (ncclGroupStart/End around them): `peer` is the other rank. */
+  ncclSendRecvF32(
+    send: DevicePtr, sendCount: number, recv: DevicePtr, recvCount: number, peer: number,
+    comm: NcclComm, stream: StreamHandle,
+  ): void;
 }
+
+export type GraphHandle = number;
+export type NcclComm = number;
 
 /** The probe kernel's pattern, so a reader can check what a peer wrote. */
 export function probePattern(seed: number, i: number): number {

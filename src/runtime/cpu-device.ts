@@ -9,7 +9,7 @@
 import type { DeviceApi } from './device-api.js';
 import type { HostRegistration } from './binding.js';
 import {
-  ACCESS_ENTRIES, ADDRESS_UNIT, CpuWorldLayout, MAX_ALLOCS, MAX_EVENTS, type CpuWorldInit,
+  ACCESS_ENTRIES, ADDRESS_UNIT, CpuWorldLayout, MAX_ALLOCS, MAX_EVENTS, TICKS_PER_MS, type CpuWorldInit,
 } from './cpu-world.js';
 
 export class OrderingError extends Error {
@@ -28,6 +28,15 @@ const HOST_UNIT = 2 ** 32;
 
 const hex = (p: number): string => `0x${p.toString(16)}`;
 
+/** The CPU one-shot's signal block: i32 words [start flag, end flag, own epoch]. */
+const SIG_START = 0;
+const SIG_END = 1;
+const SIG_EPOCH = 2;
+const SIG_WORDS = 4;
+const SIG_BYTES = 256;
+const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
+const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
+
 export class CpuDevice implements DeviceApi {
   private readonly layout: CpuWorldLayout;
   private readonly i32: Int32Array;
@@ -40,8 +49,9 @@ export class CpuDevice implements DeviceApi {
   private nextStream = 1;
   private readonly events = new Set<number>();
   private readonly timing = new Set<number>();
-  /** First-fit free list of this device's arena: [offset, bytes] sorted by offset. */
-  private free_: Array<[number, number]> = [];
+  /** First-fit free lists this thread owns, per arena: [offset, bytes] sorted by offset. */
+  private readonly heaps = new Map<number, Array<[number, number]>>();
+  /** Live allocations this thread made: arena * MAX_ALLOCS + slot -> offset. */
   private readonly allocBySlot = new Map<number, number>();
   private readonly hostRegs = new Map<number, Uint32Array>();
   private nextReg = 1;
@@ -77,14 +87,17 @@ export class CpuDevice implements DeviceApi {
       );
     }
     this.dev = ordinal;
-    this.free_ = [[0, this.world.arenaBytes]];
+    const half = Math.floor(this.world.arenaBytes / this.world.devices / ALIGN) * ALIGN;
+    this.heaps.set(ordinal, [[0, this.world.arenaBytes]]);
+    this.heaps.set(this.world.devices, [[ordinal * half, half]]);
   }
   boundDevice(): number { return this.dev; }
 
   releaseDevice(): void {
     if (this.dev < 0) return;
-    for (const slot of [...this.allocBySlot.keys()]) Atomics.store(this.i32, this.layout.allocLive + this.dev * MAX_ALLOCS + slot, 0);
+    for (const key of this.allocBySlot.keys()) Atomics.store(this.i32, this.layout.allocLive + key, 0);
     this.allocBySlot.clear();
+    this.heaps.clear();
     this.streams.clear();
     this.events.clear();
     this.hostRegs.clear();
@@ -95,7 +108,7 @@ export class CpuDevice implements DeviceApi {
 
   memGetInfo(): { free: number; total: number } {
     this.need('memGetInfo');
-    return { free: this.free_.reduce((s, [, b]) => s + b, 0), total: this.world.arenaBytes };
+    return { free: this.heaps.get(this.dev)!.reduce((s, [, b]) => s + b, 0), total: this.world.arenaBytes };
   }
 
   enablePeerAccess(peer: number): void {
@@ -182,48 +195,70 @@ export class CpuDevice implements DeviceApi {
   // ---- memory ----
   malloc(bytes: number): number {
     this.need('malloc');
-    if (!Number.isSafeInteger(bytes) || bytes < 0) throw new TypeError(`malloc: argument 'bytes' must be a non-negative safe integer, got ${bytes}`);
-    const size = Math.max(ALIGN, Math.ceil(bytes / ALIGN) * ALIGN);
-    const i = this.free_.findIndex(([, b]) => b >= size);
-    if (i < 0) {
-      const err = new Error(`cudaMalloc(bytes=${bytes}) on device ${this.dev}: out of memory (cpu arena of ${this.world.arenaBytes} bytes)`);
-      (err as Error & { code: string }).code = 'cudaErrorMemoryAllocation';
-      throw err;
-    }
-    const [off, avail] = this.free_[i]!;
-    if (avail === size) this.free_.splice(i, 1); else this.free_[i] = [off + size, avail - size];
-    let slot = -1;
-    for (let s = 0; s < MAX_ALLOCS; s++) if (!this.allocBySlot.has(s)) { slot = s; break; }
-    if (slot < 0) throw new Error(`malloc on device ${this.dev}: more than ${MAX_ALLOCS} live allocations`);
-    const base = this.allocBase(this.dev, slot);
-    this.f64.fill(0, base, base + this.layout.allocStride);
-    this.f64[base] = off;
-    this.f64[base + 1] = size;
-    this.allocBySlot.set(slot, off);
-    Atomics.store(this.i32, this.layout.allocLive + this.dev * MAX_ALLOCS + slot, 1);
-    // Fresh device memory is not zero on a GPU either: fill with a poison pattern.
-    this.bytes[this.dev]!.fill(0xa5, off, off + size);
-    return (this.dev + 1) * ADDRESS_UNIT + off;
+    return this.allocIn(this.dev, bytes, 'cudaMalloc');
   }
 
   free(ptr: number): void {
     this.need('free');
-    const off = ptr - (this.dev + 1) * ADDRESS_UNIT;
+    this.freeIn(this.dev, ptr, 'free');
+  }
+
+  hostAlloc(bytes: number): number {
+    this.need('hostAlloc');
+    return this.allocIn(this.world.devices, bytes, 'cudaHostAlloc');
+  }
+
+  hostFree(ptr: number): void {
+    this.need('hostFree');
+    this.freeIn(this.world.devices, ptr, 'hostFree');
+  }
+
+  private allocIn(arena: number, bytes: number, call: string): number {
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new TypeError(`${call}: argument 'bytes' must be a positive safe integer, got ${bytes}`);
+    const heap = this.heaps.get(arena)!;
+    const size = Math.ceil(bytes / ALIGN) * ALIGN;
+    const i = heap.findIndex(([, b]) => b >= size);
+    if (i < 0) {
+      const err = new Error(`${call}(bytes=${bytes}) on device ${this.dev}: out of memory (cpu reference arena of ${this.world.arenaBytes} bytes)`);
+      (err as Error & { code: string }).code = 'cudaErrorMemoryAllocation';
+      throw err;
+    }
+    const [off, avail] = heap[i]!;
+    if (avail === size) heap.splice(i, 1); else heap[i] = [off + size, avail - size];
     let slot = -1;
-    for (const [s, o] of this.allocBySlot) if (o === off) slot = s;
-    if (slot < 0) throw new Error(`free(ptr=${hex(ptr)}) on device ${this.dev}: not an allocation this thread made`);
-    const size = this.f64[this.allocBase(this.dev, slot) + 1]!;
-    Atomics.store(this.i32, this.layout.allocLive + this.dev * MAX_ALLOCS + slot, 0);
-    this.allocBySlot.delete(slot);
-    if (this.lastSlot === this.dev * MAX_ALLOCS + slot) this.lastSlot = -1;
-    this.free_.push([off, size]);
-    this.free_.sort((a, b) => a[0] - b[0]);
+    for (let s = 0; s < MAX_ALLOCS; s++) {
+      if (Atomics.load(this.i32, this.layout.allocLive + arena * MAX_ALLOCS + s) === 0) { slot = s; break; }
+    }
+    if (slot < 0) throw new Error(`${call} on device ${this.dev}: more than ${MAX_ALLOCS} live allocations`);
+    const base = this.allocBase(arena, slot);
+    this.f64.fill(0, base, base + this.layout.allocStride);
+    this.f64[base] = off;
+    this.f64[base + 1] = size;
+    this.allocBySlot.set(arena * MAX_ALLOCS + slot, off);
+    // Fresh memory is not zero on a GPU either: poison it.
+    this.bytes[arena]!.fill(0xa5, off, off + size);
+    Atomics.store(this.i32, this.layout.allocLive + arena * MAX_ALLOCS + slot, 1);
+    return (arena + 1) * ADDRESS_UNIT + off;
+  }
+
+  private freeIn(arena: number, ptr: number, call: string): void {
+    const off = ptr - (arena + 1) * ADDRESS_UNIT;
+    let key = -1;
+    for (const [k, o] of this.allocBySlot) if (o === off && Math.floor(k / MAX_ALLOCS) === arena) key = k;
+    if (key < 0) throw new Error(`${call}(ptr=${hex(ptr)}) on device ${this.dev}: not an allocation this thread made`);
+    const size = this.f64[this.allocBase(arena, key % MAX_ALLOCS) + 1]!;
+    Atomics.store(this.i32, this.layout.allocLive + key, 0);
+    this.allocBySlot.delete(key);
+    if (this.lastSlot === key) this.lastSlot = -1;
+    const heap = this.heaps.get(arena)!;
+    heap.push([off, size]);
+    heap.sort((a, b) => a[0] - b[0]);
     const merged: Array<[number, number]> = [];
-    for (const r of this.free_) {
+    for (const r of heap) {
       const last = merged[merged.length - 1];
       if (last && last[0] + last[1] === r[0]) last[1] += r[1]; else merged.push([r[0], r[1]]);
     }
-    this.free_ = merged;
+    this.heaps.set(arena, merged);
   }
 
   memsetAsync(ptr: number, byteValue: number, bytes: number, stream: number): void {
@@ -318,6 +353,106 @@ export class CpuDevice implements DeviceApi {
     Atomics.wait(this.sleeper, 0, 0, microseconds / 1000);
   }
 
+  // ---- the TP link's kernels (seed 000) ----
+  arSignalBytes(): number { return SIG_BYTES; }
+  arMaxBlocks(): number { return 72; }
+
+  launchPush(src: number, dst: number, n: number, stream: number): void {
+    this.stream('launchPush', stream);
+    const ep = this.tick();
+    const [sd, so] = this.access('launchPush(src)', src, n * 4, READ, ep, true);
+    const [dd, dOff] = this.access('launchPush(dst)', dst, n * 4, WRITE, ep, true);
+    this.f32[dd]!.set(this.f32[sd]!.subarray(so / 4, so / 4 + n), dOff / 4);
+  }
+
+  launchPush2d(src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number, stream: number): void {
+    this.stream('launchPush2d', stream);
+    if (rows === 0 || rowLen === 0) return;
+    const ep = this.tick();
+    // The tracked ranges are the strided blocks' bounding ranges: coarser, never laxer.
+    const [sd, so] = this.access('launchPush2d(src)', src, ((rows - 1) * srcStride + rowLen) * 4, READ, ep, true);
+    const [dd, dOff] = this.access('launchPush2d(dst)', dst, ((rows - 1) * dstStride + rowLen) * 4, WRITE, ep, true);
+    const from = this.f32[sd]!, to = this.f32[dd]!;
+    for (let r = 0; r < rows; r++) {
+      const s0 = so / 4 + r * srcStride;
+      to.set(from.subarray(s0, s0 + rowLen), dOff / 4 + r * dstStride);
+    }
+  }
+
+  launchFold(dst: number, stage: number, n: number, stream: number): void {
+    this.stream('launchFold', stream);
+    const ep = this.tick();
+    const [sd, so] = this.access('launchFold(stage)', stage, n * 4, READ, ep, true);
+    const [dd, dOff] = this.access('launchFold(dst)', dst, n * 4, WRITE, ep, true);
+    const a = this.f32[dd]!, b = this.f32[sd]!;
+    for (let i = 0; i < n; i++) a[dOff / 4 + i] = a[dOff / 4 + i]! + b[so / 4 + i]!;
+  }
+
+  /**
+   * The one-shot all-reduce with its barrier emulated on Atomics: the flags live in the signal
+   * blocks in device memory, exactly where the GPU kernel keeps them, and a wait longer than the
+   * spin bound (SM ticks, at an H200's clock) writes the same refusal words. Passing a barrier
+   * also orders this stream after the peer's arrival, as the GPU's acquire does.
+   */
+  launchOneShot(in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, rank: number, n: number, err: number, spinLimit: number, blocks: number, stream: number): void {
+    this.stream('launchOneShot', stream);
+    if (rank !== 0 && rank !== 1) throw new TypeError(`launchOneShot: argument 'rank' must be 0 or 1, got ${rank}`);
+    if (!Number.isInteger(blocks) || blocks < 1 || blocks > 72) throw new TypeError(`launchOneShot: argument 'blocks' must be an integer in [1, 72], got ${blocks}`);
+    const ep = this.tick();
+    // Flags are synchronisation words (atomics), not data: resolved, not race-tracked.
+    const [selfDev, selfOff] = this.resolve('launchOneShot(selfSignal)', selfSignal, SIG_BYTES);
+    const [peerDev, peerOff] = this.resolve('launchOneShot(peerSignal)', peerSignal, SIG_BYTES);
+    if (Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + peerDev) !== 1) {
+      throw new Error(`launchOneShot on device ${this.dev} stores into device ${peerDev}'s signal block, but peer access ${this.dev}->${peerDev} is not enabled`);
+    }
+    const [errDev, errOff] = this.resolve('launchOneShot(err)', err, 4);
+    if (selfDev !== this.dev || peerDev === this.dev) throw new Error(`launchOneShot on device ${this.dev}: selfSignal must be this device's and peerSignal the peer's`);
+    const mine = new Int32Array(this.world.arenas[selfDev]!, selfOff, SIG_WORDS);
+    const theirs = new Int32Array(this.world.arenas[peerDev]!, peerOff, SIG_WORDS);
+    const errWord = new Int32Array(this.world.arenas[errDev]!, errOff, 1);
+    const e = mine[SIG_EPOCH]! + 1;
+    const deadline = performance.now() + spinLimit / TICKS_PER_MS;
+    const meet = (flag: number, kind: number, refusal: number): boolean => {
+      // Entry publishes "everything before this kernel" (ep - 0.5: not the kernel's own reads,
+      // which come after it); exit publishes the reads too, so the peer may then overwrite them.
+      this.f64[this.layout.barrier + this.dev * 2 + kind] = kind === 0 ? ep - 0.5 : ep;
+      Atomics.store(theirs, flag, e); // release: the peer sees our arrival epoch with it
+      Atomics.notify(theirs, flag);
+      for (;;) {
+        const seen = Atomics.load(mine, flag);
+        if (seen >= e) break;
+        const left = deadline - performance.now();
+        if (left <= 0) { Atomics.compareExchange(errWord, 0, 0, refusal); return false; }
+        Atomics.wait(mine, flag, seen, left);
+      }
+      const row = this.layout.knows + this.dev * this.world.devices + peerDev;
+      this.f64[row] = Math.max(this.f64[row]!, this.f64[this.layout.barrier + peerDev * 2 + kind]!);
+      return true;
+    };
+    if (!meet(SIG_START, 0, 40043)) return;
+    const [d0, o0] = this.access('launchOneShot(in0)', in0, n * 4, READ, ep, true);
+    const [d1, o1] = this.access('launchOneShot(in1)', in1, n * 4, READ, ep, true);
+    const [dOut, oOut] = this.access('launchOneShot(out)', out, n * 4, WRITE, ep, true);
+    const a = this.f32[d0]!, b = this.f32[d1]!, o = this.f32[dOut]!;
+    for (let i = 0; i < n; i++) o[oOut / 4 + i] = a[o0 / 4 + i]! + b[o1 / 4 + i]!; // rank order: in0 + in1
+    if (!meet(SIG_END, 1, 40044)) return;
+    mine[SIG_EPOCH] = e;
+  }
+
+  // ---- CUDA graphs and NCCL do not exist here ----
+  streamBeginCapture(): void { throw new Error(NO_GRAPHS); }
+  streamEndCapture(): number { throw new Error(NO_GRAPHS); }
+  graphLaunch(): void { throw new Error(NO_GRAPHS); }
+  graphDestroy(): void { throw new Error(NO_GRAPHS); }
+  ncclLoad(): number { throw Object.assign(new Error(NO_NCCL), { code: 'MEMRA_NCCL_MISSING' }); }
+  ncclGetUniqueId(): Uint8Array { throw new Error(NO_NCCL); }
+  ncclCommInitRank(): number { throw new Error(NO_NCCL); }
+  ncclCommDestroy(): void { throw new Error(NO_NCCL); }
+  ncclAllReduceF32(): void { throw new Error(NO_NCCL); }
+  ncclBroadcastF32(): void { throw new Error(NO_NCCL); }
+  ncclAllGatherF32(): void { throw new Error(NO_NCCL); }
+  ncclSendRecvF32(): void { throw new Error(NO_NCCL); }
+
   // ---- internals ----
   private inRange(d: number): boolean { return Number.isInteger(d) && d >= 0 && d < this.world.devices; }
 
@@ -351,7 +486,7 @@ export class CpuDevice implements DeviceApi {
   /** Device and arena offset of `[ptr, ptr + bytes)`, which must lie in one live allocation. */
   private resolve(call: string, ptr: number, bytes: number): [number, number, number] {
     const d = this.deviceOf(ptr);
-    if (!this.inRange(d) || !Number.isSafeInteger(bytes) || bytes < 0) {
+    if (!(this.inRange(d) || d === this.world.devices) || !Number.isSafeInteger(bytes) || bytes < 0) {
       throw new Error(`${call}: ${hex(ptr)} (+${bytes} bytes) is not a device address`);
     }
     const off = ptr - (d + 1) * ADDRESS_UNIT;
@@ -367,7 +502,8 @@ export class CpuDevice implements DeviceApi {
     for (let s = 0; s < MAX_ALLOCS; s++) {
       if (fits(s)) { this.lastSlot = d * MAX_ALLOCS + s; return [d, off, s]; }
     }
-    throw new Error(`${call}: [${hex(ptr)}, +${bytes}) on device ${d} is not inside a live allocation (freed, or out of bounds)`);
+    const where = d === this.world.devices ? 'pinned host memory' : `device ${d}`;
+    throw new Error(`${call}: [${hex(ptr)}, +${bytes}) in ${where} is not inside a live allocation (freed, or out of bounds)`);
   }
 
   /**
@@ -376,7 +512,7 @@ export class CpuDevice implements DeviceApi {
    */
   private access(call: string, ptr: number, bytes: number, kind: number, epoch: number, kernel: boolean): [number, number] {
     const [d, off, slot] = this.resolve(call, ptr, bytes);
-    if (kernel && d !== this.dev && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
+    if (kernel && d !== this.dev && d < this.world.devices && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
       throw new Error(`${call} on device ${this.dev} dereferences device ${d}'s memory ${hex(ptr)}, but peer access ${this.dev}->${d} is not enabled`);
     }
     if (bytes === 0) return [d, off];

@@ -5,6 +5,8 @@
  *
  * Addresses mimic unified addressing: device d's byte `o` is `(d + 1) * 2^40 + o`, so a pointer
  * says which device it lives on, and a number can travel in a ring record like a CUDA pointer.
+ * Pinned host memory is one more arena, index `devices`, split evenly between the devices'
+ * threads so each allocates from its own part without locks.
  *
  * Ordering is tracked with vector clocks. Each device's stream counts the ops it has run (its
  * epoch); `knows[p][c]` is the newest epoch of device c that device p's stream is ordered after,
@@ -19,6 +21,8 @@ export const MAX_EVENTS = 1024;
 export const MAX_ALLOCS = 2048;
 /** Access entries kept per (allocation, device, kind); older ones merge (conservatively). */
 export const ACCESS_ENTRIES = 4;
+/** SM clock the one-shot's spin bound is counted in (an H200's ~1.98 GHz), in ticks per ms. */
+export const TICKS_PER_MS = 1.98e6;
 
 export interface CpuWorldInit {
   devices: number;
@@ -32,12 +36,13 @@ export class CpuWorldLayout {
   readonly claims = 0; // i32[devices]: 1 while a thread has bound the device
   readonly peer: number; // i32[devices * devices]: peer access enabled p -> c
   readonly eventGen: number; // i32[devices * MAX_EVENTS]: records so far (publication word)
-  readonly allocLive: number; // i32[devices * MAX_ALLOCS]
+  readonly allocLive: number; // i32[(devices + 1) * MAX_ALLOCS]: the last row is host memory
   readonly i32Words: number;
   readonly knows = 0; // f64[devices * devices]
   readonly eventData: number; // f64[devices * MAX_EVENTS * eventStride]
   readonly eventStride: number; // [timestampMs, recorderDevice, clock[devices]]
-  readonly allocData: number; // f64[devices * MAX_ALLOCS * allocStride]
+  readonly barrier: number; // f64[devices * 2]: stream epoch at one-shot entry / exit arrival
+  readonly allocData: number; // f64[(devices + 1) * MAX_ALLOCS * allocStride]
   readonly allocStride: number; // [offset, bytes, access[devices][2 kinds][ACCESS_ENTRIES][lo, hi, epoch]]
   readonly f64Offset: number; // byte offset of the f64 region
   readonly bytes: number;
@@ -46,13 +51,14 @@ export class CpuWorldLayout {
     this.peer = devices;
     this.eventGen = this.peer + devices * devices;
     this.allocLive = this.eventGen + devices * MAX_EVENTS;
-    this.i32Words = this.allocLive + devices * MAX_ALLOCS;
+    this.i32Words = this.allocLive + (devices + 1) * MAX_ALLOCS;
     this.f64Offset = Math.ceil((this.i32Words * 4) / 64) * 64;
     this.eventStride = 2 + devices;
     this.eventData = devices * devices;
     this.allocStride = 2 + devices * 2 * ACCESS_ENTRIES * 3;
-    this.allocData = this.eventData + devices * MAX_EVENTS * this.eventStride;
-    this.bytes = this.f64Offset + (this.allocData + devices * MAX_ALLOCS * this.allocStride) * 8;
+    this.barrier = this.eventData + devices * MAX_EVENTS * this.eventStride;
+    this.allocData = this.barrier + devices * 2;
+    this.bytes = this.f64Offset + (this.allocData + (devices + 1) * MAX_ALLOCS * this.allocStride) * 8;
   }
 }
 
@@ -68,7 +74,8 @@ export function createCpuWorld(devices: number, arenaBytes: number): CpuWorldIni
   return {
     devices,
     arenaBytes,
-    arenas: Array.from({ length: devices }, () => new SharedArrayBuffer(arenaBytes)),
+    // One arena per device, then the pinned-host arena.
+    arenas: Array.from({ length: devices + 1 }, () => new SharedArrayBuffer(arenaBytes)),
     meta: new SharedArrayBuffer(layout.bytes),
   };
 }

@@ -14,7 +14,11 @@ export type DeviceApi = Pick<
   | 'eventCreate' | 'eventDestroy' | 'eventRecord' | 'eventQuery' | 'eventElapsedMs' | 'malloc'
   | 'free' | 'memsetAsync' | 'memcpyAsync' | 'memcpyPeerAsync' | 'upload' | 'download'
   | 'hostRegister' | 'hostUnregister' | 'launchFillF32' | 'launchAxpyF32' | 'launchSignal'
-  | 'launchProbeWrite' | 'launchSpin'
+  | 'launchProbeWrite' | 'launchSpin' | 'hostAlloc' | 'hostFree'
+  | 'arSignalBytes' | 'arMaxBlocks' | 'launchPush' | 'launchPush2d' | 'launchFold' | 'launchOneShot'
+  | 'streamBeginCapture' | 'streamEndCapture' | 'graphLaunch' | 'graphDestroy'
+  | 'ncclLoad' | 'ncclGetUniqueId' | 'ncclCommInitRank' | 'ncclCommDestroy' | 'ncclAllReduceF32'
+  | 'ncclBroadcastF32' | 'ncclAllGatherF32' | 'ncclSendRecvF32'
 > & {
   /**
    * `expectedRecords` is the number of times the event must have been recorded for this wait to

@@ -103,6 +103,68 @@ export class Rank {
     return this.ring.publish();
   }
 
+  /** `dst[i] = src[i]`, n f32, by kernel stores; `dst` may be the peer's. */
+  push(src: number, dst: number, n: number): number {
+    const a = this.ring.begin(Op.Push), v = this.ring.args;
+    v[a] = src; v[a + 1] = dst; v[a + 2] = n;
+    return this.ring.publish();
+  }
+
+  /** `rows` rows of `rowLen` f32 from `src` (row stride `srcStride`) to `dst` (`dstStride`). */
+  push2d(src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number): number {
+    const a = this.ring.begin(Op.Push2d), v = this.ring.args;
+    v[a] = src; v[a + 1] = dst; v[a + 2] = rows; v[a + 3] = rowLen; v[a + 4] = srcStride; v[a + 5] = dstStride;
+    return this.ring.publish();
+  }
+
+  /** `dst += stage`, n f32. */
+  fold(dst: number, stage: number, n: number): number {
+    const a = this.ring.begin(Op.Fold), v = this.ring.args;
+    v[a] = dst; v[a + 1] = stage; v[a + 2] = n;
+    return this.ring.publish();
+  }
+
+  /** This rank's half of the one-shot all-reduce (the peer must launch its half too). */
+  oneShot(in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, n: number, err: number, spinLimit: number, blocks: number): number {
+    const a = this.ring.begin(Op.OneShot), v = this.ring.args;
+    v[a] = in0; v[a + 1] = in1; v[a + 2] = out; v[a + 3] = selfSignal; v[a + 4] = peerSignal;
+    v[a + 5] = this.rank; v[a + 6] = n; v[a + 7] = err; v[a + 8] = spinLimit; v[a + 9] = blocks;
+    return this.ring.publish();
+  }
+
+  beginCapture(): number { this.ring.begin(Op.BeginCapture); return this.ring.publish(); }
+  endCapture(slot: number): number {
+    const a = this.ring.begin(Op.EndCapture);
+    this.ring.args[a] = slot;
+    return this.ring.publish();
+  }
+  graphLaunch(slot: number): number {
+    const a = this.ring.begin(Op.GraphLaunch);
+    this.ring.args[a] = slot;
+    return this.ring.publish();
+  }
+
+  ncclAllReduce(send: number, recv: number, count: number): number {
+    const a = this.ring.begin(Op.NcclAllReduce), v = this.ring.args;
+    v[a] = send; v[a + 1] = recv; v[a + 2] = count;
+    return this.ring.publish();
+  }
+  ncclBroadcast(send: number, recv: number, count: number, root: number): number {
+    const a = this.ring.begin(Op.NcclBroadcast), v = this.ring.args;
+    v[a] = send; v[a + 1] = recv; v[a + 2] = count; v[a + 3] = root;
+    return this.ring.publish();
+  }
+  ncclAllGather(send: number, recv: number, count: number): number {
+    const a = this.ring.begin(Op.NcclAllGather), v = this.ring.args;
+    v[a] = send; v[a + 1] = recv; v[a + 2] = count;
+    return this.ring.publish();
+  }
+  ncclSendRecv(send: number, sendCount: number, recv: number, recvCount: number, peer: number): number {
+    const a = this.ring.begin(Op.NcclSendRecv), v = this.ring.args;
+    v[a] = send; v[a + 1] = sendCount; v[a + 2] = recv; v[a + 3] = recvCount; v[a + 4] = peer;
+    return this.ring.publish();
+  }
+
   /** True once the worker has enqueued record `seq` on its stream. */
   enqueued(seq: number): boolean { return this.ring.view.reached(seq); }
 
@@ -123,6 +185,8 @@ export class Rank {
     return { handle, rank: this.rank, timing, records: 0, lastRecordSeq: 0 };
   }
   destroyEvent(ev: DeviceEvent): Promise<void> { return this.control.call('destroyEvent', ev.handle); }
+  hostAlloc(bytes: number): Promise<number> { return this.control.call('hostAlloc', bytes); }
+  hostFree(ptr: number): Promise<void> { return this.control.call('hostFree', ptr); }
   elapsedMs(start: DeviceEvent, end: DeviceEvent): Promise<number> { return this.control.call('elapsedMs', start.handle, end.handle); }
   /** Until every record pushed so far has run to completion on the device. Cold: it waits. */
   drain(timeoutMs?: number): Promise<void> { return this.control.call('drain', timeoutMs); }

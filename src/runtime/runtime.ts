@@ -58,6 +58,11 @@ export class Runtime {
   peer: PeerStatus | undefined;
   /** The first fault or worker death; once set, the runtime is closing or closed. */
   failure: Error | undefined;
+  /**
+   * Every fault, in arrival order. A refusal on one rank often makes the other refuse too (its
+   * handshake finds the peer stopped); the two reports race, so the root cause may be second.
+   */
+  readonly faults: Error[] = [];
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly faultListeners: Array<(e: Error) => void> = [];
@@ -182,6 +187,7 @@ export class Runtime {
   }
 
   private fail(e: Error): void {
+    this.faults.push(e);
     if (this.failure) return;
     this.failure = e;
     for (const cb of this.faultListeners) cb(e);

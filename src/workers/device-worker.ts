@@ -13,7 +13,7 @@ import * as Comlink from 'comlink';
 import { portEndpoint } from './comlink-port.js';
 import { RingConsumer, RingView, type RecordRef } from './ring.js';
 import { RingState, seqDiff } from './ring-layout.js';
-import { Op, opName } from './ops.js';
+import { OP_COUNT, Op, opName } from './ops.js';
 import type { WorkerFault, WorkerInit } from './worker-init.js';
 import type { DeviceApi } from '../runtime/device-api.js';
 import type { HostRegistration } from '../runtime/binding.js';
@@ -48,6 +48,15 @@ let closing = false;
 let faulted = false;
 /** Records executed, for tests and the profile. */
 let executed = 0;
+/** Executable graphs by the slot the main thread named them with. */
+const graphs = new Map<number, number>();
+/** This rank's NCCL communicator, once `ncclInit` made it. */
+let comm = 0;
+
+function needComm(): number {
+  if (comm === 0) throw new Refusal('an NCCL op before ncclInit: open the nccl transport first', 'ERR_BAD_RECORD');
+  return comm;
+}
 
 /** Wait (bounded) until the peer has enqueued its record `seq`: the cross-device handshake. */
 function awaitPeer(seq: number, mine: number): void {
@@ -97,8 +106,31 @@ function execute(r: RecordRef, a: Float64Array): void {
     }
     case Op.ProbeWrite: dev.launchProbeWrite(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
     case Op.Spin: dev.launchSpin(a[i]!, stream); return;
+    case Op.Push: dev.launchPush(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
+    case Op.Push2d: dev.launchPush2d(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream); return;
+    case Op.Fold: dev.launchFold(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
+    case Op.OneShot:
+      dev.launchOneShot(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, stream);
+      return;
+    case Op.BeginCapture: dev.streamBeginCapture(stream); return;
+    case Op.EndCapture: {
+      const slot = a[i]!;
+      if (graphs.has(slot)) throw new Refusal(`EndCapture: graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
+      graphs.set(slot, dev.streamEndCapture(stream));
+      return;
+    }
+    case Op.GraphLaunch: {
+      const g = graphs.get(a[i]!);
+      if (g === undefined) throw new Refusal(`GraphLaunch: no graph in slot ${a[i]}`, 'ERR_BAD_RECORD');
+      dev.graphLaunch(g, stream);
+      return;
+    }
+    case Op.NcclAllReduce: dev.ncclAllReduceF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
+    case Op.NcclBroadcast: dev.ncclBroadcastF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, needComm(), stream); return;
+    case Op.NcclAllGather: dev.ncclAllGatherF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
+    case Op.NcclSendRecv: dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream); return;
     default:
-      throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${Op.Spin}`, 'ERR_UNKNOWN_OP');
+      throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${OP_COUNT - 1}`, 'ERR_UNKNOWN_OP');
   }
 }
 
@@ -230,6 +262,32 @@ const control = {
     return dev.eventElapsedMs(start, end);
   },
 
+  async linkConstants(): Promise<{ signalBytes: number; maxBlocks: number }> {
+    return { signalBytes: dev.arSignalBytes(), maxBlocks: dev.arMaxBlocks() };
+  },
+
+  async hostAlloc(bytes: number): Promise<number> { needOpen('hostAlloc'); return dev.hostAlloc(bytes); },
+  async hostFree(ptr: number): Promise<void> { needOpen('hostFree'); await drain(10_000); dev.hostFree(ptr); },
+
+  async destroyGraph(slot: number): Promise<void> {
+    needOpen('destroyGraph');
+    await drain(10_000);
+    const g = graphs.get(slot);
+    if (g === undefined) throw new Error(`${tag}: no graph in slot ${slot}`);
+    graphs.delete(slot);
+    dev.graphDestroy(g);
+  },
+
+  /** NCCL's version, loading the library; throws naming it when it is missing. */
+  async ncclLoad(): Promise<number> { return dev.ncclLoad(); },
+  async ncclUniqueId(): Promise<Uint8Array> { dev.ncclLoad(); return dev.ncclGetUniqueId(); },
+  /** Blocks this thread until every rank has joined: call it on all ranks at once. */
+  async ncclInit(id: Uint8Array, nranks: number, rank: number): Promise<void> {
+    needOpen('ncclInit');
+    if (comm !== 0) return;
+    comm = dev.ncclCommInitRank(id, nranks, rank);
+  },
+
   async enablePeer(peer: number): Promise<void> { needOpen('enablePeer'); dev.enablePeerAccess(peer); },
   async disablePeer(peer: number): Promise<void> { needOpen('disablePeer'); dev.disablePeerAccess(peer); },
   async canAccessPeer(peer: number): Promise<boolean> { return dev.canAccessPeer(init.ordinal, peer); },
@@ -252,6 +310,10 @@ const control = {
     closing = true;
     ring.stop();
     await serving;
+    for (const g of graphs.values()) dev.graphDestroy(g);
+    graphs.clear();
+    if (comm !== 0) dev.ncclCommDestroy(comm);
+    comm = 0;
     if (registration) dev.hostUnregister(registration.hostPtr);
     registration = undefined;
     // releaseDevice synchronizes the device before it frees anything.

@@ -29,9 +29,31 @@ export enum Op {
   ProbeWrite = 9,
   /** micros: occupy the stream for about that long. */
   Spin = 10,
+  /** src, dst, n: f32 push by kernel stores (dst may be the peer's). */
+  Push = 11,
+  /** src, dst, rows, rowLen, srcStride, dstStride: strided f32 push. */
+  Push2d = 12,
+  /** dst, stage, n: `dst += stage`. */
+  Fold = 13,
+  /** in0, in1, out, selfSignal, peerSignal, rank, n, err, spinLimit, blocks: one-shot all-reduce. */
+  OneShot = 14,
+  /** Begin capturing this rank's stream into a graph. */
+  BeginCapture = 15,
+  /** slot: end the capture, instantiate it, keep it as graph `slot`. */
+  EndCapture = 16,
+  /** slot: launch graph `slot` on this rank's stream. */
+  GraphLaunch = 17,
+  /** send, recv, count: NCCL f32 sum all-reduce. */
+  NcclAllReduce = 18,
+  /** send, recv, count, root: NCCL broadcast. */
+  NcclBroadcast = 19,
+  /** send, recv, count: NCCL all-gather (rank-major). */
+  NcclAllGather = 20,
+  /** send, sendCount, recv, recvCount, peer: grouped NCCL send/recv. */
+  NcclSendRecv = 21,
 }
 
-export const OP_COUNT = 11;
+export const OP_COUNT = 22;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

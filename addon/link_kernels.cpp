@@ -1,0 +1,172 @@
+#include "addon/link_kernels.h"
+
+#include <string>
+
+#include "addon/args.h"
+#include "addon/errors.h"
+#include "addon/stream.h"
+#include "addon/thread_state.h"
+#include "cu/kernels.h"
+
+namespace memra {
+
+namespace {
+
+// Element counts and strides must keep every byte address of a strided reach below 2^53: the
+// kernels do their row arithmetic in 64 bits, and a reach past that is a caller's bug whose
+// pointer arithmetic would wrap rather than fault.
+constexpr uint64_t kMaxF32Elements = (uint64_t{1} << 53) / sizeof(float);
+
+// [a, a + bytesA) and [b, b + bytesB) share a byte.
+bool Overlaps(uintptr_t a, uint64_t bytesA, uintptr_t b, uint64_t bytesB) {
+  return a < b + bytesB && b < a + bytesA;
+}
+
+// Both ranges are `bytes` long. A TypeError: it is a wiring mistake, caught before any launch.
+void RequireDisjoint(Napi::Env env, const char* fn, const char* name, uintptr_t p,
+                     const char* otherName, uintptr_t other, uint64_t bytes, const char* why) {
+  if (bytes != 0 && Overlaps(p, bytes, other, bytes)) {
+    ThrowTypeError(env, std::string(fn) + ": argument '" + name + "' (" + Hex(p) +
+                            ") overlaps '" + otherName + "' (" + Hex(other) + ") within " +
+                            std::to_string(bytes) + " bytes: " + why);
+  }
+}
+
+Napi::Value ArSignalBytes(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(memra_tp_ar_signal_bytes()));
+}
+
+Napi::Value ArMaxBlocks(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), memra_tp_ar_max_blocks());
+}
+
+Napi::Value LaunchPush(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  auto* src =
+      reinterpret_cast<const float*>(ReadAlignedAddress(info, 0, "launchPush", "src", 4, "f32"));
+  auto* dst =
+      reinterpret_cast<float*>(ReadAlignedAddress(info, 1, "launchPush", "dst", 4, "f32"));
+  const uint64_t n = ReadSafeUint(info, 2, "launchPush", "n");
+  const auto s = ReadHandle<cudaStream_t>(info, 3, "launchPush", "stream");
+  const int device = ts.RequireBound(env, "launchPush");
+  RequireOwnedStream(env, ts, s, "launchPush");
+  MEMRA_CUDA_CHECK(env, device, memra_tp_ar_push(src, dst, n, s),
+                   "launchPush(src=" + Hex(src) + ", dst=" + Hex(dst) +
+                       ", n=" + std::to_string(n) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchPush2d(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "launchPush2d";
+  auto* src = reinterpret_cast<const float*>(ReadAlignedAddress(info, 0, fn, "src", 4, "f32"));
+  auto* dst = reinterpret_cast<float*>(ReadAlignedAddress(info, 1, fn, "dst", 4, "f32"));
+  const uint64_t rows = ReadSafeUint(info, 2, fn, "rows");
+  const uint64_t rowLen = ReadSafeUint(info, 3, fn, "rowLen");
+  const uint64_t srcStride = ReadSafeUint(info, 4, fn, "srcStride");
+  const uint64_t dstStride = ReadSafeUint(info, 5, fn, "dstStride");
+  const auto s = ReadHandle<cudaStream_t>(info, 6, fn, "stream");
+  if (rows > 1 && rowLen > 0) {
+    // Overlapping destination rows would be written by different threads in no fixed order. A
+    // source stride below rowLen (even 0, one row fanned out) only re-reads, so it stays legal.
+    if (dstStride < rowLen) {
+      ThrowTypeError(env, std::string(fn) + ": argument 'dstStride' must be at least rowLen (" +
+                              std::to_string(rowLen) + ") when rows > 1, got " +
+                              std::to_string(dstStride) +
+                              ": overlapping destination rows would race");
+    }
+    const uint64_t maxStride = srcStride > dstStride ? srcStride : dstStride;
+    if (rowLen > kMaxF32Elements || rows - 1 > (kMaxF32Elements - rowLen) / maxStride) {
+      ThrowTypeError(env, std::string(fn) + ": rows=" + std::to_string(rows) +
+                              " at stride (src " + std::to_string(srcStride) + ", dst " +
+                              std::to_string(dstStride) + ") with rowLen=" +
+                              std::to_string(rowLen) + " reaches past 2^53 bytes");
+    }
+  }
+  const int device = ts.RequireBound(env, fn);
+  RequireOwnedStream(env, ts, s, fn);
+  MEMRA_CUDA_CHECK(env, device,
+                   memra_tp_ar_push_2d(src, dst, rows, rowLen, srcStride, dstStride, s),
+                   "launchPush2d(src=" + Hex(src) + ", dst=" + Hex(dst) + ", rows=" +
+                       std::to_string(rows) + ", rowLen=" + std::to_string(rowLen) +
+                       ", srcStride=" + std::to_string(srcStride) + ", dstStride=" +
+                       std::to_string(dstStride) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchFold(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  auto* dst =
+      reinterpret_cast<float*>(ReadAlignedAddress(info, 0, "launchFold", "dst", 4, "f32"));
+  auto* stage = reinterpret_cast<const float*>(
+      ReadAlignedAddress(info, 1, "launchFold", "stage", 4, "f32"));
+  const uint64_t n = ReadSafeUint(info, 2, "launchFold", "n");
+  const auto s = ReadHandle<cudaStream_t>(info, 3, "launchFold", "stream");
+  const int device = ts.RequireBound(env, "launchFold");
+  RequireOwnedStream(env, ts, s, "launchFold");
+  MEMRA_CUDA_CHECK(env, device, memra_tp_ar_fold(dst, stage, n, s),
+                   "launchFold(dst=" + Hex(dst) + ", stage=" + Hex(stage) + ", n=" +
+                       std::to_string(n) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchOneShot(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "launchOneShot";
+  const uintptr_t in0 = ReadAlignedAddress(info, 0, fn, "in0", 4, "f32");
+  const uintptr_t in1 = ReadAlignedAddress(info, 1, fn, "in1", 4, "f32");
+  const uintptr_t out = ReadAlignedAddress(info, 2, fn, "out", 4, "f32");
+  const uintptr_t selfSignal = ReadAlignedAddress(info, 3, fn, "selfSignal", 4, "u32 flags");
+  const uintptr_t peerSignal = ReadAlignedAddress(info, 4, fn, "peerSignal", 4, "u32 flags");
+  const int rank = static_cast<int>(ReadIntInRange(info, 5, fn, "rank", 0, 1));
+  const uint64_t n = ReadSafeUint(info, 6, fn, "n");
+  const uintptr_t err = ReadAlignedAddress(info, 7, fn, "err", 4, "an i32 refusal word");
+  const uint64_t spinLimit = ReadPositiveSafeUint(info, 8, fn, "spinLimit");
+  const int blocks =
+      static_cast<int>(ReadIntInRange(info, 9, fn, "blocks", 1, memra_tp_ar_max_blocks()));
+  const auto s = ReadHandle<cudaStream_t>(info, 10, fn, "stream");
+
+  // The peer reads both inputs for the whole exchange while this rank writes `out`: an `out`
+  // over either input hands the peer half-summed operands (the seed's staging note).
+  const uint64_t bytes = n * sizeof(float);
+  const char* inPlace = "the peer reads both inputs while this rank writes out; stage the inputs";
+  RequireDisjoint(env, fn, "out", out, "in0", in0, bytes, inPlace);
+  RequireDisjoint(env, fn, "out", out, "in1", in1, bytes, inPlace);
+  // One block for both ranks would make each rank wait on a flag only it could have written.
+  const uint64_t sigBytes = memra_tp_ar_signal_bytes();
+  RequireDisjoint(env, fn, "selfSignal", selfSignal, "peerSignal", peerSignal, sigBytes,
+                  "each rank needs its own signal block");
+
+  const int device = ts.RequireBound(env, fn);
+  RequireOwnedStream(env, ts, s, fn);
+  MEMRA_CUDA_CHECK(
+      env, device,
+      memra_tp_ar_1stage(reinterpret_cast<const float*>(in0), reinterpret_cast<const float*>(in1),
+                         reinterpret_cast<float*>(out), reinterpret_cast<void*>(selfSignal),
+                         reinterpret_cast<void*>(peerSignal), rank, n,
+                         reinterpret_cast<int*>(err), static_cast<long long>(spinLimit), blocks,
+                         s),
+      "launchOneShot(in0=" + Hex(in0) + ", in1=" + Hex(in1) + ", out=" + Hex(out) +
+          ", selfSignal=" + Hex(selfSignal) + ", peerSignal=" + Hex(peerSignal) +
+          ", rank=" + std::to_string(rank) + ", n=" + std::to_string(n) + ", err=" + Hex(err) +
+          ", spinLimit=" + std::to_string(spinLimit) + ", blocks=" + std::to_string(blocks) +
+          ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+}  // namespace
+
+void RegisterLinkKernels(Napi::Env env, Napi::Object exports) {
+  exports.Set("arSignalBytes", Napi::Function::New(env, ArSignalBytes, "arSignalBytes"));
+  exports.Set("arMaxBlocks", Napi::Function::New(env, ArMaxBlocks, "arMaxBlocks"));
+  exports.Set("launchPush", Napi::Function::New(env, LaunchPush, "launchPush"));
+  exports.Set("launchPush2d", Napi::Function::New(env, LaunchPush2d, "launchPush2d"));
+  exports.Set("launchFold", Napi::Function::New(env, LaunchFold, "launchFold"));
+  exports.Set("launchOneShot", Napi::Function::New(env, LaunchOneShot, "launchOneShot"));
+}
+
+}  // namespace memra

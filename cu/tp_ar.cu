@@ -1,0 +1,307 @@
+// Two-rank tensor-parallel link kernels (seed 000): the push/fold pair a caller orders with
+// cross-device events, and the one-shot all-reduce that orders itself through flags in the two
+// ranks' signal blocks (the shape of vLLM's cross_device_reduce_1stage).
+//
+// Every pointer that may belong to the peer (dst of a push, either input of the one-shot, the
+// peer's signal block) is dereferenced INSIDE a kernel, so it is only meaningful with peer access
+// enabled between two distinct devices: two contexts on one card share no address space.
+#include <cuda/atomic>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "cu/kernels.h"
+#include "cu/launch.cuh"
+
+namespace {
+
+// ---- signal block ----
+//
+// One per rank, in that rank's device memory, zeroed once before the first launch and kept for
+// the link's lifetime. The peer WRITES into it (its start/end slots); only the owner reads it.
+//
+//   start[b][r]  written by rank r's block b into the OTHER rank's block: "rank r entered epoch
+//                start[b][r] of block b". Rank r's own block leaves its own [b][r] slot unused
+//                (two ranks: the layout keeps vLLM's [block][rank] indexing so the writer never
+//                computes a slot from the reader's rank).
+//   end[b][r]    the same for leaving: "rank r has finished reading both inputs in epoch e".
+//   epoch[b]     the last epoch block b of THIS rank completed. Read and written only by thread 0
+//                of block b on this rank, one launch after another on one stream.
+//
+// Each array starts on its own 128-byte line so the peer's writes into start/end never share a
+// line with the epochs this rank rewrites; the struct keeps 4-byte alignment (padding, not
+// alignas) so any 4-byte-aligned allocation holds one. All values are epochs that grow by one per
+// launch per block and compare wrap-safely, so a zeroed block is a valid starting state.
+constexpr unsigned kArMaxBlocks = 72;  // the seed's AR_BLOCKS
+constexpr unsigned kArThreads = 512;
+
+constexpr unsigned PadTo32(unsigned words) { return (words + 31u) / 32u * 32u; }
+
+struct ArSignal {
+  unsigned start[kArMaxBlocks][2];
+  unsigned padStart[PadTo32(kArMaxBlocks * 2) - kArMaxBlocks * 2];
+  unsigned end[kArMaxBlocks][2];
+  unsigned padEnd[PadTo32(kArMaxBlocks * 2) - kArMaxBlocks * 2];
+  unsigned epoch[kArMaxBlocks];
+  unsigned padEpoch[PadTo32(kArMaxBlocks) - kArMaxBlocks];
+};
+static_assert(offsetof(ArSignal, start) == 0, "signal layout");
+static_assert(offsetof(ArSignal, end) % 128 == 0, "end flags start a 128-byte line");
+static_assert(offsetof(ArSignal, epoch) % 128 == 0, "epochs start a 128-byte line");
+static_assert(sizeof(ArSignal) % 128 == 0, "signal block is whole 128-byte lines");
+
+// The refusal words, as the seed's barrier_errors reads them.
+constexpr int kRefusedEntry = 40043;
+constexpr int kRefusedExit = 40044;
+
+using SysFlag = cuda::atomic_ref<unsigned, cuda::thread_scope_system>;
+
+// "flag has reached e" in serial-number arithmetic: a u32 epoch wraps after 2^32 launches (days
+// at decode rates), and a plain >= would then wait on a flag that already passed. The peer's flag
+// is never more than one epoch away from ours, so half the range is plenty of margin.
+__device__ __forceinline__ bool Reached(unsigned flag, unsigned e) {
+  return static_cast<int>(flag - e) >= 0;
+}
+
+// One side of a pairwise barrier, run by thread 0 of a block: announce epoch `e` in the peer's
+// block, then wait for the peer's announcement in ours. Returns false when the wait outlives
+// `spinLimit` SM clock ticks (clock64 is per SM, and a block never migrates, so the difference is
+// meaningful).
+//
+// The store is a system-scope RELEASE: everything that happens-before it in this block (for the
+// entry barrier the earlier stream work that staged this rank's input; for the exit barrier every
+// thread's reads of both inputs, gathered by the __syncthreads before the call) is visible to a
+// peer thread that acquires the value. System scope because the observer is another device across
+// NVLink; device scope would order nothing for it.
+//
+// The load is a system-scope ACQUIRE: the peer's release covered its staged input (entry) or its
+// finished reads of ours (exit), and the acquire makes this block's later accesses, ordered after
+// it by the __syncthreads that follows the call, see that state. A relaxed/volatile poll would
+// let the reads of the peer's input be satisfied before the flag was seen.
+__device__ __forceinline__ bool PairBarrier(unsigned* peerSlot, unsigned* selfSlot, unsigned e,
+                                            long long spinLimit) {
+  SysFlag(*peerSlot).store(e, cuda::memory_order_release);
+  SysFlag self(*selfSlot);
+  if (Reached(self.load(cuda::memory_order_acquire), e)) return true;
+  const long long t0 = clock64();
+  while (!Reached(self.load(cuda::memory_order_acquire), e)) {
+    if (clock64() - t0 > spinLimit) return false;
+  }
+  return true;
+}
+
+// ---- push / fold ----
+// dst may be the peer's pointer and could alias src in a caller's mistake: no __restrict__.
+
+__global__ void push_f32(const float* src, float* dst, uint64_t n) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    dst[i] = src[i];
+  }
+}
+
+// n4 float4 groups, then the scalar tail; launched only when both pointers are 16-byte aligned.
+__global__ void push_f32x4(const float4* src, float4* dst, uint64_t n4, const float* srcTail,
+                           float* dstTail, unsigned tailCount) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t tid = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (uint64_t i = tid; i < n4; i += stride) dst[i] = src[i];
+  if (tid < tailCount) dstTail[tid] = srcTail[tid];
+}
+
+// Rows over grid.y, columns over grid.x; `units` are float4 groups when Vec is set (the host
+// checked that every row start on both sides is 16-byte aligned) and floats otherwise. Strides
+// and row lengths arrive already in units.
+template <bool Vec>
+__global__ void push_2d(const float* src, float* dst, uint64_t rows, uint64_t rowUnits,
+                        uint64_t srcStride, uint64_t dstStride) {
+  using Unit = typename std::conditional<Vec, float4, float>::type;
+  const Unit* s = reinterpret_cast<const Unit*>(src);
+  Unit* d = reinterpret_cast<Unit*>(dst);
+  const uint64_t colStride = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t col0 = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (uint64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const Unit* sr = s + r * srcStride;
+    Unit* dr = d + r * dstStride;
+    for (uint64_t c = col0; c < rowUnits; c += colStride) dr[c] = sr[c];
+  }
+}
+
+__global__ void fold_f32(float* dst, const float* stage, uint64_t n) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    dst[i] += stage[i];
+  }
+}
+
+__global__ void fold_f32x4(float4* dst, const float4* stage, uint64_t n4, float* dstTail,
+                           const float* stageTail, unsigned tailCount) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t tid = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (uint64_t i = tid; i < n4; i += stride) {
+    const float4 sv = stage[i];
+    float4 dv = dst[i];
+    dv.x += sv.x;
+    dv.y += sv.y;
+    dv.z += sv.z;
+    dv.w += sv.w;
+    dst[i] = dv;
+  }
+  if (tid < tailCount) dstTail[tid] += stageTail[tid];
+}
+
+// ---- one-shot all-reduce ----
+//
+// One launch per rank, the same `blocks` on both; block b of rank 0 pairs with block b of rank 1.
+//
+//   entry   thread 0: e = epoch[b] + 1; release-store e into peer.start[b][rank]; acquire-spin on
+//           self.start[b][1-rank] until it reaches e. After it both ranks' staged inputs are
+//           complete (each rank's earlier stream work happens-before its own flag store).
+//   body    out[i] = in0[i] + in1[i] over this block's share: ALWAYS rank 0's operand first, so
+//           both ranks evaluate the same f32 expression and agree bit for bit.
+//   exit    __syncthreads gathers every thread's reads, then the same handshake on end[b][.].
+//           It exists because the peer may still be reading THIS rank's staged input when this
+//           block is done: without it, this rank's next round (a staging copy into the same
+//           buffer) could overwrite bytes the peer has not read yet. The kernel completes only
+//           when every block passed its exit, i.e. when the peer finished reading all of ours.
+//   epoch   thread 0 stores epoch[b] = e. Only this block of this rank touches epoch[b], and the
+//           next launch on the same stream (or the next replay of a graph holding this launch)
+//           reads it after this kernel completed, so the epoch lives entirely on the device: no
+//           host counter is frozen into the launch, which is what makes graph replays correct.
+//
+// Refusals: an entry wait past spinLimit stores 40043 into *err (first refusal wins) and the
+// block returns WITHOUT touching in/out, because the peer's input is not known to be ready, and
+// without advancing epoch[b]: the peer never completed this round, so its late arrival, if any,
+// pairs with this block's next attempt at the same epoch instead of leaving the two ranks one
+// epoch apart. An exit wait past spinLimit stores 40044; `out` is already complete, and the epoch
+// DOES advance, because the peer passed this round's entry and will finish it. Either way a
+// non-zero *err means the last results are suspect: drain both ranks, then zero both signal blocks
+// and the err words before the link is used again.
+//
+// All `blocks` blocks of both ranks must be resident at once (a block spins for its partner), so
+// `blocks` stays far below the SM count; a co-running kernel that starves the grid shows up as a
+// refusal rather than a hang.
+__global__ void __launch_bounds__(kArThreads)
+    ar_1stage(const float* in0, const float* in1, float* out, ArSignal* self, ArSignal* peer,
+              int rank, uint64_t n, int* err, long long spinLimit, bool vec) {
+  __shared__ bool refused;
+  const unsigned b = blockIdx.x;
+  unsigned e = 0;
+  if (threadIdx.x == 0) {
+    e = self->epoch[b] + 1;
+    refused = !PairBarrier(&peer->start[b][rank], &self->start[b][1 - rank], e, spinLimit);
+    if (refused) atomicCAS(err, 0, kRefusedEntry);
+  }
+  __syncthreads();
+  if (refused) return;
+
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t tid = uint64_t(b) * blockDim.x + threadIdx.x;
+  if (vec) {
+    const uint64_t n4 = n / 4;
+    const float4* a4 = reinterpret_cast<const float4*>(in0);
+    const float4* b4 = reinterpret_cast<const float4*>(in1);
+    float4* o4 = reinterpret_cast<float4*>(out);
+    for (uint64_t i = tid; i < n4; i += stride) {
+      const float4 x = a4[i];
+      const float4 y = b4[i];
+      o4[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    }
+    const uint64_t t = n4 * 4 + tid;
+    if (t < n) out[t] = in0[t] + in1[t];
+  } else {
+    for (uint64_t i = tid; i < n; i += stride) out[i] = in0[i] + in1[i];
+  }
+
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (!PairBarrier(&peer->end[b][rank], &self->end[b][1 - rank], e, spinLimit)) {
+      atomicCAS(err, 0, kRefusedExit);
+    }
+    self->epoch[b] = e;
+  }
+}
+
+bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+extern "C" size_t memra_tp_ar_signal_bytes(void) { return sizeof(ArSignal); }
+
+extern "C" int memra_tp_ar_max_blocks(void) { return static_cast<int>(kArMaxBlocks); }
+
+extern "C" cudaError_t memra_tp_ar_push(const float* src, float* dst, uint64_t n,
+                                        cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (Aligned16(src) && Aligned16(dst) && n >= 4) {
+    const uint64_t n4 = n / 4;
+    const unsigned tail = static_cast<unsigned>(n % 4);
+    push_f32x4<<<memra_cu::GridFor(n4), memra_cu::kBlock, 0, stream>>>(
+        reinterpret_cast<const float4*>(src), reinterpret_cast<float4*>(dst), n4, src + n4 * 4,
+        dst + n4 * 4, tail);
+  } else {
+    push_f32<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(src, dst, n);
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_tp_ar_push_2d(const float* src, float* dst, uint64_t rows,
+                                           uint64_t rowLen, uint64_t srcStride,
+                                           uint64_t dstStride, cudaStream_t stream) {
+  if (rows == 0 || rowLen == 0) return cudaSuccess;
+  // Densely packed on both sides (the t = 1 gather, or whole rows) is one contiguous run, and the
+  // 1-D push spreads it over the whole grid instead of one row per grid row.
+  if (rows == 1 || (srcStride == rowLen && dstStride == rowLen)) {
+    return memra_tp_ar_push(src, dst, rows * rowLen, stream);
+  }
+  // grid.y is capped by the hardware at 65535; more rows loop inside the kernel.
+  const unsigned gy = static_cast<unsigned>(rows < 65535 ? rows : 65535);
+  if (Aligned16(src) && Aligned16(dst) && rowLen % 4 == 0 && srcStride % 4 == 0 &&
+      dstStride % 4 == 0) {
+    const dim3 grid(memra_cu::GridFor(rowLen / 4), gy);
+    push_2d<true><<<grid, memra_cu::kBlock, 0, stream>>>(src, dst, rows, rowLen / 4,
+                                                         srcStride / 4, dstStride / 4);
+  } else {
+    const dim3 grid(memra_cu::GridFor(rowLen), gy);
+    push_2d<false><<<grid, memra_cu::kBlock, 0, stream>>>(src, dst, rows, rowLen, srcStride,
+                                                          dstStride);
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_tp_ar_fold(float* dst, const float* stage, uint64_t n,
+                                        cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (Aligned16(dst) && Aligned16(stage) && n >= 4) {
+    const uint64_t n4 = n / 4;
+    const unsigned tail = static_cast<unsigned>(n % 4);
+    fold_f32x4<<<memra_cu::GridFor(n4), memra_cu::kBlock, 0, stream>>>(
+        reinterpret_cast<float4*>(dst), reinterpret_cast<const float4*>(stage), n4,
+        dst + n4 * 4, stage + n4 * 4, tail);
+  } else {
+    fold_f32<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(dst, stage, n);
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_tp_ar_1stage(const float* in0, const float* in1, float* out,
+                                          void* selfSignal, void* peerSignal, int rank,
+                                          uint64_t n, int* err, long long spinLimit, int blocks,
+                                          cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  // The addon validates these; a launcher that trusted them would index the signal arrays out of
+  // bounds on the peer's device.
+  if (rank < 0 || rank > 1 || blocks < 1 || blocks > static_cast<int>(kArMaxBlocks) ||
+      spinLimit <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  // The vector choice may differ between ranks (out is per rank); that is harmless: the exit
+  // handshake pairs blocks, not element ranges, and a kernel completes only after all its blocks
+  // passed it, by which time every peer block has finished reading.
+  const bool vec = Aligned16(in0) && Aligned16(in1) && Aligned16(out);
+  ar_1stage<<<static_cast<unsigned>(blocks), kArThreads, 0, stream>>>(
+      in0, in1, out, static_cast<ArSignal*>(selfSignal), static_cast<ArSignal*>(peerSignal),
+      rank, n, err, spinLimit, vec);
+  return cudaGetLastError();
+}

@@ -1,0 +1,58 @@
+/**
+ * A captured sequence of joins, replayed with one launch.
+ *
+ * CUDA: one multi-device graph. Rank 0 begins capturing its stream and records a fork event;
+ * rank 1's stream waits on it (the wait carries its handshake, so it is never enqueued before the
+ * record) and so joins the capture; the body's records on both rings are captured; rank 1 records
+ * a join event that rank 0 waits on, and rank 0 ends the capture. The executable graph lives in
+ * worker 0's table and a launch is one record on rank 0's ring. Cross-device events inside the
+ * body become graph edges. The one-shot's barrier epochs live in device memory, so replays
+ * stay paired however many joins a graph holds.
+ *
+ * CPU reference: there are no graphs; a launch issues the body again, which is what a replay
+ * means, with every ordering check applied.
+ */
+import type { Runtime } from './runtime.js';
+
+let nextSlot = 1;
+
+export class CapturedGraph {
+  private destroyed = false;
+  private constructor(private readonly rt: Runtime, private readonly slot: number, private readonly body: () => void) {}
+
+  static async capture(rt: Runtime, body: () => void): Promise<CapturedGraph> {
+    if (rt.backend === 'cpu') return new CapturedGraph(rt, 0, body);
+    const [a, b] = rt.ranks;
+    const [fork, join] = await Promise.all([a.createEvent(), b.createEvent()]);
+    const slot = nextSlot++;
+    a.beginCapture();
+    a.record(fork);
+    b.wait(fork);
+    body();
+    b.record(join);
+    a.wait(join);
+    const end = a.endCapture(slot);
+    const deadline = performance.now() + 60_000;
+    while (!a.enqueued(end)) {
+      if (rt.failure) throw rt.failure;
+      if (performance.now() > deadline) throw new Error('graph capture: rank 0 did not finish the capture in 60 s');
+      await new Promise((r) => setImmediate(r));
+    }
+    await rt.drain();
+    await Promise.all([a.destroyEvent(fork), b.destroyEvent(join)]);
+    return new CapturedGraph(rt, slot, body);
+  }
+
+  /** One replay of the whole captured sequence: one ring record (CUDA). */
+  launch(): void {
+    if (this.destroyed) throw new Error('graph launch after destroy()');
+    if (this.rt.backend === 'cpu') this.body();
+    else this.rt.ranks[0].graphLaunch(this.slot);
+  }
+
+  async destroy(): Promise<void> {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    if (this.rt.backend !== 'cpu') await this.rt.ranks[0].control.call('destroyGraph', this.slot);
+  }
+}

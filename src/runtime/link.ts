@@ -1,0 +1,202 @@
+/**
+ * The TP link between the two ranks: seed 000's `ArLink`, its resources and its contracts. The
+ * transports (transports/*.ts) move bytes through it; everything here that runs per join only
+ * writes ring records.
+ *
+ * Contracts kept from the seed:
+ * - Two ranks on two devices (the runtime refuses one ordinal twice).
+ * - Write-after-write: before a producer writes into a consumer's buffer, the consumer records
+ *   `ready` after everything it already enqueued and the producer waits on it
+ *   (`waitForConsumer`). Without it a push races the consumer's own pending writes: the seed saw
+ *   broadcast lose part of a 64 KiB payload that way.
+ * - Read-after-write: the consumer waits on the producer's `pushed` before it reads.
+ * - Staging is allocated on demand and grown only after draining both ranks: the old buffers go
+ *   back to the allocator while a fold may still be writing into them.
+ * - The one-shot's refusal words are read only after a drain: checks and failures, never the walk.
+ * - Every rank is drained before the link or its staging goes away.
+ */
+import type { Runtime } from './runtime.js';
+import type { DeviceEvent, Rank } from './rank.js';
+
+export type PerRank = readonly [number, number];
+
+/** Ticks the one-shot barrier spins before refusing: about a second of SM clock (seed 000). */
+export const AR_SPIN_LIMIT = 2_000_000_000;
+/** Refusal words the one-shot writes instead of hanging. */
+export const AR_ENTRY_REFUSED = 40043;
+export const AR_EXIT_REFUSED = 40044;
+
+interface Buffers { device: [number, number]; floats: number }
+
+export class ArLink {
+  readonly ranks: readonly [Rank, Rank];
+  /** Recorded on a rank's own stream after its pending writes: the write-after-write edge. */
+  readonly ready: [DeviceEvent, DeviceEvent];
+  /** Recorded by a producer after its push: the read-after-write edge. */
+  readonly pushed: [DeviceEvent, DeviceEvent];
+  /** One-shot barrier signal blocks, zeroed, one per rank. */
+  readonly signal: PerRank;
+  /** One-shot refusal words, one per rank. */
+  readonly err: PerRank;
+  readonly maxBlocks: number;
+  spinLimit = AR_SPIN_LIMIT;
+  private stage: Buffers | undefined;
+  private scratch: Buffers | undefined;
+  /** Pinned host bounce buffers, one per direction (index = producer rank). */
+  private host: { ptr: [number, number]; floats: number } | undefined;
+  private ncclReady: Promise<void> | undefined;
+  private closed = false;
+
+  private constructor(
+    readonly rt: Runtime,
+    events: DeviceEvent[],
+    signal: PerRank,
+    err: PerRank,
+    private readonly signalBytes: number,
+    maxBlocks: number,
+  ) {
+    this.ranks = rt.ranks;
+    this.ready = [events[0]!, events[1]!];
+    this.pushed = [events[2]!, events[3]!];
+    this.signal = signal;
+    this.err = err;
+    this.maxBlocks = maxBlocks;
+  }
+
+  static async open(rt: Runtime): Promise<ArLink> {
+    const [a, b] = rt.ranks;
+    if (a.ordinal === b.ordinal) throw new Error(`tp link needs two DEVICES; both ranks are on ordinal ${a.ordinal}`);
+    const { signalBytes, maxBlocks } = await a.control.call('linkConstants');
+    const events = await Promise.all([a.createEvent(), b.createEvent(), a.createEvent(), b.createEvent()]);
+    const signal = await Promise.all(rt.ranks.map((r) => r.alloc(signalBytes)));
+    const err = await Promise.all(rt.ranks.map((r) => r.alloc(256)));
+    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks);
+    await link.zeroBarrier();
+    return link;
+  }
+
+  /**
+   * Order `producer`'s stream after everything `consumer` has enqueued, so a write into the
+   * consumer's memory cannot land on top of the consumer's own pending writes or reads.
+   */
+  waitForConsumer(producer: number, consumer: number): void {
+    this.ranks[consumer]!.record(this.ready[consumer]!);
+    this.ranks[producer]!.wait(this.ready[consumer]!);
+  }
+
+  /** The producer says its push is enqueued; the consumer's stream waits for it. */
+  publish(producer: number, consumer: number): void {
+    this.ranks[producer]!.record(this.pushed[producer]!);
+    this.ranks[consumer]!.wait(this.pushed[producer]!);
+  }
+
+  /** Device staging per rank, at least `floats` long; throws (never drains) if not reserved. */
+  stageFor(floats: number): PerRank {
+    if (!this.stage || this.stage.floats < floats) {
+      throw new Error(`tp link: staging holds ${this.stage?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(${floats})\` first (growing drains both ranks, so it is never done on the walk)`);
+    }
+    return this.stage.device;
+  }
+
+  /** Scratch per rank (2 x rows x span for strided NCCL gathers). */
+  scratchFor(floats: number): PerRank {
+    if (!this.scratch || this.scratch.floats < floats) {
+      throw new Error(`tp link: scratch holds ${this.scratch?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(...)\` first`);
+    }
+    return this.scratch.device;
+  }
+
+  /** Pinned host bounce buffer for the direction whose producer is `from`. */
+  hostFor(from: number, floats: number): number {
+    if (!this.host || this.host.floats < floats) {
+      throw new Error(`tp link: the host bounce buffer holds ${this.host?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(${floats})\` first`);
+    }
+    return this.host.ptr[from]!;
+  }
+
+  /**
+   * Make staging, scratch and host buffers hold at least `floats` f32 each (scratch twice that).
+   * Growing DRAINS both ranks first: a fold still in flight would otherwise write into memory the
+   * allocator has already handed to someone else (the hazard in the seed's own note).
+   */
+  async reserve(floats: number): Promise<void> {
+    if (!Number.isInteger(floats) || floats < 1) throw new RangeError(`link.reserve: floats must be a positive integer, got ${floats}`);
+    if (this.stage && this.stage.floats >= floats) return;
+    await this.rt.drain();
+    await this.releaseBuffers();
+    const [a, b] = this.ranks;
+    const bytes = floats * 4;
+    this.stage = { floats, device: [await a.alloc(bytes), await b.alloc(bytes)] };
+    this.scratch = { floats: 2 * floats, device: [await a.alloc(2 * bytes), await b.alloc(2 * bytes)] };
+    this.host = { floats, ptr: [await a.hostAlloc(bytes), await b.hostAlloc(bytes)] };
+  }
+
+  /** Bring up NCCL: one communicator per device in this process, both ranks joining at once. */
+  openNccl(): Promise<void> {
+    this.ncclReady ??= (async () => {
+      const [a, b] = this.ranks;
+      const id = await a.control.call('ncclUniqueId');
+      await Promise.all([a.control.call('ncclInit', id, 2, 0), b.control.call('ncclInit', id, 2, 1)]);
+    })();
+    return this.ncclReady;
+  }
+
+  /** One-shot launch shape: both ranks MUST agree, the barrier pairs block i with block i. */
+  blocksFor(n: number): number {
+    return Math.min(this.maxBlocks, Math.max(1, Math.ceil(n / 512)));
+  }
+
+  /**
+   * The one-shot's refusal words per rank: 0 clean, 40043 entry barrier expired, 40044 exit.
+   * Drains both ranks, so it belongs in checks and after failures, never on the walk.
+   */
+  async barrierErrors(): Promise<[number, number]> {
+    await this.rt.drain();
+    const w = await Promise.all(this.ranks.map(async (r, i) => new Int32Array((await r.download(this.err[i]!, 4)).buffer)[0]!));
+    return [w[0]!, w[1]!];
+  }
+
+  /**
+   * After a refusal the two ranks' barrier epochs disagree; drain both and zero every flag,
+   * epoch and refusal word so the one-shot can be used again.
+   */
+  async resetBarrier(): Promise<void> {
+    await this.rt.drain();
+    await this.zeroBarrier();
+  }
+
+  private async zeroBarrier(): Promise<void> {
+    await Promise.all(this.ranks.map(async (r, i) => {
+      await r.upload(this.signal[i]!, new Uint8Array(this.signalBytes));
+      await r.upload(this.err[i]!, new Uint8Array(256));
+    }));
+  }
+
+  private async releaseBuffers(): Promise<void> {
+    const [a, b] = this.ranks;
+    for (const buf of [this.stage, this.scratch]) {
+      if (!buf) continue;
+      await a.free(buf.device[0]);
+      await b.free(buf.device[1]);
+    }
+    if (this.host) {
+      await a.hostFree(this.host.ptr[0]);
+      await b.hostFree(this.host.ptr[1]);
+    }
+    this.stage = this.scratch = this.host = undefined;
+  }
+
+  /** Drain every rank, then free everything the link owns. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.rt.drain();
+    await this.releaseBuffers();
+    await Promise.all(this.ranks.map(async (r, i) => {
+      await r.free(this.signal[i]!);
+      await r.free(this.err[i]!);
+      await r.destroyEvent(this.ready[i]!);
+      await r.destroyEvent(this.pushed[i]!);
+    }));
+  }
+}

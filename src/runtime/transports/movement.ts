@@ -1,0 +1,105 @@
+/**
+ * The transports that move bytes with one primitive and order them with the link's two edges
+ * (seed 000's ArLink): `push` (kernel stores into peer memory) and `peer` (the copy engine).
+ * Every movement is issued on the PRODUCER's stream, so once a join is enqueued the producer may
+ * overwrite its input: nothing reads it later from another stream.
+ */
+import type { ArLink } from '../link.js';
+import type { Rank } from '../rank.js';
+import {
+  checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport, type TransportName,
+} from './transport.js';
+
+/** How a transport moves `rows` x `rowLen` f32 on `from`'s stream into `to`'s memory. */
+export interface Mover {
+  move(from: Rank, to: Rank, src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number): void;
+}
+
+export const kernelMover: Mover = {
+  move(from, _to, src, dst, rows, rowLen, srcStride, dstStride) {
+    if (rows === 1) from.push(src, dst, rowLen);
+    else from.push2d(src, dst, rows, rowLen, srcStride, dstStride);
+  },
+};
+
+/** The copy engine: cudaMemcpyPeerAsync per row. */
+export const copyEngineMover: Mover = {
+  move(from, to, src, dst, rows, rowLen, srcStride, dstStride) {
+    for (let r = 0; r < rows; r++) {
+      from.copyPeer(dst + r * dstStride * 4, to.ordinal, src + r * srcStride * 4, from.ordinal, rowLen * 4);
+    }
+  },
+};
+
+export class MovementTransport implements Transport {
+  constructor(readonly name: TransportName, protected readonly link: ArLink, private readonly mover: Mover) {}
+
+  broadcast(from: number, src: number, dst: PerRank, n: number): void {
+    checkRank('broadcast', from);
+    checkCount('broadcast', n);
+    if (n === 0) return;
+    const to = 1 - from;
+    const r = this.link.ranks[from]!, peer = this.link.ranks[to]!;
+    if (dst[from] !== src) this.mover.move(r, r, src, dst[from]!, 1, n, n, n);
+    this.link.waitForConsumer(from, to);
+    this.mover.move(r, peer, src, dst[to]!, 1, n, n, n);
+    this.link.publish(from, to);
+  }
+
+  allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
+    checkGather('allGather', span, rows);
+    const width = 2 * span;
+    for (const from of [0, 1]) {
+      const to = 1 - from;
+      const r = this.link.ranks[from]!, peer = this.link.ranks[to]!;
+      // Each rank writes its OWN slot locally and pushes it into the peer's same slot, so the two
+      // directions never touch the same bytes.
+      this.link.waitForConsumer(from, to);
+      if (!gatherInPlace(parts[from]!, full[from]!, from, span, rows)) {
+        this.mover.move(r, r, parts[from]!, full[from]! + slotOffset(from, span), rows, span, span, width);
+      }
+      this.mover.move(r, peer, parts[from]!, full[to]! + slotOffset(from, span), rows, span, span, width);
+      r.record(this.link.pushed[from]!);
+    }
+    for (const r of [0, 1]) this.link.ranks[r]!.wait(this.link.pushed[1 - r]!);
+  }
+
+  gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
+    checkRank('gather', root);
+    checkGather('gather', span, rows);
+    const peer = 1 - root;
+    const width = 2 * span;
+    const rr = this.link.ranks[root]!, pr = this.link.ranks[peer]!;
+    if (!gatherInPlace(parts[root]!, full, root, span, rows)) {
+      this.mover.move(rr, rr, parts[root]!, full + slotOffset(root, span), rows, span, span, width);
+    }
+    this.link.waitForConsumer(peer, root);
+    this.mover.move(pr, rr, parts[peer]!, full + slotOffset(peer, span), rows, span, span, width);
+    this.link.publish(peer, root);
+  }
+
+  /**
+   * Push-then-fold: each rank pushes its partial into the peer's staging, each folds what its
+   * peer pushed. Both pushes are enqueued and recorded before either fold waits, so no stream
+   * waits on a record that was not yet submitted. `a + b` is commutative in IEEE arithmetic, so
+   * rank 0's `x0 + x1` and rank 1's `x1 + x0` are the same bits.
+   */
+  allReduce(x: PerRank, n: number, out: PerRank = x): void {
+    checkCount('allReduce', n);
+    if (n === 0) return;
+    const stage = this.link.stageFor(n);
+    for (const from of [0, 1]) {
+      const to = 1 - from;
+      // The peer's staging was READ by its fold last round: the same write-after-write edge.
+      this.link.waitForConsumer(from, to);
+      this.mover.move(this.link.ranks[from]!, this.link.ranks[to]!, x[from]!, stage[to]!, 1, n, n, n);
+      this.link.ranks[from]!.record(this.link.pushed[from]!);
+    }
+    for (const r of [0, 1]) {
+      const rank = this.link.ranks[r]!;
+      rank.wait(this.link.pushed[1 - r]!);
+      if (out[r] !== x[r]) rank.push(x[r]!, out[r]!, n);
+      rank.fold(out[r]!, stage[r]!, n);
+    }
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * `oneshot`: the all-reduce is seed 000's one-shot kernel, one launch per rank and no events:
+ * the two kernels meet at a per-block device barrier, each reads BOTH ranks' staged inputs in
+ * global rank order and writes the full sum, so both ranks hold the same bits. Movement ops are
+ * the push transport's.
+ */
+import type { ArLink } from '../link.js';
+import { MovementTransport, kernelMover } from './movement.js';
+import { checkCount, type PerRank } from './transport.js';
+
+export class OneShotTransport extends MovementTransport {
+  constructor(link: ArLink) { super('oneshot', link, kernelMover); }
+
+  override allReduce(x: PerRank, n: number, out: PerRank = x): void {
+    checkCount('allReduce', n);
+    if (n === 0) return;
+    const link = this.link;
+    const stage = link.stageFor(n);
+    const blocks = link.blocksFor(n);
+    // THE INPUTS ARE STAGED, NEVER READ IN PLACE: both ranks read both operands and each writes
+    // its own output, which may be its input; reading x directly races the peer's write of the
+    // sum (the seed saw a wrong number at n = 1). The exit barrier keeps the next round's staging
+    // copy from landing while the peer still reads this one.
+    for (const r of [0, 1]) link.ranks[r]!.push(x[r]!, stage[r]!, n);
+    for (const r of [0, 1]) {
+      link.ranks[r]!.oneShot(stage[0]!, stage[1]!, out[r]!, link.signal[r]!, link.signal[1 - r]!, n, link.err[r]!, link.spinLimit, blocks);
+    }
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * Every transport the CPU reference can run, proven the way nccl-tests proves NCCL: a size sweep
+ * from 4 B to 4 MB with odd sizes, in place and out of place, strided gathers, 10,000
+ * back-to-back ops per transport with every result checked, and the one-shot's refusal.
+ */
+import { strict as assert } from 'node:assert';
+import { Runtime } from '../../src/runtime/runtime.js';
+import { ArLink } from '../../src/runtime/link.js';
+import { CapturedGraph } from '../../src/runtime/graph.js';
+import { openTransport } from '../../src/runtime/transports/open.js';
+import type { Transport, TransportName } from '../../src/runtime/transports/transport.js';
+import { COLLECTIVE_OPS, SWEEP_FLOATS, runCase } from '../support/transport-battery.js';
+
+const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot'];
+
+describe('transports on the CPU reference', function () {
+  this.timeout(300_000);
+  let rt: Runtime;
+  let link: ArLink;
+  before(async () => {
+    rt = await Runtime.open({ backend: 'cpu', cpuArenaBytes: 256 * 2 ** 20 });
+    link = await ArLink.open(rt);
+    await link.reserve(2 * 1_048_576 * 3);
+  });
+  after(async () => { await link?.close(); await rt?.close(); });
+
+  for (const name of CPU_TRANSPORTS) {
+    describe(name, () => {
+      let t: Transport;
+      before(async () => { t = await openTransport(name, link); });
+
+      it('sweeps every op from 4 B to 4 MB, odd sizes, in place and out of place, strided gathers', async () => {
+        let ops = 0;
+        for (const op of COLLECTIVE_OPS) {
+          for (const n of SWEEP_FLOATS) {
+            for (const rows of op === 'allGather' || op === 'gather' ? [1, 3] : [1]) {
+              for (const inPlace of rows === 1 ? [false, true] : [false]) {
+                const count = Math.max(1, Math.min(6, Math.floor(2 ** 19 / (n * rows))));
+                ops += (await runCase(rt, t, { op, n, rows, inPlace, ops: count })).ops;
+              }
+            }
+          }
+        }
+        assert.ok(ops > 500);
+      });
+
+      it('10,000 back-to-back ops, every result checked', async () => {
+        let ops = 0;
+        for (const op of COLLECTIVE_OPS) {
+          ops += (await runCase(rt, t, { op, n: 37, rows: op === 'allGather' ? 2 : 1, inPlace: false, ops: 2500 })).ops;
+        }
+        assert.equal(ops, 10_000);
+        assert.equal(rt.failure, undefined);
+      });
+
+      it('replays a captured sequence with an odd number of joins', async () => {
+        const n = 1001;
+        const [a, b] = rt.ranks;
+        const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+        const y = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+        a.fill(x[0], n, 1);
+        b.fill(x[1], n, 2);
+        const g = await CapturedGraph.capture(rt, () => {
+          t.allReduce(x, n, y); // y = 3
+          t.broadcast(0, y[0], y, n);
+          t.allReduce(y, n);    // y = 6
+        });
+        for (let i = 0; i < 5; i++) g.launch();
+        await rt.drain();
+        for (const r of [0, 1]) assert.ok((await rt.ranks[r]!.downloadF32(y[r]!, n)).every((v) => v === 6));
+        await g.destroy();
+      });
+    });
+  }
+
+  it('refuses sizes that are not whole f32 elements, and ops larger than the reservation', async () => {
+    const t = await openTransport('oneshot', link);
+    assert.throws(() => t.allReduce([0, 0], 2.5), /whole number of f32 elements/);
+    assert.throws(() => t.allReduce([1 << 20, 1 << 20], 1e8), /staging holds \d+ floats and this op needs 100000000; call `await link.reserve\(100000000\)` first/);
+    await assert.rejects(openTransport('nccl', link), /the nccl transport needs the CUDA backend and libnccl\.so\.2/);
+    await assert.rejects(openTransport('smoke' as TransportName, link), /unknown transport 'smoke': choose one of host, peer, push, oneshot, nccl/);
+  });
+
+  it('a one-shot launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
+    const n = 64;
+    const [a, b] = rt.ranks;
+    const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+    const stage = link.stageFor(n);
+    const t0 = performance.now();
+    a.oneShot(stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], n, link.err[0], 2e7 /* ~10 ms */, 1);
+    assert.deepEqual(await link.barrierErrors(), [40043, 0]);
+    assert.ok(performance.now() - t0 < 2000, 'refused within its bound, no hang');
+    await link.resetBarrier();
+    assert.deepEqual(await link.barrierErrors(), [0, 0]);
+    const t = await openTransport('oneshot', link);
+    a.fill(x[0], n, 5);
+    b.fill(x[1], n, 6);
+    t.allReduce(x, n);
+    await rt.drain();
+    for (const r of [0, 1]) assert.ok((await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11));
+    assert.deepEqual(await link.barrierErrors(), [0, 0]);
+  });
+});
+
+describe('the battery and the reference catch broken transports', function () {
+  this.timeout(60_000);
+  let rt: Runtime;
+  let link: ArLink;
+  before(async () => { rt = await Runtime.open({ backend: 'cpu' }); link = await ArLink.open(rt); });
+  after(async () => { await link?.close(); await rt?.close(); });
+
+  it('a transport that drops the peer push fails the battery', async () => {
+    const lazy: Transport = {
+      name: 'push',
+      broadcast: (from, src, dst, n) => { if (dst[from] !== src) rt.ranks[from]!.push(src, dst[from]!, n); },
+      allGather: () => undefined,
+      gather: () => undefined,
+      allReduce: () => undefined,
+    };
+    await assert.rejects(runCase(rt, lazy, { op: 'broadcast', n: 9, rows: 1, inPlace: false, ops: 2 }), /broadcast n=9 .* rank 1 element 0: got NaN/);
+  });
+
+  it('a push without the write-after-write edge is refused by the CPU reference', async () => {
+    const { MovementTransport, kernelMover } = await import('../../src/runtime/transports/movement.js');
+    class NoEdge extends MovementTransport {
+      override broadcast(from: number, src: number, dst: readonly [number, number], n: number): void {
+        this.link.ranks[from]!.push(src, dst[1 - from]!, n); // no waitForConsumer
+        this.link.publish(from, 1 - from);
+      }
+    }
+    const t = new NoEdge('push', link, kernelMover);
+    const [a, b] = rt.ranks;
+    const src = await a.alloc(256), dst = await b.alloc(256);
+    await a.control.call('enablePeer', 1);
+    b.fill(dst, 64, 0); // the consumer's own pending write
+    // Make sure rank 0's push is enqueued after it, so only the missing edge is at fault.
+    a.ring.push(0, [], b.ring.view.head());
+    t.broadcast(0, src, [src, dst], 64);
+    const deadline = Date.now() + 5000;
+    const waw = (): boolean => rt.faults.some((f) => (f as Error & { code?: string }).code === 'ERR_ORDER_WAW');
+    while (!waw()) {
+      assert.ok(Date.now() < deadline, `no write-after-write refusal; faults: ${rt.faults.map((f) => f.message).join(' | ')}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  });
+});

@@ -344,7 +344,11 @@ Napi::Value NcclSendRecvF32(const Napi::CallbackInfo& info) {
 void ReleaseNcclCommAtTeardown(void* comm, bool abort) noexcept {
   // A communicator exists only if a load succeeded, so this finds the API loaded; call_once
   // still orders this read after the load for a thread that never called RequireNccl itself.
-  std::call_once(gLoadOnce, LoadOnce);
+  try {
+    std::call_once(gLoadOnce, LoadOnce);
+  } catch (...) {
+    return;  // std::system_error from the once machinery; never seen, but this must not throw
+  }
   if (!gLoaded || comm == nullptr) return;
   auto* c = static_cast<ncclComm_t>(comm);
   (void)(abort ? gApi.commAbort(c) : gApi.commDestroy(c));

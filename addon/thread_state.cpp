@@ -73,13 +73,15 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
     // Everything below may still be in use by queued work: drain first.
     const cudaError_t drained = cudaDeviceSynchronize();
     note(drained, "cudaDeviceSynchronize");
-    // After the drain no collective of ours is in flight, so a destroy has nothing to wait for.
-    // If the drain failed the device is broken and a destroy might wait forever: abort instead.
-    for (void* c : ncclComms) ReleaseNcclCommAtTeardown(c, drained != cudaSuccess);
+    // Graphs before communicators: a graph that captured NCCL calls holds resources NCCL
+    // releases when the graph goes, which must not happen after the communicator is gone.
     for (auto& [exec, graph] : graphs) {
       note(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
       note(cudaGraphDestroy(graph), "cudaGraphDestroy");
     }
+    // After the drain no collective of ours is in flight, so a destroy has nothing to wait for.
+    // If the drain failed the device is broken and a destroy might wait forever: abort instead.
+    for (void* c : ncclComms) ReleaseNcclCommAtTeardown(c, drained != cudaSuccess);
     for (cudaEvent_t e : events) note(cudaEventDestroy(e), "cudaEventDestroy");
     for (cudaStream_t s : streams) note(cudaStreamDestroy(s), "cudaStreamDestroy");
     for (void* p : deviceAllocs) note(cudaFree(p), "cudaFree");

@@ -8,11 +8,13 @@ import { parseArgs } from 'node:util';
 import { detectBackend } from '../src/runtime/runtime.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
 import { benchRing } from './ring.js';
+import { benchJoins } from './joins.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { Progress } from './progress.js';
 
 const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress) => Promise<Row[]>> = {
   ring: benchRing,
+  joins: benchJoins,
 };
 
 const { values, positionals } = parseArgs({
@@ -50,6 +52,6 @@ for (const s of suites) {
   const dirs = [new URL('../../bench/results/', import.meta.url).pathname, ...(values.out ? [values.out] : [])];
   const paths = writeResults(s, machine, rows, dirs);
   console.log(`\n${s} on ${machine.label} (${backend}):`);
-  console.table(rows.map((r) => ({ op: r.op, bytes: r.bytes, unit: r.unit, median: +r.median.toFixed(3), p99: +r.p99.toFixed(3), n: r.n })));
+  console.table(rows.map((r) => ({ op: r.op, transport: r.transport, metric: r.metric ?? '', bytes: r.bytes, unit: r.unit, median: +r.median.toFixed(3), p99: +r.p99.toFixed(3), n: r.n })));
   for (const p of paths) console.log(`wrote ${p}`);
 }

@@ -15,6 +15,8 @@ export interface Row extends Summary {
   bytes: number;
   preset?: string;
   unit: string;
+  /** `device` (CUDA events) or `host` (the main thread's clock), where a suite reports both. */
+  metric?: string;
   /** How the figure was taken: host clock or device events, and what one sample is. */
   method: string;
   samples: number[];

@@ -29,10 +29,12 @@ namespace {
 //   epoch[b]     the last epoch block b of THIS rank completed. Read and written only by thread 0
 //                of block b on this rank, one launch after another on one stream.
 //
-// Each array starts on its own 128-byte line so the peer's writes into start/end never share a
-// line with the epochs this rank rewrites; the struct keeps 4-byte alignment (padding, not
-// alignas) so any 4-byte-aligned allocation holds one. All values are epochs that grow by one per
-// launch per block and compare wrap-safely, so a zeroed block is a valid starting state.
+// Each array starts on a 128-byte boundary of the block (real cache lines when the block itself
+// starts on one, as a cudaMalloc'ed block does), so the peer's writes into start/end never share
+// a line with the epochs this rank rewrites. The struct keeps 4-byte alignment (padding, not
+// alignas), so any 4-byte-aligned allocation holds one. Offsets: start 0, end 640, epoch 1280;
+// 1664 bytes. All values are epochs that grow by one per launch per block and compare
+// wrap-safely, so a zeroed block is a valid starting state.
 constexpr unsigned kArMaxBlocks = 72;  // the seed's AR_BLOCKS
 constexpr unsigned kArThreads = 512;
 
@@ -50,6 +52,9 @@ static_assert(offsetof(ArSignal, start) == 0, "signal layout");
 static_assert(offsetof(ArSignal, end) % 128 == 0, "end flags start a 128-byte line");
 static_assert(offsetof(ArSignal, epoch) % 128 == 0, "epochs start a 128-byte line");
 static_assert(sizeof(ArSignal) % 128 == 0, "signal block is whole 128-byte lines");
+static_assert(offsetof(ArSignal, end) == 640 && offsetof(ArSignal, epoch) == 1280 &&
+                  sizeof(ArSignal) == 1664,
+              "the layout documented above");
 
 // The refusal words, as the seed's barrier_errors reads them.
 constexpr int kRefusedEntry = 40043;

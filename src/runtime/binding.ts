@@ -7,7 +7,8 @@
  * number can travel in a ring record or a control call to any thread.
  *
  * Threading contract: the process-wide calls (`deviceCount`, `driverVersion`, `deviceProps`,
- * `canAccessPeer`) may run on any thread and never bind a device. Everything else acts on the
+ * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `ncclLoad`, `ncclGetUniqueId`) may run on any
+ * thread and never bind a device. Everything else acts on the
  * device the calling thread bound with `bindDevice`, and throws if the thread bound none: the
  * pinned worker of a device is the only thread that touches it.
  *
@@ -155,7 +156,7 @@ export interface NativeBinding {
   launchSpin(microseconds: number, stream: StreamHandle): void;
 
   // ---- TP all-reduce link kernels (cu/tp_ar.cu, seed 000) ----
-  /** Bytes of one rank's one-shot barrier signal block; allocate it zeroed and keep it. */
+  /** Bytes of one rank's one-shot barrier signal block (4-byte aligned); allocate it zeroed. */
   arSignalBytes(): number;
   /** Blocks the one-shot launches at most; both ranks must pass the same `blocks`. */
   arMaxBlocks(): number;
@@ -163,7 +164,8 @@ export interface NativeBinding {
   launchPush(src: DevicePtr, dst: DevicePtr, n: number, stream: StreamHandle): void;
   /**
    * Strided push: `rows` rows of `rowLen` f32, row r from `src + r*srcStride` to
-   * `dst + r*dstStride` (strides in elements). At rows = 1 it is the contiguous push.
+   * `dst + r*dstStride` (strides in elements; `dstStride >= rowLen` when rows > 1, or rows would
+   * overlap and race). At rows = 1 it is the contiguous push.
    */
   launchPush2d(
     src: DevicePtr, dst: DevicePtr, rows: number, rowLen: number, srcStride: number,
@@ -176,7 +178,11 @@ export interface NativeBinding {
    * compute the same bits), fenced by a per-block barrier with the peer's kernel at entry and
    * exit (system-scope release/acquire on flags in `selfSignal` / `peerSignal`). Barrier epochs
    * live in the signal blocks, so a graph replays correctly. A wait that exceeds `spinLimit`
-   * SM clock ticks stores 40043 (entry) or 40044 (exit) into `*err` and returns.
+   * SM clock ticks stores 40043 (entry) or 40044 (exit) into `*err` (if it is still 0) and
+   * returns. `out` must not overlap either input: the inputs are STAGED copies, never read in
+   * place (the peer reads them while this rank writes `out`). Both ranks pass the same `in0`,
+   * `in1`, `n` and `blocks`, and the two launches must never be ordered one after the other.
+   * After a refusal, drain both ranks and zero the signal blocks before the next use.
    */
   launchOneShot(
     in0: DevicePtr, in1: DevicePtr, out: DevicePtr, selfSignal: DevicePtr, peerSignal: DevicePtr,
@@ -213,7 +219,11 @@ export interface NativeBinding {
   ncclBroadcastF32(send: DevicePtr, recv: DevicePtr, count: number, root: number, comm: NcclComm, stream: StreamHandle): void;
   /** `recv` holds nranks * count; rank r's `count` elements land at r * count. */
   ncclAllGatherF32(send: DevicePtr, recv: DevicePtr, count: number, comm: NcclComm, stream: StreamHandle): void;
-  /** Grouped send/recv (ncclGroupStart/End around them): `peer` is the other rank. */
+  /**
+   * Grouped send/recv (ncclGroupStart/End around them): `peer` is the other rank. Pointers must
+   * be non-zero even on a side whose count is 0. Graphs that captured NCCL calls must be
+   * destroyed before their communicator.
+   */
   ncclSendRecvF32(
     send: DevicePtr, sendCount: number, recv: DevicePtr, recvCount: number, peer: number,
     comm: NcclComm, stream: StreamHandle,

@@ -435,7 +435,9 @@ export class CpuDevice implements DeviceApi {
     const [dOut, oOut] = this.access('launchOneShot(out)', out, n * 4, WRITE, ep, true);
     const a = this.f32[d0]!, b = this.f32[d1]!, o = this.f32[dOut]!;
     for (let i = 0; i < n; i++) o[oOut / 4 + i] = a[o0 / 4 + i]! + b[o1 / 4 + i]!; // rank order: in0 + in1
-    if (!meet(SIG_END, 1, 40044)) return;
+    // After an exit refusal the epoch still advances, as on the GPU: the peer passed this round's
+    // entry and finishes it, so advancing keeps the ranks' epochs in step.
+    meet(SIG_END, 1, 40044);
     mine[SIG_EPOCH] = e;
   }
 

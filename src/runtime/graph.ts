@@ -9,16 +9,26 @@
  * body become graph edges. The one-shot's barrier epochs live in device memory, so replays
  * stay paired however many joins a graph holds.
  *
+ * A multi-device graph launched on rank 0's stream runs its device-1 nodes on streams of CUDA's
+ * own, which rank 1's stream knows nothing about. So a launch is fenced both ways: the graph
+ * waits for what rank 1 enqueued before it, and rank 1's later work waits for the graph.
+ *
  * CPU reference: there are no graphs; a launch issues the body again, which is what a replay
  * means, with every ordering check applied.
  */
 import type { Runtime } from './runtime.js';
+import type { DeviceEvent } from './rank.js';
 
 let nextSlot = 1;
 
 export class CapturedGraph {
   private destroyed = false;
-  private constructor(private readonly rt: Runtime, private readonly slot: number, private readonly body: () => void) {}
+  private constructor(
+    private readonly rt: Runtime,
+    private readonly slot: number,
+    private readonly body: () => void,
+    private readonly fences?: { before: DeviceEvent; after: DeviceEvent },
+  ) {}
 
   static async capture(rt: Runtime, body: () => void): Promise<CapturedGraph> {
     if (rt.backend === 'cpu') return new CapturedGraph(rt, 0, body);
@@ -40,19 +50,28 @@ export class CapturedGraph {
     }
     await rt.drain();
     await Promise.all([a.destroyEvent(fork), b.destroyEvent(join)]);
-    return new CapturedGraph(rt, slot, body);
+    const [before, after] = await Promise.all([b.createEvent(), a.createEvent()]);
+    return new CapturedGraph(rt, slot, body, { before, after });
   }
 
-  /** One replay of the whole captured sequence: one ring record (CUDA). */
+  /** One replay of the whole captured sequence (CUDA: the launch and its two fences). */
   launch(): void {
     if (this.destroyed) throw new Error('graph launch after destroy()');
-    if (this.rt.backend === 'cpu') this.body();
-    else this.rt.ranks[0].graphLaunch(this.slot);
+    if (!this.fences) { this.body(); return; }
+    const [a, b] = this.rt.ranks;
+    b.record(this.fences.before);
+    a.wait(this.fences.before);
+    a.graphLaunch(this.slot);
+    a.record(this.fences.after);
+    b.wait(this.fences.after);
   }
 
   async destroy(): Promise<void> {
     if (this.destroyed) return;
     this.destroyed = true;
-    if (this.rt.backend !== 'cpu') await this.rt.ranks[0].control.call('destroyGraph', this.slot);
+    if (!this.fences) return;
+    const [a, b] = this.rt.ranks;
+    await a.control.call('destroyGraph', this.slot);
+    await Promise.all([b.destroyEvent(this.fences.before), a.destroyEvent(this.fences.after)]);
   }
 }

@@ -1,0 +1,103 @@
+/**
+ * `joins`: every transport and op at 4 KB to 1 MB, on the two-GPU machine.
+ *
+ * - device: CUDA timing events on rank 0's stream around each replay of a graph holding
+ *   JOINS_PER_GRAPH ops (a multi-device graph, so the end event completes only when both devices
+ *   are done); one sample = elapsed / JOINS_PER_GRAPH; REPLAYS samples per row, >= 1,000 ops.
+ * - host: eager joins; one sample = the main thread's clock from the op's first ring record until
+ *   both workers have published "enqueued" for their last record of it.
+ *
+ * `bytes` is what each rank holds after the op: the vector for broadcast and all-reduce, the full
+ * gathered buffer for the gathers (each rank's part is half of it).
+ */
+import { Runtime } from '../src/runtime/runtime.js';
+import { ArLink } from '../src/runtime/link.js';
+import { CapturedGraph } from '../src/runtime/graph.js';
+import { openTransport } from '../src/runtime/transports/open.js';
+import { TRANSPORTS, type PerRank, type Transport } from '../src/runtime/transports/transport.js';
+import type { BackendKind } from '../src/runtime/device-api.js';
+import type { DeviceEvent } from '../src/runtime/rank.js';
+import { row, type Row } from './results-file.js';
+import type { Progress } from './progress.js';
+
+export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
+const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
+type JoinOp = (typeof OPS)[number];
+const JOINS_PER_GRAPH = 25;
+const REPLAYS = 48;
+
+interface Buffers { src: PerRank; dst: PerRank }
+
+function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
+  const n = bytes / 4;
+  switch (op) {
+    case 'broadcast': t.broadcast(0, b.src[0], b.dst, n); break;
+    case 'allGather': t.allGather(b.src, b.dst, n / 2); break;
+    case 'gather': t.gather(0, b.src, b.dst[0], n / 2); break;
+    case 'allReduce': t.allReduce(b.src, n, b.dst); break;
+  }
+}
+
+export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[]): Promise<Row[]> {
+  const rows: Row[] = [];
+  const rt = await Runtime.open({ backend, spinMicros: 2000 });
+  const link = await ArLink.open(rt);
+  const maxN = Math.max(...JOIN_BYTES) / 4;
+  await link.reserve(maxN);
+  const [a, b] = rt.ranks;
+  const bufs: Buffers = {
+    src: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
+    dst: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
+  };
+  for (const r of [0, 1]) rt.ranks[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
+  const marks: DeviceEvent[] = [];
+  for (let i = 0; i <= REPLAYS; i++) marks.push(await a.createEvent(true));
+  const hostJoins = Math.max(1000, joins / 20);
+  const transports = TRANSPORTS.filter((t) => !only || only.includes(t));
+  const total = transports.length * OPS.length * JOIN_BYTES.length;
+  let done = 0;
+  try {
+    for (const name of transports) {
+      let t: Transport;
+      try {
+        t = await openTransport(name, link);
+      } catch (e) {
+        console.error(`joins: skipping ${name}: ${(e as Error).message}`);
+        continue;
+      }
+      for (const op of OPS) {
+        for (const bytes of JOIN_BYTES) {
+          progress.tick('joins', done++, total);
+          const base = { suite: 'joins', op, transport: name, bytes, unit: 'us' };
+          if (backend === 'cuda') {
+            const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); });
+            for (let w = 0; w < 3; w++) g.launch();
+            for (let i = 0; i < REPLAYS; i++) { a.record(marks[i]!); g.launch(); }
+            a.record(marks[REPLAYS]!);
+            await rt.drain();
+            const samples: number[] = [];
+            for (let i = 0; i < REPLAYS; i++) samples.push((await a.elapsedMs(marks[i]!, marks[i + 1]!)) * 1000 / JOINS_PER_GRAPH);
+            await g.destroy();
+            rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of a ${JOINS_PER_GRAPH}-op multi-device graph; sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
+          }
+          const host: number[] = [];
+          for (let i = -100; i < hostJoins; i++) {
+            const t0 = performance.now();
+            issue(t, op, bufs, bytes);
+            const h0 = a.ring.view.head(), h1 = b.ring.view.head();
+            while (!(a.enqueued(h0) && b.enqueued(h1))) { /* spin */ }
+            if (i >= 0) host.push((performance.now() - t0) * 1000);
+          }
+          await rt.drain();
+          if (rt.failure) throw rt.failure;
+          rows.push(row({ ...base, metric: 'host', method: 'main-thread clock per eager join: first ring record until both workers published enqueued for their last' }, host));
+        }
+      }
+    }
+    progress.tick('joins', total, total);
+  } finally {
+    await link.close();
+    await rt.close();
+  }
+  return rows;
+}

@@ -1,0 +1,146 @@
+/**
+ * Every transport on two GPUs, proven the way nccl-tests proves NCCL, and compared byte for byte
+ * with the CPU reference. Fails (does not skip) without two GPUs.
+ */
+import { strict as assert } from 'node:assert';
+import { loadBinding } from '../../src/runtime/binding.js';
+import { Runtime } from '../../src/runtime/runtime.js';
+import { ArLink, AR_ENTRY_REFUSED } from '../../src/runtime/link.js';
+import { CapturedGraph } from '../../src/runtime/graph.js';
+import { openTransport } from '../../src/runtime/transports/open.js';
+import { TRANSPORTS, type Transport } from '../../src/runtime/transports/transport.js';
+import { COLLECTIVE_OPS, SWEEP_FLOATS, runCase } from '../support/transport-battery.js';
+import { randomF32Ints } from '../support/random.js';
+
+before(function () {
+  const n = loadBinding().deviceCount();
+  if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
+});
+
+describe('transports on two GPUs', function () {
+  this.timeout(600_000);
+  let rt: Runtime, cpu: Runtime;
+  let link: ArLink, cpuLink: ArLink;
+  before(async () => {
+    rt = await Runtime.open({ backend: 'cuda' });
+    link = await ArLink.open(rt);
+    await link.reserve(3 * 1_048_576);
+    cpu = await Runtime.open({ backend: 'cpu', cpuArenaBytes: 256 * 2 ** 20 });
+    cpuLink = await ArLink.open(cpu);
+    await cpuLink.reserve(1_048_576);
+  });
+  after(async () => {
+    await link?.close(); await rt?.close();
+    await cpuLink?.close(); await cpu?.close();
+  });
+
+  it('loads NCCL from the system library', async () => {
+    const v = await rt.ranks[0].control.call('ncclLoad');
+    assert.ok(v >= 20000, `NCCL version ${v}`);
+    console.log(`      NCCL ${v}`);
+  });
+
+  for (const name of TRANSPORTS) {
+    describe(name, () => {
+      let t: Transport;
+      before(async () => { t = await openTransport(name, link); });
+
+      it('sweeps every op from 4 B to 4 MB, odd sizes, in place and out of place, strided gathers', async () => {
+        let ops = 0;
+        for (const op of COLLECTIVE_OPS) {
+          for (const n of SWEEP_FLOATS) {
+            for (const rows of op === 'allGather' || op === 'gather' ? [1, 3] : [1]) {
+              for (const inPlace of rows === 1 ? [false, true] : [false]) {
+                const count = Math.max(1, Math.min(8, Math.floor(2 ** 21 / (n * rows))));
+                ops += (await runCase(rt, t, { op, n, rows, inPlace, ops: count })).ops;
+              }
+            }
+          }
+        }
+        assert.ok(ops > 500);
+        assert.equal(rt.failure, undefined);
+      });
+
+      it('10,000 back-to-back ops, every result checked', async () => {
+        let ops = 0;
+        for (const op of COLLECTIVE_OPS) {
+          ops += (await runCase(rt, t, { op, n: 37, rows: op === 'allGather' ? 2 : 1, inPlace: false, ops: 2500 })).ops;
+        }
+        assert.equal(ops, 10_000);
+      });
+
+      it('moves the same bytes as the CPU reference', async () => {
+        const ref = await openTransport(name === 'nccl' ? 'push' : name, cpuLink);
+        for (const op of COLLECTIVE_OPS) {
+          for (const n of [1, 4099, 65_537]) {
+            const rows = op === 'allGather' || op === 'gather' ? 2 : 1;
+            const part = op === 'allGather' || op === 'gather' ? n * rows : n;
+            const inputs = Array.from({ length: 3 }, () => [randomF32Ints(part, 1 << 20), randomF32Ints(part, 1 << 20)]);
+            const c = { op, n, rows, inPlace: false, ops: 3 };
+            const gpu = await runCase(rt, t, c, inputs);
+            const host = await runCase(cpu, ref, c, inputs);
+            for (const r of [0, 1]) {
+              assert.ok(Buffer.from(gpu.outputs[r]!).equals(Buffer.from(host.outputs[r]!)), `${op} n=${n} rank ${r}: GPU and CPU reference bytes differ`);
+            }
+          }
+        }
+      });
+
+      it('replays a captured graph with an odd number of joins, back to back', async () => {
+        const n = 4099;
+        const [a, b] = rt.ranks;
+        const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+        const src = await a.alloc(n * 4);
+        const y = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+        const h0 = randomF32Ints(n, 8), h1 = randomF32Ints(n, 8), hs = randomF32Ints(n, 1000);
+        await a.upload(x[0], h0);
+        await b.upload(x[1], h1);
+        await a.upload(src, hs);
+        // Three all-reduces (an odd number of barrier rounds) and a broadcast per replay.
+        const g = await CapturedGraph.capture(rt, () => {
+          t.allReduce(x, n);
+          t.allReduce(x, n);
+          t.allReduce(x, n);
+          t.broadcast(0, src, y, n);
+        });
+        const replays = 3;
+        for (let i = 0; i < replays; i++) g.launch();
+        a.fill(src, n, -1); // the input overwritten right after the joins are enqueued
+        await rt.drain();
+        assert.equal(rt.failure, undefined, rt.failure?.message);
+        const scale = 2 ** (3 * replays - 1);
+        for (const r of [0, 1]) {
+          const got = await rt.ranks[r]!.downloadF32(x[r]!, n);
+          for (let i = 0; i < n; i++) assert.equal(got[i], (h0[i]! + h1[i]!) * scale, `${name} replayed all-reduce rank ${r} element ${i}`);
+          const moved = await rt.ranks[r]!.downloadF32(y[r]!, n);
+          for (let i = 0; i < n; i++) assert.equal(moved[i], hs[i], `${name} replayed broadcast rank ${r} element ${i}`);
+        }
+        if (name === 'oneshot') assert.deepEqual(await link.barrierErrors(), [0, 0]);
+        await g.destroy();
+        for (const p of [x[0], src, y[0]]) await a.free(p);
+        for (const p of [x[1], y[1]]) await b.free(p);
+      });
+    });
+  }
+
+  it('a one-shot launched on one rank only writes 40043 within its spin bound; after a reset it works again', async () => {
+    const n = 1024;
+    const [a, b] = rt.ranks;
+    const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+    const stage = link.stageFor(n);
+    const t0 = performance.now();
+    a.oneShot(stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], n, link.err[0], 2e7 /* ~10 ms of SM clock */, link.blocksFor(n));
+    assert.deepEqual(await link.barrierErrors(), [AR_ENTRY_REFUSED, 0]);
+    const waited = performance.now() - t0;
+    assert.ok(waited < 2000, `refused within its bound (${waited.toFixed(1)} ms), no hang`);
+    await link.resetBarrier();
+    const t = await openTransport('oneshot', link);
+    a.fill(x[0], n, 5);
+    b.fill(x[1], n, 6);
+    t.allReduce(x, n);
+    await rt.drain();
+    for (const r of [0, 1]) assert.ok((await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11));
+    assert.deepEqual(await link.barrierErrors(), [0, 0]);
+  });
+});
+

@@ -14,7 +14,7 @@ import { Runtime } from '../src/runtime/runtime.js';
 import { ArLink } from '../src/runtime/link.js';
 import { CapturedGraph } from '../src/runtime/graph.js';
 import { openTransport } from '../src/runtime/transports/open.js';
-import { TRANSPORTS, type PerRank, type Transport } from '../src/runtime/transports/transport.js';
+import { TRANSPORTS, type PerRank, type Transport, type TransportName } from '../src/runtime/transports/transport.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
 import type { DeviceEvent } from '../src/runtime/rank.js';
 import { row, type Row } from './results-file.js';
@@ -40,64 +40,73 @@ function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
 
 export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[]): Promise<Row[]> {
   const rows: Row[] = [];
-  const rt = await Runtime.open({ backend, spinMicros: 2000 });
-  const link = await ArLink.open(rt);
-  const maxN = Math.max(...JOIN_BYTES) / 4;
-  await link.reserve(maxN);
-  const [a, b] = rt.ranks;
-  const bufs: Buffers = {
-    src: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
-    dst: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
-  };
-  for (const r of [0, 1]) rt.ranks[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
-  const marks: DeviceEvent[] = [];
-  for (let i = 0; i <= REPLAYS; i++) marks.push(await a.createEvent(true));
-  const hostJoins = Math.max(1000, joins / 20);
   const transports = TRANSPORTS.filter((t) => !only || only.includes(t));
   const total = transports.length * OPS.length * JOIN_BYTES.length;
-  let done = 0;
+  const counter = { done: 0, total };
+  for (const name of transports) {
+    // A runtime per transport: one transport's refusal costs its own rows, not the others'.
+    try {
+      rows.push(...await benchTransport(name, backend, joins, progress, counter));
+    } catch (e) {
+      console.error(`joins: ${name}: ${(e as Error).message}`);
+    }
+  }
+  progress.tick('joins', total, total);
+  return rows;
+}
+
+async function benchTransport(name: TransportName, backend: BackendKind, joins: number, progress: Progress, counter: { done: number; total: number }): Promise<Row[]> {
+  const rows: Row[] = [];
+  const rt = await Runtime.open({ backend, spinMicros: 2000 });
+  const link = await ArLink.open(rt);
   try {
-    for (const name of transports) {
-      let t: Transport;
-      try {
-        t = await openTransport(name, link);
-      } catch (e) {
-        console.error(`joins: skipping ${name}: ${(e as Error).message}`);
-        continue;
-      }
-      for (const op of OPS) {
-        for (const bytes of JOIN_BYTES) {
-          progress.tick('joins', done++, total);
-          const base = { suite: 'joins', op, transport: name, bytes, unit: 'us' };
-          if (backend === 'cuda') {
-            const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); });
-            for (let w = 0; w < 3; w++) g.launch();
-            for (let i = 0; i < REPLAYS; i++) { a.record(marks[i]!); g.launch(); }
-            a.record(marks[REPLAYS]!);
-            await rt.drain();
-            const samples: number[] = [];
-            for (let i = 0; i < REPLAYS; i++) samples.push((await a.elapsedMs(marks[i]!, marks[i + 1]!)) * 1000 / JOINS_PER_GRAPH);
-            await g.destroy();
-            rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of a ${JOINS_PER_GRAPH}-op multi-device graph; sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
-          }
-          const host: number[] = [];
-          for (let i = -100; i < hostJoins; i++) {
-            const t0 = performance.now();
-            issue(t, op, bufs, bytes);
-            const h0 = a.ring.view.head(), h1 = b.ring.view.head();
-            while (!(a.enqueued(h0) && b.enqueued(h1))) { /* spin */ }
-            if (i >= 0) host.push((performance.now() - t0) * 1000);
-          }
+    const maxN = Math.max(...JOIN_BYTES) / 4;
+    await link.reserve(maxN);
+    const [a, b] = rt.ranks;
+    const bufs: Buffers = {
+      src: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
+      dst: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
+    };
+    for (const r of [0, 1]) rt.ranks[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
+    const marks: DeviceEvent[] = [];
+    for (let i = 0; i <= REPLAYS; i++) marks.push(await a.createEvent(true));
+    const hostJoins = Math.max(1000, joins / 20);
+    const t = await openTransport(name, link);
+    for (const op of OPS) {
+      for (const bytes of JOIN_BYTES) {
+        progress.tick(`joins ${name}`, counter.done++, counter.total);
+        const base = { suite: 'joins', op, transport: name, bytes, unit: 'us' };
+        if (backend === 'cuda') {
+          const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); });
+          for (let w = 0; w < 3; w++) g.launch();
+          for (let i = 0; i < REPLAYS; i++) { a.record(marks[i]!); g.launch(); }
+          a.record(marks[REPLAYS]!);
           await rt.drain();
-          if (rt.failure) throw rt.failure;
-          rows.push(row({ ...base, metric: 'host', method: 'main-thread clock per eager join: first ring record until both workers published enqueued for their last' }, host));
+          const samples: number[] = [];
+          for (let i = 0; i < REPLAYS; i++) samples.push((await a.elapsedMs(marks[i]!, marks[i + 1]!)) * 1000 / JOINS_PER_GRAPH);
+          await g.destroy();
+          rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of a ${JOINS_PER_GRAPH}-op multi-device graph; sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
         }
+        const host: number[] = [];
+        for (let i = -100; i < hostJoins; i++) {
+          const t0 = performance.now();
+          issue(t, op, bufs, bytes);
+          const h0 = a.ring.view.head(), h1 = b.ring.view.head();
+          while (!(a.enqueued(h0) && b.enqueued(h1))) { /* spin */ }
+          if (i >= 0) host.push((performance.now() - t0) * 1000);
+        }
+        await rt.drain();
+        if (rt.failure) throw rt.failure;
+        rows.push(row({ ...base, metric: 'host', method: 'main-thread clock per eager join: first ring record until both workers published enqueued for their last' }, host));
       }
     }
-    progress.tick('joins', total, total);
+  } catch (e) {
+    // Report the root cause: a refusal usually makes the other rank refuse too.
+    for (const f of rt.faults) console.error(`joins: ${name}: fault: ${f.message}`);
+    throw e;
   } finally {
-    await link.close();
-    await rt.close();
+    await link.close().catch((e: Error) => console.error(`joins: ${name}: link close: ${e.message}`));
+    await rt.close().catch((e: Error) => console.error(`joins: ${name}: runtime close: ${e.message}`));
   }
   return rows;
 }

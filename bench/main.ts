@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- [suite...] [--backend cuda|cpu] [--joins N] [--out DIR]`
+ * `npm run bench -- [suite...] [--backend cuda|cpu] [--joins N] [--transports a,b] [--out DIR]`
  *
  * Runs the named suites (default: all) and writes `bench/results/<suite>-<machine>-<date>.json`,
  * plus a copy in DIR when given (the GPU host returns files from there).
@@ -12,7 +12,7 @@ import { benchJoins } from './joins.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { Progress } from './progress.js';
 
-const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress) => Promise<Row[]>> = {
+const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress, transports?: string[]) => Promise<Row[]>> = {
   ring: benchRing,
   joins: benchJoins,
 };
@@ -23,6 +23,7 @@ const { values, positionals } = parseArgs({
     backend: { type: 'string' },
     joins: { type: 'string', default: '20000' },
     out: { type: 'string' },
+    transports: { type: 'string' },
   },
 });
 
@@ -47,7 +48,7 @@ if (!Number.isInteger(joins) || joins < 100) {
 const machine = describeMachine(backend);
 const progress = new Progress();
 for (const s of suites) {
-  const rows = await SUITES[s]!(backend, joins, progress);
+  const rows = await SUITES[s]!(backend, joins, progress, values.transports?.split(','));
   progress.done();
   const dirs = [new URL('../../bench/results/', import.meta.url).pathname, ...(values.out ? [values.out] : [])];
   const paths = writeResults(s, machine, rows, dirs);

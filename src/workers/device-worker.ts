@@ -50,6 +50,8 @@ let faulted = false;
 let executed = 0;
 /** Executable graphs by the slot the main thread named them with. */
 const graphs = new Map<number, number>();
+/** True between BeginCapture and EndCapture: the stream may not be queried or synchronised. */
+let capturing = false;
 /** This rank's NCCL communicator, once `ncclInit` made it. */
 let comm = 0;
 
@@ -112,10 +114,11 @@ function execute(r: RecordRef, a: Float64Array): void {
     case Op.OneShot:
       dev.launchOneShot(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, stream);
       return;
-    case Op.BeginCapture: dev.streamBeginCapture(stream); return;
+    case Op.BeginCapture: dev.streamBeginCapture(stream); capturing = true; return;
     case Op.EndCapture: {
       const slot = a[i]!;
       if (graphs.has(slot)) throw new Refusal(`EndCapture: graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
+      capturing = false;
       graphs.set(slot, dev.streamEndCapture(stream));
       return;
     }
@@ -157,6 +160,12 @@ function runBatch(): boolean {
 function refuse(r: RecordRef, e: unknown): void {
   faulted = true;
   const err = e as Error & { code?: string };
+  if (capturing) {
+    // A refusal inside a capture would leave the stream capturing forever, and every later
+    // query, drain or close of it would fail: end the capture and throw its graph away.
+    capturing = false;
+    try { dev.graphDestroy(dev.streamEndCapture(stream)); } catch { /* the capture was invalid: ending it is all we need */ }
+  }
   ring.fault(r.seq, r.op);
   const fault: WorkerFault = {
     type: 'fault',
@@ -196,7 +205,11 @@ async function serve(): Promise<void> {
 async function drain(timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   const pending = (): boolean => !faulted && ring.available() > 0;
-  while (pending() || (stream !== 0 && !dev.streamQuery(stream))) {
+  const busy = (): boolean => {
+    if (capturing) throw new Error(`${tag}: drain requested while the stream is capturing a graph; end the capture first`);
+    return stream !== 0 && !dev.streamQuery(stream);
+  };
+  while (pending() || busy()) {
     if (performance.now() > deadline) {
       throw new Error(`${tag}: drain timed out after ${timeoutMs} ms (${ring.available()} records not enqueued)`);
     }

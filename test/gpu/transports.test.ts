@@ -19,31 +19,42 @@ before(function () {
 
 describe('transports on two GPUs', function () {
   this.timeout(600_000);
+  // Each transport gets its own runtime, so one transport's refusal cannot fail the others.
   let rt: Runtime, cpu: Runtime;
   let link: ArLink, cpuLink: ArLink;
-  before(async () => {
+  const openGpu = async (): Promise<void> => {
     rt = await Runtime.open({ backend: 'cuda' });
     link = await ArLink.open(rt);
     await link.reserve(3 * 1_048_576);
+  };
+  const closeGpu = async (): Promise<void> => {
+    if (rt?.faults.length) console.log(`      faults: ${rt.faults.map((f) => f.message).join(' | ')}`);
+    await link?.close().catch((e: Error) => console.log(`      link close: ${e.message}`));
+    await rt?.close().catch((e: Error) => console.log(`      runtime close: ${e.message}`));
+  };
+  before(async () => {
     cpu = await Runtime.open({ backend: 'cpu', cpuArenaBytes: 256 * 2 ** 20 });
     cpuLink = await ArLink.open(cpu);
     await cpuLink.reserve(1_048_576);
   });
-  after(async () => {
-    await link?.close(); await rt?.close();
-    await cpuLink?.close(); await cpu?.close();
-  });
+  after(async () => { await cpuLink?.close(); await cpu?.close(); });
 
   it('loads NCCL from the system library', async () => {
-    const v = await rt.ranks[0].control.call('ncclLoad');
-    assert.ok(v >= 20000, `NCCL version ${v}`);
-    console.log(`      NCCL ${v}`);
+    await openGpu();
+    try {
+      const v = await rt.ranks[0].control.call('ncclLoad');
+      assert.ok(v >= 20000, `NCCL version ${v}`);
+      console.log(`      NCCL ${v}`);
+    } finally {
+      await closeGpu();
+    }
   });
 
   for (const name of TRANSPORTS) {
     describe(name, () => {
       let t: Transport;
-      before(async () => { t = await openTransport(name, link); });
+      before(async () => { await openGpu(); t = await openTransport(name, link); });
+      after(closeGpu);
 
       it('sweeps every op from 4 B to 4 MB, odd sizes, in place and out of place, strided gathers', async () => {
         let ops = 0;
@@ -124,6 +135,15 @@ describe('transports on two GPUs', function () {
   }
 
   it('a one-shot launched on one rank only writes 40043 within its spin bound; after a reset it works again', async () => {
+    await openGpu();
+    try {
+      await refusal();
+    } finally {
+      await closeGpu();
+    }
+  });
+
+  async function refusal(): Promise<void> {
     const n = 1024;
     const [a, b] = rt.ranks;
     const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
@@ -141,6 +161,6 @@ describe('transports on two GPUs', function () {
     await rt.drain();
     for (const r of [0, 1]) assert.ok((await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11));
     assert.deepEqual(await link.barrierErrors(), [0, 0]);
-  });
+  }
 });
 

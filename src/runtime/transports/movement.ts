@@ -22,12 +22,16 @@ export const kernelMover: Mover = {
   },
 };
 
-/** The copy engine: cudaMemcpyPeerAsync per row. */
+/**
+ * The copy engine, one copy per row. Not `cudaMemcpyPeerAsync`: stream capture refuses it
+ * (cudaErrorStreamCaptureUnsupported, seen on the two-H200 machine 2026-11-30, and seed 003 built
+ * its peer copies as explicit graph nodes for the same reason). With unified addressing,
+ * `cudaMemcpyAsync(cudaMemcpyDefault)` between two devices drives the same peer copy and can be
+ * captured.
+ */
 export const copyEngineMover: Mover = {
-  move(from, to, src, dst, rows, rowLen, srcStride, dstStride) {
-    for (let r = 0; r < rows; r++) {
-      from.copyPeer(dst + r * dstStride * 4, to.ordinal, src + r * srcStride * 4, from.ordinal, rowLen * 4);
-    }
+  move(from, _to, src, dst, rows, rowLen, srcStride, dstStride) {
+    for (let r = 0; r < rows; r++) from.copy(dst + r * dstStride * 4, src + r * srcStride * 4, rowLen * 4);
   },
 };
 

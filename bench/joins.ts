@@ -38,7 +38,7 @@ function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
   }
 }
 
-export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[]): Promise<Row[]> {
+export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[], flush?: (rows: Row[]) => void): Promise<Row[]> {
   const rows: Row[] = [];
   const transports = TRANSPORTS.filter((t) => !only || only.includes(t));
   const total = transports.length * OPS.length * JOIN_BYTES.length;
@@ -47,6 +47,7 @@ export async function benchJoins(backend: BackendKind, joins: number, progress: 
     // A runtime per transport: one transport's refusal costs its own rows, not the others'.
     try {
       rows.push(...await benchTransport(name, backend, joins, progress, counter));
+      flush?.(rows); // a later transport that crashes the process must not take these with it
     } catch (e) {
       console.error(`joins: ${name}: ${(e as Error).message}`);
     }
@@ -75,6 +76,7 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
     for (const op of OPS) {
       for (const bytes of JOIN_BYTES) {
         progress.tick(`joins ${name}`, counter.done++, counter.total);
+        if (process.env.MEMRA_BENCH_TRACE) console.error(`joins: ${name} ${op} ${bytes}`);
         const base = { suite: 'joins', op, transport: name, bytes, unit: 'us' };
         if (backend === 'cuda') {
           const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); });

@@ -12,7 +12,7 @@ import { benchJoins } from './joins.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { Progress } from './progress.js';
 
-const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress, transports?: string[]) => Promise<Row[]>> = {
+const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress, transports?: string[], flush?: (rows: Row[]) => void) => Promise<Row[]>> = {
   ring: benchRing,
   joins: benchJoins,
 };
@@ -48,9 +48,9 @@ if (!Number.isInteger(joins) || joins < 100) {
 const machine = describeMachine(backend);
 const progress = new Progress();
 for (const s of suites) {
-  const rows = await SUITES[s]!(backend, joins, progress, values.transports?.split(','));
-  progress.done();
   const dirs = [new URL('../../bench/results/', import.meta.url).pathname, ...(values.out ? [values.out] : [])];
+  const rows = await SUITES[s]!(backend, joins, progress, values.transports?.split(','), (partial) => writeResults(s, machine, partial, dirs));
+  progress.done();
   const paths = writeResults(s, machine, rows, dirs);
   console.log(`\n${s} on ${machine.label} (${backend}):`);
   console.table(rows.map((r) => ({ op: r.op, transport: r.transport, metric: r.metric ?? '', bytes: r.bytes, unit: r.unit, median: +r.median.toFixed(3), p99: +r.p99.toFixed(3), n: r.n })));

@@ -117,25 +117,36 @@ Napi::Value LaunchOneShot(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const char* fn = "launchOneShot";
-  const uintptr_t in0 = ReadAlignedAddress(info, 0, fn, "in0", 4, "f32");
-  const uintptr_t in1 = ReadAlignedAddress(info, 1, fn, "in1", 4, "f32");
-  const uintptr_t out = ReadAlignedAddress(info, 2, fn, "out", 4, "f32");
-  const uintptr_t selfSignal = ReadAlignedAddress(info, 3, fn, "selfSignal", 4, "u32 flags");
-  const uintptr_t peerSignal = ReadAlignedAddress(info, 4, fn, "peerSignal", 4, "u32 flags");
-  const int rank = static_cast<int>(ReadIntInRange(info, 5, fn, "rank", 0, 1));
-  const uint64_t n = ReadSafeUint(info, 6, fn, "n");
-  const uintptr_t err = ReadAlignedAddress(info, 7, fn, "err", 4, "an i32 refusal word");
-  const uint64_t spinLimit = ReadPositiveSafeUint(info, 8, fn, "spinLimit");
+  // x is optional (0: the caller staged the input already), so it is read as a plain number.
+  const double xNumber = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
+  if (!(xNumber == 0 || (xNumber > 0 && xNumber < 9007199254740992.0 && xNumber == static_cast<double>(static_cast<uint64_t>(xNumber)) && static_cast<uint64_t>(xNumber) % 4 == 0))) {
+    ThrowArgError(env, fn, "x", "0 or a 4-byte aligned device pointer", info[0]);
+  }
+  const uintptr_t x = static_cast<uintptr_t>(xNumber);
+  const uintptr_t in0 = ReadAlignedAddress(info, 1, fn, "in0", 4, "f32");
+  const uintptr_t in1 = ReadAlignedAddress(info, 2, fn, "in1", 4, "f32");
+  const uintptr_t out = ReadAlignedAddress(info, 3, fn, "out", 4, "f32");
+  const uintptr_t selfSignal = ReadAlignedAddress(info, 4, fn, "selfSignal", 4, "u32 flags");
+  const uintptr_t peerSignal = ReadAlignedAddress(info, 5, fn, "peerSignal", 4, "u32 flags");
+  const int rank = static_cast<int>(ReadIntInRange(info, 6, fn, "rank", 0, 1));
+  const uint64_t n = ReadSafeUint(info, 7, fn, "n");
+  const uintptr_t err = ReadAlignedAddress(info, 8, fn, "err", 4, "an i32 refusal word");
+  const uint64_t spinLimit = ReadPositiveSafeUint(info, 9, fn, "spinLimit");
   const int blocks =
-      static_cast<int>(ReadIntInRange(info, 9, fn, "blocks", 1, memra_tp_ar_max_blocks()));
-  const auto s = ReadHandle<cudaStream_t>(info, 10, fn, "stream");
+      static_cast<int>(ReadIntInRange(info, 10, fn, "blocks", 1, memra_tp_ar_max_blocks()));
+  const auto s = ReadHandle<cudaStream_t>(info, 11, fn, "stream");
 
   // The peer reads both inputs for the whole exchange while this rank writes `out`: an `out`
-  // over either input hands the peer half-summed operands (the seed's staging note).
+  // over either input hands the peer half-summed operands (the seed's staging note). `out` may
+  // alias `x`: each block stages its share of x before it writes the same share of out.
   const uint64_t bytes = n * sizeof(float);
   const char* inPlace = "the peer reads both inputs while this rank writes out; stage the inputs";
   RequireDisjoint(env, fn, "out", out, "in0", in0, bytes, inPlace);
   RequireDisjoint(env, fn, "out", out, "in1", in1, bytes, inPlace);
+  if (x != 0) {
+    RequireDisjoint(env, fn, "x", x, "in0", in0, bytes, "x is copied into the stages");
+    RequireDisjoint(env, fn, "x", x, "in1", in1, bytes, "x is copied into the stages");
+  }
   // One block for both ranks would make each rank wait on a flag only it could have written.
   const uint64_t sigBytes = memra_tp_ar_signal_bytes();
   RequireDisjoint(env, fn, "selfSignal", selfSignal, "peerSignal", peerSignal, sigBytes,
@@ -145,12 +156,13 @@ Napi::Value LaunchOneShot(const Napi::CallbackInfo& info) {
   RequireOwnedStream(env, ts, s, fn);
   MEMRA_CUDA_CHECK(
       env, device,
-      memra_tp_ar_1stage(reinterpret_cast<const float*>(in0), reinterpret_cast<const float*>(in1),
+      memra_tp_ar_1stage(reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(in0),
+                         reinterpret_cast<const float*>(in1),
                          reinterpret_cast<float*>(out), reinterpret_cast<void*>(selfSignal),
                          reinterpret_cast<void*>(peerSignal), rank, n,
                          reinterpret_cast<int*>(err), static_cast<long long>(spinLimit), blocks,
                          s),
-      "launchOneShot(in0=" + Hex(in0) + ", in1=" + Hex(in1) + ", out=" + Hex(out) +
+      "launchOneShot(x=" + Hex(x) + ", in0=" + Hex(in0) + ", in1=" + Hex(in1) + ", out=" + Hex(out) +
           ", selfSignal=" + Hex(selfSignal) + ", peerSignal=" + Hex(peerSignal) +
           ", rank=" + std::to_string(rank) + ", n=" + std::to_string(n) + ", err=" + Hex(err) +
           ", spinLimit=" + std::to_string(spinLimit) + ", blocks=" + std::to_string(blocks) +

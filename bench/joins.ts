@@ -79,7 +79,7 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
         if (process.env.MEMRA_BENCH_TRACE) console.error(`joins: ${name} ${op} ${bytes}`);
         const base = { suite: 'joins', op, transport: name, bytes, unit: 'us' };
         if (backend === 'cuda') {
-          const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); });
+          const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); }, t.graphMode);
           for (let w = 0; w < 3; w++) g.launch();
           for (let i = 0; i < REPLAYS; i++) { a.record(marks[i]!); g.launch(); }
           a.record(marks[REPLAYS]!);

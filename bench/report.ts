@@ -31,12 +31,37 @@ function table(entries: Array<{ file: string; data: ResultsFile }>): string {
   return lines.join('\n');
 }
 
+/** Joins: one line per transport, op and metric; one column per size; median (p99). */
+function pivot(entries: Array<{ file: string; data: ResultsFile }>): string {
+  const latest = entries[entries.length - 1]!;
+  const sizes = [...new Set(latest.data.rows.map((r) => r.bytes))].sort((x, y) => x - y);
+  const label = (b: number): string => (b >= 1 << 20 ? `${b >> 20} MB` : `${b >> 10} KB`);
+  const lines = [
+    `From \`${latest.file}\` (${latest.data.machine.label}, node ${latest.data.machine.node}, ${latest.data.date.slice(0, 10)}): median (p99), µs.`,
+    '',
+    `| transport | op | metric | ${sizes.map(label).join(' | ')} |`,
+    `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} |`,
+  ];
+  const keys = [...new Set(latest.data.rows.map((r) => `${r.transport}|${r.op}|${r.metric ?? ''}`))];
+  for (const k of keys) {
+    const [transport, op, metric] = k.split('|');
+    const cells = sizes.map((b) => {
+      const r = latest.data.rows.find((x) => `${x.transport}|${x.op}|${x.metric ?? ''}` === k && x.bytes === b);
+      return r ? `${fmt(r.median)} (${fmt(r.p99)})` : '';
+    });
+    lines.push(`| ${transport} | ${op} | ${metric} | ${cells.join(' | ')} |`);
+  }
+  return lines.join('\n');
+}
+
+const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = { joins: pivot };
+
 const readmePath = join(root, 'README.md');
 let readme = readFileSync(readmePath, 'utf8');
 for (const [suite, entries] of bySuite) {
   const re = new RegExp(`(<!-- bench:${suite} -->\\n)[\\s\\S]*?(<!-- /bench:${suite} -->)`);
   if (!re.test(readme)) { console.error(`bench:report: README has no <!-- bench:${suite} --> section; skipped`); continue; }
-  readme = readme.replace(re, `$1${table(entries)}\n$2`);
+  readme = readme.replace(re, `$1${(RENDER[suite] ?? table)(entries)}\n$2`);
   console.log(`bench:report: ${suite}: ${entries.length} file(s)`);
 }
 writeFileSync(readmePath, readme);

@@ -45,9 +45,11 @@ cudaError_t memra_tp_ar_fold(float* dst, const float* stage, uint64_t n, cudaStr
 // writes). A barrier wait past `spin_limit` SM clock ticks stores 40043 (entry) or 40044 (exit)
 // into *err if it is still 0. Returns cudaErrorInvalidValue for a rank outside {0, 1}, blocks
 // outside [1, memra_tp_ar_max_blocks()] or a non-positive spin_limit.
-cudaError_t memra_tp_ar_1stage(const float* in0, const float* in1, float* out, void* self_signal,
-                               void* peer_signal, int rank, uint64_t n, int* err,
-                               long long spin_limit, int blocks, cudaStream_t stream);
+// x (nullable): this rank's input, staged by the kernel itself into its own stage (in0 on rank 0,
+// in1 on rank 1) before the entry barrier; null when the caller staged it already.
+cudaError_t memra_tp_ar_1stage(const float* x, const float* in0, const float* in1, float* out,
+                               void* self_signal, void* peer_signal, int rank, uint64_t n,
+                               int* err, long long spin_limit, int blocks, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -188,10 +188,38 @@ __global__ void fold_f32x4(float4* dst, const float4* stage, uint64_t n4, float*
 // `blocks` stays far below the SM count; a co-running kernel that starves the grid shows up as a
 // refusal rather than a hang.
 __global__ void __launch_bounds__(kArThreads)
-    ar_1stage(const float* in0, const float* in1, float* out, ArSignal* self, ArSignal* peer,
-              int rank, uint64_t n, int* err, long long spinLimit, bool vec) {
+    ar_1stage(const float* x, const float* in0, const float* in1, float* out, ArSignal* self,
+              ArSignal* peer, int rank, uint64_t n, int* err, long long spinLimit, bool vec,
+              bool xVec, bool outVec) {
   __shared__ bool refused;
   const unsigned b = blockIdx.x;
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t tid = uint64_t(b) * blockDim.x + threadIdx.x;
+  const uint64_t n4 = vec ? n / 4 : 0;
+
+  // Fused staging: this block copies exactly the elements that the PEER's block b will read
+  // (the partition depends only on n, blocks and the stage buffers' alignment, which both ranks
+  // share), so the pairwise entry barrier is all the ordering the copy needs. It saves the
+  // separate staging launch: one kernel per rank per all-reduce.
+  if (x != nullptr) {
+    float* mine = const_cast<float*>(rank == 0 ? in0 : in1);
+    if (vec) {
+      for (uint64_t i = tid; i < n4; i += stride) {
+        reinterpret_cast<float4*>(mine)[i] =
+            xVec ? reinterpret_cast<const float4*>(x)[i]
+                 : make_float4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
+      }
+      const uint64_t t = n4 * 4 + tid;
+      if (t < n) mine[t] = x[t];
+    } else {
+      for (uint64_t i = tid; i < n; i += stride) mine[i] = x[i];
+    }
+    // Each thread's staged stores must be visible to the peer before thread 0's release below
+    // tells the peer to read them.
+    __threadfence_system();
+  }
+  __syncthreads();
+
   unsigned e = 0;
   if (threadIdx.x == 0) {
     e = self->epoch[b] + 1;
@@ -201,17 +229,21 @@ __global__ void __launch_bounds__(kArThreads)
   __syncthreads();
   if (refused) return;
 
-  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
-  const uint64_t tid = uint64_t(b) * blockDim.x + threadIdx.x;
   if (vec) {
-    const uint64_t n4 = n / 4;
     const float4* a4 = reinterpret_cast<const float4*>(in0);
     const float4* b4 = reinterpret_cast<const float4*>(in1);
-    float4* o4 = reinterpret_cast<float4*>(out);
     for (uint64_t i = tid; i < n4; i += stride) {
-      const float4 x = a4[i];
-      const float4 y = b4[i];
-      o4[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+      const float4 p = a4[i];
+      const float4 q = b4[i];
+      const float4 s4 = make_float4(p.x + q.x, p.y + q.y, p.z + q.z, p.w + q.w);
+      if (outVec) {
+        reinterpret_cast<float4*>(out)[i] = s4;
+      } else {
+        out[4 * i] = s4.x;
+        out[4 * i + 1] = s4.y;
+        out[4 * i + 2] = s4.z;
+        out[4 * i + 3] = s4.w;
+      }
     }
     const uint64_t t = n4 * 4 + tid;
     if (t < n) out[t] = in0[t] + in1[t];
@@ -290,10 +322,10 @@ extern "C" cudaError_t memra_tp_ar_fold(float* dst, const float* stage, uint64_t
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t memra_tp_ar_1stage(const float* in0, const float* in1, float* out,
-                                          void* selfSignal, void* peerSignal, int rank,
-                                          uint64_t n, int* err, long long spinLimit, int blocks,
-                                          cudaStream_t stream) {
+extern "C" cudaError_t memra_tp_ar_1stage(const float* x, const float* in0, const float* in1,
+                                          float* out, void* selfSignal, void* peerSignal,
+                                          int rank, uint64_t n, int* err, long long spinLimit,
+                                          int blocks, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   // The addon validates these; a launcher that trusted them would index the signal arrays out of
   // bounds on the peer's device.
@@ -301,12 +333,14 @@ extern "C" cudaError_t memra_tp_ar_1stage(const float* in0, const float* in1, fl
       spinLimit <= 0) {
     return cudaErrorInvalidValue;
   }
-  // The vector choice may differ between ranks (out is per rank); that is harmless: the exit
-  // handshake pairs blocks, not element ranges, and a kernel completes only after all its blocks
-  // passed it, by which time every peer block has finished reading.
-  const bool vec = Aligned16(in0) && Aligned16(in1) && Aligned16(out);
+  // The element partition follows only the shared stage buffers' alignment, so both ranks split
+  // [0, n) the same way: fused staging relies on block b of each rank owning the same elements.
+  // x and out are per rank; their alignment only picks the access width inside a partition.
+  const bool vec = Aligned16(in0) && Aligned16(in1);
+  const bool xVec = x != nullptr && Aligned16(x);
+  const bool outVec = Aligned16(out);
   ar_1stage<<<static_cast<unsigned>(blocks), kArThreads, 0, stream>>>(
-      in0, in1, out, static_cast<ArSignal*>(selfSignal), static_cast<ArSignal*>(peerSignal),
-      rank, n, err, spinLimit, vec);
+      x, in0, in1, out, static_cast<ArSignal*>(selfSignal), static_cast<ArSignal*>(peerSignal),
+      rank, n, err, spinLimit, vec, xVec, outVec);
   return cudaGetLastError();
 }

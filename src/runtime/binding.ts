@@ -176,18 +176,21 @@ export interface NativeBinding {
   /**
    * One-shot two-rank all-reduce: `out[i] = in0[i] + in1[i]` (global rank order, so both ranks
    * compute the same bits), fenced by a per-block barrier with the peer's kernel at entry and
-   * exit (system-scope release/acquire on flags in `selfSignal` / `peerSignal`). Barrier epochs
-   * live in the signal blocks, so a graph replays correctly. A wait that exceeds `spinLimit`
-   * SM clock ticks stores 40043 (entry) or 40044 (exit) into `*err` (if it is still 0) and
-   * returns. `out` must not overlap either input: the inputs are STAGED copies, never read in
-   * place (the peer reads them while this rank writes `out`). Both ranks pass the same `in0`,
-   * `in1`, `n` and `blocks`, and the two launches must never be ordered one after the other.
-   * After a refusal, drain both ranks and zero the signal blocks before the next use.
+   * exit (system-scope release/acquire on flags in `selfSignal` / `peerSignal`). `in0`/`in1` are
+   * the two ranks' STAGING buffers, never the live inputs (the peer reads them while this rank
+   * writes `out`): with `x` non-zero the kernel first copies this rank's input `x` into its own
+   * stage (in0 on rank 0, in1 on rank 1), each block the share its peer block will read, so the
+   * entry barrier orders the copy; with `x` = 0 the caller staged it. `out` may alias `x`, never
+   * a stage. Barrier epochs live in the signal blocks, so a graph replays correctly. A wait that
+   * exceeds `spinLimit` SM clock ticks stores 40043 (entry) or 40044 (exit) into `*err` (if still
+   * 0) and returns. Both ranks pass the same `in0`, `in1`, `n` and `blocks`, and the two launches
+   * must never be ordered one after the other. After a refusal, drain both ranks and zero the
+   * signal blocks before the next use.
    */
   launchOneShot(
-    in0: DevicePtr, in1: DevicePtr, out: DevicePtr, selfSignal: DevicePtr, peerSignal: DevicePtr,
-    rank: number, n: number, err: DevicePtr, spinLimit: number, blocks: number,
-    stream: StreamHandle,
+    x: DevicePtr, in0: DevicePtr, in1: DevicePtr, out: DevicePtr, selfSignal: DevicePtr,
+    peerSignal: DevicePtr, rank: number, n: number, err: DevicePtr, spinLimit: number,
+    blocks: number, stream: StreamHandle,
   ): void;
 
   // ---- CUDA graphs (stream capture) ----

@@ -394,7 +394,7 @@ export class CpuDevice implements DeviceApi {
    * spin bound (SM ticks, at an H200's clock) writes the same refusal words. Passing a barrier
    * also orders this stream after the peer's arrival, as the GPU's acquire does.
    */
-  launchOneShot(in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, rank: number, n: number, err: number, spinLimit: number, blocks: number, stream: number): void {
+  launchOneShot(x: number, in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, rank: number, n: number, err: number, spinLimit: number, blocks: number, stream: number): void {
     this.stream('launchOneShot', stream);
     if (rank !== 0 && rank !== 1) throw new TypeError(`launchOneShot: argument 'rank' must be 0 or 1, got ${rank}`);
     if (!Number.isInteger(blocks) || blocks < 1 || blocks > 72) throw new TypeError(`launchOneShot: argument 'blocks' must be an integer in [1, 72], got ${blocks}`);
@@ -410,6 +410,13 @@ export class CpuDevice implements DeviceApi {
     const mine = new Int32Array(this.world.arenas[selfDev]!, selfOff, SIG_WORDS);
     const theirs = new Int32Array(this.world.arenas[peerDev]!, peerOff, SIG_WORDS);
     const errWord = new Int32Array(this.world.arenas[errDev]!, errOff, 1);
+    if (x !== 0) {
+      // Fused staging, before the entry barrier, as the GPU kernel does it.
+      const [xd, xo] = this.access('launchOneShot(x)', x, n * 4, READ, ep - 0.5, true);
+      const stagePtr = rank === 0 ? in0 : in1;
+      const [sd, so] = this.access('launchOneShot(stage)', stagePtr, n * 4, WRITE, ep - 0.5, true);
+      this.f32[sd]!.set(this.f32[xd]!.subarray(xo / 4, xo / 4 + n), so / 4);
+    }
     const e = mine[SIG_EPOCH]! + 1;
     const deadline = performance.now() + spinLimit / TICKS_PER_MS;
     const meet = (flag: number, kind: number, refusal: number): boolean => {

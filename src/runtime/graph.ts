@@ -13,6 +13,12 @@
  * own, which rank 1's stream knows nothing about. So a launch is fenced both ways: the graph
  * waits for what rank 1 enqueued before it, and rank 1's later work waits for the graph.
  *
+ * Per-rank mode, for bodies whose ranks never wait on each other's events (NCCL collectives
+ * order themselves): each rank captures its own stream into its own graph and a launch is one
+ * record per ring. NCCL needs it: re-capturing NCCL calls into a second multi-device graph
+ * spanning both communicators' threads crashed the process on the two-H200 machine
+ * (2026-11-30), while per-rank capture is how NCCL documents graph use.
+ *
  * CPU reference: there are no graphs; a launch issues the body again, which is what a replay
  * means, with every ordering check applied.
  */
@@ -21,6 +27,8 @@ import type { DeviceEvent } from './rank.js';
 
 let nextSlot = 1;
 
+export type GraphMode = 'multi-device' | 'per-rank';
+
 export class CapturedGraph {
   private destroyed = false;
   private constructor(
@@ -28,10 +36,12 @@ export class CapturedGraph {
     private readonly slot: number,
     private readonly body: () => void,
     private readonly fences?: { before: DeviceEvent; after: DeviceEvent },
+    private readonly perRank = false,
   ) {}
 
-  static async capture(rt: Runtime, body: () => void): Promise<CapturedGraph> {
+  static async capture(rt: Runtime, body: () => void, mode: GraphMode = 'multi-device'): Promise<CapturedGraph> {
     if (rt.backend === 'cpu') return new CapturedGraph(rt, 0, body);
+    if (mode === 'per-rank') return CapturedGraph.capturePerRank(rt, body);
     const [a, b] = rt.ranks;
     const [fork, join] = await Promise.all([a.createEvent(), b.createEvent()]);
     const slot = nextSlot++;
@@ -41,22 +51,42 @@ export class CapturedGraph {
     body();
     b.record(join);
     a.wait(join);
-    const end = a.endCapture(slot);
-    const deadline = performance.now() + 60_000;
-    while (!a.enqueued(end)) {
-      if (rt.failure) throw rt.failure;
-      if (performance.now() > deadline) throw new Error('graph capture: rank 0 did not finish the capture in 60 s');
-      await new Promise((r) => setImmediate(r));
-    }
-    await rt.drain();
+    await CapturedGraph.until(rt, [a.endCapture(slot), undefined]);
     await Promise.all([a.destroyEvent(fork), b.destroyEvent(join)]);
     const [before, after] = await Promise.all([b.createEvent(), a.createEvent()]);
     return new CapturedGraph(rt, slot, body, { before, after });
   }
 
+  private static async capturePerRank(rt: Runtime, body: () => void): Promise<CapturedGraph> {
+    const [a, b] = rt.ranks;
+    const slot = nextSlot++;
+    a.beginCapture();
+    b.beginCapture();
+    body();
+    await CapturedGraph.until(rt, [a.endCapture(slot), b.endCapture(slot)]);
+    return new CapturedGraph(rt, slot, body, undefined, true);
+  }
+
+  /** Until each rank has enqueued its end-of-capture record, then until both are idle. */
+  private static async until(rt: Runtime, ends: [number | undefined, number | undefined]): Promise<void> {
+    const deadline = performance.now() + 60_000;
+    const done = (): boolean => ends.every((s, r) => s === undefined || rt.ranks[r]!.enqueued(s));
+    while (!done()) {
+      if (rt.failure) throw rt.failure;
+      if (performance.now() > deadline) throw new Error('graph capture: the ranks did not finish capturing in 60 s');
+      await new Promise((r) => setImmediate(r));
+    }
+    await rt.drain();
+  }
+
   /** One replay of the whole captured sequence (CUDA: the launch and its two fences). */
   launch(): void {
     if (this.destroyed) throw new Error('graph launch after destroy()');
+    if (this.perRank) {
+      this.rt.ranks[0].graphLaunch(this.slot);
+      this.rt.ranks[1].graphLaunch(this.slot);
+      return;
+    }
     if (!this.fences) { this.body(); return; }
     const [a, b] = this.rt.ranks;
     b.record(this.fences.before);
@@ -69,8 +99,12 @@ export class CapturedGraph {
   async destroy(): Promise<void> {
     if (this.destroyed) return;
     this.destroyed = true;
-    if (!this.fences) return;
     const [a, b] = this.rt.ranks;
+    if (this.perRank) {
+      await Promise.all([a.control.call('destroyGraph', this.slot), b.control.call('destroyGraph', this.slot)]);
+      return;
+    }
+    if (!this.fences) return;
     await a.control.call('destroyGraph', this.slot);
     await Promise.all([b.destroyEvent(this.fences.before), a.destroyEvent(this.fences.after)]);
   }

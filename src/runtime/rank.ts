@@ -124,11 +124,14 @@ export class Rank {
     return this.ring.publish();
   }
 
-  /** This rank's half of the one-shot all-reduce (the peer must launch its half too). */
-  oneShot(in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, n: number, err: number, spinLimit: number, blocks: number): number {
+  /**
+   * This rank's half of the one-shot all-reduce (the peer must launch its half too); `x` is this
+   * rank's input, staged by the kernel (0 if the caller staged it).
+   */
+  oneShot(x: number, in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, n: number, err: number, spinLimit: number, blocks: number): number {
     const a = this.ring.begin(Op.OneShot), v = this.ring.args;
-    v[a] = in0; v[a + 1] = in1; v[a + 2] = out; v[a + 3] = selfSignal; v[a + 4] = peerSignal;
-    v[a + 5] = this.rank; v[a + 6] = n; v[a + 7] = err; v[a + 8] = spinLimit; v[a + 9] = blocks;
+    v[a] = x; v[a + 1] = in0; v[a + 2] = in1; v[a + 3] = out; v[a + 4] = selfSignal; v[a + 5] = peerSignal;
+    v[a + 6] = this.rank; v[a + 7] = n; v[a + 8] = err; v[a + 9] = spinLimit; v[a + 10] = blocks;
     return this.ring.publish();
   }
 

@@ -112,7 +112,7 @@ function execute(r: RecordRef, a: Float64Array): void {
     case Op.Push2d: dev.launchPush2d(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream); return;
     case Op.Fold: dev.launchFold(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
     case Op.OneShot:
-      dev.launchOneShot(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, stream);
+      dev.launchOneShot(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, a[i + 10]!, stream);
       return;
     case Op.BeginCapture: dev.streamBeginCapture(stream); capturing = true; return;
     case Op.EndCapture: {

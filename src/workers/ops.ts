@@ -35,7 +35,7 @@ export enum Op {
   Push2d = 12,
   /** dst, stage, n: `dst += stage`. */
   Fold = 13,
-  /** in0, in1, out, selfSignal, peerSignal, rank, n, err, spinLimit, blocks: one-shot all-reduce. */
+  /** x, in0, in1, out, selfSignal, peerSignal, rank, n, err, spinLimit, blocks: one-shot all-reduce. */
   OneShot = 14,
   /** Begin capturing this rank's stream into a graph. */
   BeginCapture = 15,

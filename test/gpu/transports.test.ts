@@ -113,13 +113,16 @@ describe('transports on two GPUs', function () {
           t.allReduce(x, n);
           t.allReduce(x, n);
           t.broadcast(0, src, y, n);
-        });
+        }, t.graphMode);
         const replays = 3;
         for (let i = 0; i < replays; i++) g.launch();
         a.fill(src, n, -1); // the input overwritten right after the joins are enqueued
+        // And a second capture of the same joins, which must work as well as the first.
+        const g2 = await CapturedGraph.capture(rt, () => t.allReduce(x, n), t.graphMode);
+        g2.launch();
         await rt.drain();
         assert.equal(rt.failure, undefined, rt.failure?.message);
-        const scale = 2 ** (3 * replays - 1);
+        const scale = 2 ** (3 * replays);
         for (const r of [0, 1]) {
           const got = await rt.ranks[r]!.downloadF32(x[r]!, n);
           for (let i = 0; i < n; i++) assert.equal(got[i], (h0[i]! + h1[i]!) * scale, `${name} replayed all-reduce rank ${r} element ${i}`);
@@ -128,6 +131,7 @@ describe('transports on two GPUs', function () {
         }
         if (name === 'oneshot') assert.deepEqual(await link.barrierErrors(), [0, 0]);
         await g.destroy();
+        await g2.destroy();
         for (const p of [x[0], src, y[0]]) await a.free(p);
         for (const p of [x[1], y[1]]) await b.free(p);
       });
@@ -149,7 +153,7 @@ describe('transports on two GPUs', function () {
     const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
     const stage = link.stageFor(n);
     const t0 = performance.now();
-    a.oneShot(stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], n, link.err[0], 2e7 /* ~10 ms of SM clock */, link.blocksFor(n));
+    a.oneShot(0, stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], n, link.err[0], 2e7 /* ~10 ms of SM clock */, link.blocksFor(n));
     assert.deepEqual(await link.barrierErrors(), [AR_ENTRY_REFUSED, 0]);
     const waited = performance.now() - t0;
     assert.ok(waited < 2000, `refused within its bound (${waited.toFixed(1)} ms), no hang`);

@@ -87,7 +87,7 @@ describe('transports on the CPU reference', function () {
     const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
     const stage = link.stageFor(n);
     const t0 = performance.now();
-    a.oneShot(stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], n, link.err[0], 2e7 /* ~10 ms */, 1);
+    a.oneShot(0, stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], n, link.err[0], 2e7 /* ~10 ms */, 1);
     assert.deepEqual(await link.barrierErrors(), [40043, 0]);
     assert.ok(performance.now() - t0 < 2000, 'refused within its bound, no hang');
     await link.resetBarrier();
@@ -112,6 +112,7 @@ describe('the battery and the reference catch broken transports', function () {
   it('a transport that drops the peer push fails the battery', async () => {
     const lazy: Transport = {
       name: 'push',
+      graphMode: 'multi-device',
       broadcast: (from, src, dst, n) => { if (dst[from] !== src) rt.ranks[from]!.push(src, dst[from]!, n); },
       allGather: () => undefined,
       gather: () => undefined,

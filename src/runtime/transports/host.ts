@@ -9,6 +9,7 @@ import { checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type Per
 
 export class HostTransport implements Transport {
   readonly name = 'host' as const;
+  readonly graphMode = 'multi-device' as const;
   constructor(private readonly link: ArLink) {}
 
   /** rows x rowLen f32 from `from`'s `src` to the peer's `dst`, through the host. */

@@ -36,6 +36,7 @@ export const copyEngineMover: Mover = {
 };
 
 export class MovementTransport implements Transport {
+  readonly graphMode = 'multi-device' as const;
   constructor(readonly name: TransportName, protected readonly link: ArLink, private readonly mover: Mover) {}
 
   broadcast(from: number, src: number, dst: PerRank, n: number): void {

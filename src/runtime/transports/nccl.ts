@@ -9,6 +9,8 @@ import { checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type Per
 
 export class NcclTransport implements Transport {
   readonly name = 'nccl' as const;
+  /** Collectives order themselves across ranks: each rank captures its own stream. */
+  readonly graphMode = 'per-rank' as const;
   constructor(private readonly link: ArLink) {}
 
   broadcast(from: number, src: number, dst: PerRank, n: number): void {

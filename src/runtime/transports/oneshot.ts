@@ -19,11 +19,11 @@ export class OneShotTransport extends MovementTransport {
     const blocks = link.blocksFor(n);
     // THE INPUTS ARE STAGED, NEVER READ IN PLACE: both ranks read both operands and each writes
     // its own output, which may be its input; reading x directly races the peer's write of the
-    // sum (the seed saw a wrong number at n = 1). The exit barrier keeps the next round's staging
-    // copy from landing while the peer still reads this one.
-    for (const r of [0, 1]) link.ranks[r]!.push(x[r]!, stage[r]!, n);
+    // sum (the seed saw a wrong number at n = 1). The kernel stages x itself, block by block,
+    // before its entry barrier (one launch per rank instead of two); the exit barrier keeps the
+    // next round's staging from landing while the peer still reads this one.
     for (const r of [0, 1]) {
-      link.ranks[r]!.oneShot(stage[0]!, stage[1]!, out[r]!, link.signal[r]!, link.signal[1 - r]!, n, link.err[r]!, link.spinLimit, blocks);
+      link.ranks[r]!.oneShot(x[r]!, stage[0]!, stage[1]!, out[r]!, link.signal[r]!, link.signal[1 - r]!, n, link.err[r]!, link.spinLimit, blocks);
     }
   }
 }

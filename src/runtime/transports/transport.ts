@@ -19,6 +19,8 @@ export type TransportName = (typeof TRANSPORTS)[number];
 
 export interface Transport {
   readonly name: TransportName;
+  /** How a graph holding this transport's joins must be captured (see graph.ts). */
+  readonly graphMode: 'multi-device' | 'per-rank';
   broadcast(from: number, src: number, dst: PerRank, n: number): void;
   allGather(parts: PerRank, full: PerRank, span: number, rows?: number): void;
   gather(root: number, parts: PerRank, full: number, span: number, rows?: number): void;

@@ -37,6 +37,12 @@ void ThrowArgError(Napi::Env env, const char* fn, const char* name, const char* 
                           DescribeValue(got));
 }
 
+bool ConsumeNotReady(cudaError_t err) {
+  if (err != cudaErrorNotReady) return false;
+  if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+  return true;
+}
+
 static std::string FormatNumber(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";

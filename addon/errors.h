@@ -28,6 +28,11 @@ namespace memra {
 [[noreturn]] void ThrowArgError(Napi::Env env, const char* fn, const char* name,
                                 const char* what, const Napi::Value& got);
 
+// For the *Query calls, where cudaErrorNotReady is an answer ("not yet"), not a failure: true
+// when `err` is that answer, which is then cleared as the last error (only if it is the last
+// error: another pending one must still reach the next launch check).
+bool ConsumeNotReady(cudaError_t err);
+
 // Short description of a JS value for messages; never calls into JS (no toString).
 std::string DescribeValue(const Napi::Value& value);
 

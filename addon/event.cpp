@@ -14,7 +14,7 @@ namespace memra {
 namespace {
 
 void RequireOwnedEvent(Napi::Env env, const ThreadState& ts, cudaEvent_t e, const char* fn) {
-  if (ts.events.count(e) == 0) ThrowForeignHandle(env, fn, "event", e);
+  RequireOwned(env, ts.events, e, fn, "event");
 }
 
 Napi::Value EventCreate(const Napi::CallbackInfo& info) {
@@ -27,14 +27,7 @@ Napi::Value EventCreate(const Napi::CallbackInfo& info) {
   MEMRA_CUDA_CHECK(env, device, cudaEventCreateWithFlags(&e, flags),
                    std::string("cudaEventCreateWithFlags(") +
                        (timing ? "cudaEventDefault" : "cudaEventDisableTiming") + ")");
-  try {
-    ts.events.insert(e);
-    return AddressToValue(env, e);
-  } catch (...) {
-    ts.events.erase(e);
-    cudaEventDestroy(e);
-    throw;
-  }
+  return AdoptHandle(env, ts.events, e, cudaEventDestroy);
 }
 
 Napi::Value EventDestroy(const Napi::CallbackInfo& info) {
@@ -66,8 +59,7 @@ Napi::Value StreamWaitEvent(const Napi::CallbackInfo& info) {
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamWaitEvent", "stream");
   const auto e = ReadHandle<cudaEvent_t>(info, 1, "streamWaitEvent", "event");
-  const int device = ts.RequireBound(env, "streamWaitEvent");
-  RequireOwnedStream(env, ts, s, "streamWaitEvent");
+  const int device = RequireBoundStream(env, ts, s, "streamWaitEvent");
   MEMRA_CUDA_CHECK(env, device, cudaStreamWaitEvent(s, e, 0),
                    "cudaStreamWaitEvent(stream=" + Hex(s) + ", event=" + Hex(e) + ")");
   return env.Undefined();
@@ -79,11 +71,7 @@ Napi::Value EventQuery(const Napi::CallbackInfo& info) {
   const auto e = ReadHandle<cudaEvent_t>(info, 0, "eventQuery", "event");
   const int device = ts.RequireBound(env, "eventQuery");
   const cudaError_t err = cudaEventQuery(e);
-  if (err == cudaErrorNotReady) {
-    // Not an error; make sure it is not left as the last error for a later launch check.
-    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
-    return Napi::Boolean::New(env, false);
-  }
+  if (ConsumeNotReady(err)) return Napi::Boolean::New(env, false);
   MEMRA_CUDA_CHECK(env, device, err, "cudaEventQuery(event=" + Hex(e) + ")");
   return Napi::Boolean::New(env, true);
 }

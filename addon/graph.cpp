@@ -14,7 +14,7 @@ namespace memra {
 namespace {
 
 void RequireOwnedGraph(Napi::Env env, const ThreadState& ts, cudaGraphExec_t g, const char* fn) {
-  if (ts.graphs.count(g) == 0) ThrowForeignHandle(env, fn, "graph", g);
+  RequireOwned(env, ts.graphs, g, fn, "graph");
 }
 
 // graphDestroy drains the device; a stream of this thread being captured would make that drain
@@ -32,8 +32,7 @@ Napi::Value StreamBeginCapture(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamBeginCapture", "stream");
-  const int device = ts.RequireBound(env, "streamBeginCapture");
-  RequireOwnedStream(env, ts, s, "streamBeginCapture");
+  const int device = RequireBoundStream(env, ts, s, "streamBeginCapture");
   // Relaxed: the peer's worker thread keeps making CUDA calls (some of them, like cudaMalloc,
   // "unsafe" in the stricter modes) while this thread captures, and a capture that spans both
   // devices' streams (forked and joined by cross-device events) pulls the peer's stream into it.
@@ -44,9 +43,7 @@ Napi::Value StreamBeginCapture(const Napi::CallbackInfo& info) {
     ts.capturing.insert(s);
   } catch (...) {
     ts.capturing.erase(s);
-    cudaGraph_t g = nullptr;
-    (void)cudaStreamEndCapture(s, &g);
-    if (g != nullptr) (void)cudaGraphDestroy(g);
+    AbandonCapture(s);
     throw;
   }
   return env.Undefined();
@@ -56,8 +53,7 @@ Napi::Value StreamEndCapture(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamEndCapture", "stream");
-  const int device = ts.RequireBound(env, "streamEndCapture");
-  RequireOwnedStream(env, ts, s, "streamEndCapture");
+  const int device = RequireBoundStream(env, ts, s, "streamEndCapture");
   // Whatever happens next the stream is no longer capturing: a failed end still ends it.
   ts.capturing.erase(s);
 

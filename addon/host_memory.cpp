@@ -26,14 +26,7 @@ Napi::Value HostAlloc(const Napi::CallbackInfo& info) {
                    cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
                    "cudaHostAlloc(bytes=" + std::to_string(bytes) +
                        ", cudaHostAllocMapped|cudaHostAllocPortable)");
-  try {
-    ts.hostAllocs.insert(p);
-    return AddressToValue(env, p);
-  } catch (...) {
-    ts.hostAllocs.erase(p);
-    cudaFreeHost(p);
-    throw;
-  }
+  return AdoptHandle(env, ts.hostAllocs, p, cudaFreeHost);
 }
 
 Napi::Value HostFree(const Napi::CallbackInfo& info) {
@@ -41,7 +34,7 @@ Napi::Value HostFree(const Napi::CallbackInfo& info) {
   ThreadState& ts = ThreadState::Of(env);
   void* p = ReadHandle<void*>(info, 0, "hostFree", "ptr");
   const int device = ts.RequireBound(env, "hostFree");
-  if (ts.hostAllocs.count(p) == 0) ThrowForeignHandle(env, "hostFree", "host pointer", p);
+  RequireOwned(env, ts.hostAllocs, p, "hostFree", "host pointer");
   ts.hostAllocs.erase(p);
   // Same hazard as hostUnregister: drain before the mapping goes away.
   const cudaError_t syncErr = cudaDeviceSynchronize();
@@ -118,12 +111,9 @@ Napi::Value HostUnregister(const Napi::CallbackInfo& info) {
   ThreadState& ts = ThreadState::Of(env);
   void* p = ReadHandle<void*>(info, 0, "hostUnregister", "hostPtr");
   const int device = ts.RequireBound(env, "hostUnregister");
-  auto it = ts.registrations.find(p);
-  if (it == ts.registrations.end()) {
-    ThrowForeignHandle(env, "hostUnregister", "host registration", p);
-  }
-  const napi_ref ref = it->second.buffer;
-  ts.registrations.erase(it);
+  RequireOwned(env, ts.registrations, p, "hostUnregister", "host registration");
+  const napi_ref ref = ts.registrations.at(p).buffer;
+  ts.registrations.erase(p);
   // A queued kernel (a completion signal, typically) storing into pages that are no longer
   // mapped faults, and that fault is sticky: it kills the whole context. Drain first; every
   // kernel here is finite, so this cannot hang.

@@ -23,8 +23,7 @@ Napi::Value LaunchFillF32(const Napi::CallbackInfo& info) {
   const uint64_t n = ReadSafeUint(info, 1, "launchFillF32", "n");
   const double value = ReadNumber(info, 2, "launchFillF32", "value");
   const auto s = ReadHandle<cudaStream_t>(info, 3, "launchFillF32", "stream");
-  const int device = ts.RequireBound(env, "launchFillF32");
-  RequireOwnedStream(env, ts, s, "launchFillF32");
+  const int device = RequireBoundStream(env, ts, s, "launchFillF32");
   MEMRA_CUDA_CHECK(env, device, memra_launch_fill_f32(ptr, n, static_cast<float>(value), s),
                    "launchFillF32(ptr=" + Hex(ptr) + ", n=" + std::to_string(n) +
                        ", stream=" + Hex(s) + ")");
@@ -40,8 +39,7 @@ Napi::Value LaunchAxpyF32(const Napi::CallbackInfo& info) {
   const uint64_t n = ReadSafeUint(info, 2, "launchAxpyF32", "n");
   const double a = ReadNumber(info, 3, "launchAxpyF32", "a");
   const auto s = ReadHandle<cudaStream_t>(info, 4, "launchAxpyF32", "stream");
-  const int device = ts.RequireBound(env, "launchAxpyF32");
-  RequireOwnedStream(env, ts, s, "launchAxpyF32");
+  const int device = RequireBoundStream(env, ts, s, "launchAxpyF32");
   MEMRA_CUDA_CHECK(env, device, memra_launch_axpy_f32(y, x, n, static_cast<float>(a), s),
                    "launchAxpyF32(y=" + Hex(y) + ", x=" + Hex(x) + ", n=" + std::to_string(n) +
                        ", stream=" + Hex(s) + ")");
@@ -55,8 +53,7 @@ Napi::Value LaunchSignal(const Napi::CallbackInfo& info) {
       ReadAlignedAddress(info, 0, "launchSignal", "counter", 4, "a u32 store"));
   const uint32_t value = ReadU32(info, 1, "launchSignal", "value");
   const auto s = ReadHandle<cudaStream_t>(info, 2, "launchSignal", "stream");
-  const int device = ts.RequireBound(env, "launchSignal");
-  RequireOwnedStream(env, ts, s, "launchSignal");
+  const int device = RequireBoundStream(env, ts, s, "launchSignal");
   MEMRA_CUDA_CHECK(env, device, memra_launch_signal(counter, value, s),
                    "launchSignal(counter=" + Hex(counter) + ", value=" + std::to_string(value) +
                        ", stream=" + Hex(s) + ")");
@@ -71,8 +68,7 @@ Napi::Value LaunchProbeWrite(const Napi::CallbackInfo& info) {
   const uint64_t n = ReadSafeUint(info, 1, "launchProbeWrite", "n");
   const uint32_t seed = ReadU32(info, 2, "launchProbeWrite", "seed");
   const auto s = ReadHandle<cudaStream_t>(info, 3, "launchProbeWrite", "stream");
-  const int device = ts.RequireBound(env, "launchProbeWrite");
-  RequireOwnedStream(env, ts, s, "launchProbeWrite");
+  const int device = RequireBoundStream(env, ts, s, "launchProbeWrite");
   MEMRA_CUDA_CHECK(env, device, memra_launch_probe_write(dst, n, seed, s),
                    "launchProbeWrite(dst=" + Hex(dst) + ", n=" + std::to_string(n) +
                        ", seed=" + std::to_string(seed) + ", stream=" + Hex(s) + ")");
@@ -85,8 +81,7 @@ Napi::Value LaunchSpin(const Napi::CallbackInfo& info) {
   const int64_t us =
       ReadIntInRange(info, 0, "launchSpin", "microseconds", 0, kMaxSpinMicroseconds);
   const auto s = ReadHandle<cudaStream_t>(info, 1, "launchSpin", "stream");
-  const int device = ts.RequireBound(env, "launchSpin");
-  RequireOwnedStream(env, ts, s, "launchSpin");
+  const int device = RequireBoundStream(env, ts, s, "launchSpin");
   MEMRA_CUDA_CHECK(env, device, memra_launch_spin(static_cast<uint64_t>(us), s),
                    "launchSpin(microseconds=" + std::to_string(us) + ", stream=" + Hex(s) + ")");
   return env.Undefined();

@@ -21,14 +21,7 @@ Napi::Value Malloc(const Napi::CallbackInfo& info) {
   void* p = nullptr;
   MEMRA_CUDA_CHECK(env, device, cudaMalloc(&p, bytes),
                    "cudaMalloc(bytes=" + std::to_string(bytes) + ")");
-  try {
-    ts.deviceAllocs.insert(p);
-    return AddressToValue(env, p);
-  } catch (...) {
-    ts.deviceAllocs.erase(p);
-    cudaFree(p);
-    throw;
-  }
+  return AdoptHandle(env, ts.deviceAllocs, p, cudaFree);
 }
 
 Napi::Value Free(const Napi::CallbackInfo& info) {
@@ -36,7 +29,7 @@ Napi::Value Free(const Napi::CallbackInfo& info) {
   ThreadState& ts = ThreadState::Of(env);
   void* p = ReadHandle<void*>(info, 0, "free", "ptr");
   const int device = ts.RequireBound(env, "free");
-  if (ts.deviceAllocs.count(p) == 0) ThrowForeignHandle(env, "free", "device pointer", p);
+  RequireOwned(env, ts.deviceAllocs, p, "free", "device pointer");
   ts.deviceAllocs.erase(p);
   MEMRA_CUDA_CHECK(env, device, cudaFree(p), "cudaFree(ptr=" + Hex(p) + ")");
   return env.Undefined();
@@ -49,8 +42,7 @@ Napi::Value MemsetAsync(const Napi::CallbackInfo& info) {
   const int value = static_cast<int>(ReadIntInRange(info, 1, "memsetAsync", "byteValue", 0, 255));
   const uint64_t bytes = ReadSafeUint(info, 2, "memsetAsync", "bytes");
   const auto s = ReadHandle<cudaStream_t>(info, 3, "memsetAsync", "stream");
-  const int device = ts.RequireBound(env, "memsetAsync");
-  RequireOwnedStream(env, ts, s, "memsetAsync");
+  const int device = RequireBoundStream(env, ts, s, "memsetAsync");
   if (bytes == 0) return env.Undefined();
   MEMRA_CUDA_CHECK(env, device, cudaMemsetAsync(p, value, bytes, s),
                    "cudaMemsetAsync(ptr=" + Hex(p) + ", value=" + std::to_string(value) +
@@ -65,8 +57,7 @@ Napi::Value MemcpyAsync(const Napi::CallbackInfo& info) {
   const void* src = ReadHandle<const void*>(info, 1, "memcpyAsync", "src");
   const uint64_t bytes = ReadSafeUint(info, 2, "memcpyAsync", "bytes");
   const auto s = ReadHandle<cudaStream_t>(info, 3, "memcpyAsync", "stream");
-  const int device = ts.RequireBound(env, "memcpyAsync");
-  RequireOwnedStream(env, ts, s, "memcpyAsync");
+  const int device = RequireBoundStream(env, ts, s, "memcpyAsync");
   if (bytes == 0) return env.Undefined();
   // cudaMemcpyDefault: with unified addressing the runtime infers each side's location, so a
   // peer's pointer or a mapped host pointer works on either side.
@@ -85,8 +76,7 @@ Napi::Value MemcpyPeerAsync(const Napi::CallbackInfo& info) {
   const int srcDevice = ReadOrdinal(info, 3, "memcpyPeerAsync", "srcDevice");
   const uint64_t bytes = ReadSafeUint(info, 4, "memcpyPeerAsync", "bytes");
   const auto s = ReadHandle<cudaStream_t>(info, 5, "memcpyPeerAsync", "stream");
-  const int device = ts.RequireBound(env, "memcpyPeerAsync");
-  RequireOwnedStream(env, ts, s, "memcpyPeerAsync");
+  const int device = RequireBoundStream(env, ts, s, "memcpyPeerAsync");
   if (bytes == 0) return env.Undefined();
   MEMRA_CUDA_CHECK(env, device, cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, bytes, s),
                    "cudaMemcpyPeerAsync(dst=" + Hex(dst) + ", dstDevice=" +

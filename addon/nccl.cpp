@@ -160,8 +160,42 @@ void* ReadF32(const Napi::CallbackInfo& info, size_t index, const char* fn, cons
   return reinterpret_cast<void*>(ReadAlignedAddress(info, index, fn, name, 4, "f32"));
 }
 
-void CheckOwnedComm(Napi::Env env, const ThreadState& ts, ncclComm_t c, const char* fn) {
-  if (ts.ncclComms.count(c) == 0) ThrowForeignHandle(env, fn, "NCCL communicator", c);
+// What a call needs once BeginNcclCall's checks pass: the device for its error messages, and
+// the API to call.
+struct NcclCall {
+  int device;
+  const NcclApi& api;
+};
+
+// The checks of every call that uses a device, after its argument TypeErrors and in the order
+// their errors are reported: no device bound, NCCL missing, a foreign communicator, a foreign
+// stream. A null `comm` or `s` means the call takes none (ReadHandle never yields null).
+NcclCall BeginNcclCall(Napi::Env env, const ThreadState& ts, const char* fn,
+                       ncclComm_t comm = nullptr, cudaStream_t s = nullptr) {
+  const int device = ts.RequireBound(env, fn);
+  const NcclApi& api = RequireNccl(env, fn);
+  if (comm != nullptr) RequireOwned(env, ts.ncclComms, comm, fn, "NCCL communicator");
+  if (s != nullptr) RequireOwnedStream(env, ts, s, fn);
+  return {device, api};
+}
+
+// The argument list ncclAllReduceF32 and ncclAllGatherF32 share, as NCCL's own calls do.
+struct BufferPairArgs {
+  const void* send;
+  void* recv;
+  uint64_t count;
+  ncclComm_t comm;
+  cudaStream_t s;
+};
+
+BufferPairArgs ReadBufferPairArgs(const Napi::CallbackInfo& info, const char* fn) {
+  BufferPairArgs a;
+  a.send = ReadF32(info, 0, fn, "send");
+  a.recv = ReadF32(info, 1, fn, "recv");
+  a.count = ReadSafeUint(info, 2, fn, "count");
+  a.comm = ReadHandle<ncclComm_t>(info, 3, fn, "comm");
+  a.s = ReadHandle<cudaStream_t>(info, 4, fn, "stream");
+  return a;
 }
 
 Napi::Value NcclLoad(const Napi::CallbackInfo& info) {
@@ -196,31 +230,21 @@ Napi::Value NcclCommInitRank(const Napi::CallbackInfo& info) {
   const int rank = static_cast<int>(ReadIntInRange(info, 2, fn, "rank", 0, nranks - 1));
   ncclUniqueId id;
   std::memcpy(id.internal, idValue.As<Napi::Uint8Array>().Data(), sizeof id.internal);
-  const int device = ts.RequireBound(env, fn);
-  const NcclApi& api = RequireNccl(env, fn);
+  const auto [device, api] = BeginNcclCall(env, ts, fn);
   // NCCL takes the device from the calling thread's current device, which bindDevice set.
   // Blocks until every rank has joined: each rank's thread must be in this call at once.
   ncclComm_t comm = nullptr;
   MEMRA_NCCL_CHECK(env, api, device, api.commInitRank(&comm, nranks, id, rank),
                    "ncclCommInitRank(nranks=" + std::to_string(nranks) +
                        ", rank=" + std::to_string(rank) + ")");
-  try {
-    ts.ncclComms.insert(comm);
-    return AddressToValue(env, comm);
-  } catch (...) {
-    ts.ncclComms.erase(comm);
-    (void)api.commAbort(comm);
-    throw;
-  }
+  return AdoptHandle(env, ts.ncclComms, comm, api.commAbort);
 }
 
 Napi::Value NcclCommDestroy(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const auto comm = ReadHandle<ncclComm_t>(info, 0, "ncclCommDestroy", "comm");
-  const int device = ts.RequireBound(env, "ncclCommDestroy");
-  const NcclApi& api = RequireNccl(env, "ncclCommDestroy");
-  CheckOwnedComm(env, ts, comm, "ncclCommDestroy");
+  const auto [device, api] = BeginNcclCall(env, ts, "ncclCommDestroy", comm);
   // Forget it whatever the outcome: a failed destroy leaves nothing usable behind.
   ts.ncclComms.erase(comm);
   // Waits for this rank's queued operations on the communicator; does not wait for other ranks.
@@ -233,21 +257,14 @@ Napi::Value NcclAllReduceF32(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const char* fn = "ncclAllReduceF32";
-  const void* send = ReadF32(info, 0, fn, "send");
-  void* recv = ReadF32(info, 1, fn, "recv");
-  const uint64_t count = ReadSafeUint(info, 2, fn, "count");
-  const auto comm = ReadHandle<ncclComm_t>(info, 3, fn, "comm");
-  const auto s = ReadHandle<cudaStream_t>(info, 4, fn, "stream");
-  const int device = ts.RequireBound(env, fn);
-  const NcclApi& api = RequireNccl(env, fn);
-  CheckOwnedComm(env, ts, comm, fn);
-  RequireOwnedStream(env, ts, s, fn);
-  if (count == 0) return env.Undefined();
+  const BufferPairArgs a = ReadBufferPairArgs(info, fn);
+  const auto [device, api] = BeginNcclCall(env, ts, fn, a.comm, a.s);
+  if (a.count == 0) return env.Undefined();
   MEMRA_NCCL_CHECK(env, api, device,
-                   api.allReduce(send, recv, count, ncclFloat32, ncclSum, comm, s),
-                   "ncclAllReduce(send=" + Hex(send) + ", recv=" + Hex(recv) +
-                       ", count=" + std::to_string(count) + ", ncclFloat32, ncclSum, comm=" +
-                       Hex(comm) + ", stream=" + Hex(s) + ")");
+                   api.allReduce(a.send, a.recv, a.count, ncclFloat32, ncclSum, a.comm, a.s),
+                   "ncclAllReduce(send=" + Hex(a.send) + ", recv=" + Hex(a.recv) +
+                       ", count=" + std::to_string(a.count) + ", ncclFloat32, ncclSum, comm=" +
+                       Hex(a.comm) + ", stream=" + Hex(a.s) + ")");
   return env.Undefined();
 }
 
@@ -262,10 +279,7 @@ Napi::Value NcclBroadcastF32(const Napi::CallbackInfo& info) {
   const int root = static_cast<int>(ReadIntInRange(info, 3, fn, "root", 0, 2147483647));
   const auto comm = ReadHandle<ncclComm_t>(info, 4, fn, "comm");
   const auto s = ReadHandle<cudaStream_t>(info, 5, fn, "stream");
-  const int device = ts.RequireBound(env, fn);
-  const NcclApi& api = RequireNccl(env, fn);
-  CheckOwnedComm(env, ts, comm, fn);
-  RequireOwnedStream(env, ts, s, fn);
+  const auto [device, api] = BeginNcclCall(env, ts, fn, comm, s);
   if (count == 0) return env.Undefined();
   MEMRA_NCCL_CHECK(env, api, device, api.broadcast(send, recv, count, ncclFloat32, root, comm, s),
                    "ncclBroadcast(send=" + Hex(send) + ", recv=" + Hex(recv) +
@@ -278,20 +292,14 @@ Napi::Value NcclAllGatherF32(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const char* fn = "ncclAllGatherF32";
-  const void* send = ReadF32(info, 0, fn, "send");
-  void* recv = ReadF32(info, 1, fn, "recv");
-  const uint64_t count = ReadSafeUint(info, 2, fn, "count");
-  const auto comm = ReadHandle<ncclComm_t>(info, 3, fn, "comm");
-  const auto s = ReadHandle<cudaStream_t>(info, 4, fn, "stream");
-  const int device = ts.RequireBound(env, fn);
-  const NcclApi& api = RequireNccl(env, fn);
-  CheckOwnedComm(env, ts, comm, fn);
-  RequireOwnedStream(env, ts, s, fn);
-  if (count == 0) return env.Undefined();
-  MEMRA_NCCL_CHECK(env, api, device, api.allGather(send, recv, count, ncclFloat32, comm, s),
-                   "ncclAllGather(send=" + Hex(send) + ", recv=" + Hex(recv) +
-                       ", sendcount=" + std::to_string(count) + ", ncclFloat32, comm=" +
-                       Hex(comm) + ", stream=" + Hex(s) + ")");
+  const BufferPairArgs a = ReadBufferPairArgs(info, fn);
+  const auto [device, api] = BeginNcclCall(env, ts, fn, a.comm, a.s);
+  if (a.count == 0) return env.Undefined();
+  MEMRA_NCCL_CHECK(env, api, device,
+                   api.allGather(a.send, a.recv, a.count, ncclFloat32, a.comm, a.s),
+                   "ncclAllGather(send=" + Hex(a.send) + ", recv=" + Hex(a.recv) +
+                       ", sendcount=" + std::to_string(a.count) + ", ncclFloat32, comm=" +
+                       Hex(a.comm) + ", stream=" + Hex(a.s) + ")");
   return env.Undefined();
 }
 
@@ -306,10 +314,7 @@ Napi::Value NcclSendRecvF32(const Napi::CallbackInfo& info) {
   const int peer = static_cast<int>(ReadIntInRange(info, 4, fn, "peer", 0, 2147483647));
   const auto comm = ReadHandle<ncclComm_t>(info, 5, fn, "comm");
   const auto s = ReadHandle<cudaStream_t>(info, 6, fn, "stream");
-  const int device = ts.RequireBound(env, fn);
-  const NcclApi& api = RequireNccl(env, fn);
-  CheckOwnedComm(env, ts, comm, fn);
-  RequireOwnedStream(env, ts, s, fn);
+  const auto [device, api] = BeginNcclCall(env, ts, fn, comm, s);
   if (sendCount == 0 && recvCount == 0) return env.Undefined();
   const std::string args = "(peer=" + std::to_string(peer) + ", comm=" + Hex(comm) +
                            ", stream=" + Hex(s) + ")";

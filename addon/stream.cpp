@@ -8,7 +8,13 @@
 namespace memra {
 
 void RequireOwnedStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn) {
-  if (ts.streams.count(s) == 0) ThrowForeignHandle(env, fn, "stream", s);
+  RequireOwned(env, ts.streams, s, fn, "stream");
+}
+
+int RequireBoundStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn) {
+  const int device = ts.RequireBound(env, fn);
+  RequireOwnedStream(env, ts, s, fn);
+  return device;
 }
 
 namespace {
@@ -20,22 +26,14 @@ Napi::Value StreamCreate(const Napi::CallbackInfo& info) {
   cudaStream_t s = nullptr;
   MEMRA_CUDA_CHECK(env, device, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
                    std::string("cudaStreamCreateWithFlags(cudaStreamNonBlocking)"));
-  try {
-    ts.streams.insert(s);
-    return AddressToValue(env, s);
-  } catch (...) {
-    ts.streams.erase(s);
-    cudaStreamDestroy(s);
-    throw;
-  }
+  return AdoptHandle(env, ts.streams, s, cudaStreamDestroy);
 }
 
 Napi::Value StreamDestroy(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamDestroy", "stream");
-  const int device = ts.RequireBound(env, "streamDestroy");
-  RequireOwnedStream(env, ts, s, "streamDestroy");
+  const int device = RequireBoundStream(env, ts, s, "streamDestroy");
   // The capture would outlive its stream, and teardown would then end it on a dead handle.
   if (ts.capturing.count(s) != 0) {
     ThrowError(env,
@@ -53,14 +51,9 @@ Napi::Value StreamQuery(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamQuery", "stream");
-  const int device = ts.RequireBound(env, "streamQuery");
-  RequireOwnedStream(env, ts, s, "streamQuery");
+  const int device = RequireBoundStream(env, ts, s, "streamQuery");
   const cudaError_t err = cudaStreamQuery(s);
-  if (err == cudaErrorNotReady) {
-    // Not an error; make sure it is not left as the last error for a later launch check.
-    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
-    return Napi::Boolean::New(env, false);
-  }
+  if (ConsumeNotReady(err)) return Napi::Boolean::New(env, false);
   MEMRA_CUDA_CHECK(env, device, err, "cudaStreamQuery(stream=" + Hex(s) + ")");
   return Napi::Boolean::New(env, true);
 }
@@ -69,8 +62,7 @@ Napi::Value StreamSynchronize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamSynchronize", "stream");
-  const int device = ts.RequireBound(env, "streamSynchronize");
-  RequireOwnedStream(env, ts, s, "streamSynchronize");
+  const int device = RequireBoundStream(env, ts, s, "streamSynchronize");
   MEMRA_CUDA_CHECK(env, device, cudaStreamSynchronize(s),
                    "cudaStreamSynchronize(stream=" + Hex(s) + ")");
   return env.Undefined();

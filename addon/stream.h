@@ -16,4 +16,8 @@ void RegisterStream(Napi::Env env, Napi::Object exports);
 // thread hears about the binding first.
 void RequireOwnedStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn);
 
+// RequireBound then RequireOwnedStream, for a call whose only handle is its stream; returns the
+// bound device.
+int RequireBoundStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn);
+
 }  // namespace memra

@@ -65,11 +65,7 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
   if (bound >= 0) {
     note(cudaSetDevice(bound), "cudaSetDevice");
     // A capture left open would make the drain below an illegal sync on a capturing stream.
-    for (cudaStream_t s : capturing) {
-      cudaGraph_t g = nullptr;
-      (void)cudaStreamEndCapture(s, &g);  // usually already invalidated; nothing to report
-      if (g != nullptr) (void)cudaGraphDestroy(g);
-    }
+    for (cudaStream_t s : capturing) AbandonCapture(s);
     // Everything below may still be in use by queued work: drain first.
     const cudaError_t drained = cudaDeviceSynchronize();
     note(drained, "cudaDeviceSynchronize");
@@ -114,6 +110,12 @@ ThreadState::~ThreadState() {
   } catch (...) {
     // ReleaseAll is noexcept; this guards only against a future edit.
   }
+}
+
+void AbandonCapture(cudaStream_t s) noexcept {
+  cudaGraph_t g = nullptr;
+  (void)cudaStreamEndCapture(s, &g);
+  if (g != nullptr) (void)cudaGraphDestroy(g);
 }
 
 void ThrowForeignHandle(Napi::Env env, const char* fn, const char* what, const void* handle) {

@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "addon/args.h"
+
 namespace memra {
 
 struct HostRegistrationRecord {
@@ -62,8 +64,36 @@ class ThreadState {
   std::string label_;
 };
 
+// Ends a capture on `s` and destroys whatever graph it yields, reporting nothing: for a capture
+// that is being given up on (a failed begin, or teardown), usually already invalidated.
+void AbandonCapture(cudaStream_t s) noexcept;
+
 // Throws `<fn>: <what> <handle> was not created by this thread (or was already released)`.
 [[noreturn]] void ThrowForeignHandle(Napi::Env env, const char* fn, const char* what,
                                      const void* handle);
+
+// Throws ThrowForeignHandle's error unless `handle` is in `owned` (one of ThreadState's sets or
+// maps): a handle another thread made, or one already released, is refused before CUDA sees it.
+template <typename Owned, typename Handle>
+void RequireOwned(Napi::Env env, const Owned& owned, Handle handle, const char* fn,
+                  const char* what) {
+  if (owned.count(handle) == 0) ThrowForeignHandle(env, fn, what, handle);
+}
+
+// Records a handle just created in `owned` and returns it to JS. If either step throws,
+// `release` frees the handle before the exception goes on: a handle neither JS nor the env
+// teardown knows about would leak for the life of the process.
+template <typename Key, typename Handle, typename Release>
+Napi::Value AdoptHandle(Napi::Env env, std::unordered_set<Key>& owned, Handle handle,
+                        Release release) {
+  try {
+    owned.insert(handle);
+    return AddressToValue(env, handle);
+  } catch (...) {
+    owned.erase(handle);
+    release(handle);
+    throw;
+  }
+}
 
 }  // namespace memra

@@ -29,44 +29,29 @@ export class Rank {
 
   // ---- hot path: one ring record each; each returns the record's seq ----
 
-  nop(): number { this.ring.begin(Op.Nop); return this.ring.publish(); }
-
-  fill(ptr: number, n: number, value: number): number {
-    const a = this.ring.begin(Op.Fill), v = this.ring.args;
-    v[a] = ptr; v[a + 1] = n; v[a + 2] = value;
+  /**
+   * One record with up to six arguments. Fixed arity, not rest parameters: a join writes
+   * several records and must not allocate an array for each.
+   */
+  private emit(op: Op, a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, afterPeer?: number): number {
+    const a = this.ring.begin(op, afterPeer), v = this.ring.args;
+    v[a] = a0; v[a + 1] = a1; v[a + 2] = a2; v[a + 3] = a3; v[a + 4] = a4; v[a + 5] = a5;
     return this.ring.publish();
   }
 
+  nop(): number { return this.emit(Op.Nop); }
+  fill(ptr: number, n: number, value: number): number { return this.emit(Op.Fill, ptr, n, value); }
   /** `y += a * x`; `x` may be the peer's memory (a pull over NVLink). */
-  axpy(y: number, x: number, n: number, alpha: number): number {
-    const a = this.ring.begin(Op.Axpy), v = this.ring.args;
-    v[a] = y; v[a + 1] = x; v[a + 2] = n; v[a + 3] = alpha;
-    return this.ring.publish();
-  }
-
-  copy(dst: number, src: number, bytes: number): number {
-    const a = this.ring.begin(Op.Copy), v = this.ring.args;
-    v[a] = dst; v[a + 1] = src; v[a + 2] = bytes;
-    return this.ring.publish();
-  }
-
+  axpy(y: number, x: number, n: number, alpha: number): number { return this.emit(Op.Axpy, y, x, n, alpha); }
+  copy(dst: number, src: number, bytes: number): number { return this.emit(Op.Copy, dst, src, bytes); }
   copyPeer(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number): number {
-    const a = this.ring.begin(Op.CopyPeer), v = this.ring.args;
-    v[a] = dst; v[a + 1] = dstDevice; v[a + 2] = src; v[a + 3] = srcDevice; v[a + 4] = bytes;
-    return this.ring.publish();
+    return this.emit(Op.CopyPeer, dst, dstDevice, src, srcDevice, bytes);
   }
-
-  memset(ptr: number, byteValue: number, bytes: number): number {
-    const a = this.ring.begin(Op.Memset), v = this.ring.args;
-    v[a] = ptr; v[a + 1] = byteValue; v[a + 2] = bytes;
-    return this.ring.publish();
-  }
+  memset(ptr: number, byteValue: number, bytes: number): number { return this.emit(Op.Memset, ptr, byteValue, bytes); }
 
   record(ev: DeviceEvent): number {
     if (ev.rank !== this.rank) throw new Error(`record: event ${ev.handle} belongs to rank ${ev.rank}, not rank ${this.rank}`);
-    const a = this.ring.begin(Op.EventRecord);
-    this.ring.args[a] = ev.handle;
-    const seq = this.ring.publish();
+    const seq = this.emit(Op.EventRecord, ev.handle);
     ev.records++;
     ev.lastRecordSeq = seq;
     return seq;
@@ -78,55 +63,27 @@ export class Rank {
    */
   wait(ev: DeviceEvent): number {
     if (ev.records === 0) throw new Error(`wait: event ${ev.handle} of rank ${ev.rank} has never been recorded; record it first`);
-    const a = this.ring.begin(Op.EventWait, ev.rank === this.rank ? undefined : ev.lastRecordSeq);
-    this.ring.args[a] = ev.handle;
-    this.ring.args[a + 1] = ev.records;
-    return this.ring.publish();
+    return this.emit(Op.EventWait, ev.handle, ev.records, 0, 0, 0, 0, ev.rank === this.rank ? undefined : ev.lastRecordSeq);
   }
 
   /** The GPU stores `value` into completion slot `slot` once everything before it is done. */
-  signal(slot: number, value: number): number {
-    const a = this.ring.begin(Op.Signal), v = this.ring.args;
-    v[a] = slot; v[a + 1] = value;
-    return this.ring.publish();
-  }
-
-  probeWrite(dst: number, words: number, seed: number): number {
-    const a = this.ring.begin(Op.ProbeWrite), v = this.ring.args;
-    v[a] = dst; v[a + 1] = words; v[a + 2] = seed;
-    return this.ring.publish();
-  }
-
-  spin(micros: number): number {
-    const a = this.ring.begin(Op.Spin);
-    this.ring.args[a] = micros;
-    return this.ring.publish();
-  }
+  signal(slot: number, value: number): number { return this.emit(Op.Signal, slot, value); }
+  probeWrite(dst: number, words: number, seed: number): number { return this.emit(Op.ProbeWrite, dst, words, seed); }
+  spin(micros: number): number { return this.emit(Op.Spin, micros); }
 
   /** `dst[i] = src[i]`, n f32, by kernel stores; `dst` may be the peer's. */
-  push(src: number, dst: number, n: number): number {
-    const a = this.ring.begin(Op.Push), v = this.ring.args;
-    v[a] = src; v[a + 1] = dst; v[a + 2] = n;
-    return this.ring.publish();
-  }
-
+  push(src: number, dst: number, n: number): number { return this.emit(Op.Push, src, dst, n); }
   /** `rows` rows of `rowLen` f32 from `src` (row stride `srcStride`) to `dst` (`dstStride`). */
   push2d(src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number): number {
-    const a = this.ring.begin(Op.Push2d), v = this.ring.args;
-    v[a] = src; v[a + 1] = dst; v[a + 2] = rows; v[a + 3] = rowLen; v[a + 4] = srcStride; v[a + 5] = dstStride;
-    return this.ring.publish();
+    return this.emit(Op.Push2d, src, dst, rows, rowLen, srcStride, dstStride);
   }
-
   /** `dst += stage`, n f32. */
-  fold(dst: number, stage: number, n: number): number {
-    const a = this.ring.begin(Op.Fold), v = this.ring.args;
-    v[a] = dst; v[a + 1] = stage; v[a + 2] = n;
-    return this.ring.publish();
-  }
+  fold(dst: number, stage: number, n: number): number { return this.emit(Op.Fold, dst, stage, n); }
 
   /**
    * This rank's half of the one-shot all-reduce (the peer must launch its half too); `x` is this
-   * rank's input, staged by the kernel (0 if the caller staged it).
+   * rank's input, staged by the kernel (0 if the caller staged it). Eleven arguments: written
+   * out rather than through `emit`.
    */
   oneShot(x: number, in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, n: number, err: number, spinLimit: number, blocks: number): number {
     const a = this.ring.begin(Op.OneShot), v = this.ring.args;
@@ -135,37 +92,17 @@ export class Rank {
     return this.ring.publish();
   }
 
-  beginCapture(): number { this.ring.begin(Op.BeginCapture); return this.ring.publish(); }
-  endCapture(slot: number): number {
-    const a = this.ring.begin(Op.EndCapture);
-    this.ring.args[a] = slot;
-    return this.ring.publish();
-  }
-  graphLaunch(slot: number): number {
-    const a = this.ring.begin(Op.GraphLaunch);
-    this.ring.args[a] = slot;
-    return this.ring.publish();
-  }
+  beginCapture(): number { return this.emit(Op.BeginCapture); }
+  endCapture(slot: number): number { return this.emit(Op.EndCapture, slot); }
+  graphLaunch(slot: number): number { return this.emit(Op.GraphLaunch, slot); }
 
-  ncclAllReduce(send: number, recv: number, count: number): number {
-    const a = this.ring.begin(Op.NcclAllReduce), v = this.ring.args;
-    v[a] = send; v[a + 1] = recv; v[a + 2] = count;
-    return this.ring.publish();
-  }
+  ncclAllReduce(send: number, recv: number, count: number): number { return this.emit(Op.NcclAllReduce, send, recv, count); }
   ncclBroadcast(send: number, recv: number, count: number, root: number): number {
-    const a = this.ring.begin(Op.NcclBroadcast), v = this.ring.args;
-    v[a] = send; v[a + 1] = recv; v[a + 2] = count; v[a + 3] = root;
-    return this.ring.publish();
+    return this.emit(Op.NcclBroadcast, send, recv, count, root);
   }
-  ncclAllGather(send: number, recv: number, count: number): number {
-    const a = this.ring.begin(Op.NcclAllGather), v = this.ring.args;
-    v[a] = send; v[a + 1] = recv; v[a + 2] = count;
-    return this.ring.publish();
-  }
+  ncclAllGather(send: number, recv: number, count: number): number { return this.emit(Op.NcclAllGather, send, recv, count); }
   ncclSendRecv(send: number, sendCount: number, recv: number, recvCount: number, peer: number): number {
-    const a = this.ring.begin(Op.NcclSendRecv), v = this.ring.args;
-    v[a] = send; v[a + 1] = sendCount; v[a + 2] = recv; v[a + 3] = recvCount; v[a + 4] = peer;
-    return this.ring.publish();
+    return this.emit(Op.NcclSendRecv, send, sendCount, recv, recvCount, peer);
   }
 
   /** True once the worker has enqueued record `seq` on its stream. */

@@ -140,3 +140,32 @@ function check(c: BatteryCase, k: number, parts: Float32Array[], got: Float32Arr
 
 /** The sizes the issue asks for, in f32 elements: 4 B to 4 MB, odd ones included. */
 export const SWEEP_FLOATS = [1, 2, 3, 7, 64, 255, 1000, 1024, 2049, 4099, 16_384, 65_537, 262_144, 1_048_576];
+
+/**
+ * Every op over SWEEP_FLOATS, strided gathers at 3 rows, in place and out of place; each case
+ * enqueues up to `maxOps` ops (fewer for big sizes, so a case stays near `budgetFloats`).
+ * Returns how many ops were checked.
+ */
+export async function sweep(rt: Runtime, t: Transport, budgetFloats: number, maxOps: number): Promise<number> {
+  let ops = 0;
+  for (const op of COLLECTIVE_OPS) {
+    for (const n of SWEEP_FLOATS) {
+      for (const rows of op === 'allGather' || op === 'gather' ? [1, 3] : [1]) {
+        for (const inPlace of rows === 1 ? [false, true] : [false]) {
+          const count = Math.max(1, Math.min(maxOps, Math.floor(budgetFloats / (n * rows))));
+          ops += (await runCase(rt, t, { op, n, rows, inPlace, ops: count })).ops;
+        }
+      }
+    }
+  }
+  return ops;
+}
+
+/** 10,000 small ops back to back (2,500 of each op), every result checked. */
+export async function backToBack(rt: Runtime, t: Transport): Promise<number> {
+  let ops = 0;
+  for (const op of COLLECTIVE_OPS) {
+    ops += (await runCase(rt, t, { op, n: 37, rows: op === 'allGather' ? 2 : 1, inPlace: false, ops: 2500 })).ops;
+  }
+  return ops;
+}

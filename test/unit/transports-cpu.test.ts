@@ -9,7 +9,7 @@ import { ArLink } from '../../src/runtime/link.js';
 import { CapturedGraph } from '../../src/runtime/graph.js';
 import { openTransport } from '../../src/runtime/transports/open.js';
 import type { Transport, TransportName } from '../../src/runtime/transports/transport.js';
-import { COLLECTIVE_OPS, SWEEP_FLOATS, runCase } from '../support/transport-battery.js';
+import { COLLECTIVE_OPS, backToBack, runCase, sweep } from '../support/transport-battery.js';
 
 const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot'];
 
@@ -30,26 +30,12 @@ describe('transports on the CPU reference', function () {
       before(async () => { t = await openTransport(name, link); });
 
       it('sweeps every op from 4 B to 4 MB, odd sizes, in place and out of place, strided gathers', async () => {
-        let ops = 0;
-        for (const op of COLLECTIVE_OPS) {
-          for (const n of SWEEP_FLOATS) {
-            for (const rows of op === 'allGather' || op === 'gather' ? [1, 3] : [1]) {
-              for (const inPlace of rows === 1 ? [false, true] : [false]) {
-                const count = Math.max(1, Math.min(6, Math.floor(2 ** 19 / (n * rows))));
-                ops += (await runCase(rt, t, { op, n, rows, inPlace, ops: count })).ops;
-              }
-            }
-          }
-        }
-        assert.ok(ops > 500);
+        assert.ok((await sweep(rt, t, 2 ** 19, 6)) > 500);
+        assert.equal(rt.failure, undefined);
       });
 
       it('10,000 back-to-back ops, every result checked', async () => {
-        let ops = 0;
-        for (const op of COLLECTIVE_OPS) {
-          ops += (await runCase(rt, t, { op, n: 37, rows: op === 'allGather' ? 2 : 1, inPlace: false, ops: 2500 })).ops;
-        }
-        assert.equal(ops, 10_000);
+        assert.equal(await backToBack(rt, t), 10_000);
         assert.equal(rt.failure, undefined);
       });
 

@@ -12,6 +12,7 @@
 #include "addon/host_memory.h"
 #include "addon/kernels.h"
 #include "addon/link_kernels.h"
+#include "addon/link_ll.h"
 #include "addon/memory.h"
 #include "addon/nccl.h"
 #include "addon/stream.h"
@@ -32,6 +33,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   memra::RegisterHostMemory(env, exports);
   memra::RegisterKernels(env, exports);
   memra::RegisterLinkKernels(env, exports);
+  memra::RegisterLinkLl(env, exports);
   memra::RegisterGraph(env, exports);
   memra::RegisterNccl(env, exports);
 

@@ -51,6 +51,20 @@ cudaError_t memra_tp_ar_1stage(const float* x, const float* in0, const float* in
                                void* self_signal, void* peer_signal, int rank, uint64_t n,
                                int* err, long long spin_limit, int blocks, cudaStream_t stream);
 
+// ---- low-latency exchange (cu/tp_ll.cu) ----
+// Bytes of one rank's LL state block (epoch, done count, the peer's ack); allocate it zeroed.
+size_t memra_tp_ll_state_bytes(void);
+// One LL join on this rank: optionally copy localSrc -> localDst, send sendSrc into the peer's
+// receive slots, receive the peer's values into recvDst (or, with reduce, the rank-order sum with
+// sendSrc). rows x rowLen elements; dstStride is the destination row stride. Both ranks launch
+// for every join. cudaErrorInvalidValue when the elements exceed `cap` slots per parity.
+cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t row_len,
+                                 const float* send_src, const float* local_src, float* local_dst,
+                                 float* recv_dst, uint64_t dst_stride, void* self_recv,
+                                 void* peer_recv, uint64_t cap, void* self_state,
+                                 void* peer_state, int rank, int* err, long long spin_limit,
+                                 cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,7 @@
  * number can travel in a ring record or a control call to any thread.
  *
  * Threading contract: the process-wide calls (`deviceCount`, `driverVersion`, `deviceProps`,
- * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `ncclLoad`, `ncclGetUniqueId`) may run on any
+ * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `llStateBytes`, `ncclLoad`, `ncclGetUniqueId`) may run on any
  * thread and never bind a device. Everything else acts on the
  * device the calling thread bound with `bindDevice`, and throws if the thread bound none: the
  * pinned worker of a device is the only thread that touches it.
@@ -191,6 +191,27 @@ export interface NativeBinding {
     x: DevicePtr, in0: DevicePtr, in1: DevicePtr, out: DevicePtr, selfSignal: DevicePtr,
     peerSignal: DevicePtr, rank: number, n: number, err: DevicePtr, spinLimit: number,
     blocks: number, stream: StreamHandle,
+  ): void;
+
+  // ---- low-latency exchange (cu/tp_ll.cu) ----
+  /** Bytes of one rank's LL state block (epoch, done count, the peer's ack); allocate it zeroed. */
+  llStateBytes(): number;
+  /**
+   * One low-latency join on this rank, one kernel, no events: optionally copy `localSrc` to
+   * `localDst`; send `sendSrc` into the peer's receive slots as {value, epoch} words; receive the
+   * peer's values into `recvDst` (with `reduce`, the rank-order sum with `sendSrc`, which may alias
+   * `recvDst`). `rows` x `rowLen` elements, dense at the source, `dstStride` apart at the
+   * destinations; a role whose pointer is 0 is absent. BOTH ranks launch for every join (that
+   * keeps their epochs in step). `selfRecv`/`peerRecv` hold 2 x `cap` 8-byte slots, zeroed;
+   * `selfState`/`peerState` are LL state blocks, zeroed. Waits longer than `spinLimit` SM ticks
+   * store 40043 (the peer's values never came) or 40044 (the peer never finished the epoch before
+   * last) into `*err`; the link must then be drained and reset.
+   */
+  launchLl(
+    reduce: number, rows: number, rowLen: number, sendSrc: DevicePtr, localSrc: DevicePtr,
+    localDst: DevicePtr, recvDst: DevicePtr, dstStride: number, selfRecv: DevicePtr,
+    peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number,
+    err: DevicePtr, spinLimit: number, stream: StreamHandle,
   ): void;
 
   // ---- CUDA graphs (stream capture) ----

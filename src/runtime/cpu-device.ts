@@ -34,6 +34,9 @@ const SIG_END = 1;
 const SIG_EPOCH = 2;
 const SIG_WORDS = 4;
 const SIG_BYTES = 256;
+/** LL state: i32 words [epoch, done, ...], the peer's ack at word 32 (as in cu/tp_ll.cu). */
+const LL_STATE_BYTES = 256;
+const LL_ACK = 32;
 const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
 const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
 
@@ -446,6 +449,89 @@ export class CpuDevice implements DeviceApi {
     // entry and finishes it, so advancing keeps the ranks' epochs in step.
     meet(SIG_END, 1, 40044);
     mine[SIG_EPOCH] = e;
+  }
+
+  llStateBytes(): number { return LL_STATE_BYTES; }
+
+  /**
+   * The low-latency join, as cu/tp_ll.cu does it: values cross as {value, epoch} word pairs into
+   * the peer's receive slots (double-buffered by epoch parity), the receiver waits on its own
+   * memory, and a sender first waits for the peer's ack of the epoch before last. The slots and
+   * state words are synchronisation memory (atomics), not race-tracked; the data each rank reads
+   * and writes is its own and is.
+   */
+  launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, selfRecv: number, peerRecv: number, cap: number, selfState: number, peerState: number, rank: number, err: number, spinLimit: number, stream: number): void {
+    this.stream('launchLl', stream);
+    const total = rows * rowLen;
+    if ((sendSrc !== 0 || recvDst !== 0) && total > cap) throw new TypeError(`launchLl: ${total} elements exceed the receive buffer's ${cap} slots per parity; reserve a larger link`);
+    const ep = this.tick();
+    const words = (ptr: number, n: number, call: string): Int32Array => {
+      const [d, off] = this.resolve(call, ptr, n * 4);
+      if (d !== this.dev && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
+        throw new Error(`${call} on device ${this.dev} stores into device ${d}'s memory, but peer access ${this.dev}->${d} is not enabled`);
+      }
+      return new Int32Array(this.world.arenas[d]!, off, n);
+    };
+    const state = words(selfState, LL_STATE_BYTES / 4, 'launchLl(selfState)');
+    const peer = words(peerState, LL_STATE_BYTES / 4, 'launchLl(peerState)');
+    const errWord = words(err, 1, 'launchLl(err)');
+    const e = (state[0]! + 1) | 0;
+    const par = (e & 1) * cap;
+    const deadline = performance.now() + spinLimit / TICKS_PER_MS;
+    const waitFor = (w: Int32Array, at: number, done: (v: number) => boolean): boolean => {
+      for (;;) {
+        const v = Atomics.load(w, at);
+        if (done(v)) return true;
+        const left = deadline - performance.now();
+        if (left <= 0) return false;
+        Atomics.wait(w, at, v, left);
+      }
+    };
+    const rowsCopy = (from: Float32Array, fromOff: number, to: Float32Array, toOff: number): void => {
+      for (let r = 0; r < rows; r++) to.set(from.subarray(fromOff + r * rowLen, fromOff + (r + 1) * rowLen), toOff + r * dstStride);
+    };
+    const reach = ((rows - 1) * dstStride + rowLen) * 4;
+    if (localSrc !== 0) {
+      const [sd, so] = this.access('launchLl(localSrc)', localSrc, total * 4, READ, ep, true);
+      const [dd, dOff] = this.access('launchLl(localDst)', localDst, reach, WRITE, ep, true);
+      rowsCopy(this.f32[sd]!, so / 4, this.f32[dd]!, dOff / 4);
+    }
+    let mine: Float32Array | undefined;
+    let mineOff = 0;
+    if (sendSrc !== 0) {
+      if (!waitFor(state, LL_ACK, (v) => ((v - (e - 2)) | 0) >= 0)) { Atomics.compareExchange(errWord, 0, 0, 40044); return; }
+      const [sd, so] = this.access('launchLl(sendSrc)', sendSrc, total * 4, READ, ep, true);
+      mine = this.f32[sd]!; mineOff = so / 4;
+      const slots = words(peerRecv, 2 * 2 * cap, 'launchLl(peerRecv)');
+      const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
+      for (let i = 0; i < total; i++) {
+        values[2 * (par + i)] = mine[mineOff + i]!;
+        Atomics.store(slots, 2 * (par + i) + 1, e); // after its value: the pair is published together
+      }
+      Atomics.notify(slots, 2 * (par + total - 1) + 1);
+    }
+    if (recvDst !== 0) {
+      const slots = words(selfRecv, 2 * 2 * cap, 'launchLl(selfRecv)');
+      const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
+      // The sender publishes in order, so the last flag arriving means they all have.
+      if (!waitFor(slots, 2 * (par + total - 1) + 1, (v) => v === e)) { Atomics.compareExchange(errWord, 0, 0, 40043); return; }
+      const [dd, dOff] = this.access('launchLl(recvDst)', recvDst, reduce ? total * 4 : reach, WRITE, ep, true);
+      const out = this.f32[dd]!, base = dOff / 4;
+      for (let i = 0; i < total; i++) {
+        if (Atomics.load(slots, 2 * (par + i) + 1) !== e) throw new Error(`launchLl: slot ${i} holds epoch ${slots[2 * (par + i) + 1]}, expected ${e}`);
+        const theirs = values[2 * (par + i)]!;
+        if (reduce) {
+          const own = mine![mineOff + i]!;
+          out[base + i] = rank === 0 ? own + theirs : theirs + own;
+        } else {
+          const r = Math.floor(i / rowLen);
+          out[base + r * dstStride + (i - r * rowLen)] = theirs;
+        }
+      }
+    }
+    state[0] = e;
+    Atomics.store(peer, LL_ACK, e);
+    Atomics.notify(peer, LL_ACK);
   }
 
   // ---- CUDA graphs and NCCL do not exist here ----

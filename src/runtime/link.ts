@@ -13,6 +13,8 @@
  * - Staging is allocated on demand and grown only after draining both ranks: the old buffers go
  *   back to the allocator while a fold may still be writing into them.
  * - The one-shot's refusal words are read only after a drain: checks and failures, never the walk.
+ * - The low-latency (LL) joins keep their epochs, acks and slots here too; a refusal there is
+ *   reset with the one-shot's.
  * - Every rank is drained before the link or its staging goes away.
  */
 import type { Runtime } from './runtime.js';
@@ -39,11 +41,14 @@ export class ArLink {
   /** One-shot refusal words, one per rank. */
   readonly err: PerRank;
   readonly maxBlocks: number;
+  /** SM clock ticks a device-side wait spins before refusing; `setSpinLimit` changes it. */
   spinLimit = AR_SPIN_LIMIT;
   private stage: Buffers | undefined;
   private scratch: Buffers | undefined;
   /** Pinned host bounce buffers, one per direction (index = producer rank). */
   private host: { ptr: [number, number]; floats: number } | undefined;
+  /** Low-latency receive slots (2 parities x cap x 8 bytes) and state blocks, per rank. */
+  private ll: { recv: [number, number]; state: [number, number]; cap: number } | undefined;
   private ncclReady: Promise<void> | undefined;
   private closed = false;
 
@@ -54,6 +59,7 @@ export class ArLink {
     err: PerRank,
     private readonly signalBytes: number,
     maxBlocks: number,
+    private readonly llStateBytes: number,
   ) {
     this.ranks = rt.ranks;
     this.ready = [events[0]!, events[1]!];
@@ -66,11 +72,11 @@ export class ArLink {
   static async open(rt: Runtime): Promise<ArLink> {
     const [a, b] = rt.ranks;
     if (a.ordinal === b.ordinal) throw new Error(`tp link needs two DEVICES; both ranks are on ordinal ${a.ordinal}`);
-    const { signalBytes, maxBlocks } = await a.control.call('linkConstants');
+    const { signalBytes, maxBlocks, llStateBytes } = await a.control.call('linkConstants');
     const events = await Promise.all([a.createEvent(), b.createEvent(), a.createEvent(), b.createEvent()]);
     const signal = await Promise.all(rt.ranks.map((r) => r.alloc(signalBytes)));
     const err = await Promise.all(rt.ranks.map((r) => r.alloc(256)));
-    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks);
+    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks, llStateBytes);
     await link.zeroBarrier();
     return link;
   }
@@ -106,6 +112,13 @@ export class ArLink {
     return this.scratch.device;
   }
 
+  /** The LL slots' capacity per parity; throws (never grows) if an op needs more. */
+  llFor(floats: number): void {
+    if (!this.ll || this.ll.cap < floats) {
+      throw new Error(`tp link: the low-latency slots hold ${this.ll?.cap ?? 0} values per parity and this op needs ${floats}; call \`await link.reserve(${floats})\` first`);
+    }
+  }
+
   /** Pinned host bounce buffer for the direction whose producer is `from`. */
   hostFor(from: number, floats: number): number {
     if (!this.host || this.host.floats < floats) {
@@ -129,6 +142,39 @@ export class ArLink {
     this.stage = { floats, device: [await a.alloc(bytes), await b.alloc(bytes)] };
     this.scratch = { floats: 2 * floats, device: [await a.alloc(2 * bytes), await b.alloc(2 * bytes)] };
     this.host = { floats, ptr: [await a.hostAlloc(bytes), await b.hostAlloc(bytes)] };
+    this.ll = {
+      cap: floats,
+      recv: [await a.alloc(16 * floats), await b.alloc(16 * floats)],
+      state: [await a.alloc(this.llStateBytes), await b.alloc(this.llStateBytes)],
+    };
+    await this.zeroLl();
+    await this.configureLl();
+  }
+
+  /** Epochs, acks and slots back to zero on both ranks (the LL protocol's starting state). */
+  private async zeroLl(): Promise<void> {
+    if (!this.ll) return;
+    for (const r of [0, 1]) {
+      this.ranks[r]!.memset(this.ll.recv[r]!, 0, 16 * this.ll.cap);
+      this.ranks[r]!.memset(this.ll.state[r]!, 0, this.llStateBytes);
+    }
+    await this.rt.drain();
+  }
+
+  /** Change the device-side spin bound of the one-shot and LL waits (joins enqueued later). */
+  async setSpinLimit(ticks: number): Promise<void> {
+    if (!Number.isSafeInteger(ticks) || ticks < 1) throw new RangeError(`link.setSpinLimit: ticks must be a positive integer, got ${ticks}`);
+    this.spinLimit = ticks;
+    await this.configureLl();
+  }
+
+  private async configureLl(): Promise<void> {
+    const ll = this.ll;
+    if (!ll) return;
+    await Promise.all(this.ranks.map((r, i) => r.control.call('llConfigure', {
+      selfRecv: ll.recv[i]!, peerRecv: ll.recv[1 - i]!, cap: ll.cap,
+      selfState: ll.state[i]!, peerState: ll.state[1 - i]!, err: this.err[i]!, spinLimit: this.spinLimit,
+    })));
   }
 
   /** Bring up NCCL: one communicator per device in this process, both ranks joining at once. */
@@ -163,6 +209,7 @@ export class ArLink {
   async resetBarrier(): Promise<void> {
     await this.rt.drain();
     await this.zeroBarrier();
+    await this.zeroLl();
   }
 
   private async zeroBarrier(): Promise<void> {
@@ -183,7 +230,10 @@ export class ArLink {
       await a.hostFree(this.host.ptr[0]);
       await b.hostFree(this.host.ptr[1]);
     }
-    this.stage = this.scratch = this.host = undefined;
+    if (this.ll) {
+      for (const p of [this.ll.recv, this.ll.state]) { await a.free(p[0]); await b.free(p[1]); }
+    }
+    this.stage = this.scratch = this.host = this.ll = undefined;
   }
 
   /** Drain every rank, then free everything the link owns. */

@@ -92,6 +92,17 @@ export class Rank {
     return this.ring.publish();
   }
 
+  /**
+   * One low-latency join on this rank (the link configured the buffers). Every LL join needs a
+   * record on BOTH ranks. Eight arguments: written out.
+   */
+  ll(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number): number {
+    const a = this.ring.begin(Op.Ll), v = this.ring.args;
+    v[a] = reduce; v[a + 1] = rows; v[a + 2] = rowLen; v[a + 3] = sendSrc;
+    v[a + 4] = localSrc; v[a + 5] = localDst; v[a + 6] = recvDst; v[a + 7] = dstStride;
+    return this.ring.publish();
+  }
+
   beginCapture(): number { return this.emit(Op.BeginCapture); }
   endCapture(slot: number): number { return this.emit(Op.EndCapture, slot); }
   graphLaunch(slot: number): number { return this.emit(Op.GraphLaunch, slot); }

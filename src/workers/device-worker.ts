@@ -55,6 +55,15 @@ let capturing = false;
 /** This rank's NCCL communicator, once `ncclInit` made it. */
 let comm = 0;
 
+/** The link's low-latency buffers, as `llConfigure` set them. */
+export interface LlConfig { selfRecv: number; peerRecv: number; cap: number; selfState: number; peerState: number; err: number; spinLimit: number }
+let ll: LlConfig | undefined;
+
+function needLl(): LlConfig {
+  if (!ll) throw new Refusal('an LL join before llConfigure: open the ll transport first', 'ERR_BAD_RECORD');
+  return ll;
+}
+
 function needComm(): number {
   if (comm === 0) throw new Refusal('an NCCL op before ncclInit: open the nccl transport first', 'ERR_BAD_RECORD');
   return comm;
@@ -131,6 +140,12 @@ function execute(r: RecordRef, a: Float64Array): void {
     case Op.NcclAllReduce: dev.ncclAllReduceF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
     case Op.NcclBroadcast: dev.ncclBroadcastF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, needComm(), stream); return;
     case Op.NcclAllGather: dev.ncclAllGatherF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
+    case Op.Ll: {
+      const c = needLl();
+      dev.launchLl(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!,
+        c.selfRecv, c.peerRecv, c.cap, c.selfState, c.peerState, init.rank, c.err, c.spinLimit, stream);
+      return;
+    }
     case Op.NcclSendRecv: dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream); return;
     default:
       throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${OP_COUNT - 1}`, 'ERR_UNKNOWN_OP');
@@ -275,9 +290,12 @@ const control = {
     return dev.eventElapsedMs(start, end);
   },
 
-  async linkConstants(): Promise<{ signalBytes: number; maxBlocks: number }> {
-    return { signalBytes: dev.arSignalBytes(), maxBlocks: dev.arMaxBlocks() };
+  async linkConstants(): Promise<{ signalBytes: number; maxBlocks: number; llStateBytes: number }> {
+    return { signalBytes: dev.arSignalBytes(), maxBlocks: dev.arMaxBlocks(), llStateBytes: dev.llStateBytes() };
   },
+
+  /** Where this rank's LL joins find their buffers (set again when the link grows them). */
+  async llConfigure(config: LlConfig): Promise<void> { needOpen('llConfigure'); await drain(10_000); ll = config; },
 
   async hostAlloc(bytes: number): Promise<number> { needOpen('hostAlloc'); return dev.hostAlloc(bytes); },
   async hostFree(ptr: number): Promise<void> { needOpen('hostFree'); await drain(10_000); dev.hostFree(ptr); },

@@ -51,9 +51,12 @@ export enum Op {
   NcclAllGather = 20,
   /** send, sendCount, recv, recvCount, peer: grouped NCCL send/recv. */
   NcclSendRecv = 21,
+  /** reduce, rows, rowLen, sendSrc, localSrc, localDst, recvDst, dstStride: one LL join (the
+   *  link's buffers come from `llConfigure`). */
+  Ll = 22,
 }
 
-export const OP_COUNT = 22;
+export const OP_COUNT = 23;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

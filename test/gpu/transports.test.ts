@@ -124,6 +124,31 @@ describe('transports on two GPUs', function () {
     });
   }
 
+  it('an LL join launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
+    await openGpu();
+    try {
+    const n = 1000;
+    const [a, b] = rt.ranks;
+    const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+    await link.setSpinLimit(2e7); // ~10 ms of SM clock
+    const t0 = performance.now();
+    a.ll(0, 1, n, 0, 0, 0, x[0], n); // rank 0 waits for values rank 1 never sends
+    assert.deepEqual(await link.barrierErrors(), [40043, 0]);
+    assert.ok(performance.now() - t0 < 2000, 'refused within its bound, no hang');
+    await link.resetBarrier();
+    await link.setSpinLimit(2e9);
+    const t = await openTransport('ll', link);
+    a.fill(x[0], n, 5);
+    b.fill(x[1], n, 6);
+    t.allReduce(x, n);
+    await rt.drain();
+    for (const r of [0, 1]) assert.ok((await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11));
+    assert.deepEqual(await link.barrierErrors(), [0, 0]);
+    } finally {
+      await closeGpu();
+    }
+  });
+
   it('a one-shot launched on one rank only writes 40043 within its spin bound; after a reset it works again', async () => {
     await openGpu();
     try {

@@ -11,14 +11,14 @@ import { openTransport } from '../../src/runtime/transports/open.js';
 import type { Transport, TransportName } from '../../src/runtime/transports/transport.js';
 import { COLLECTIVE_OPS, backToBack, runCase, sweep } from '../support/transport-battery.js';
 
-const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot'];
+const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot', 'll'];
 
 describe('transports on the CPU reference', function () {
   this.timeout(300_000);
   let rt: Runtime;
   let link: ArLink;
   before(async () => {
-    rt = await Runtime.open({ backend: 'cpu', cpuArenaBytes: 256 * 2 ** 20 });
+    rt = await Runtime.open({ backend: 'cpu', cpuArenaBytes: 384 * 2 ** 20 });
     link = await ArLink.open(rt);
     await link.reserve(2 * 1_048_576 * 3);
   });
@@ -64,7 +64,27 @@ describe('transports on the CPU reference', function () {
     assert.throws(() => t.allReduce([0, 0], 2.5), /whole number of f32 elements/);
     assert.throws(() => t.allReduce([1 << 20, 1 << 20], 1e8), /staging holds \d+ floats and this op needs 100000000; call `await link.reserve\(100000000\)` first/);
     await assert.rejects(openTransport('nccl', link), /the nccl transport needs the CUDA backend and libnccl\.so\.2/);
-    await assert.rejects(openTransport('smoke' as TransportName, link), /unknown transport 'smoke': choose one of host, peer, push, oneshot, nccl/);
+    await assert.rejects(openTransport('smoke' as TransportName, link), /unknown transport 'smoke': choose one of host, peer, push, oneshot, ll, nccl/);
+  });
+
+  it('an LL join launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
+    const n = 1000;
+    const [a, b] = rt.ranks;
+    const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+    await link.setSpinLimit(2e7); // ~10 ms of SM clock
+    const t0 = performance.now();
+    a.ll(0, 1, n, 0, 0, 0, x[0], n); // rank 0 waits for values rank 1 never sends
+    assert.deepEqual(await link.barrierErrors(), [40043, 0]);
+    assert.ok(performance.now() - t0 < 2000, 'refused within its bound, no hang');
+    await link.resetBarrier();
+    await link.setSpinLimit(2e9);
+    const t = await openTransport('ll', link);
+    a.fill(x[0], n, 5);
+    b.fill(x[1], n, 6);
+    t.allReduce(x, n);
+    await rt.drain();
+    for (const r of [0, 1]) assert.ok((await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11));
+    assert.deepEqual(await link.barrierErrors(), [0, 0]);
   });
 
   it('a one-shot launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {

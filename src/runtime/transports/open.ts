@@ -4,6 +4,7 @@ import { HostTransport } from './host.js';
 import { MovementTransport, copyEngineMover, kernelMover } from './movement.js';
 import { NcclTransport } from './nccl.js';
 import { OneShotTransport } from './oneshot.js';
+import { LlTransport } from './ll.js';
 import { TRANSPORTS, type Transport, type TransportName } from './transport.js';
 
 export async function openTransport(name: TransportName, link: ArLink): Promise<Transport> {
@@ -12,6 +13,7 @@ export async function openTransport(name: TransportName, link: ArLink): Promise<
     case 'peer': return new MovementTransport('peer', link, copyEngineMover);
     case 'push': return new MovementTransport('push', link, kernelMover);
     case 'oneshot': return new OneShotTransport(link);
+    case 'll': return new LlTransport(link);
     case 'nccl':
       await link.openNccl();
       return new NcclTransport(link);

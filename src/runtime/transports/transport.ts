@@ -14,7 +14,7 @@
  */
 export type PerRank = readonly [number, number];
 
-export const TRANSPORTS = ['host', 'peer', 'push', 'oneshot', 'nccl'] as const;
+export const TRANSPORTS = ['host', 'peer', 'push', 'oneshot', 'll', 'nccl'] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
 
 export interface Transport {

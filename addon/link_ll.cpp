@@ -1,0 +1,92 @@
+#include "addon/link_ll.h"
+
+#include <string>
+
+#include "addon/args.h"
+#include "addon/errors.h"
+#include "addon/stream.h"
+#include "addon/thread_state.h"
+#include "cu/kernels.h"
+
+namespace memra {
+
+namespace {
+
+// 0 (the role is absent: nothing to send, copy or receive) or a 4-byte aligned f32 pointer.
+uintptr_t ReadOptionalF32(const Napi::CallbackInfo& info, size_t index, const char* fn,
+                          const char* name) {
+  if (info[index].IsNumber() && info[index].As<Napi::Number>().DoubleValue() == 0) return 0;
+  return ReadAlignedAddress(info, index, fn, name, 4, "f32 (or 0 for none)");
+}
+
+Napi::Value LlStateBytes(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(memra_tp_ll_state_bytes()));
+}
+
+Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "launchLl";
+  const int reduce = static_cast<int>(ReadIntInRange(info, 0, fn, "reduce", 0, 1));
+  const uint64_t rows = ReadPositiveSafeUint(info, 1, fn, "rows");
+  const uint64_t rowLen = ReadPositiveSafeUint(info, 2, fn, "rowLen");
+  const uintptr_t sendSrc = ReadOptionalF32(info, 3, fn, "sendSrc");
+  const uintptr_t localSrc = ReadOptionalF32(info, 4, fn, "localSrc");
+  const uintptr_t localDst = ReadOptionalF32(info, 5, fn, "localDst");
+  const uintptr_t recvDst = ReadOptionalF32(info, 6, fn, "recvDst");
+  const uint64_t dstStride = ReadSafeUint(info, 7, fn, "dstStride");
+  const uintptr_t selfRecv = ReadAlignedAddress(info, 8, fn, "selfRecv", 8, "LL slots");
+  const uintptr_t peerRecv = ReadAlignedAddress(info, 9, fn, "peerRecv", 8, "LL slots");
+  const uint64_t cap = ReadPositiveSafeUint(info, 10, fn, "cap");
+  const uintptr_t selfState = ReadAlignedAddress(info, 11, fn, "selfState", 4, "LL state");
+  const uintptr_t peerState = ReadAlignedAddress(info, 12, fn, "peerState", 4, "LL state");
+  const int rank = static_cast<int>(ReadIntInRange(info, 13, fn, "rank", 0, 1));
+  const uintptr_t err = ReadAlignedAddress(info, 14, fn, "err", 4, "an i32 refusal word");
+  const uint64_t spinLimit = ReadPositiveSafeUint(info, 15, fn, "spinLimit");
+  const auto s = ReadHandle<cudaStream_t>(info, 16, fn, "stream");
+
+  // Wiring mistakes that would corrupt memory or hang the peer: refused before any launch.
+  if (rows > 1 && dstStride < rowLen && (localSrc != 0 || recvDst != 0)) {
+    ThrowTypeError(env, std::string(fn) + ": argument 'dstStride' (" + std::to_string(dstStride) +
+                            ") is below rowLen (" + std::to_string(rowLen) +
+                            "): destination rows would overlap");
+  }
+  if (localSrc != 0 && localDst == 0) {
+    ThrowTypeError(env, std::string(fn) + ": a local copy (localSrc) needs localDst");
+  }
+  if (reduce && (sendSrc == 0 || recvDst == 0 || rows != 1)) {
+    ThrowTypeError(env, std::string(fn) + ": a reduce sends its input (sendSrc), receives into "
+                                          "recvDst, and has rows = 1");
+  }
+  if ((sendSrc != 0 || recvDst != 0) && rows * rowLen > cap) {
+    ThrowTypeError(env, std::string(fn) + ": " + std::to_string(rows * rowLen) +
+                            " elements exceed the receive buffer's " + std::to_string(cap) +
+                            " slots per parity; reserve a larger link");
+  }
+
+  const int device = RequireBoundStream(env, ts, s, fn);
+  MEMRA_CUDA_CHECK(
+      env, device,
+      memra_tp_ll_exchange(reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
+                           reinterpret_cast<const float*>(localSrc),
+                           reinterpret_cast<float*>(localDst), reinterpret_cast<float*>(recvDst),
+                           dstStride, reinterpret_cast<void*>(selfRecv),
+                           reinterpret_cast<void*>(peerRecv), cap,
+                           reinterpret_cast<void*>(selfState), reinterpret_cast<void*>(peerState),
+                           rank, reinterpret_cast<int*>(err), static_cast<long long>(spinLimit),
+                           s),
+      "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +
+          ", rowLen=" + std::to_string(rowLen) + ", sendSrc=" + Hex(sendSrc) +
+          ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(rank) + ", stream=" + Hex(s) +
+          ")");
+  return env.Undefined();
+}
+
+}  // namespace
+
+void RegisterLinkLl(Napi::Env env, Napi::Object exports) {
+  exports.Set("llStateBytes", Napi::Function::New(env, LlStateBytes, "llStateBytes"));
+  exports.Set("launchLl", Napi::Function::New(env, LaunchLl, "launchLl"));
+}
+
+}  // namespace memra

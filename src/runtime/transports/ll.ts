@@ -1,0 +1,59 @@
+/**
+ * `ll`: low latency. Every join is ONE kernel per rank and no events: values cross NVLink as
+ * {value, epoch} words written straight into the peer's receive slots and each reader polls its
+ * own memory (cu/tp_ll.cu), so a join costs one crossing, and on the host one launch per worker,
+ * the two in parallel. Both ranks launch for every join, even the one with nothing to receive,
+ * which keeps the two ranks' epochs in step.
+ *
+ * The ordering contract is the seeds', kept on the device: the consumer's buffers are written
+ * only by the consumer itself (from its own slots), so no producer store can race the consumer's
+ * pending writes (write-after-write); a reader sees a value only with its epoch (read-after-
+ * write); and a sender reuses a parity's slots only after the peer acknowledged the epoch that
+ * last used them.
+ */
+import type { ArLink } from '../link.js';
+import { checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
+
+export class LlTransport implements Transport {
+  readonly name = 'll' as const;
+  /** No events between the ranks: each captures its own stream. */
+  readonly graphMode = 'per-rank' as const;
+  constructor(private readonly link: ArLink) {}
+
+  broadcast(from: number, src: number, dst: PerRank, n: number): void {
+    checkRank('broadcast', from);
+    checkCount('broadcast', n);
+    if (n === 0) return;
+    this.link.llFor(n);
+    const to = 1 - from;
+    const local = dst[from] !== src ? src : 0;
+    this.link.ranks[from]!.ll(0, 1, n, src, local, local ? dst[from]! : 0, 0, n);
+    this.link.ranks[to]!.ll(0, 1, n, 0, 0, 0, dst[to]!, n);
+  }
+
+  allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
+    checkGather('allGather', span, rows);
+    this.link.llFor(rows * span);
+    for (const r of [0, 1]) {
+      const local = gatherInPlace(parts[r]!, full[r]!, r, span, rows) ? 0 : parts[r]!;
+      this.link.ranks[r]!.ll(0, rows, span, parts[r]!, local, local ? full[r]! + slotOffset(r, span) : 0, full[r]! + slotOffset(1 - r, span), 2 * span);
+    }
+  }
+
+  gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
+    checkRank('gather', root);
+    checkGather('gather', span, rows);
+    this.link.llFor(rows * span);
+    const peer = 1 - root;
+    const local = gatherInPlace(parts[root]!, full, root, span, rows) ? 0 : parts[root]!;
+    this.link.ranks[peer]!.ll(0, rows, span, parts[peer]!, 0, 0, 0, 2 * span);
+    this.link.ranks[root]!.ll(0, rows, span, 0, local, local ? full + slotOffset(root, span) : 0, full + slotOffset(peer, span), 2 * span);
+  }
+
+  allReduce(x: PerRank, n: number, out: PerRank = x): void {
+    checkCount('allReduce', n);
+    if (n === 0) return;
+    this.link.llFor(n);
+    for (const r of [0, 1]) this.link.ranks[r]!.ll(1, 1, n, x[r]!, 0, 0, out[r]!, n);
+  }
+}

@@ -24,7 +24,7 @@
 
 namespace {
 
-constexpr unsigned kLlThreads = 256;
+constexpr unsigned kLlThreads = 512;
 constexpr unsigned kLlMaxBlocks = 132;
 constexpr int kRefusedData = 40043;
 constexpr int kRefusedAck = 40044;
@@ -142,15 +142,20 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   }
 
   // The last block to finish publishes the epoch: locally for the next launch, and as the ack
-  // that lets the peer reuse this parity. The fences order every block's reads and writes before
-  // the count that makes one block the last, and that before the ack the peer acquires.
+  // that lets the peer reuse this parity. Each block's fence orders its threads' reads (gathered
+  // by the barrier) before its count; the block that sees the full count then publishes with a
+  // system-scope release, whose fence follows its own count and so carries every block's reads
+  // to the peer that acquires the ack. A single block (small joins) needs no count at all.
   __syncthreads();
   if (threadIdx.x == 0 && !refused) {
-    __threadfence();
-    if (atomicAdd(&j.self->done, 1u) == gridDim.x - 1) {
-      j.self->done = 0;
+    bool last = gridDim.x == 1;
+    if (!last) {
+      __threadfence();
+      last = atomicAdd(&j.self->done, 1u) == gridDim.x - 1;
+      if (last) j.self->done = 0;
+    }
+    if (last) {
       j.self->epoch = e;
-      __threadfence_system();
       cuda::atomic_ref<unsigned, cuda::thread_scope_system>(j.peer->ack).store(
           e, cuda::memory_order_release);
     }
@@ -169,7 +174,9 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
                                             long long spinLimit, cudaStream_t stream) {
   const uint64_t total = rows * rowLen;
   if ((sendSrc != nullptr || recvDst != nullptr) && total > cap) return cudaErrorInvalidValue;
-  uint64_t blocks = (total + kLlThreads - 1) / kLlThreads;
+  // Four elements a thread before another block: a small join (the TP hops move 4-16 KB) then
+  // runs as one block and publishes its epoch without the cross-block count.
+  uint64_t blocks = (total + 4 * kLlThreads - 1) / (4 * kLlThreads);
   if (blocks < 1) blocks = 1;
   if (blocks > kLlMaxBlocks) blocks = kLlMaxBlocks;
   LlJob j{reduce, rows, rowLen, sendSrc, localSrc, localDst, recvDst, dstStride,

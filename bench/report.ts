@@ -31,27 +31,36 @@ function table(entries: Array<{ file: string; data: ResultsFile }>): string {
   return lines.join('\n');
 }
 
-/** Joins: one line per transport, op and metric; one column per size; median (p99). */
+/**
+ * Joins: one line per transport, op and metric, one column per size, median (p99); each line
+ * from the newest results file that has it (a later run of one transport supersedes its rows).
+ */
 function pivot(entries: Array<{ file: string; data: ResultsFile }>): string {
-  const latest = entries[entries.length - 1]!;
-  const sizes = [...new Set(latest.data.rows.map((r) => r.bytes))].sort((x, y) => x - y);
-  const label = (b: number): string => (b >= 1 << 20 ? `${b >> 20} MB` : `${b >> 10} KB`);
-  const lines = [
-    `From \`${latest.file}\` (${latest.data.machine.label}, node ${latest.data.machine.node}, ${latest.data.date.slice(0, 10)}): median (p99), µs.`,
-    '',
-    `| transport | op | metric | ${sizes.map(label).join(' | ')} |`,
-    `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} |`,
-  ];
-  const keys = [...new Set(latest.data.rows.map((r) => `${r.transport}|${r.op}|${r.metric ?? ''}`))];
-  for (const k of keys) {
-    const [transport, op, metric] = k.split('|');
-    const cells = sizes.map((b) => {
-      const r = latest.data.rows.find((x) => `${x.transport}|${x.op}|${x.metric ?? ''}` === k && x.bytes === b);
-      return r ? `${fmt(r.median)} (${fmt(r.p99)})` : '';
-    });
-    lines.push(`| ${transport} | ${op} | ${metric} | ${cells.join(' | ')} |`);
+  const byDate = [...entries].sort((x, y) => x.data.date.localeCompare(y.data.date));
+  const key = (r: Row): string => `${r.transport}|${r.op}|${r.metric ?? ''}`;
+  const lines = new Map<string, { file: string; rows: Map<number, Row> }>();
+  for (const { file, data } of byDate) {
+    const fresh = new Map<string, Map<number, Row>>();
+    for (const r of data.rows) {
+      if (!fresh.has(key(r))) fresh.set(key(r), new Map());
+      fresh.get(key(r))!.set(r.bytes, r);
+    }
+    for (const [k, rows] of fresh) lines.set(k, { file, rows });
   }
-  return lines.join('\n');
+  const sizes = [...new Set([...lines.values()].flatMap((l) => [...l.rows.keys()]))].sort((x, y) => x - y);
+  const label = (b: number): string => (b >= 1 << 20 ? `${b >> 20} MB` : `${b >> 10} KB`);
+  const out = [
+    'Median (p99), µs; each line from the newest results file holding it.',
+    '',
+    `| transport | op | metric | ${sizes.map(label).join(' | ')} | file |`,
+    `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} | --- |`,
+  ];
+  for (const [k, { file, rows }] of lines) {
+    const [transport, op, metric] = k.split('|');
+    const cells = sizes.map((b) => { const r = rows.get(b); return r ? `${fmt(r.median)} (${fmt(r.p99)})` : ''; });
+    out.push(`| ${transport} | ${op} | ${metric} | ${cells.join(' | ')} | \`${file.replace(/\.json$/, '')}\` |`);
+  }
+  return out.join('\n');
 }
 
 const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = { joins: pivot };

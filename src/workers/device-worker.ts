@@ -4,8 +4,9 @@
  * control port (open, allocate, upload, read back, close).
  *
  * The loop never blocks the thread's event loop for long: it spins briefly for records, then
- * sleeps with `Atomics.waitAsync`, so control calls are answered while the ring is idle; under
- * a continuous stream of records it yields once a millisecond for the same reason.
+ * sleeps in short `Atomics.wait` slices with a turn of the event loop between them, so control
+ * calls are answered while the ring is idle; under a continuous stream of records it turns the
+ * loop once a millisecond for the same reason.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/promises';

@@ -1,0 +1,148 @@
+/**
+ * The decode config file (JSON): which transport each layer's joins use, the `wo` variant, the EP
+ * graph gate, profiling, and the spin bounds. Validation is total and names the JSON path of
+ * anything wrong and what is allowed there, because a config is written by hand.
+ *
+ * ```json
+ * {
+ *   "transport": { "default": "ll", "layers": [{ "from": 0, "to": 9, "transport": "oneshot" }] },
+ *   "wo": "concat",
+ *   "epGraph": false,
+ *   "profile": false,
+ *   "spin": { "hostMicros": 200, "deviceTicks": 2000000000, "handshakeTimeoutMs": 5000 }
+ * }
+ * ```
+ * Every field is optional; ranges are inclusive, later ranges win where they overlap.
+ */
+import { readFileSync } from 'node:fs';
+import { TRANSPORTS, type TransportName } from '../runtime/transports/transport.js';
+
+export type WoVariant = 'concat' | 'allreduce';
+export const WO_VARIANTS: readonly WoVariant[] = ['concat', 'allreduce'];
+
+export interface LayerRange { from: number; to: number; transport: TransportName }
+
+export interface DecodeConfig {
+  transport: { default: TransportName; layers: LayerRange[] };
+  /** `concat`: column-parallel Wo parts gathered onto root (bit-identical); `allreduce`: partial sums reduced. */
+  wo: WoVariant;
+  /** Use the EP step's multi-device graph where its guards allow it. */
+  epGraph: boolean;
+  profile: boolean;
+  spin: { hostMicros: number; deviceTicks: number; handshakeTimeoutMs: number };
+}
+
+export const DEFAULT_CONFIG: DecodeConfig = {
+  transport: { default: 'll', layers: [] },
+  wo: 'concat',
+  epGraph: false,
+  profile: false,
+  spin: { hostMicros: 200, deviceTicks: 2_000_000_000, handshakeTimeoutMs: 5000 },
+};
+
+export class ConfigError extends Error {
+  constructor(readonly source: string, readonly path: string, message: string) {
+    super(`${source}: ${path}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Json = unknown;
+
+function isObject(v: Json): v is Record<string, Json> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+const show = (v: Json): string => JSON.stringify(v) ?? String(v);
+
+class Reader {
+  constructor(private readonly source: string) {}
+
+  fail(path: string, message: string): never { throw new ConfigError(this.source, path, message); }
+
+  object(v: Json, path: string, keys: readonly string[]): Record<string, Json> {
+    if (!isObject(v)) this.fail(path, `must be an object, got ${show(v)}`);
+    for (const k of Object.keys(v)) {
+      if (!keys.includes(k)) this.fail(`${path}.${k}`, `unknown field; allowed: ${keys.join(', ')}`);
+    }
+    return v;
+  }
+
+  choice<T extends string>(v: Json, path: string, allowed: readonly T[]): T {
+    if (typeof v !== 'string' || !allowed.includes(v as T)) this.fail(path, `must be one of ${allowed.join(', ')}, got ${show(v)}`);
+    return v as T;
+  }
+
+  bool(v: Json, path: string): boolean {
+    if (typeof v !== 'boolean') this.fail(path, `must be true or false, got ${show(v)}`);
+    return v;
+  }
+
+  int(v: Json, path: string, lo: number, hi: number): number {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) this.fail(path, `must be an integer in [${lo}, ${hi}], got ${show(v)}`);
+    return v;
+  }
+}
+
+/**
+ * Validate a parsed config. `layers`, when known, bounds the layer ranges (a range outside the
+ * model is an error, not silently ignored).
+ */
+export function parseDecodeConfig(json: Json, source = 'config', layers?: number): DecodeConfig {
+  const r = new Reader(source);
+  const top = r.object(json, '$', ['transport', 'wo', 'epGraph', 'profile', 'spin']);
+  const cfg: DecodeConfig = structuredClone(DEFAULT_CONFIG);
+  if (top.transport !== undefined) {
+    const t = r.object(top.transport, '$.transport', ['default', 'layers']);
+    if (t.default !== undefined) cfg.transport.default = r.choice(t.default, '$.transport.default', TRANSPORTS);
+    if (t.layers !== undefined) {
+      const list = t.layers;
+      if (!Array.isArray(list)) r.fail('$.transport.layers', `must be an array of { from, to, transport }, got ${show(list)}`);
+      const maxLayer = layers === undefined ? Number.MAX_SAFE_INTEGER : layers - 1;
+      cfg.transport.layers = (list as Json[]).map((item: Json, i: number) => {
+        const path = `$.transport.layers[${i}]`;
+        const o = r.object(item, path, ['from', 'to', 'transport']);
+        const from = r.int(o.from, `${path}.from`, 0, maxLayer);
+        const to = r.int(o.to, `${path}.to`, 0, maxLayer);
+        if (to < from) r.fail(`${path}.to`, `must be >= from (${from}), got ${to}`);
+        return { from, to, transport: r.choice(o.transport, `${path}.transport`, TRANSPORTS) };
+      });
+    }
+  }
+  if (top.wo !== undefined) cfg.wo = r.choice(top.wo, '$.wo', WO_VARIANTS);
+  if (top.epGraph !== undefined) cfg.epGraph = r.bool(top.epGraph, '$.epGraph');
+  if (top.profile !== undefined) cfg.profile = r.bool(top.profile, '$.profile');
+  if (top.spin !== undefined) {
+    const s = r.object(top.spin, '$.spin', ['hostMicros', 'deviceTicks', 'handshakeTimeoutMs']);
+    if (s.hostMicros !== undefined) cfg.spin.hostMicros = r.int(s.hostMicros, '$.spin.hostMicros', 0, 1_000_000);
+    if (s.deviceTicks !== undefined) cfg.spin.deviceTicks = r.int(s.deviceTicks, '$.spin.deviceTicks', 1, Number.MAX_SAFE_INTEGER);
+    if (s.handshakeTimeoutMs !== undefined) cfg.spin.handshakeTimeoutMs = r.int(s.handshakeTimeoutMs, '$.spin.handshakeTimeoutMs', 1, 600_000);
+  }
+  return cfg;
+}
+
+/** Read and validate a config file; a JSON syntax error names the file. */
+export function loadDecodeConfig(path: string, layers?: number): DecodeConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError(path, '$', `cannot be read: ${(e as Error).message}`);
+  }
+  let json: Json;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(path, '$', `is not valid JSON: ${(e as Error).message}`);
+  }
+  return parseDecodeConfig(json, path, layers);
+}
+
+/** The transport layer `l` uses: the last range that covers it, else the default. */
+export function transportForLayer(cfg: DecodeConfig, l: number): TransportName {
+  for (let i = cfg.transport.layers.length - 1; i >= 0; i--) {
+    const r = cfg.transport.layers[i]!;
+    if (l >= r.from && l <= r.to) return r.transport;
+  }
+  return cfg.transport.default;
+}

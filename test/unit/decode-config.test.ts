@@ -1,0 +1,51 @@
+/** The decode config file: defaults, per-layer transports, and errors that name the path. */
+import { strict as assert } from 'node:assert';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ConfigError, DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, transportForLayer,
+} from '../../src/decode/decode-config.js';
+
+describe('decode config', () => {
+  it('fills every omitted field with the defaults', () => {
+    assert.deepEqual(parseDecodeConfig({}), DEFAULT_CONFIG);
+  });
+
+  it('picks the last range covering a layer, else the default', () => {
+    const cfg = parseDecodeConfig({ transport: { default: 'push', layers: [{ from: 0, to: 9, transport: 'oneshot' }, { from: 5, to: 6, transport: 'nccl' }] } }, 'x', 30);
+    assert.deepEqual([0, 4, 5, 6, 7, 9, 10, 29].map((l) => transportForLayer(cfg, l)), ['oneshot', 'oneshot', 'nccl', 'nccl', 'oneshot', 'oneshot', 'push', 'push']);
+  });
+
+  it('loads the mixed config shipped for the decode benchmark', () => {
+    const cfg = loadDecodeConfig(new URL('../../../bench/configs/mixed.json', import.meta.url).pathname, 30);
+    assert.equal(transportForLayer(cfg, 0), 'oneshot');
+    assert.equal(transportForLayer(cfg, 15), 'll');
+    assert.equal(transportForLayer(cfg, 25), 'nccl');
+  });
+
+  const bad: Array<[unknown, RegExp]> = [
+    [{ transport: { default: 'carrier-pigeon' } }, /\$\.transport\.default: must be one of host, peer, push, oneshot, ll, nccl, got "carrier-pigeon"/],
+    [{ transport: { layers: [{ from: 0, to: 40, transport: 'push' }] } }, /\$\.transport\.layers\[0\]\.to: must be an integer in \[0, 29\], got 40/],
+    [{ transport: { layers: [{ from: 5, to: 2, transport: 'push' }] } }, /\$\.transport\.layers\[0\]\.to: must be >= from \(5\), got 2/],
+    [{ transport: { layers: {} } }, /\$\.transport\.layers: must be an array/],
+    [{ wo: 'sum' }, /\$\.wo: must be one of concat, allreduce, got "sum"/],
+    [{ epGraph: 'yes' }, /\$\.epGraph: must be true or false, got "yes"/],
+    [{ spin: { deviceTicks: 0 } }, /\$\.spin\.deviceTicks: must be an integer in \[1, /],
+    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, profile, spin/],
+    [[], /\$: must be an object/],
+  ];
+  for (const [json, re] of bad) {
+    it(`refuses ${JSON.stringify(json)} naming the path`, () => {
+      assert.throws(() => parseDecodeConfig(json, 'cfg.json', 30), (e: Error) => e instanceof ConfigError && /^cfg\.json: /.test(e.message) && re.test(e.message));
+    });
+  }
+
+  it('names the file when it is missing or not JSON', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'memra-cfg-'));
+    const broken = join(dir, 'broken.json');
+    writeFileSync(broken, '{ "wo": ');
+    assert.throws(() => loadDecodeConfig(broken), new RegExp(`${broken}: \\$: is not valid JSON`));
+    assert.throws(() => loadDecodeConfig(join(dir, 'missing.json')), /missing\.json: \$: cannot be read/);
+  });
+});

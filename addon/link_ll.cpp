@@ -23,6 +23,10 @@ Napi::Value LlStateBytes(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(memra_tp_ll_state_bytes()));
 }
 
+Napi::Value LlDepth(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(memra_tp_ll_depth()));
+}
+
 Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
@@ -35,8 +39,8 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   const uintptr_t localDst = ReadOptionalF32(info, 5, fn, "localDst");
   const uintptr_t recvDst = ReadOptionalF32(info, 6, fn, "recvDst");
   const uint64_t dstStride = ReadSafeUint(info, 7, fn, "dstStride");
-  const uintptr_t selfRecv = ReadAlignedAddress(info, 8, fn, "selfRecv", 8, "LL slots");
-  const uintptr_t peerRecv = ReadAlignedAddress(info, 9, fn, "peerRecv", 8, "LL slots");
+  const uintptr_t selfRecv = ReadAlignedAddress(info, 8, fn, "selfRecv", 16, "LL slot pairs");
+  const uintptr_t peerRecv = ReadAlignedAddress(info, 9, fn, "peerRecv", 16, "LL slot pairs");
   const uint64_t cap = ReadPositiveSafeUint(info, 10, fn, "cap");
   const uintptr_t selfState = ReadAlignedAddress(info, 11, fn, "selfState", 4, "LL state");
   const uintptr_t peerState = ReadAlignedAddress(info, 12, fn, "peerState", 4, "LL state");
@@ -61,7 +65,12 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   if ((sendSrc != 0 || recvDst != 0) && rows * rowLen > cap) {
     ThrowTypeError(env, std::string(fn) + ": " + std::to_string(rows * rowLen) +
                             " elements exceed the receive buffer's " + std::to_string(cap) +
-                            " slots per parity; reserve a larger link");
+                            " slots per epoch; reserve a larger link");
+  }
+  if (cap % 2 != 0 || cap > 0xffffffffull || rows * rowLen > 0xffffffffull) {
+    ThrowTypeError(env, std::string(fn) + ": argument 'cap' (" + std::to_string(cap) +
+                            ") must be even (slots travel in 16-byte pairs) and it and rows x "
+                            "rowLen must fit 32 bits");
   }
 
   const int device = RequireBoundStream(env, ts, s, fn);
@@ -86,6 +95,7 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
 
 void RegisterLinkLl(Napi::Env env, Napi::Object exports) {
   exports.Set("llStateBytes", Napi::Function::New(env, LlStateBytes, "llStateBytes"));
+  exports.Set("llDepth", Napi::Function::New(env, LlDepth, "llDepth"));
   exports.Set("launchLl", Napi::Function::New(env, LaunchLl, "launchLl"));
 }
 

@@ -2,8 +2,12 @@
  * `joins`: every transport and op at 4 KB to 1 MB, on the two-GPU machine.
  *
  * - device: CUDA timing events on rank 0's stream around each replay of a graph holding
- *   JOINS_PER_GRAPH ops (a multi-device graph, so the end event completes only when both devices
- *   are done); one sample = elapsed / JOINS_PER_GRAPH; REPLAYS samples per row, >= 1,000 ops.
+ *   JOINS_PER_GRAPH ops; one sample = elapsed / JOINS_PER_GRAPH; REPLAYS samples per row,
+ *   >= 1,000 ops. The end event completes only when BOTH devices are done: a multi-device graph
+ *   joins them itself; after per-rank graphs (ll, nccl) rank 0 waits on an event rank 1 records
+ *   after its replay. Without that wait a one-way join (broadcast from rank 0) would time only
+ *   the sender, which may run a few joins ahead of the receiver. The wait's own cost (one
+ *   cross-device event per replay) is counted, spread over JOINS_PER_GRAPH ops.
  * - host: eager joins; one sample = the main thread's clock from the op's first ring record until
  *   both workers have published "enqueued" for their last record of it.
  *
@@ -23,7 +27,7 @@ import type { Progress } from './progress.js';
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
 type JoinOp = (typeof OPS)[number];
-const JOINS_PER_GRAPH = 25;
+const JOINS_PER_GRAPH = 50;
 const REPLAYS = 48;
 
 interface Buffers { src: PerRank; dst: PerRank }
@@ -70,7 +74,9 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
     };
     for (const r of [0, 1]) rt.ranks[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
     const marks: DeviceEvent[] = [];
+    const peerEnds: DeviceEvent[] = [];
     for (let i = 0; i <= REPLAYS; i++) marks.push(await a.createEvent(true));
+    for (let i = 0; i < REPLAYS; i++) peerEnds.push(await b.createEvent());
     const hostJoins = Math.max(1000, joins / 20);
     const t = await openTransport(name, link);
     for (const op of OPS) {
@@ -81,13 +87,18 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
         if (backend === 'cuda') {
           const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); }, t.graphMode);
           for (let w = 0; w < 3; w++) g.launch();
-          for (let i = 0; i < REPLAYS; i++) { a.record(marks[i]!); g.launch(); }
-          a.record(marks[REPLAYS]!);
+          a.record(marks[0]!);
+          for (let i = 0; i < REPLAYS; i++) {
+            g.launch();
+            if (t.graphMode === 'per-rank') { b.record(peerEnds[i]!); a.wait(peerEnds[i]!); }
+            a.record(marks[i + 1]!);
+          }
           await rt.drain();
           const samples: number[] = [];
           for (let i = 0; i < REPLAYS; i++) samples.push((await a.elapsedMs(marks[i]!, marks[i + 1]!)) * 1000 / JOINS_PER_GRAPH);
           await g.destroy();
-          rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of a ${JOINS_PER_GRAPH}-op multi-device graph; sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
+          const joinedBy = t.graphMode === 'per-rank' ? 'per-rank graphs, rank 0 waiting on rank 1\'s end event' : 'a multi-device graph';
+          rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of ${JOINS_PER_GRAPH} ops (${joinedBy}); sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
         }
         const host: number[] = [];
         for (let i = -100; i < hostJoins; i++) {

@@ -54,10 +54,13 @@ cudaError_t memra_tp_ar_1stage(const float* x, const float* in0, const float* in
 // ---- low-latency exchange (cu/tp_ll.cu) ----
 // Bytes of one rank's LL state block (epoch, done count, the peer's ack); allocate it zeroed.
 size_t memra_tp_ll_state_bytes(void);
+// Epochs whose receive slots are live at once: a receive buffer holds depth x cap 8-byte slots.
+unsigned memra_tp_ll_depth(void);
 // One LL join on this rank: optionally copy localSrc -> localDst, send sendSrc into the peer's
 // receive slots, receive the peer's values into recvDst (or, with reduce, the rank-order sum with
 // sendSrc). rows x rowLen elements; dstStride is the destination row stride. Both ranks launch
-// for every join. cudaErrorInvalidValue when the elements exceed `cap` slots per parity.
+// for every join. cudaErrorInvalidValue when the elements exceed `cap` slots per epoch, when cap
+// is odd (slots travel in 16-byte pairs) or when a count does not fit 32 bits.
 cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t row_len,
                                  const float* send_src, const float* local_src, float* local_dst,
                                  float* recv_dst, uint64_t dst_stride, void* self_recv,

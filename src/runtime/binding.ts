@@ -7,7 +7,7 @@
  * number can travel in a ring record or a control call to any thread.
  *
  * Threading contract: the process-wide calls (`deviceCount`, `driverVersion`, `deviceProps`,
- * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `llStateBytes`, `ncclLoad`, `ncclGetUniqueId`) may run on any
+ * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `llStateBytes`, `llDepth`, `ncclLoad`, `ncclGetUniqueId`) may run on any
  * thread and never bind a device. Everything else acts on the
  * device the calling thread bound with `bindDevice`, and throws if the thread bound none: the
  * pinned worker of a device is the only thread that touches it.
@@ -196,16 +196,19 @@ export interface NativeBinding {
   // ---- low-latency exchange (cu/tp_ll.cu) ----
   /** Bytes of one rank's LL state block (epoch, done count, the peer's ack); allocate it zeroed. */
   llStateBytes(): number;
+  /** Epochs whose receive slots are live at once: a receive buffer holds depth x cap 8-byte slots. */
+  llDepth(): number;
   /**
    * One low-latency join on this rank, one kernel, no events: optionally copy `localSrc` to
    * `localDst`; send `sendSrc` into the peer's receive slots as {value, epoch} words; receive the
    * peer's values into `recvDst` (with `reduce`, the rank-order sum with `sendSrc`, which may alias
    * `recvDst`). `rows` x `rowLen` elements, dense at the source, `dstStride` apart at the
    * destinations; a role whose pointer is 0 is absent. BOTH ranks launch for every join (that
-   * keeps their epochs in step). `selfRecv`/`peerRecv` hold 2 x `cap` 8-byte slots, zeroed;
+   * keeps their epochs in step). `selfRecv`/`peerRecv` (16-byte aligned) hold `llDepth()` x `cap`
+   * 8-byte slots, zeroed, `cap` even;
    * `selfState`/`peerState` are LL state blocks, zeroed. Waits longer than `spinLimit` SM ticks
-   * store 40043 (the peer's values never came) or 40044 (the peer never finished the epoch before
-   * last) into `*err`; the link must then be drained and reset.
+   * store 40043 (the peer's values never came) or 40044 (the peer never finished the epoch that last
+   * used these slots) into `*err`; the link must then be drained and reset.
    */
   launchLl(
     reduce: number, rows: number, rowLen: number, sendSrc: DevicePtr, localSrc: DevicePtr,

@@ -37,6 +37,8 @@ const SIG_BYTES = 256;
 /** LL state: i32 words [epoch, done, ...], the peer's ack at word 32 (as in cu/tp_ll.cu). */
 const LL_STATE_BYTES = 256;
 const LL_ACK = 32;
+/** Epochs whose LL receive slots are live at once (kLlDepth in cu/tp_ll.cu). */
+const LL_DEPTH = 4;
 const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
 const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
 
@@ -452,18 +454,21 @@ export class CpuDevice implements DeviceApi {
   }
 
   llStateBytes(): number { return LL_STATE_BYTES; }
+  llDepth(): number { return LL_DEPTH; }
 
   /**
    * The low-latency join, as cu/tp_ll.cu does it: values cross as {value, epoch} word pairs into
-   * the peer's receive slots (double-buffered by epoch parity), the receiver waits on its own
-   * memory, and a sender first waits for the peer's ack of the epoch before last. The slots and
+   * the peer's receive slots (one slot set per epoch, LL_DEPTH sets in rotation), the receiver
+   * waits on its own memory, and a sender first waits for the peer's ack of the epoch that last
+   * used the set. The slots and
    * state words are synchronisation memory (atomics), not race-tracked; the data each rank reads
    * and writes is its own and is.
    */
   launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, selfRecv: number, peerRecv: number, cap: number, selfState: number, peerState: number, rank: number, err: number, spinLimit: number, stream: number): void {
     this.stream('launchLl', stream);
     const total = rows * rowLen;
-    if ((sendSrc !== 0 || recvDst !== 0) && total > cap) throw new TypeError(`launchLl: ${total} elements exceed the receive buffer's ${cap} slots per parity; reserve a larger link`);
+    if ((sendSrc !== 0 || recvDst !== 0) && total > cap) throw new TypeError(`launchLl: ${total} elements exceed the receive buffer's ${cap} slots per epoch; reserve a larger link`);
+    if (cap % 2 !== 0 || cap > 0xffffffff || total > 0xffffffff) throw new TypeError(`launchLl: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and it and rows x rowLen must fit 32 bits`);
     const ep = this.tick();
     const words = (ptr: number, n: number, call: string): Int32Array => {
       const [d, off] = this.resolve(call, ptr, n * 4);
@@ -476,7 +481,7 @@ export class CpuDevice implements DeviceApi {
     const peer = words(peerState, LL_STATE_BYTES / 4, 'launchLl(peerState)');
     const errWord = words(err, 1, 'launchLl(err)');
     const e = (state[0]! + 1) | 0;
-    const par = (e & 1) * cap;
+    const par = (e & (LL_DEPTH - 1)) * cap;
     const deadline = performance.now() + spinLimit / TICKS_PER_MS;
     const waitFor = (w: Int32Array, at: number, done: (v: number) => boolean): boolean => {
       for (;;) {
@@ -499,10 +504,10 @@ export class CpuDevice implements DeviceApi {
     let mine: Float32Array | undefined;
     let mineOff = 0;
     if (sendSrc !== 0) {
-      if (!waitFor(state, LL_ACK, (v) => ((v - (e - 2)) | 0) >= 0)) { Atomics.compareExchange(errWord, 0, 0, 40044); return; }
+      if (!waitFor(state, LL_ACK, (v) => ((v - (e - LL_DEPTH)) | 0) >= 0)) { Atomics.compareExchange(errWord, 0, 0, 40044); return; }
       const [sd, so] = this.access('launchLl(sendSrc)', sendSrc, total * 4, READ, ep, true);
       mine = this.f32[sd]!; mineOff = so / 4;
-      const slots = words(peerRecv, 2 * 2 * cap, 'launchLl(peerRecv)');
+      const slots = words(peerRecv, 2 * LL_DEPTH * cap, 'launchLl(peerRecv)');
       const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
       for (let i = 0; i < total; i++) {
         values[2 * (par + i)] = mine[mineOff + i]!;
@@ -511,7 +516,7 @@ export class CpuDevice implements DeviceApi {
       Atomics.notify(slots, 2 * (par + total - 1) + 1);
     }
     if (recvDst !== 0) {
-      const slots = words(selfRecv, 2 * 2 * cap, 'launchLl(selfRecv)');
+      const slots = words(selfRecv, 2 * LL_DEPTH * cap, 'launchLl(selfRecv)');
       const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
       // The sender publishes in order, so the last flag arriving means they all have.
       if (!waitFor(slots, 2 * (par + total - 1) + 1, (v) => v === e)) { Atomics.compareExchange(errWord, 0, 0, 40043); return; }

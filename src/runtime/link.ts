@@ -47,7 +47,7 @@ export class ArLink {
   private scratch: Buffers | undefined;
   /** Pinned host bounce buffers, one per direction (index = producer rank). */
   private host: { ptr: [number, number]; floats: number } | undefined;
-  /** Low-latency receive slots (2 parities x cap x 8 bytes) and state blocks, per rank. */
+  /** Low-latency receive slots (llDepth epochs x cap x 8 bytes) and state blocks, per rank. */
   private ll: { recv: [number, number]; state: [number, number]; cap: number } | undefined;
   private ncclReady: Promise<void> | undefined;
   private closed = false;
@@ -60,6 +60,7 @@ export class ArLink {
     private readonly signalBytes: number,
     maxBlocks: number,
     private readonly llStateBytes: number,
+    private readonly llDepth: number,
   ) {
     this.ranks = rt.ranks;
     this.ready = [events[0]!, events[1]!];
@@ -72,11 +73,11 @@ export class ArLink {
   static async open(rt: Runtime): Promise<ArLink> {
     const [a, b] = rt.ranks;
     if (a.ordinal === b.ordinal) throw new Error(`tp link needs two DEVICES; both ranks are on ordinal ${a.ordinal}`);
-    const { signalBytes, maxBlocks, llStateBytes } = await a.control.call('linkConstants');
+    const { signalBytes, maxBlocks, llStateBytes, llDepth } = await a.control.call('linkConstants');
     const events = await Promise.all([a.createEvent(), b.createEvent(), a.createEvent(), b.createEvent()]);
     const signal = await Promise.all(rt.ranks.map((r) => r.alloc(signalBytes)));
     const err = await Promise.all(rt.ranks.map((r) => r.alloc(256)));
-    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks, llStateBytes);
+    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks, llStateBytes, llDepth);
     await link.zeroBarrier();
     return link;
   }
@@ -112,10 +113,10 @@ export class ArLink {
     return this.scratch.device;
   }
 
-  /** The LL slots' capacity per parity; throws (never grows) if an op needs more. */
+  /** The LL slots' capacity per epoch; throws (never grows) if an op needs more. */
   llFor(floats: number): void {
     if (!this.ll || this.ll.cap < floats) {
-      throw new Error(`tp link: the low-latency slots hold ${this.ll?.cap ?? 0} values per parity and this op needs ${floats}; call \`await link.reserve(${floats})\` first`);
+      throw new Error(`tp link: the low-latency slots hold ${this.ll?.cap ?? 0} values per epoch and this op needs ${floats}; call \`await link.reserve(${floats})\` first`);
     }
   }
 
@@ -142,20 +143,23 @@ export class ArLink {
     this.stage = { floats, device: [await a.alloc(bytes), await b.alloc(bytes)] };
     this.scratch = { floats: 2 * floats, device: [await a.alloc(2 * bytes), await b.alloc(2 * bytes)] };
     this.host = { floats, ptr: [await a.hostAlloc(bytes), await b.hostAlloc(bytes)] };
+    const cap = floats + (floats % 2); // slots travel in 16-byte pairs
     this.ll = {
-      cap: floats,
-      recv: [await a.alloc(16 * floats), await b.alloc(16 * floats)],
+      cap,
+      recv: [await a.alloc(this.llRecvBytes(cap)), await b.alloc(this.llRecvBytes(cap))],
       state: [await a.alloc(this.llStateBytes), await b.alloc(this.llStateBytes)],
     };
     await this.zeroLl();
     await this.configureLl();
   }
 
+  private llRecvBytes(cap: number): number { return this.llDepth * cap * 8; }
+
   /** Epochs, acks and slots back to zero on both ranks (the LL protocol's starting state). */
   private async zeroLl(): Promise<void> {
     if (!this.ll) return;
     for (const r of [0, 1]) {
-      this.ranks[r]!.memset(this.ll.recv[r]!, 0, 16 * this.ll.cap);
+      this.ranks[r]!.memset(this.ll.recv[r]!, 0, this.llRecvBytes(this.ll.cap));
       this.ranks[r]!.memset(this.ll.state[r]!, 0, this.llStateBytes);
     }
     await this.rt.drain();

@@ -8,7 +8,7 @@
  * The ordering contract is the seeds', kept on the device: the consumer's buffers are written
  * only by the consumer itself (from its own slots), so no producer store can race the consumer's
  * pending writes (write-after-write); a reader sees a value only with its epoch (read-after-
- * write); and a sender reuses a parity's slots only after the peer acknowledged the epoch that
+ * write); and a sender reuses an epoch's slot set only after the peer acknowledged the epoch that
  * last used them.
  */
 import type { ArLink } from '../link.js';

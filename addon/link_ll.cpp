@@ -27,6 +27,10 @@ Napi::Value LlDepth(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(memra_tp_ll_depth()));
 }
 
+Napi::Value LlMaxValues(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(memra_tp_ll_max_values()));
+}
+
 Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
@@ -67,6 +71,11 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
                             " elements exceed the receive buffer's " + std::to_string(cap) +
                             " slots per epoch; reserve a larger link");
   }
+  if (rows * rowLen > memra_tp_ll_max_values()) {
+    ThrowTypeError(env, std::string(fn) + ": " + std::to_string(rows * rowLen) +
+                            " elements exceed the " + std::to_string(memra_tp_ll_max_values()) +
+                            " one LL join may move; split the join or use another transport");
+  }
   if (cap % 2 != 0 || cap > 0xffffffffull || rows * rowLen > 0xffffffffull) {
     ThrowTypeError(env, std::string(fn) + ": argument 'cap' (" + std::to_string(cap) +
                             ") must be even (slots travel in 16-byte pairs) and it and rows x "
@@ -95,6 +104,7 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
 
 void RegisterLinkLl(Napi::Env env, Napi::Object exports) {
   exports.Set("llStateBytes", Napi::Function::New(env, LlStateBytes, "llStateBytes"));
+  exports.Set("llMaxValues", Napi::Function::New(env, LlMaxValues, "llMaxValues"));
   exports.Set("llDepth", Napi::Function::New(env, LlDepth, "llDepth"));
   exports.Set("launchLl", Napi::Function::New(env, LaunchLl, "launchLl"));
 }

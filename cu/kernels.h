@@ -56,6 +56,8 @@ cudaError_t memra_tp_ar_1stage(const float* x, const float* in0, const float* in
 size_t memra_tp_ll_state_bytes(void);
 // Epochs whose receive slots are live at once: a receive buffer holds depth x cap 8-byte slots.
 unsigned memra_tp_ll_depth(void);
+// The most values one LL join may move (the per-chunk state is sized for it).
+uint64_t memra_tp_ll_max_values(void);
 // One LL join on this rank: optionally copy localSrc -> localDst, send sendSrc into the peer's
 // receive slots, receive the peer's values into recvDst (or, with reduce, the rank-order sum with
 // sendSrc). rows x rowLen elements; dstStride is the destination row stride. Both ranks launch

@@ -7,48 +7,52 @@
 // the epoch it expects. Each {value, epoch} half is one single-copy-atomic 8-byte word, so no
 // fence orders data and flag: seeing the flag is seeing the value. One crossing per join.
 //
-// Receive slots rotate over kLlDepth epochs. Before writing the slots of epoch e a sender waits
-// until the peer has COMPLETED epoch e - kLlDepth (their last use): the peer's last block stores
-// `ack = e` into the sender's state when an epoch is done. With a depth of two (the first
-// version) a one-way join (broadcast, gather) ran at one ack round trip per two joins; four lets
-// the sender run ahead. Every LL join launches on both ranks (a rank with nothing to send or
-// receive still runs and acks), so the ranks' epochs advance in lockstep.
+// A join is cut into chunks of kChunkLines lines, and each chunk is its own protocol: its own
+// epoch, its own ack, its own slots, exchanged between the two ranks' "twin" blocks, the blocks
+// that take chunk c on each rank (both ranks launch the same grid for a join, so the twins are
+// well defined). No block ever waits for another block of its own grid: the first version
+// published one epoch per join through a cross-block count, so a join either ran on one SM or
+// paid for the count (measured 2026-11-30, notes/perf.md).
 //
-// Latency, not bandwidth, is what a TP join pays for, so the kernel is written to put as few
-// dependent memory trips as possible on its path (measured 2026-11-30, notes/perf.md): every
-// thread issues its epoch, ack and source loads together; a thread's receive loads are all in
-// flight before it polls any of them; and the ack is a plain volatile store. It needs no release
-// fence: the only thing it publishes is "my reads of these slots are done", and every such read
-// has returned (its flag was compared) before the block barrier that precedes the store. A
-// system-scope release there waited for this rank's own NVLink stores to be acknowledged.
+// A chunk's slots rotate over kLlDepth epochs. Before writing chunk c's slots for epoch e a
+// sender waits until the peer's twin has COMPLETED epoch e - kLlDepth of chunk c (their last
+// use): the twin stores `ack[c] = e` into the sender's state when it is done. Depth two made a
+// one-way join (broadcast, gather) run at one ack round trip per two joins; four lets the sender
+// run ahead. Every LL join launches on both ranks (a rank with nothing to send or receive still
+// runs and acks), so the ranks' per-chunk epochs advance in lockstep.
 //
-// The epoch lives in device memory (LlState.epoch, advanced by the last block of each launch),
-// so graph replays stay paired. Waits are bounded by `spin_limit` SM clock ticks: a value that
-// never arrives stores 40043 into *err, a peer that never finished epoch e - kLlDepth stores
-// 40044; the epoch is then NOT advanced and the link must be drained and reset.
+// Latency, not bandwidth, is what a TP join pays for, so the dependent memory trips are few: a
+// thread issues its epoch, ack and source loads together and polls only after its store is on its
+// way; the ack is a plain volatile store. It needs no release fence: all it publishes is "my
+// reads of these slots are done", and every such read has returned (its flag was compared)
+// before the block barrier that precedes the store. A system-scope release there waited for this
+// rank's own NVLink stores to be acknowledged.
+//
+// Epochs live in device memory (advanced by each chunk's block), so graph replays stay paired.
+// Waits are bounded by `spin_limit` SM clock ticks: a value that never arrives stores 40043 into
+// *err, a twin that never finished epoch e - kLlDepth stores 40044; that chunk's epoch is then
+// NOT advanced and the link must be drained and reset.
 #include <stdint.h>
 
 #include "cu/kernels.h"
 
 namespace {
 
-constexpr unsigned kLlThreads = 1024;
-constexpr unsigned kLlMaxBlocks = 132;
-constexpr unsigned kLlDepth = 4;  // a power of two: the slot set is e & (kLlDepth - 1)
-constexpr unsigned kLinesPerThread = 2;  // lines in flight per thread before it polls
+constexpr unsigned kChunkLines = 256;  // one line (two values) per thread of a block
+constexpr unsigned kLlThreads = kChunkLines;
+constexpr unsigned kMaxChunks = 8192;  // 4M values (16 MB) per join
+constexpr unsigned kMaxGrid = 264;     // two blocks an SM; each loops over its chunks
+constexpr unsigned kLlDepth = 4;       // a power of two: the slot set is e & (kLlDepth - 1)
 constexpr int kRefusedData = 40043;
 constexpr int kRefusedAck = 40044;
 
-// One per rank, zeroed before first use. `epoch` and `done` are this rank's; `ack` is written by
-// the peer (its own 128-byte line, so the peer's store never shares a line with our counters).
+// One per rank, zeroed before first use. `epoch` is this rank's; `ack` is written by the peer,
+// in its own region so the peer's stores never share a cache line with our epochs.
 struct LlState {
-  unsigned epoch;
-  unsigned done;
-  unsigned pad0[30];
-  unsigned ack;
-  unsigned pad1[31];
+  unsigned epoch[kMaxChunks];
+  unsigned ack[kMaxChunks];
 };
-static_assert(sizeof(LlState) == 256, "LL state layout");
+static_assert(sizeof(LlState) == 65536, "LL state layout");
 
 __device__ __forceinline__ bool Reached(unsigned flag, unsigned e) {
   return static_cast<int>(flag - e) >= 0;
@@ -80,7 +84,7 @@ __device__ __forceinline__ uint4 LoadLine(const uint4* line) {
 }
 
 struct LlJob {
-  int reduce;           // 1: recvDst[i] = rank-order sum of sendSrc[i] and the peer's value
+  int reduce;            // 1: recvDst[i] = rank-order sum of sendSrc[i] and the peer's value
   unsigned rows, rowLen;
   const float* sendSrc;  // rows x rowLen, dense; null: sends nothing
   const float* localSrc; // rows x rowLen, dense, copied to localDst; null: no local copy
@@ -89,7 +93,7 @@ struct LlJob {
   uint64_t dstStride;    // row stride of localDst and recvDst
   uint4* selfRecv;       // kLlDepth x (cap / 2) lines
   uint4* peerRecv;
-  unsigned cap;          // values per epoch's slot set (even)
+  unsigned capLines;     // lines per epoch's slot set
   LlState* self;
   LlState* peer;
   int rank;
@@ -103,122 +107,93 @@ __device__ __forceinline__ uint64_t Strided(const LlJob& j, unsigned i) {
   return uint64_t(r) * j.dstStride + (i - r * j.rowLen);
 }
 
+// Spin (bounded) until the twin has finished epoch `need` of this chunk. False: refused.
+__device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned ack, unsigned need) {
+  const long long t0 = clock64();
+  while (!Reached(ack, need)) {
+    if (clock64() - t0 > j.spinLimit) {
+      atomicCAS(j.err, 0, kRefusedAck);
+      return false;
+    }
+    ack = LoadVolatile(&j.self->ack[c]);
+  }
+  return true;
+}
+
+// Spin (bounded) until both halves of the line carry epoch e. False: refused.
+__device__ bool AwaitLine(const LlJob& j, const uint4* slot, uint4& got, unsigned e) {
+  const long long t0 = clock64();
+  while (got.y != e || got.w != e) {
+    if (clock64() - t0 > j.spinLimit) {
+      atomicCAS(j.err, 0, kRefusedData);
+      return false;
+    }
+    got = LoadLine(slot);
+  }
+  return true;
+}
+
 __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
-  __shared__ int refused;
-  if (threadIdx.x == 0) refused = 0;
-  // Independent loads first, all in flight at once: the epoch (the previous kernel on this
-  // stream wrote it), the peer's ack, and below, this thread's source values.
-  const unsigned e = j.self->epoch + 1;
-  unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack) : 0;
+  // Programmatic dependent launch (see memra_tp_ll_exchange): this grid may be resident before
+  // the kernel ahead of it on the stream has finished. Nothing here may be read before that
+  // kernel's writes are visible (epochs, and inputs it may have produced), so the wait comes
+  // first; once past it, let the next kernel on the stream be scheduled in turn.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+
   const unsigned total = j.rows * j.rowLen;
   const unsigned lines = (total + 1) / 2;  // an odd count's last line carries one value
-  const unsigned set = (e & (kLlDepth - 1)) * (j.cap / 2);
-  const unsigned stride = gridDim.x * blockDim.x;
-  bool failed = false;
-  __syncthreads();  // `refused` initialised before any thread can set it
-
+  const unsigned chunks = (lines + kChunkLines - 1) / kChunkLines;
   // This rank's values, loaded once per line: sent, copied locally (broadcast and all-gather copy
   // the very values they send) and, in a reduce, added to the peer's.
   const float* src = j.sendSrc != nullptr ? j.sendSrc : j.localSrc;
-  bool acked = j.sendSrc == nullptr;
-  for (unsigned first = blockIdx.x * blockDim.x + threadIdx.x; first < lines && !failed;
-       first += stride * kLinesPerThread) {
-    float mine[kLinesPerThread][2];
-    unsigned idx[kLinesPerThread];
-#pragma unroll
-    for (unsigned k = 0; k < kLinesPerThread; k++) {
-      idx[k] = first + k * stride;
-      const unsigned i = 2 * idx[k];
-      mine[k][0] = src != nullptr && i < total ? src[i] : 0.f;
-      mine[k][1] = src != nullptr && i + 1 < total ? src[i + 1] : 0.f;
-    }
 
-    if (!acked) {
-      // The peer must have finished epoch e - kLlDepth, the last one that used this slot set.
-      const long long t0 = clock64();
-      while (!Reached(ack, e - kLlDepth)) {
-        if (clock64() - t0 > j.spinLimit) {
-          atomicCAS(j.err, 0, kRefusedAck);
-          failed = true;
-          break;
-        }
-        ack = LoadVolatile(&j.self->ack);
-      }
-      if (failed) break;
-      acked = true;
-    }
+  for (unsigned c = blockIdx.x; c < chunks; c += gridDim.x) {
+    // Independent loads first, all in flight at once: the chunk's epoch (written by the block
+    // that last took it, in an earlier kernel), the twin's ack, this thread's values.
+    const unsigned e = j.self->epoch[c] + 1;
+    const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
+    const unsigned line = c * kChunkLines + threadIdx.x;
+    const bool has = line < lines;
+    const unsigned i0 = 2 * line, i1 = i0 + 1;
+    const float mine0 = has && src != nullptr ? src[i0] : 0.f;
+    const float mine1 = has && src != nullptr && i1 < total ? src[i1] : 0.f;
+    const unsigned slot = (e & (kLlDepth - 1)) * j.capLines + line;
+    bool ok = true;
+
     if (j.sendSrc != nullptr) {
-#pragma unroll
-      for (unsigned k = 0; k < kLinesPerThread; k++) {
-        if (idx[k] < lines) StoreLine(&j.peerRecv[set + idx[k]], mine[k][0], mine[k][1], e);
-      }
+      ok = AwaitAck(j, c, ack, e - kLlDepth);
+      if (ok && has) StoreLine(&j.peerRecv[slot], mine0, mine1, e);
     }
-
-    // The local copy waits on nothing: done after the stores are on their way, before polling.
-    if (j.localSrc != nullptr) {
-#pragma unroll
-      for (unsigned k = 0; k < kLinesPerThread; k++) {
-#pragma unroll
-        for (unsigned h = 0; h < 2; h++) {
-          const unsigned i = 2 * idx[k] + h;
-          if (idx[k] >= lines || i >= total) continue;
-          j.localDst[Strided(j, i)] = j.localSrc == src ? mine[k][h] : j.localSrc[i];
-        }
-      }
+    // The local copy waits on nothing: done after the store is on its way, before polling.
+    if (ok && has && j.localSrc != nullptr) {
+      j.localDst[Strided(j, i0)] = j.localSrc == src ? mine0 : j.localSrc[i0];
+      if (i1 < total) j.localDst[Strided(j, i1)] = j.localSrc == src ? mine1 : j.localSrc[i1];
     }
-
-    if (j.recvDst == nullptr) continue;
-    uint4 got[kLinesPerThread];
-#pragma unroll
-    for (unsigned k = 0; k < kLinesPerThread; k++) {
-      if (idx[k] < lines) got[k] = LoadLine(&j.selfRecv[set + idx[k]]);
-    }
-    const long long t0 = clock64();
-#pragma unroll
-    for (unsigned k = 0; k < kLinesPerThread; k++) {
-      if (idx[k] >= lines) continue;
-      while (got[k].y != e || got[k].w != e) {
-        if (clock64() - t0 > j.spinLimit) {
-          atomicCAS(j.err, 0, kRefusedData);
-          failed = true;
-          break;
-        }
-        got[k] = LoadLine(&j.selfRecv[set + idx[k]]);
-      }
-      if (failed) break;
-      const float theirs[2] = {__uint_as_float(got[k].x), __uint_as_float(got[k].z)};
-#pragma unroll
-      for (unsigned h = 0; h < 2; h++) {
-        const unsigned i = 2 * idx[k] + h;
-        if (i >= total) break;
+    if (ok && has && j.recvDst != nullptr) {
+      uint4 got = LoadLine(&j.selfRecv[slot]);
+      ok = AwaitLine(j, &j.selfRecv[slot], got, e);
+      if (ok) {
+        const float theirs0 = __uint_as_float(got.x), theirs1 = __uint_as_float(got.z);
         if (j.reduce) {
           // Global rank order: rank 0's operand first on both ranks, so both hold the same bits.
-          // mine[] was read before recvDst (which may alias sendSrc) is written.
-          j.recvDst[i] = j.rank == 0 ? mine[k][h] + theirs[h] : theirs[h] + mine[k][h];
+          // mine0/mine1 were read before recvDst (which may alias sendSrc) is written.
+          j.recvDst[i0] = j.rank == 0 ? mine0 + theirs0 : theirs0 + mine0;
+          if (i1 < total) j.recvDst[i1] = j.rank == 0 ? mine1 + theirs1 : theirs1 + mine1;
         } else {
-          j.recvDst[Strided(j, i)] = theirs[h];
+          j.recvDst[Strided(j, i0)] = theirs0;
+          if (i1 < total) j.recvDst[Strided(j, i1)] = theirs1;
         }
       }
     }
-  }
 
-  // The last block to finish publishes the epoch: locally for the next launch, and as the ack
-  // that lets the peer reuse this slot set. Each block's count follows its threads' reads
-  // (gathered by the barrier; every read already returned its flag), so the block that sees the
-  // full count knows every read of this epoch is done. A single block (up to 4,096 values: every
-  // TP join of the bench model) needs no count at all.
-  if (failed) refused = 1;
-  __syncthreads();
-  if (threadIdx.x == 0 && !refused) {
-    bool last = gridDim.x == 1;
-    if (!last) {
-      __threadfence();
-      last = atomicAdd(&j.self->done, 1u) == gridDim.x - 1;
-      if (last) j.self->done = 0;
-    }
-    if (last) {
-      j.self->epoch = e;
-      StoreVolatile(&j.peer->ack, e);
+    // Publish the chunk's epoch, locally for its next use and as the ack that lets the twin
+    // reuse this slot set, once every thread's reads of it are done (the barrier gathers them;
+    // each read already returned its flag). A refused chunk publishes nothing and ends the block.
+    if (__syncthreads_or(!ok)) return;
+    if (threadIdx.x == 0) {
+      j.self->epoch[c] = e;
+      StoreVolatile(&j.peer->ack[c], e);
     }
   }
 }
@@ -227,6 +202,9 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
 
 extern "C" size_t memra_tp_ll_state_bytes(void) { return sizeof(LlState); }
 extern "C" unsigned memra_tp_ll_depth(void) { return kLlDepth; }
+extern "C" uint64_t memra_tp_ll_max_values(void) {
+  return uint64_t(kMaxChunks) * kChunkLines * 2;
+}
 
 extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t rowLen,
                                             const float* sendSrc, const float* localSrc,
@@ -235,19 +213,28 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
                                             void* selfState, void* peerState, int rank, int* err,
                                             long long spinLimit, cudaStream_t stream) {
   const uint64_t total = rows * rowLen;
-  if (total > 0xffffffffull || (cap & 1) != 0 || cap > 0xffffffffull) return cudaErrorInvalidValue;
+  if (total > memra_tp_ll_max_values() || (cap & 1) != 0 || cap > 0xffffffffull) {
+    return cudaErrorInvalidValue;
+  }
   if ((sendSrc != nullptr || recvDst != nullptr) && total > cap) return cudaErrorInvalidValue;
-  // One thread per line of two values: a TP join (4-16 KB) runs as one block and publishes its
-  // epoch without the cross-block count; large joins give each thread kLinesPerThread lines.
-  const uint64_t lines = (total + 1) / 2;
-  uint64_t blocks = (lines + kLlThreads * kLinesPerThread - 1) / (kLlThreads * kLinesPerThread);
-  if (blocks < 1) blocks = 1;
-  if (blocks > kLlMaxBlocks) blocks = kLlMaxBlocks;
+  const uint64_t chunks = ((total + 1) / 2 + kChunkLines - 1) / kChunkLines;
+  const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
   LlJob j{reduce, static_cast<unsigned>(rows), static_cast<unsigned>(rowLen), sendSrc, localSrc,
           localDst, recvDst, dstStride, static_cast<uint4*>(selfRecv),
-          static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap),
+          static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2),
           static_cast<LlState*>(selfState), static_cast<LlState*>(peerState), rank, err,
           spinLimit};
-  ll_exchange<<<static_cast<unsigned>(blocks), kLlThreads, 0, stream>>>(j);
-  return cudaGetLastError();
+  // Launched with programmatic stream serialization: the grid is scheduled while the previous
+  // kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the stream's
+  // full kernel boundary: 0.45 us less per join in a graph (2026-11-30, notes/perf.md).
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(kLlThreads);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, ll_exchange, j);
 }

@@ -7,7 +7,7 @@
  * number can travel in a ring record or a control call to any thread.
  *
  * Threading contract: the process-wide calls (`deviceCount`, `driverVersion`, `deviceProps`,
- * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `llStateBytes`, `llDepth`, `ncclLoad`, `ncclGetUniqueId`) may run on any
+ * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `llStateBytes`, `llDepth`, `llMaxValues`, `ncclLoad`, `ncclGetUniqueId`) may run on any
  * thread and never bind a device. Everything else acts on the
  * device the calling thread bound with `bindDevice`, and throws if the thread bound none: the
  * pinned worker of a device is the only thread that touches it.
@@ -198,6 +198,8 @@ export interface NativeBinding {
   llStateBytes(): number;
   /** Epochs whose receive slots are live at once: a receive buffer holds depth x cap 8-byte slots. */
   llDepth(): number;
+  /** The most values (f32) one LL join may move. */
+  llMaxValues(): number;
   /**
    * One low-latency join on this rank, one kernel, no events: optionally copy `localSrc` to
    * `localDst`; send `sendSrc` into the peer's receive slots as {value, epoch} words; receive the

@@ -34,9 +34,15 @@ const SIG_END = 1;
 const SIG_EPOCH = 2;
 const SIG_WORDS = 4;
 const SIG_BYTES = 256;
-/** LL state: i32 words [epoch, done, ...], the peer's ack at word 32 (as in cu/tp_ll.cu). */
-const LL_STATE_BYTES = 256;
-const LL_ACK = 32;
+/**
+ * LL state, the size of cu/tp_ll.cu's. The GPU keeps an epoch and an ack per chunk of a join;
+ * this reference moves a whole join at once, so one epoch (word 0) and one ack (word LL_ACK, in
+ * the half the peer writes) stand for them.
+ */
+const LL_STATE_BYTES = 65536;
+const LL_ACK = 8192;
+/** The most values one LL join may move (kMaxChunks x 512 in cu/tp_ll.cu). */
+const LL_MAX_VALUES = 4 * 1024 * 1024;
 /** Epochs whose LL receive slots are live at once (kLlDepth in cu/tp_ll.cu). */
 const LL_DEPTH = 4;
 const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
@@ -455,6 +461,7 @@ export class CpuDevice implements DeviceApi {
 
   llStateBytes(): number { return LL_STATE_BYTES; }
   llDepth(): number { return LL_DEPTH; }
+  llMaxValues(): number { return LL_MAX_VALUES; }
 
   /**
    * The low-latency join, as cu/tp_ll.cu does it: values cross as {value, epoch} word pairs into
@@ -468,6 +475,7 @@ export class CpuDevice implements DeviceApi {
     this.stream('launchLl', stream);
     const total = rows * rowLen;
     if ((sendSrc !== 0 || recvDst !== 0) && total > cap) throw new TypeError(`launchLl: ${total} elements exceed the receive buffer's ${cap} slots per epoch; reserve a larger link`);
+    if (total > LL_MAX_VALUES) throw new TypeError(`launchLl: ${total} elements exceed the ${LL_MAX_VALUES} one LL join may move; split the join or use another transport`);
     if (cap % 2 !== 0 || cap > 0xffffffff || total > 0xffffffff) throw new TypeError(`launchLl: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and it and rows x rowLen must fit 32 bits`);
     const ep = this.tick();
     const words = (ptr: number, n: number, call: string): Int32Array => {

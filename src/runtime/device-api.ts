@@ -15,7 +15,7 @@ export type DeviceApi = Pick<
   | 'free' | 'memsetAsync' | 'memcpyAsync' | 'memcpyPeerAsync' | 'upload' | 'download'
   | 'hostRegister' | 'hostUnregister' | 'launchFillF32' | 'launchAxpyF32' | 'launchSignal'
   | 'launchProbeWrite' | 'launchSpin' | 'hostAlloc' | 'hostFree'
-  | 'arSignalBytes' | 'arMaxBlocks' | 'llStateBytes' | 'llDepth' | 'launchLl' | 'launchPush' | 'launchPush2d' | 'launchFold' | 'launchOneShot'
+  | 'arSignalBytes' | 'arMaxBlocks' | 'llStateBytes' | 'llDepth' | 'llMaxValues' | 'launchLl' | 'launchPush' | 'launchPush2d' | 'launchFold' | 'launchOneShot'
   | 'streamBeginCapture' | 'streamEndCapture' | 'graphLaunch' | 'graphDestroy'
   | 'ncclLoad' | 'ncclGetUniqueId' | 'ncclCommInitRank' | 'ncclCommDestroy' | 'ncclAllReduceF32'
   | 'ncclBroadcastF32' | 'ncclAllGatherF32' | 'ncclSendRecvF32'

@@ -61,6 +61,8 @@ export class ArLink {
     maxBlocks: number,
     private readonly llStateBytes: number,
     private readonly llDepth: number,
+    /** The most values one LL join may move. */
+    readonly llMaxValues: number,
   ) {
     this.ranks = rt.ranks;
     this.ready = [events[0]!, events[1]!];
@@ -73,11 +75,11 @@ export class ArLink {
   static async open(rt: Runtime): Promise<ArLink> {
     const [a, b] = rt.ranks;
     if (a.ordinal === b.ordinal) throw new Error(`tp link needs two DEVICES; both ranks are on ordinal ${a.ordinal}`);
-    const { signalBytes, maxBlocks, llStateBytes, llDepth } = await a.control.call('linkConstants');
+    const { signalBytes, maxBlocks, llStateBytes, llDepth, llMaxValues } = await a.control.call('linkConstants');
     const events = await Promise.all([a.createEvent(), b.createEvent(), a.createEvent(), b.createEvent()]);
     const signal = await Promise.all(rt.ranks.map((r) => r.alloc(signalBytes)));
     const err = await Promise.all(rt.ranks.map((r) => r.alloc(256)));
-    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks, llStateBytes, llDepth);
+    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks, llStateBytes, llDepth, llMaxValues);
     await link.zeroBarrier();
     return link;
   }
@@ -115,6 +117,9 @@ export class ArLink {
 
   /** The LL slots' capacity per epoch; throws (never grows) if an op needs more. */
   llFor(floats: number): void {
+    if (floats > this.llMaxValues) {
+      throw new RangeError(`tp link: one low-latency join moves at most ${this.llMaxValues} values and this op needs ${floats}; split it or use another transport`);
+    }
     if (!this.ll || this.ll.cap < floats) {
       throw new Error(`tp link: the low-latency slots hold ${this.ll?.cap ?? 0} values per epoch and this op needs ${floats}; call \`await link.reserve(${floats})\` first`);
     }
@@ -143,7 +148,9 @@ export class ArLink {
     this.stage = { floats, device: [await a.alloc(bytes), await b.alloc(bytes)] };
     this.scratch = { floats: 2 * floats, device: [await a.alloc(2 * bytes), await b.alloc(2 * bytes)] };
     this.host = { floats, ptr: [await a.hostAlloc(bytes), await b.hostAlloc(bytes)] };
-    const cap = floats + (floats % 2); // slots travel in 16-byte pairs
+    // Slots travel in 16-byte pairs; beyond llMaxValues no LL join can use them (llFor refuses).
+    const llValues = Math.min(floats, this.llMaxValues);
+    const cap = llValues + (llValues % 2);
     this.ll = {
       cap,
       recv: [await a.alloc(this.llRecvBytes(cap)), await b.alloc(this.llRecvBytes(cap))],

@@ -291,8 +291,8 @@ const control = {
     return dev.eventElapsedMs(start, end);
   },
 
-  async linkConstants(): Promise<{ signalBytes: number; maxBlocks: number; llStateBytes: number; llDepth: number }> {
-    return { signalBytes: dev.arSignalBytes(), maxBlocks: dev.arMaxBlocks(), llStateBytes: dev.llStateBytes(), llDepth: dev.llDepth() };
+  async linkConstants(): Promise<{ signalBytes: number; maxBlocks: number; llStateBytes: number; llDepth: number; llMaxValues: number }> {
+    return { signalBytes: dev.arSignalBytes(), maxBlocks: dev.arMaxBlocks(), llStateBytes: dev.llStateBytes(), llDepth: dev.llDepth(), llMaxValues: dev.llMaxValues() };
   },
 
   /** Where this rank's LL joins find their buffers (set again when the link grows them). */

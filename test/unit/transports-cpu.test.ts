@@ -66,6 +66,10 @@ describe('transports on the CPU reference', function () {
     assert.throws(() => t.allReduce([1 << 20, 1 << 20], 1e8), /staging holds \d+ floats and this op needs 100000000; call `await link.reserve\(100000000\)` first/);
     await assert.rejects(openTransport('nccl', link), /the nccl transport needs the CUDA backend and libnccl\.so\.2/);
     await assert.rejects(openTransport('smoke' as TransportName, link), /unknown transport 'smoke': choose one of host, peer, push, oneshot, ll, nccl/);
+    const ll = await openTransport('ll', link);
+    const over = link.llMaxValues + 2;
+    assert.throws(() => ll.allReduce([0, 0], over), new RegExp(`one low-latency join moves at most ${link.llMaxValues} values and this op needs ${over}; split it or use another transport`));
+    assert.throws(() => ll.allGather([0, 0], [0, 0], link.llMaxValues / 2, 3), /one low-latency join moves at most/);
   });
 
   it('an LL join launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {

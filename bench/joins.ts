@@ -27,7 +27,7 @@ import type { Progress } from './progress.js';
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
 type JoinOp = (typeof OPS)[number];
-const JOINS_PER_GRAPH = 50;
+const JOINS_PER_GRAPH = 100;
 const REPLAYS = 48;
 
 interface Buffers { src: PerRank; dst: PerRank }

@@ -12,7 +12,8 @@
 // that take chunk c on each rank (both ranks launch the same grid for a join, so the twins are
 // well defined). No block ever waits for another block of its own grid: the first version
 // published one epoch per join through a cross-block count, so a join either ran on one SM or
-// paid for the count (measured 2026-11-30, notes/perf.md).
+// paid for the count (measured 2026-11-30, notes/perf.md). A local copy (broadcast's root, the
+// gathers' own part) waits on nothing and runs in extra blocks past the exchanging ones.
 //
 // A chunk's slots rotate over kLlDepth epochs. Before writing chunk c's slots for epoch e a
 // sender waits until the peer's twin has COMPLETED epoch e - kLlDepth of chunk c (their last
@@ -94,6 +95,7 @@ struct LlJob {
   uint4* selfRecv;       // kLlDepth x (cap / 2) lines
   uint4* peerRecv;
   unsigned capLines;     // lines per epoch's slot set
+  unsigned exchangeGrid; // blocks [0, exchangeGrid) exchange; the rest make the local copy
   LlState* self;
   LlState* peer;
   int rank;
@@ -142,13 +144,21 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const unsigned total = j.rows * j.rowLen;
+  if (blockIdx.x >= j.exchangeGrid) {
+    // The local copy (broadcast's root, the gathers' own part) waits on nothing, so it runs in
+    // blocks of its own, off the exchanging threads' path.
+    const unsigned stride = (gridDim.x - j.exchangeGrid) * blockDim.x;
+    for (unsigned i = (blockIdx.x - j.exchangeGrid) * blockDim.x + threadIdx.x; i < total; i += stride) {
+      j.localDst[Strided(j, i)] = j.localSrc[i];
+    }
+    return;
+  }
   const unsigned lines = (total + 1) / 2;  // an odd count's last line carries one value
   const unsigned chunks = (lines + kChunkLines - 1) / kChunkLines;
-  // This rank's values, loaded once per line: sent, copied locally (broadcast and all-gather copy
-  // the very values they send) and, in a reduce, added to the peer's.
-  const float* src = j.sendSrc != nullptr ? j.sendSrc : j.localSrc;
+  // This rank's values, loaded once per line: sent and, in a reduce, added to the peer's.
+  const float* src = j.sendSrc;
 
-  for (unsigned c = blockIdx.x; c < chunks; c += gridDim.x) {
+  for (unsigned c = blockIdx.x; c < chunks; c += j.exchangeGrid) {
     // Independent loads first, all in flight at once: the chunk's epoch (written by the block
     // that last took it, in an earlier kernel), the twin's ack, this thread's values.
     const unsigned e = j.self->epoch[c] + 1;
@@ -164,11 +174,6 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
     if (j.sendSrc != nullptr) {
       ok = AwaitAck(j, c, ack, e - kLlDepth);
       if (ok && has) StoreLine(&j.peerRecv[slot], mine0, mine1, e);
-    }
-    // The local copy waits on nothing: done after the store is on its way, before polling.
-    if (ok && has && j.localSrc != nullptr) {
-      j.localDst[Strided(j, i0)] = j.localSrc == src ? mine0 : j.localSrc[i0];
-      if (i1 < total) j.localDst[Strided(j, i1)] = j.localSrc == src ? mine1 : j.localSrc[i1];
     }
     if (ok && has && j.recvDst != nullptr) {
       uint4 got = LoadLine(&j.selfRecv[slot]);
@@ -219,9 +224,11 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
   if ((sendSrc != nullptr || recvDst != nullptr) && total > cap) return cudaErrorInvalidValue;
   const uint64_t chunks = ((total + 1) / 2 + kChunkLines - 1) / kChunkLines;
   const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
+  const uint64_t copies = localSrc == nullptr ? 0 : (total + kLlThreads - 1) / kLlThreads;
+  const unsigned copyBlocks = static_cast<unsigned>(copies > kMaxGrid ? kMaxGrid : copies);
   LlJob j{reduce, static_cast<unsigned>(rows), static_cast<unsigned>(rowLen), sendSrc, localSrc,
           localDst, recvDst, dstStride, static_cast<uint4*>(selfRecv),
-          static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2),
+          static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2), blocks,
           static_cast<LlState*>(selfState), static_cast<LlState*>(peerState), rank, err,
           spinLimit};
   // Launched with programmatic stream serialization: the grid is scheduled while the previous
@@ -231,7 +238,7 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
+  cfg.gridDim = dim3(blocks + copyBlocks);
   cfg.blockDim = dim3(kLlThreads);
   cfg.stream = stream;
   cfg.attrs = attr;

@@ -41,7 +41,7 @@ const SIG_BYTES = 256;
  */
 const LL_STATE_BYTES = 65536;
 const LL_ACK = 8192;
-/** The most values one LL join may move (kMaxChunks x 512 in cu/tp_ll.cu). */
+/** The most values one LL join may move (kMaxChunks x kChunkLines x 2 in cu/tp_ll.cu). */
 const LL_MAX_VALUES = 4 * 1024 * 1024;
 /** Epochs whose LL receive slots are live at once (kLlDepth in cu/tp_ll.cu). */
 const LL_DEPTH = 4;

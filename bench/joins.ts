@@ -22,7 +22,7 @@ import { TRANSPORTS, type PerRank, type Transport, type TransportName } from '..
 import type { BackendKind } from '../src/runtime/device-api.js';
 import type { DeviceEvent } from '../src/runtime/rank.js';
 import { row, type Row } from './results-file.js';
-import type { Progress } from './progress.js';
+import type { Progress } from '../src/cli/progress.js';
 
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;

@@ -10,7 +10,7 @@ import type { BackendKind } from '../src/runtime/device-api.js';
 import { benchRing } from './ring.js';
 import { benchJoins } from './joins.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
-import { Progress } from './progress.js';
+import { Progress } from '../src/cli/progress.js';
 
 const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress, transports?: string[], flush?: (rows: Row[]) => void) => Promise<Row[]>> = {
   ring: benchRing,

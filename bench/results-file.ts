@@ -6,7 +6,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, hostname, platform, release } from 'node:os';
 import { join } from 'node:path';
 import { loadBinding, type DeviceProps } from '../src/runtime/binding.js';
-import { summarize, type Summary } from './stats.js';
+import { summarize, type Summary } from '../src/cli/stats.js';
 
 export interface Row extends Summary {
   suite: string;

@@ -14,7 +14,7 @@ import { loadBinding } from '../src/runtime/binding.js';
 import { Runtime } from '../src/runtime/runtime.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
 import { row, type Row } from './results-file.js';
-import type { Progress } from './progress.js';
+import type { Progress } from '../src/cli/progress.js';
 
 const N_FLOATS = 1024;
 

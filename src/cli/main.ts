@@ -1,16 +1,23 @@
 #!/usr/bin/env node
 /**
- * The `memra` command line. `npm start` runs `memra selfcheck` until the decode walk lands.
+ * The `memra` command line. `npm start` runs `memra decode` on the best available backend.
  */
 import { parseArgs } from 'node:util';
 import { selfcheck } from './selfcheck.js';
+import { decode, printDecode } from './decode.js';
 
 const USAGE = `usage: memra <command> [options]
 
 commands:
   selfcheck [--backend auto|cuda|cpu] [--joins N] [--json]
       open the runtime on the best available backend (CUDA with two GPUs, else the CPU
-      reference), run N ordered cross-device joins and check the result`;
+      reference), run N ordered cross-device joins and check the result
+  decode [--preset tiny|small|bench] [--tokens N] [--batch T] [--config FILE]
+         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--json]
+      greedy decoding of the synthetic model (shared/MODEL.md): row s starts from token s and
+      feeds its tokens back; default model: small on two GPUs, tiny on the CPU reference`;
+
+const BACKENDS = ['auto', 'cuda', 'cpu'];
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -18,6 +25,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command ? 0 : 2;
   }
+  if (command === 'decode') return decodeCommand(rest);
   if (command !== 'selfcheck') {
     console.error(`memra: unknown command '${command}'\n${USAGE}`);
     return 2;
@@ -47,6 +55,35 @@ async function main(argv: string[]): Promise<number> {
     console.log(`peer access: ${r.peer}`);
     console.log(`${r.joins} ordered joins: ${r.hostMicrosPerJoin.toFixed(2)} us of main-thread time each; result checked`);
   }
+  return 0;
+}
+
+async function decodeCommand(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      preset: { type: 'string' },
+      tokens: { type: 'string', default: '32' },
+      batch: { type: 'string', default: '1' },
+      config: { type: 'string' },
+      backend: { type: 'string', default: 'auto' },
+      layout: { type: 'string', default: 'sharded' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const bad = (what: string): number => { console.error(`memra decode: ${what}`); return 2; };
+  if (!BACKENDS.includes(values.backend!)) return bad(`--backend must be auto, cuda or cpu, got '${values.backend}'`);
+  if (values.layout !== 'sharded' && values.layout !== 'unsharded') return bad(`--layout must be sharded or unsharded, got '${values.layout}'`);
+  const tokens = Number(values.tokens), batch = Number(values.batch);
+  if (!Number.isInteger(tokens) || tokens < 1) return bad(`--tokens must be a positive integer, got '${values.tokens}'`);
+  if (!Number.isInteger(batch) || batch < 1 || batch > 8) return bad(`--batch must be an integer from 1 to 8, got '${values.batch}'`);
+  const r = await decode({
+    tokens, batch, json: values.json!, backend: values.backend as 'auto' | 'cuda' | 'cpu', layout: values.layout,
+    ...(values.preset ? { preset: values.preset } : {}),
+    ...(values.config ? { config: values.config } : {}),
+  });
+  if (values.json) console.log(JSON.stringify(r));
+  else printDecode(r);
   return 0;
 }
 

@@ -219,6 +219,30 @@ export interface NativeBinding {
     err: DevicePtr, spinLimit: number, stream: StreamHandle,
   ): void;
 
+  // ---- the synthetic model's kernels (cu/model.h states each one's exact computation) ----
+  /** The largest batch (rows t) a model kernel takes. */
+  modelMaxRows(): number;
+  /**
+   * Generate a dense [rows, cols] bf16 slice of tensor `id`: element (r, c) is the tensor's flat
+   * element `base + r * srcCols + colStart + c`, bit-identical to src/decode/weights.ts. `seed`
+   * is a u64 as a decimal string. kind 0: matrix (w = (2u-1) * scale); 1: gain.
+   */
+  launchGenWeights(dst: DevicePtr, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number, stream: StreamHandle): void;
+  /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
+  launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle): void;
+  launchEmbed(out: DevicePtr, emb: DevicePtr, tokens: DevicePtr, t: number, H: number, V: number, stream: StreamHandle): void;
+  launchRmsnorm(out: DevicePtr, input: DevicePtr, gain: DevicePtr, t: number, H: number, stream: StreamHandle): void;
+  launchGemv(out: DevicePtr, ldo: number, x: DevicePtr, ldx: number, w: DevicePtr, ldw: number, K: number, cols: number, t: number, stream: StreamHandle): void;
+  launchCacheWrite(cache: DevicePtr, c: DevicePtr, pos: DevicePtr, t: number, layer: number, L: number, P: number, R: number, stream: StreamHandle): void;
+  launchMlaAttention(u: DevicePtr, ldu: number, q: DevicePtr, ldq: number, cache: DevicePtr, pos: DevicePtr, wuv: DevicePtr, t: number, nh: number, layer: number, L: number, P: number, R: number, Dv: number, stream: StreamHandle): void;
+  launchRouter(ids: DevicePtr, wts: DevicePtr, logits: DevicePtr, t: number, E: number, K: number, stream: StreamHandle): void;
+  launchQuantize(xq: DevicePtr, xs: DevicePtr, b: DevicePtr, t: number, H: number, stream: StreamHandle): void;
+  launchDequantize(xd: DevicePtr, xq: DevicePtr, xs: DevicePtr, t: number, H: number, stream: StreamHandle): void;
+  launchExpertUp(act: DevicePtr, xd: DevicePtr, ids: DevicePtr, w1: DevicePtr, w3: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle): void;
+  launchExpertDown(contrib: DevicePtr, act: DevicePtr, ids: DevicePtr, w2: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle): void;
+  launchMoeCombine(h: DevicePtr, wts: DevicePtr, ids: DevicePtr, lo: DevicePtr, hi: DevicePtr, splitE: number, t: number, K: number, H: number, stream: StreamHandle): void;
+  launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle): void;
+
   // ---- CUDA graphs (stream capture) ----
   /** Begin capturing `stream` (cudaStreamCaptureModeRelaxed: other threads keep working). */
   streamBeginCapture(stream: StreamHandle): void;

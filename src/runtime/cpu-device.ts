@@ -47,6 +47,7 @@ const LL_MAX_VALUES = 4 * 1024 * 1024;
 const LL_DEPTH = 4;
 const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
 const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
+const NO_MODEL = 'the model kernels run on the CUDA backend; on the CPU backend the decode walk runs in process (src/decode/cpu-model.ts)';
 
 export class CpuDevice implements DeviceApi {
   private readonly layout: CpuWorldLayout;
@@ -546,6 +547,23 @@ export class CpuDevice implements DeviceApi {
     Atomics.store(peer, LL_ACK, e);
     Atomics.notify(peer, LL_ACK);
   }
+
+  // ---- the model's kernels run on CUDA; the CPU backend runs the model in process (CpuModel) ----
+  modelMaxRows(): number { return 8; }
+  launchGenWeights(): void { throw new Error(NO_MODEL); }
+  launchSetI32(): void { throw new Error(NO_MODEL); }
+  launchEmbed(): void { throw new Error(NO_MODEL); }
+  launchRmsnorm(): void { throw new Error(NO_MODEL); }
+  launchGemv(): void { throw new Error(NO_MODEL); }
+  launchCacheWrite(): void { throw new Error(NO_MODEL); }
+  launchMlaAttention(): void { throw new Error(NO_MODEL); }
+  launchRouter(): void { throw new Error(NO_MODEL); }
+  launchQuantize(): void { throw new Error(NO_MODEL); }
+  launchDequantize(): void { throw new Error(NO_MODEL); }
+  launchExpertUp(): void { throw new Error(NO_MODEL); }
+  launchExpertDown(): void { throw new Error(NO_MODEL); }
+  launchMoeCombine(): void { throw new Error(NO_MODEL); }
+  launchArgmax(): void { throw new Error(NO_MODEL); }
 
   // ---- CUDA graphs and NCCL do not exist here ----
   streamBeginCapture(): void { throw new Error(NO_GRAPHS); }

@@ -28,6 +28,12 @@ export interface RuntimeOptions {
   callTimeoutMs?: number;
   /** Completion counters per rank. Default 256. */
   completionSlots?: number;
+  /**
+   * Bytes of each rank's mailbox: mapped host memory after the completion counters that device
+   * work copies results into (a decode step's tokens), read here without a control call once a
+   * counter says the copy is done. Default 64 KiB.
+   */
+  mailboxBytes?: number;
   /** CPU backend: bytes of emulated memory per device. Default 64 MiB. */
   cpuArenaBytes?: number;
   /** Probe and enable peer access both ways at open. Default true. */
@@ -67,6 +73,8 @@ export class Runtime {
   private closing: Promise<void> | undefined;
   private readonly faultListeners: Array<(e: Error) => void> = [];
   private readonly counters: Uint32Array[] = [];
+  /** Each rank's mailbox (RuntimeOptions.mailboxBytes), written by ToMailbox copies. */
+  readonly mailboxes: Uint8Array[] = [];
 
   private constructor(
     readonly backend: BackendKind,
@@ -88,6 +96,7 @@ export class Runtime {
       handshakeTimeoutMs: options.handshakeTimeoutMs ?? 5000,
       callTimeoutMs: options.callTimeoutMs ?? 60_000,
       completionSlots: options.completionSlots ?? 256,
+      mailboxBytes: options.mailboxBytes ?? 64 * 1024,
       cpuArenaBytes: options.cpuArenaBytes ?? 64 * 2 ** 20,
       peerAccess: options.peerAccess ?? true,
     };
@@ -97,6 +106,7 @@ export class Runtime {
     checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs, 1, 600_000);
     checkInt('callTimeoutMs', o.callTimeoutMs, 1, 3_600_000);
     checkInt('completionSlots', o.completionSlots, 1, 1 << 20);
+    checkInt('mailboxBytes', o.mailboxBytes, 0, 1 << 30);
     const [d0, d1] = o.devices;
     if (d0 === d1) {
       throw new RangeError(
@@ -115,7 +125,8 @@ export class Runtime {
       }
     }
     const rings = [RingView.create(o.ringCapacity, 'ring 0'), RingView.create(o.ringCapacity, 'ring 1')] as const;
-    const completion = [0, 1].map(() => new SharedArrayBuffer(PAGE + Math.ceil((o.completionSlots * 4) / PAGE) * PAGE)) as unknown as [SharedArrayBuffer, SharedArrayBuffer];
+    const mailboxOffset = Math.ceil((o.completionSlots * 4) / 256) * 256;
+    const completion = [0, 1].map(() => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE)) as unknown as [SharedArrayBuffer, SharedArrayBuffer];
     const cpuWorld = backend === 'cpu' ? createCpuWorld(2, o.cpuArenaBytes) : undefined;
 
     let rt: Runtime | undefined;
@@ -137,13 +148,18 @@ export class Runtime {
       peerRing: rings[1 - r]!.sab,
       completion: completion[r]!,
       completionSlots: o.completionSlots,
+      mailboxOffset,
+      mailboxBytes: o.mailboxBytes,
       spinMicros: o.spinMicros,
       handshakeTimeoutMs: o.handshakeTimeoutMs,
     }, o.callTimeoutMs, onFault, onExit(r))) as unknown as [WorkerHandle, WorkerHandle];
     rt = new Runtime(backend, workers, rings, o, completion);
     try {
       const opened = await Promise.all(workers.map((w) => w.call('open')));
-      opened.forEach((x, r) => rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots)));
+      opened.forEach((x, r) => {
+        rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots));
+        rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
+      });
       if (o.peerAccess) rt.peer = await probePeerAccess(rt.ranks);
       return rt;
     } catch (e) {

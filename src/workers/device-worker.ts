@@ -20,6 +20,7 @@ import type { DeviceApi } from '../runtime/device-api.js';
 import type { HostRegistration } from '../runtime/binding.js';
 import { loadBinding } from '../runtime/binding.js';
 import { CpuDevice } from '../runtime/cpu-device.js';
+import { executeModelOp, type Mailbox } from './model-dispatch.js';
 
 const init = workerData as WorkerInit;
 const tag = `worker ${init.rank} (device ${init.ordinal})`;
@@ -43,6 +44,8 @@ const peerRing = new RingView(init.peerRing, `ring ${1 - init.rank}`);
 let completion: Uint32Array = new Uint32Array(0);
 let stream = 0;
 let signalBase = 0;
+/** Where ToMailbox copies land: registered pages after the counters. */
+let mailbox: Mailbox = { devicePtr: 0, bytes: 0 };
 let registration: HostRegistration | undefined;
 let serving: Promise<void> | undefined;
 let closing = false;
@@ -149,6 +152,7 @@ function execute(r: RecordRef, a: Float64Array): void {
     }
     case Op.NcclSendRecv: dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream); return;
     default:
+      if (executeModelOp(dev, r.op, a, i, stream, mailbox)) return;
       throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${OP_COUNT - 1}`, 'ERR_UNKNOWN_OP');
   }
 }
@@ -246,11 +250,12 @@ const control = {
     // Registration takes whole pages; a SharedArrayBuffer need not start on one, so the buffer
     // carries a spare page and the counters start where the registered pages do.
     registration = dev.hostRegister(new Uint8Array(init.completion));
-    if (registration.bytes < init.completionSlots * 4) {
-      throw new Error(`${tag}: only ${registration.bytes} bytes of the completion buffer could be registered; ${init.completionSlots * 4} needed`);
+    if (registration.bytes < init.mailboxOffset + init.mailboxBytes) {
+      throw new Error(`${tag}: only ${registration.bytes} bytes of the completion buffer could be registered; ${init.mailboxOffset + init.mailboxBytes} needed`);
     }
     completion = new Uint32Array(init.completion, registration.byteOffset, init.completionSlots);
     signalBase = registration.devicePtr;
+    mailbox = { devicePtr: registration.devicePtr + init.mailboxOffset, bytes: init.mailboxBytes };
     serving = serve().catch((e: unknown) => {
       parentPort?.postMessage({ type: 'fault', rank: init.rank, seq: 0, op: -1, code: 'ERR_WORKER_LOOP', message: `${tag}: ${(e as Error).message}` } satisfies WorkerFault);
     });
@@ -297,6 +302,15 @@ const control = {
 
   /** Where this rank's LL joins find their buffers (set again when the link grows them). */
   async llConfigure(config: LlConfig): Promise<void> { needOpen('llConfigure'); await drain(10_000); ll = config; },
+
+  /**
+   * Generate a bf16 weight slice on this rank's stream (cold: model load). Ordered with ring work
+   * only by when it is enqueued, so the loader drains before the first step.
+   */
+  async genWeights(dst: number, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number): Promise<void> {
+    needOpen('genWeights');
+    dev.launchGenWeights(dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale, stream);
+  },
 
   async hostAlloc(bytes: number): Promise<number> { needOpen('hostAlloc'); return dev.hostAlloc(bytes); },
   async hostFree(ptr: number): Promise<void> { needOpen('hostFree'); await drain(10_000); dev.hostFree(ptr); },

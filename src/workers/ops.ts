@@ -54,9 +54,39 @@ export enum Op {
   /** reduce, rows, rowLen, sendSrc, localSrc, localDst, recvDst, dstStride: one LL join (the
    *  link's buffers come from `llConfigure`). */
   Ll = 22,
+  // ---- the synthetic model's kernels (cu/model.h); arguments as in binding.ts's launchers ----
+  /** dst, n, v0 .. v11: i32 values (a step's tokens or positions) into device memory. */
+  SetI32 = 23,
+  /** out, emb, tokens, t, H, V. */
+  Embed = 24,
+  /** out, input, gain, t, H. */
+  Rmsnorm = 25,
+  /** out, ldo, x, ldx, w, ldw, K, cols, t. */
+  Gemv = 26,
+  /** cache, c, pos, t, layer, L, P, R. */
+  CacheWrite = 27,
+  /** u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv. */
+  MlaAttention = 28,
+  /** ids, wts, logits, t, E, K. */
+  Router = 29,
+  /** xq, xs, b, t, H. */
+  Quantize = 30,
+  /** xd, xq, xs, t, H. */
+  Dequantize = 31,
+  /** act, xd, ids, w1, w3, e0, nE, t, K, H, F. */
+  ExpertUp = 32,
+  /** contrib, act, ids, w2, e0, nE, t, K, H, F. */
+  ExpertDown = 33,
+  /** h, wts, ids, lo, hi, splitE, t, K, H. */
+  MoeCombine = 34,
+  /** out, logits, t, V. */
+  Argmax = 35,
+  /** src, offset, bytes: copy device memory into this rank's mailbox (mapped host memory the
+   *  main thread reads once a completion counter says the copy is done). */
+  ToMailbox = 36,
 }
 
-export const OP_COUNT = 23;
+export const OP_COUNT = 37;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

@@ -16,6 +16,9 @@ export interface WorkerInit {
   /** Completion counters the GPU writes and the main thread reads: a spare page plus the slots. */
   completion: SharedArrayBuffer;
   completionSlots: number;
+  /** The mailbox (ToMailbox's target) starts this many bytes after the counters' start. */
+  mailboxOffset: number;
+  mailboxBytes: number;
   /** The comlink control-plane port. */
   control: MessagePort;
   /** Spin this long for a record (or a peer's record) before sleeping. */

@@ -1,4 +1,4 @@
-/** One status line on stderr for long runs, rewritten in place on a terminal. */
+/** One status line on stderr for long runs (benchmarks, model load, decoding), rewritten in place on a terminal. */
 export class Progress {
   private last = 0;
   private lastDecile = -1;

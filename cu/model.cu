@@ -1,0 +1,155 @@
+// The synthetic model's row-wise kernels: a step's inputs (set_i32, embed), the norm, and the
+// greedy pick (argmax). The matrix products are in model_gemv.cu, attention in
+// model_attention.cu, routing and the fp8 round trip in model_moe.cu, weights in
+// model_weights.cu.
+#include <math.h>
+#include <stdint.h>
+
+#include "cu/model.h"
+#include "cu/model_bits.cuh"
+#include "cu/model_reduce.cuh"
+
+namespace {
+
+using memra_model::Bf16ToF32;
+
+// ---- set_i32 ----
+
+// Passed by value: the values travel in the launch itself, so a step's tokens need no host
+// buffer that must stay alive until the copy runs (and a captured graph bakes them in).
+struct I32Values {
+  int32_t v[MEMRA_MODEL_MAX_I32_VALUES];
+};
+
+__global__ void set_i32(int32_t* __restrict__ dst, uint32_t n, I32Values vals) {
+  if (threadIdx.x < n) dst[threadIdx.x] = vals.v[threadIdx.x];
+}
+
+// ---- embed ----
+
+constexpr unsigned kEmbedThreads = 256;
+constexpr unsigned kEmbedMaxBlocksX = 1024;
+
+__global__ void embed(float* __restrict__ out, const uint16_t* __restrict__ emb,
+                      const int32_t* __restrict__ tokens, uint32_t H, uint32_t V) {
+  const uint32_t s = blockIdx.y;
+  const int32_t tok = tokens[s];
+  const bool valid = tok >= 0 && static_cast<uint32_t>(tok) < V;
+  const uint16_t* row = emb + uint64_t(valid ? tok : 0) * H;
+  float* o = out + uint64_t(s) * H;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < H; i += gridDim.x * blockDim.x) {
+    o[i] = valid ? Bf16ToF32(row[i]) : __int_as_float(0x7fc00000);
+  }
+}
+
+// ---- rmsnorm ----
+
+constexpr unsigned kNormThreads = 256;
+
+// One block per row. Thread j owns elements j, j + 256, ...: its partial sum of squares runs in
+// increasing i, and BlockSumFixed adds the partials in an order fixed by the block size, so the
+// whole order depends only on H. `out` may alias `in`: each element is read and written by its
+// owner alone, and read (for the sum, then for the output) before that owner writes it.
+__global__ void __launch_bounds__(kNormThreads)
+    rmsnorm(float* out, const float* in, const uint16_t* __restrict__ gain, uint32_t H) {
+  __shared__ float scratch[kNormThreads / 32];
+  const float* h = in + uint64_t(blockIdx.x) * H;
+  float* o = out + uint64_t(blockIdx.x) * H;
+  float ss = 0.0f;
+  for (uint32_t i = threadIdx.x; i < H; i += kNormThreads) ss = __fadd_rn(ss, __fmul_rn(h[i], h[i]));
+  ss = memra_model::BlockSumFixed<kNormThreads>(ss, scratch);
+  // f32-ops.ts rmsnorm, one rounding per operation: mean = ss / H (H exact in f32 below 2^24),
+  // r = sqrt(mean + 1e-6f), out = (h / r) * g.
+  const float r = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
+  for (uint32_t i = threadIdx.x; i < H; i += kNormThreads) {
+    o[i] = __fmul_rn(__fdiv_rn(h[i], r), Bf16ToF32(gain[i]));
+  }
+}
+
+// ---- argmax ----
+
+constexpr unsigned kArgmaxThreads = 512;
+
+struct Best {
+  float v;
+  int32_t i;
+};
+
+// A strict total order on (value, index), so the winner is the same whatever order candidates
+// meet in: larger value first, the lower index on equal values (-0 == +0 ties too), and NaN below
+// every number. f32-ops.ts argmax lets a NaN at index 0 win (nothing compares greater than it);
+// here a NaN wins only when the whole row is NaN, and then it is index 0, as there.
+__device__ __forceinline__ bool Beats(const Best& b, const Best& a) {
+  const bool bn = isnan(b.v), an = isnan(a.v);
+  if (bn || an) return bn == an ? b.i < a.i : an;
+  return b.v > a.v || (b.v == a.v && b.i < a.i);
+}
+
+__device__ __forceinline__ Best ShflBest(const Best& b, int offset) {
+  return {__shfl_xor_sync(0xffffffffu, b.v, offset), __shfl_xor_sync(0xffffffffu, b.i, offset)};
+}
+
+// One block per row. INT32_MAX with NaN is "no candidate": every real element beats it.
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax(int32_t* __restrict__ out, const float* __restrict__ logits, uint32_t V) {
+  __shared__ Best warpBest[kArgmaxThreads / 32];
+  const float* x = logits + uint64_t(blockIdx.x) * V;
+  Best best{__int_as_float(0x7fc00000), INT32_MAX};
+  for (uint32_t j = threadIdx.x; j < V; j += kArgmaxThreads) {
+    const Best c{x[j], static_cast<int32_t>(j)};
+    if (Beats(c, best)) best = c;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const Best c = ShflBest(best, o);
+    if (Beats(c, best)) best = c;
+  }
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warpBest[warp] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (unsigned w = 1; w < kArgmaxThreads / 32; ++w) {
+      if (Beats(warpBest[w], best)) best = warpBest[w];
+    }
+    out[blockIdx.x] = best.i;
+  }
+}
+
+}  // namespace
+
+extern "C" cudaError_t memra_set_i32(int32_t* dst, uint32_t n, const int32_t* vals,
+                                     cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (n > MEMRA_MODEL_MAX_I32_VALUES || vals == nullptr) return cudaErrorInvalidValue;
+  I32Values v{};
+  for (uint32_t i = 0; i < n; ++i) v.v[i] = vals[i];
+  set_i32<<<1, 32, 0, stream>>>(dst, n, v);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_embed(float* out, const uint16_t* emb, const int32_t* tokens,
+                                   uint32_t t, uint32_t H, uint32_t V, cudaStream_t stream) {
+  if (t == 0 || H == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS) return cudaErrorInvalidValue;
+  unsigned bx = (H + kEmbedThreads - 1) / kEmbedThreads;
+  if (bx > kEmbedMaxBlocksX) bx = kEmbedMaxBlocksX;
+  embed<<<dim3(bx, t), kEmbedThreads, 0, stream>>>(out, emb, tokens, H, V);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t* gain,
+                                     uint32_t t, uint32_t H, cudaStream_t stream) {
+  if (t == 0 || H == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS) return cudaErrorInvalidValue;
+  rmsnorm<<<t, kNormThreads, 0, stream>>>(out, in, gain, H);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_argmax(int32_t* out, const float* logits, uint32_t t, uint32_t V,
+                                    cudaStream_t stream) {
+  if (t == 0) return cudaSuccess;
+  // V = 0 has no answer; an index must also fit the i32 it is written as.
+  if (t > MEMRA_MODEL_MAX_ROWS || V == 0 || V > uint32_t(INT32_MAX)) return cudaErrorInvalidValue;
+  argmax<<<t, kArgmaxThreads, 0, stream>>>(out, logits, V);
+  return cudaGetLastError();
+}

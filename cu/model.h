@@ -1,0 +1,123 @@
+// The synthetic model's kernels (shared/MODEL.md; the CPU oracle is src/decode/cpu-model.ts and
+// src/decode/f32-ops.ts, which spell out every f32 operation). Each launcher enqueues on `stream`
+// and returns cudaGetLastError(); a zero count launches nothing.
+//
+// THE SLICE RULE. Every kernel computes each output element the same way (same operations, same
+// summation order) whatever slice of columns, heads or experts it is handed and whatever the
+// batch t. That is what makes the sharded walk bit-identical to the unsharded one on the GPU.
+// Reduction orders may differ from the CPU oracle's sequential order (the GPU and CPU agree
+// within rounding, not bit for bit), but they may depend only on the reduction length.
+//
+// Layouts: activations are f32, row-major, one row per batch row s < t (t <= kModelMaxRows);
+// weights are bf16 bits (uint16_t), row-major; `ld*` arguments are row strides in elements.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// The largest batch a model kernel takes (t), the session's maxBatch ceiling.
+#define MEMRA_MODEL_MAX_ROWS 8
+
+// The other limits a launcher enforces (cudaErrorInvalidValue past them; the addon refuses them
+// first with a message). Each comes from where a kernel keeps its working set:
+// memra_set_i32 carries its values in the launch's parameter space.
+#define MEMRA_MODEL_MAX_I32_VALUES 12
+// memra_mla_attention keeps one head's scores (P floats) and its q / o (R floats) in the default
+// 48 KB of dynamic shared memory.
+#define MEMRA_MODEL_MAX_POSITIONS 8192
+#define MEMRA_MODEL_MAX_LATENT 2048
+// memra_router keeps a row's taken-flags (E bits) and its K selected logits in registers/local.
+#define MEMRA_MODEL_MAX_EXPERTS 1024
+#define MEMRA_MODEL_MAX_TOPK 64
+// The fp8 block: H must be a multiple of it for memra_quantize / memra_dequantize.
+#define MEMRA_MODEL_QUANT_BLOCK 128
+
+// Weight generation, bit-identical to src/decode/weights.ts generateTensor: for r < rows,
+// c < cols, dst[r * cols + c] = bf16 of flat element  base + r * srcCols + colStart + c  of tensor
+// `id` under `seed` (a dense [rows, cols] slice of the tensor). kind 0: matrix, w = f32(v * scale);
+// kind 1: gain, g = f32(1 + f32(0.1f * v)); v = 2u - 1, u = (z >> 40) / 2^24 (MODEL.md's hash).
+cudaError_t memra_gen_weights(uint16_t* dst, uint64_t seed, uint64_t id, uint64_t base,
+                              uint64_t rows, uint64_t srcCols, uint64_t colStart, uint64_t cols,
+                              int kind, float scale, cudaStream_t stream);
+
+// dst[i] = vals[i] for i < n (n <= 12): a step's tokens or positions, carried in the launch.
+cudaError_t memra_set_i32(int32_t* dst, uint32_t n, const int32_t* vals, cudaStream_t stream);
+
+// out[s, :] = f32(Emb[tokens[s], :]) for s < t. Emb is [V, H]; a token outside [0, V) writes
+// NaN into its row (the host checks tokens before a step; this is the device's last guard).
+cudaError_t memra_embed(float* out, const uint16_t* emb, const int32_t* tokens, uint32_t t,
+                        uint32_t H, uint32_t V, cudaStream_t stream);
+
+// out[s] = rmsnorm(in[s], g) for s < t (f32-ops.ts rmsnorm: ss = sum of f32(h*h) in f32,
+// mean = ss / H, r = sqrt(mean + 1e-6f), out = f32(h / r) * g). out may alias in.
+cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t* gain, uint32_t t,
+                          uint32_t H, cudaStream_t stream);
+
+// out[s * ldo + j] = sum_k x[s * ldx + k] * W[k * ldw + j] for j < cols, s < t, k < K; W points
+// at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width).
+cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
+                       const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
+                       cudaStream_t stream);
+
+// cache[((s * L + layer) * P + pos[s]) * R + r] = c[s * R + r]: row s of the batch is slot s.
+cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, uint32_t t,
+                              uint32_t layer, uint32_t L, uint32_t P, uint32_t R,
+                              cudaStream_t stream);
+
+// Absorbed MLA attention for nh heads of each row s < t: q_n = q[s * ldq + n * R ..] (n < nh),
+// over cache positions j = 0 .. pos[s] of slot s, layer `layer`:
+//   s_j = f32(dot(q_n, cache_j) / sqrtf(R)); softmax over j (max subtracted, f32 exp, f32 sum);
+//   o = sum_j softmax_j * cache_j (f32); u[s * ldu + n * Dv + d] = sum_r o_r * Wuv[n][r][d].
+// wuv points at the first of these nh heads' [R, Dv] blocks. P <= 8192.
+cudaError_t memra_mla_attention(float* u, uint64_t ldu, const float* q, uint64_t ldq,
+                                const float* cache, const int32_t* pos, const uint16_t* wuv,
+                                uint32_t t, uint32_t nh, uint32_t layer, uint32_t L, uint32_t P,
+                                uint32_t R, uint32_t Dv, cudaStream_t stream);
+
+// Router: ids[s * K + k] = the K largest of logits[s * E ..], largest first, ties to the lower
+// index (f32-ops.ts topk); wts = softmax over those K logits.
+cudaError_t memra_router(int32_t* ids, float* wts, const float* logits, uint32_t t, uint32_t E,
+                         uint32_t K, cudaStream_t stream);
+
+// Per 128-wide block k of row s: xs[s * H/128 + k] = max|b| / 448 (1 when the max is 0);
+// xq = e4m3(b / xs) nearest even, saturating at 448 (one byte per element).
+cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, uint32_t t, uint32_t H,
+                           cudaStream_t stream);
+
+// xd = f32(decode(xq)) * xs, per element (the peer's copy of the MoE input is rebuilt by this).
+cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs, uint32_t t,
+                             uint32_t H, cudaStream_t stream);
+
+// Expert FFN, first half, for every slot (s, k) whose expert e = ids[s * K + k] lies in
+// [e0, e0 + nE): act[(s * K + k) * F + f] = silu(g_f) * up_f with g = xd[s] @ W1[e - e0] and
+// up = xd[s] @ W3[e - e0] (W1, W3 hold this rank's nE experts, each [H, F]); silu(g) =
+// g / (1 + exp(-g)). Slots owned by the other rank are not written.
+cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids, const uint16_t* w1,
+                            const uint16_t* w3, uint32_t e0, uint32_t nE, uint32_t t, uint32_t K,
+                            uint32_t H, uint32_t F, cudaStream_t stream);
+
+// Expert FFN, second half: contrib[(s * K + k) * H + i] = act[(s * K + k)] @ W2[e - e0] for the
+// same owned slots (W2 holds nE experts, each [F, H]). Other slots are not written.
+cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
+                              const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
+                              uint32_t K, uint32_t H, uint32_t F, cudaStream_t stream);
+
+// The MoE merge and residual: for each row s and element i, moe = 0; for k = 0 .. K-1 in slot
+// order, moe = f32(moe + f32(wts[s*K+k] * c)) where c = (ids[s*K+k] < splitE ? lo : hi)
+// [(s*K+k)*H + i]; then h[s*H + i] = f32(h + moe). Unsharded: lo == hi.
+cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids, const float* lo,
+                              const float* hi, uint32_t splitE, uint32_t t, uint32_t K,
+                              uint32_t H, cudaStream_t stream);
+
+// out[s] = the index of the largest logits[s * V + j], the lowest such index on ties.
+cudaError_t memra_argmax(int32_t* out, const float* logits, uint32_t t, uint32_t V,
+                         cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif

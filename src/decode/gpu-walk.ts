@@ -1,0 +1,259 @@
+/**
+ * The decode walk on the GPUs: one step enqueued whole (every layer, every hop, both ranks) as
+ * ring records, then one read-back of the next tokens through rank 0's mailbox.
+ *
+ * `sharded` (MODEL.md "How it is sharded"; rank 0 is root):
+ *   hop 1  fan-out:    root broadcasts h and the positions (packed: t·H floats, then t words)
+ *   local             both: rmsnorm, the latent c (replicated, into each rank's cache), their
+ *                     heads' q and attention -> their part of u
+ *   hop 2  all-gather: the head parts, token-major (strided at t > 1)
+ *   local             both: their column half of u @ Wo
+ *   hop 3  gather:     the halves onto root (strided at t > 1); root adds them to h
+ *   (`wo: "allreduce"`: each rank multiplies its own part of u by its rows of Wo, and the two
+ *    partial sums meet in one all-reduce instead of hops 2 and 3)
+ *   MoE               root: rmsnorm, router, fp8 quantization
+ *   hop 4  EP fan-out: root broadcasts the packed xq, xs, ids, weights; the peer dequantizes
+ *   local             both: the slots whose experts they own
+ *   hop 5  EP return:  the peer's per-slot contributions onto root; root merges by owner and sums
+ * `unsharded` (the oracle): rank 0 does all of it with every head and expert, and no hops.
+ *
+ * Nothing in the movement hops adds numbers and every kernel computes each output the same way
+ * whatever slice it is given (cu/model.h), so the sharded walk is bit-identical to the unsharded
+ * one; the allreduce variant is not (a sum of two partial products rounds differently).
+ */
+import type { Runtime } from '../runtime/runtime.js';
+import type { ArLink } from '../runtime/link.js';
+import type { Transport, TransportName } from '../runtime/transports/transport.js';
+import { openTransport } from '../runtime/transports/open.js';
+import type { ModelConfig } from './model-config.js';
+import { ModelOps } from './model-ops.js';
+import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './gpu-weights.js';
+import { transportForLayer, type DecodeConfig } from './decode-config.js';
+
+/** Per-rank activation buffers, each sized for maxBatch rows. */
+interface Buffers {
+  hx: number; a: number; c: number; q: number; uPart: number; uFull: number; yPart: number; yFull: number; yAr: number;
+  logitsE: number; pack: number; xd: number; act: number; contrib: number; contribPeer: number;
+  fin: number; logitsV: number; tokIn: number; tokOut: number; cache: number;
+}
+
+/** The completion counter a step's last record advances on rank 0. */
+const STEP_SLOT = 0;
+/** Mailbox layout: next tokens (i32 × t) at 0, the hidden state (f32 × t·H) from HIDDEN_AT. */
+export const HIDDEN_AT = 256;
+
+export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
+  return HIDDEN_AT + maxBatch * cfg.hidden * 4;
+}
+
+export class GpuWalk {
+  private readonly ops: [ModelOps, ModelOps];
+  private readonly own: [Ownership, Ownership];
+  private readonly transports = new Map<TransportName, Transport>();
+  private stepSeq = 0;
+
+  private constructor(
+    readonly rt: Runtime,
+    readonly link: ArLink | undefined,
+    readonly cfg: ModelConfig,
+    readonly layout: Layout,
+    readonly maxBatch: number,
+    private readonly loader: WeightLoader,
+    private readonly weights: RankWeights[],
+    private readonly bufs: Buffers[],
+  ) {
+    this.ops = [new ModelOps(rt.ranks[0]), new ModelOps(rt.ranks[1])];
+    this.own = [ownership(cfg, layout, 0), ownership(cfg, layout, 1)];
+  }
+
+  private get ranksUsed(): number { return this.layout === 'sharded' ? 2 : 1; }
+
+  /** Generate the weights and allocate the activations and caches. Frees everything on failure. */
+  static async load(rt: Runtime, link: ArLink | undefined, cfg: ModelConfig, layout: Layout, maxBatch: number, progress?: Progress): Promise<GpuWalk> {
+    if (layout === 'sharded' && !link) throw new Error('the sharded walk needs a tp link');
+    const loader = new WeightLoader(cfg);
+    const n = layout === 'sharded' ? 2 : 1;
+    const weights: RankWeights[] = [];
+    const bufs: Buffers[] = [];
+    try {
+      // Both ranks generate at once; progress counts tensors over both.
+      const totals = [0, 1].slice(0, n).map((r) => loader.plan(layout, r)).map((p) => [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))].filter(Boolean).length);
+      const total = totals.reduce((a, b) => a + b, 0);
+      const done = [0, 0];
+      const loaded = await Promise.all(rt.ranks.slice(0, n).map((rank, r) => loader.load(rank, layout, (d, _t, what) => { done[r] = d; progress?.(done[0]! + done[1]!, total, what); })));
+      weights.push(...loaded);
+      for (let r = 0; r < n; r++) bufs.push(await GpuWalk.allocBuffers(rt, r, cfg, layout, maxBatch));
+      if (link) await link.reserve(GpuWalk.largestJoin(cfg, maxBatch));
+      return new GpuWalk(rt, link, cfg, layout, maxBatch, loader, weights, bufs);
+    } catch (e) {
+      await GpuWalk.release(rt, weights, bufs);
+      throw e;
+    }
+  }
+
+  /** The largest join a step moves, in f32 words (what the link must hold). */
+  static largestJoin(cfg: ModelConfig, t: number): number {
+    const { hidden: H, heads: N, headDim: Dv, topk: K } = cfg;
+    return Math.max(t * H + t, t * N * Dv, t * H, GpuWalk.packWords(cfg, t), t * K * H);
+  }
+
+  /** The EP fan-out's packed payload: xq (t·H bytes), xs (t·H/128), ids (t·K), weights (t·K). */
+  private static packWords(cfg: ModelConfig, t: number): number {
+    return (t * cfg.hidden) / 4 + (t * cfg.hidden) / 128 + 2 * t * cfg.topk;
+  }
+
+  private static async allocBuffers(rt: Runtime, r: number, cfg: ModelConfig, layout: Layout, B: number): Promise<Buffers> {
+    const { hidden: H, heads: N, latent: R, headDim: Dv, experts: E, topk: K, ffn: F, vocab: V, layers: L, maxPos: P } = cfg;
+    const own = ownership(cfg, layout, r);
+    const rank = rt.ranks[r]!;
+    const root = r === 0;
+    const sizes: Record<keyof Buffers, number> = {
+      hx: (B * H + B) * 4, a: B * H * 4, c: B * R * 4, q: B * own.nh * R * 4, uPart: B * own.nh * Dv * 4, uFull: B * N * Dv * 4,
+      yPart: B * own.woCols * 4, yFull: root ? B * H * 4 : 0, yAr: B * H * 4, logitsE: root ? B * E * 4 : 0,
+      pack: GpuWalk.packWords(cfg, B) * 4, xd: B * H * 4, act: B * K * F * 4, contrib: B * K * H * 4,
+      contribPeer: root && layout === 'sharded' ? B * K * H * 4 : 0, fin: root ? B * H * 4 : 0, logitsV: root ? B * V * 4 : 0,
+      tokIn: root ? B * 4 : 0, tokOut: root ? B * 4 : 0, cache: B * L * P * R * 4,
+    };
+    const out = {} as Buffers;
+    try {
+      for (const [k, bytes] of Object.entries(sizes) as Array<[keyof Buffers, number]>) {
+        out[k] = bytes > 0 ? await rank.alloc(bytes) : 0;
+        // Poison: a kernel that reads what no kernel wrote shows NaN, not a plausible zero.
+        if (bytes > 0) rank.memset(out[k], 0xff, bytes);
+      }
+    } catch (e) {
+      for (const p of Object.values(out)) if (p) await rank.free(p).catch(() => undefined);
+      throw e;
+    }
+    return out;
+  }
+
+  private static async release(rt: Runtime, weights: RankWeights[], bufs: Buffers[]): Promise<void> {
+    for (let r = 0; r < weights.length; r++) await WeightLoader.free(rt.ranks[r]!, weights[r]!).catch(() => undefined);
+    for (let r = 0; r < bufs.length; r++) {
+      await rt.ranks[r]!.drain(60_000).catch(() => undefined);
+      for (const p of Object.values(bufs[r]!)) if (p) await rt.ranks[r]!.free(p).catch(() => undefined);
+    }
+  }
+
+  /** Open (once) every transport the config names and, for `wo: "allreduce"`, generate Wo's rows. Between steps only. */
+  async prepare(dc: DecodeConfig): Promise<void> {
+    if (this.layout !== 'sharded') return;
+    for (let l = 0; l < this.cfg.layers; l++) {
+      const name = transportForLayer(dc, l);
+      if (!this.transports.has(name)) this.transports.set(name, await openTransport(name, this.link!));
+    }
+    if (dc.wo === 'allreduce') {
+      await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
+    }
+    await this.link!.setSpinLimit(dc.spin.deviceTicks);
+  }
+
+  /**
+   * Enqueue one step for rows 0..t-1 (row s is slot s) and wait for its tokens. Arguments are
+   * checked by the session; `prepare(dc)` must have run for this config.
+   */
+  async step(tokens: readonly number[], positions: readonly number[], dc: DecodeConfig, wantHidden: boolean, timeoutMs = 60_000): Promise<{ next: number[]; hidden?: Float32Array }> {
+    const t = tokens.length;
+    const { hidden: H, vocab: V } = this.cfg;
+    const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
+    const posAt = (r: number): number => this.bufs[r]!.hx + t * H * 4;
+    root.setI32(b0.tokIn, tokens);
+    root.setI32(posAt(0), positions);
+    root.embed(b0.hx, w0.emb, b0.tokIn, t, H, V);
+    for (let l = 0; l < this.cfg.layers; l++) {
+      const tr = this.layout === 'sharded' ? this.transports.get(transportForLayer(dc, l)) : undefined;
+      if (this.layout === 'sharded' && !tr) throw new Error(`step: transport '${transportForLayer(dc, l)}' of layer ${l} was not prepared; call prepare(config) between steps`);
+      this.attention(l, t, tr, dc, posAt);
+      this.moe(l, t, tr);
+    }
+    root.rmsnorm(b0.fin, b0.hx, w0.gf, t, H);
+    root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
+    root.argmax(b0.tokOut, b0.logitsV, t, V);
+    root.toMailbox(b0.tokOut, 0, 4 * t);
+    if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
+    const seq = ++this.stepSeq;
+    root.rank.signal(STEP_SLOT, seq);
+    await this.rt.waitCompleted(0, STEP_SLOT, seq, timeoutMs);
+    const box = this.rt.mailboxes[0]!;
+    const next = Array.from(new Int32Array(box.buffer, box.byteOffset, t));
+    const hidden = wantHidden ? new Float32Array(box.buffer.slice(box.byteOffset + HIDDEN_AT, box.byteOffset + HIDDEN_AT + 4 * t * H)) : undefined;
+    return hidden ? { next, hidden } : { next };
+  }
+
+  private attention(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig, posAt: (r: number) => number): void {
+    const { hidden: H, heads: N, latent: R, headDim: Dv, layers: L, maxPos: P } = this.cfg;
+    const n = this.ranksUsed;
+    const b = this.bufs, w = this.weights;
+    if (tr) tr.broadcast(0, b[0]!.hx, [b[0]!.hx, b[1]!.hx], t * H + t);
+    for (let r = 0; r < n; r++) {
+      const o = this.ops[r]!, br = b[r]!, lw = w[r]!.layers[l]!, nh = this.own[r]!.nh;
+      o.rmsnorm(br.a, br.hx, lw.g1, t, H);
+      o.gemv(br.c, R, br.a, H, lw.wdkv, R, H, R, t);
+      o.cacheWrite(br.cache, br.c, posAt(r), t, l, L, P, R);
+      o.gemv(br.q, nh * R, br.a, H, lw.wq, nh * R, H, nh * R, t);
+      o.mlaAttention(br.uPart, nh * Dv, br.q, nh * R, br.cache, posAt(r), lw.wuv, t, nh, l, L, P, R, Dv);
+    }
+    const root = this.ops[0];
+    if (!tr) {
+      // Unsharded: uPart holds every head already.
+      root.gemv(b[0]!.yPart, H, b[0]!.uPart, N * Dv, w[0]!.layers[l]!.woCols, H, N * Dv, H, t);
+      root.rank.axpy(b[0]!.hx, b[0]!.yPart, t * H, 1);
+      return;
+    }
+    const nh = N / 2;
+    if (dc.wo === 'allreduce') {
+      for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yAr, H, b[r]!.uPart, nh * Dv, w[r]!.layers[l]!.woRows, H, nh * Dv, H, t);
+      tr.allReduce([b[0]!.yAr, b[1]!.yAr], t * H);
+      root.rank.axpy(b[0]!.hx, b[0]!.yAr, t * H, 1);
+      return;
+    }
+    tr.allGather([b[0]!.uPart, b[1]!.uPart], [b[0]!.uFull, b[1]!.uFull], nh * Dv, t);
+    const half = H / 2;
+    for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yPart, half, b[r]!.uFull, N * Dv, w[r]!.layers[l]!.woCols, half, N * Dv, half, t);
+    tr.gather(0, [b[0]!.yPart, b[1]!.yPart], b[0]!.yFull, half, t);
+    root.rank.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
+  }
+
+  private moe(l: number, t: number, tr: Transport | undefined): void {
+    const { hidden: H, experts: E, topk: K, ffn: F } = this.cfg;
+    const b = this.bufs, w = this.weights, root = this.ops[0];
+    const pk = (r: number): { xq: number; xs: number; ids: number; wts: number } => {
+      const base = b[r]!.pack;
+      const xs = base + t * H;
+      const ids = xs + (t * H / 128) * 4;
+      return { xq: base, xs, ids, wts: ids + t * K * 4 };
+    };
+    const p0 = pk(0), lw0 = w[0]!.layers[l]!;
+    root.rmsnorm(b[0]!.a, b[0]!.hx, lw0.g2, t, H);
+    root.gemv(b[0]!.logitsE, E, b[0]!.a, H, lw0.wr, E, H, E, t);
+    root.router(p0.ids, p0.wts, b[0]!.logitsE, t, E, K);
+    root.quantize(p0.xq, p0.xs, b[0]!.a, t, H);
+    root.dequantize(b[0]!.xd, p0.xq, p0.xs, t, H);
+    if (tr) {
+      tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], GpuWalk.packWords(this.cfg, t));
+      const p1 = pk(1);
+      this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H);
+    }
+    for (let r = 0; r < this.ranksUsed; r++) {
+      const o = this.ops[r]!, br = b[r]!, lw = w[r]!.layers[l]!, own = this.own[r]!, ids = pk(r).ids;
+      o.expertUp(br.act, br.xd, ids, lw.w1, lw.w3, own.e0, own.nE, t, K, H, F);
+      o.expertDown(br.contrib, br.act, ids, lw.w2, own.e0, own.nE, t, K, H, F);
+    }
+    if (tr) {
+      tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H);
+      root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contribPeer, E / 2, t, K, H);
+    } else {
+      root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contrib, E, t, K, H);
+    }
+  }
+
+  /** Weight bytes per rank. */
+  weightBytes(): number[] { return this.weights.map((w) => w.bytes); }
+
+  /** Drain, then free the weights, buffers and caches. */
+  async close(): Promise<void> {
+    await GpuWalk.release(this.rt, this.weights, this.bufs);
+  }
+}
+

@@ -1,0 +1,211 @@
+/**
+ * The session: the API a user's own token loop holds. Open it (runtime, link, weights), call
+ * `step(tokens)` for each batch of next tokens, change the config between steps, close it.
+ *
+ * Row s of a step is sequence slot s; the session tracks each slot's position, so a step carries
+ * only tokens. Every argument is checked before anything is enqueued: a refused step leaves the
+ * session as it was. A failure on a device (a worker's refusal, a barrier that timed out) closes
+ * the session, and every later call says why.
+ */
+import { Runtime, detectBackend, type RuntimeOptions } from '../runtime/runtime.js';
+import { ArLink } from '../runtime/link.js';
+import type { BackendKind } from '../runtime/device-api.js';
+import { CpuModel } from './cpu-model.js';
+import { GpuWalk, mailboxBytesFor } from './gpu-walk.js';
+import type { Layout, Progress } from './gpu-weights.js';
+import { presetByName, validateConfig, type ModelConfig } from './model-config.js';
+import { DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, type DecodeConfig } from './decode-config.js';
+
+export interface SessionOptions {
+  /** A preset name (`tiny`, `small`, `bench`) or a full config. Default: `small` on CUDA, `tiny` on the CPU. */
+  model?: string | ModelConfig;
+  /** Default `auto`: CUDA when two devices are visible, else the CPU reference. */
+  backend?: 'auto' | BackendKind;
+  /** CUDA only. `sharded` (two GPUs, the default) or `unsharded` (the one-GPU oracle). */
+  layout?: Layout;
+  /** The most rows (sequences) a step may carry. Default 4, at most 8. */
+  maxBatch?: number;
+  /** A decode config (parsed) or the path of a JSON config file. */
+  config?: DecodeConfig | string;
+  /** Called while weights are generated. */
+  onProgress?: Progress;
+  /** Passed to Runtime.open (CUDA). */
+  runtime?: RuntimeOptions;
+}
+
+export interface StepOutput {
+  /** The greedy next token of each row. */
+  next: number[];
+  /** t × H, the final hidden state before the final norm; only when asked for. */
+  hidden?: Float32Array;
+  /** Main-thread wall time of the step, ms. */
+  ms: number;
+}
+
+const MAX_BATCH = 8;
+
+export class Session {
+  private closed: Error | undefined;
+  private busy = false;
+  private readonly lengths: number[];
+
+  private constructor(
+    readonly backend: BackendKind,
+    readonly model: ModelConfig,
+    readonly layout: Layout,
+    readonly maxBatch: number,
+    private config: DecodeConfig,
+    private readonly cpu: CpuModel | undefined,
+    private readonly gpu: { rt: Runtime; link: ArLink | undefined; walk: GpuWalk } | undefined,
+  ) {
+    this.lengths = new Array<number>(maxBatch).fill(0);
+  }
+
+  static async open(opts: SessionOptions = {}): Promise<Session> {
+    const backend: BackendKind = (opts.backend ?? 'auto') === 'auto' ? detectBackend().backend : (opts.backend as BackendKind);
+    if (backend !== 'cuda' && backend !== 'cpu') throw new RangeError(`backend must be 'auto', 'cuda' or 'cpu', got '${String(opts.backend)}'`);
+    const model = typeof opts.model === 'string' ? presetByName(opts.model) : validateConfig(opts.model ?? presetByName(backend === 'cuda' ? 'small' : 'tiny'));
+    const maxBatch = opts.maxBatch ?? 4;
+    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_BATCH) throw new RangeError(`maxBatch must be an integer in [1, ${MAX_BATCH}], got ${maxBatch}`);
+    const layout = opts.layout ?? 'sharded';
+    if (layout !== 'sharded' && layout !== 'unsharded') throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(layout)}'`);
+    const config = Session.readConfig(opts.config, model.layers);
+    if (backend === 'cpu') {
+      return new Session('cpu', model, 'unsharded', maxBatch, config, new CpuModel(model, { maxBatch }), undefined);
+    }
+    const rt = await Runtime.open({ ...opts.runtime, backend: 'cuda', mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)) });
+    let link: ArLink | undefined;
+    try {
+      link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
+      const walk = await GpuWalk.load(rt, link, model, layout, maxBatch, opts.onProgress);
+      const s = new Session('cuda', model, layout, maxBatch, config, undefined, { rt, link, walk });
+      try {
+        await walk.prepare(config);
+      } catch (e) {
+        await s.close().catch(() => undefined);
+        throw e;
+      }
+      return s;
+    } catch (e) {
+      await link?.close().catch(() => undefined);
+      await rt.close().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  private static readConfig(c: DecodeConfig | string | undefined, layers: number): DecodeConfig {
+    if (c === undefined) return DEFAULT_CONFIG;
+    if (typeof c === 'string') return loadDecodeConfig(c, layers);
+    return parseDecodeConfig(c, 'config', layers);
+  }
+
+  /** The decode config in force. */
+  get decodeConfig(): DecodeConfig { return this.config; }
+
+  /** Replace the decode config; it applies from the next step (opens transports it names). */
+  async setConfig(c: DecodeConfig | string): Promise<void> {
+    this.usable('setConfig');
+    const next = Session.readConfig(c, this.model.layers);
+    this.busy = true;
+    try {
+      await this.gpu?.walk.prepare(next);
+      this.config = next;
+    } catch (e) {
+      await this.fail(e as Error);
+      throw e;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  /** The position slot s's next token will take. */
+  position(slot: number): number {
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch) throw new RangeError(`slot must be in [0, ${this.maxBatch}), got ${slot}`);
+    return this.lengths[slot]!;
+  }
+
+  /** Start slot s (every slot without an argument) over at position 0. */
+  reset(slot?: number): void {
+    this.usable('reset');
+    if (slot === undefined) this.lengths.fill(0);
+    else { this.position(slot); this.lengths[slot] = 0; }
+    this.cpu?.reset(slot);
+  }
+
+  /** One step: row s carries slot s's next token; returns each row's greedy next token. */
+  async step(tokens: readonly number[]): Promise<number[]> {
+    return (await this.stepDetailed(tokens)).next;
+  }
+
+  async stepDetailed(tokens: readonly number[], opts: { hidden?: boolean } = {}): Promise<StepOutput> {
+    this.usable('step');
+    const { vocab: V, maxPos: P } = this.model;
+    const t = tokens.length;
+    if (t < 1 || t > this.maxBatch) throw new RangeError(`step: a step carries 1 to maxBatch (${this.maxBatch}) tokens, got ${t}`);
+    const positions: number[] = [];
+    for (let s = 0; s < t; s++) {
+      const x = tokens[s]!;
+      if (!Number.isInteger(x) || x < 0 || x >= V) throw new RangeError(`step: row ${s}: token ${String(x)} is out of range [0, ${V})`);
+      const p = this.lengths[s]!;
+      if (p >= P) throw new RangeError(`step: row ${s}: slot ${s} is full: position ${p} is past the KV cache (maxPos ${P}); reset(${s}) to start it over`);
+      positions.push(p);
+    }
+    const t0 = performance.now();
+    this.busy = true;
+    try {
+      let next: number[];
+      let hidden: Float32Array | undefined;
+      if (this.cpu) {
+        // The reference step is synchronous; let the event loop turn once before it holds the thread.
+        await new Promise((r) => setImmediate(r));
+        const r = this.cpu.step(tokens, positions);
+        next = r.next;
+        hidden = opts.hidden ? r.hidden : undefined;
+      } else {
+        const r = await this.gpu!.walk.step(tokens, positions, this.config, opts.hidden === true);
+        next = r.next;
+        hidden = r.hidden;
+      }
+      for (let s = 0; s < t; s++) this.lengths[s]!++;
+      const out: StepOutput = { next, ms: performance.now() - t0 };
+      if (hidden) out.hidden = hidden;
+      return out;
+    } catch (e) {
+      await this.fail(e as Error);
+      throw e;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private usable(call: string): void {
+    if (this.closed) throw new Error(`${call}: the session is closed (${this.closed.message})`);
+    if (this.busy) throw new Error(`${call}: the previous call has not finished; await it first (one step at a time)`);
+  }
+
+  private async fail(e: Error): Promise<void> {
+    if (this.closed) return;
+    await this.shutdown(e);
+  }
+
+  private async shutdown(why: Error): Promise<void> {
+    this.closed = why;
+    if (!this.gpu) return;
+    const { rt, link, walk } = this.gpu;
+    await walk.close().catch(() => undefined);
+    await link?.close().catch(() => undefined);
+    await rt.close().catch(() => undefined);
+  }
+
+  /** Free everything; later calls say the session is closed. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    await this.shutdown(new Error('closed by close()'));
+  }
+
+  /** Device bytes of weights per rank (CUDA), for reports. */
+  weightBytes(): number[] { return this.gpu?.walk.weightBytes() ?? []; }
+
+  /** The runtime (CUDA), for profiling and benchmarks. */
+  get runtime(): Runtime | undefined { return this.gpu?.rt; }
+}

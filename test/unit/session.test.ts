@@ -1,0 +1,111 @@
+/**
+ * The session API and `memra decode` on the CPU backend: the walk through the session equals the
+ * reference model, bad input is refused by name and leaves the session usable.
+ */
+import { strict as assert } from 'node:assert';
+import { randomInt } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { Session } from '../../src/decode/session.js';
+import { CpuModel } from '../../src/decode/cpu-model.js';
+import { presetByName } from '../../src/decode/model-config.js';
+import { DEFAULT_CONFIG } from '../../src/decode/decode-config.js';
+
+describe('session (CPU backend)', function () {
+  this.timeout(120_000);
+  let s: Session;
+  beforeEach(async () => { s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 3 }); });
+  afterEach(async () => { await s.close(); });
+
+  it('steps a batch: each row follows its own slot, equal to the reference model stepped by hand', async () => {
+    const ref = new CpuModel(presetByName('tiny'), { maxBatch: 3 });
+    let cur = [randomInt(0, 256), randomInt(0, 256), randomInt(0, 256)];
+    for (let i = 0; i < 6; i++) {
+      const want = ref.step(cur, [i, i, i]).next;
+      const got = await s.step(cur);
+      assert.deepEqual(got, want, `step ${i}`);
+      cur = got;
+    }
+    assert.equal(s.position(0), 6);
+    // A shorter batch advances only its rows' slots.
+    await s.step([cur[0]!]);
+    assert.deepEqual([s.position(0), s.position(1), s.position(2)], [7, 6, 6]);
+  });
+
+  it('refuses bad tokens, batches and slots by name, and stays usable', async () => {
+    await assert.rejects(s.step([256]), /row 0: token 256 is out of range \[0, 256\)/);
+    await assert.rejects(s.step([1, -1]), /row 1: token -1 is out of range/);
+    await assert.rejects(s.step([1.5]), /row 0: token 1.5 is out of range/);
+    await assert.rejects(s.step([]), /a step carries 1 to maxBatch \(3\) tokens, got 0/);
+    await assert.rejects(s.step([1, 2, 3, 4]), /a step carries 1 to maxBatch \(3\) tokens, got 4/);
+    assert.throws(() => s.position(3), /slot must be in \[0, 3\), got 3/);
+    assert.equal(s.position(0), 0, 'a refused step moved nothing');
+    assert.equal((await s.step([5])).length, 1);
+  });
+
+  it('refuses a position past maxPos, and reset starts the slot over', async () => {
+    const P = s.model.maxPos;
+    let cur = [randomInt(0, 256)];
+    for (let i = 0; i < P; i++) cur = await s.step(cur);
+    await assert.rejects(s.step(cur), new RegExp(`row 0: slot 0 is full: position ${P} is past the KV cache \\(maxPos ${P}\\); reset\\(0\\) to start it over`));
+    s.reset(0);
+    assert.equal(s.position(0), 0);
+    assert.equal((await s.step([1])).length, 1);
+  });
+
+  it('refuses a bad config by JSON path (unknown transport, layer range outside the model) and keeps the old one', async () => {
+    await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'carrier-pigeon' as never, layers: [] } }), /\$\.transport\.default: must be one of host, peer, push, oneshot, ll, nccl, got "carrier-pigeon"/);
+    await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'll', layers: [{ from: 0, to: 5, transport: 'push' }] } }), /\$\.transport\.layers\[0\]\.to: must be an integer in \[0, 1\], got 5/);
+    assert.equal(s.decodeConfig.transport.default, 'll');
+    await s.setConfig({ ...DEFAULT_CONFIG, wo: 'allreduce' });
+    assert.equal(s.decodeConfig.wo, 'allreduce');
+    assert.equal((await s.step([1])).length, 1);
+  });
+
+  it('refuses a second call while a step is running, and every call after close', async () => {
+    const first = s.step([1]);
+    await assert.rejects(s.step([2]), /the previous call has not finished; await it first/);
+    await first;
+    await s.close();
+    await assert.rejects(s.step([1]), /step: the session is closed \(closed by close\(\)\)/);
+  });
+
+  it('refuses an unknown preset and a bad maxBatch before opening anything', async () => {
+    await assert.rejects(Session.open({ backend: 'cpu', model: 'huge' }), /unknown model preset 'huge': the presets are tiny, small, bench/);
+    await assert.rejects(Session.open({ backend: 'cpu', maxBatch: 9 }), /maxBatch must be an integer in \[1, 8\], got 9/);
+  });
+});
+
+describe('memra decode (CPU backend)', function () {
+  this.timeout(120_000);
+  const cli = new URL('../../src/cli/main.js', import.meta.url).pathname;
+
+  it('--json reports every row\'s tokens and each step\'s time, equal to the session stepped by hand', async () => {
+    const out = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '5', '--batch', '2', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { tokens: number[][]; stepMs: number[]; backend: string; tokensPerSecond: number };
+    assert.equal(out.backend, 'cpu');
+    assert.equal(out.stepMs.length, 5);
+    assert.ok(out.tokensPerSecond > 0);
+    const ref = new CpuModel(presetByName('tiny'), { maxBatch: 2 });
+    let cur = [0, 1];
+    for (let i = 0; i < 5; i++) {
+      cur = ref.step(cur, [i, i]).next;
+      assert.deepEqual([out.tokens[0]![i], out.tokens[1]![i]], cur, `step ${i}`);
+    }
+  });
+
+  it('exits 2 with a message naming the bad option', () => {
+    for (const [args, msg] of [
+      [['--batch', '9'], /--batch must be an integer from 1 to 8, got '9'/],
+      [['--tokens', '0'], /--tokens must be a positive integer, got '0'/],
+      [['--backend', 'tpu'], /--backend must be auto, cuda or cpu, got 'tpu'/],
+    ] as const) {
+      try {
+        execFileSync(process.execPath, [cli, 'decode', ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+        assert.fail(`memra decode ${args.join(' ')} succeeded`);
+      } catch (e) {
+        const err = e as { status: number; stderr: string };
+        assert.equal(err.status, 2);
+        assert.match(err.stderr, msg);
+      }
+    }
+  });
+});

@@ -9,12 +9,14 @@ import { detectBackend } from '../src/runtime/runtime.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
 import { benchRing } from './ring.js';
 import { benchJoins } from './joins.js';
+import { benchDecode } from './decode.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { Progress } from '../src/cli/progress.js';
 
 const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress, transports?: string[], flush?: (rows: Row[]) => void) => Promise<Row[]>> = {
   ring: benchRing,
   joins: benchJoins,
+  decode: benchDecode,
 };
 
 const { values, positionals } = parseArgs({
@@ -27,7 +29,7 @@ const { values, positionals } = parseArgs({
   },
 });
 
-const suites = positionals.length > 0 ? positionals : Object.keys(SUITES);
+const suites = positionals.length > 0 ? positionals : ['ring', 'joins'];
 for (const s of suites) {
   if (!SUITES[s]) {
     console.error(`bench: unknown suite '${s}'; suites: ${Object.keys(SUITES).join(', ')}`);

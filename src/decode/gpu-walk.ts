@@ -51,6 +51,7 @@ export class GpuWalk {
   private readonly own: [Ownership, Ownership];
   private readonly transports = new Map<TransportName, Transport>();
   private stepSeq = 0;
+  private override: Transport | undefined;
 
   private constructor(
     readonly rt: Runtime,
@@ -136,10 +137,15 @@ export class GpuWalk {
     }
   }
 
-  /** Open (once) every transport the config names and, for `wo: "allreduce"`, generate Wo's rows. Between steps only. */
-  async prepare(dc: DecodeConfig): Promise<void> {
+  /**
+   * Open (once) every transport the config names and, for `wo: "allreduce"`, generate Wo's rows.
+   * Between steps only. `everyLayer` replaces the config's transports (benchmarks: a transport
+   * that moves nothing times the walk without its joins).
+   */
+  async prepare(dc: DecodeConfig, everyLayer?: Transport): Promise<void> {
     if (this.layout !== 'sharded') return;
-    for (let l = 0; l < this.cfg.layers; l++) {
+    this.override = everyLayer;
+    for (let l = 0; l < this.cfg.layers && !everyLayer; l++) {
       const name = transportForLayer(dc, l);
       if (!this.transports.has(name)) this.transports.set(name, await openTransport(name, this.link!));
     }
@@ -162,7 +168,7 @@ export class GpuWalk {
     root.setI32(posAt(0), positions);
     root.embed(b0.hx, w0.emb, b0.tokIn, t, H, V);
     for (let l = 0; l < this.cfg.layers; l++) {
-      const tr = this.layout === 'sharded' ? this.transports.get(transportForLayer(dc, l)) : undefined;
+      const tr = this.layout === 'sharded' ? this.override ?? this.transports.get(transportForLayer(dc, l)) : undefined;
       if (this.layout === 'sharded' && !tr) throw new Error(`step: transport '${transportForLayer(dc, l)}' of layer ${l} was not prepared; call prepare(config) between steps`);
       this.attention(l, t, tr, dc, posAt);
       this.moe(l, t, tr);

@@ -1,6 +1,6 @@
 /** The README's example, verbatim in substance, on the CPU reference. */
 import { strict as assert } from 'node:assert';
-import { Runtime } from '../../src/index.js';
+import { DEFAULT_CONFIG, Runtime, Session } from '../../src/index.js';
 
 describe('README example', () => {
   it('runs and prints 1.5', async () => {
@@ -18,6 +18,27 @@ describe('README example', () => {
       assert.equal((await r1.downloadF32(y, 4))[0], 1.5);
     } finally {
       await rt.close();
+    }
+  });
+});
+
+describe('README session example', () => {
+  it('runs on the CPU reference (tiny in place of bench, so a two-layer config)', async function () {
+    this.timeout(60_000);
+    const config = { ...DEFAULT_CONFIG, transport: { default: 'll' as const, layers: [{ from: 1, to: 1, transport: 'oneshot' as const }] } };
+    const session = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 2, config });
+    try {
+      let tokens = [17, 42];
+      for (let i = 0; i < 8; i++) {
+        tokens = await session.step(tokens);
+        assert.equal(tokens.length, 2);
+        assert.ok(tokens.every((x) => Number.isInteger(x) && x >= 0 && x < session.model.vocab));
+      }
+      await session.setConfig({ ...session.decodeConfig, wo: 'allreduce' });
+      session.reset();
+      assert.equal(session.position(0), 0);
+    } finally {
+      await session.close();
     }
   });
 });

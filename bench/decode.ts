@@ -1,0 +1,98 @@
+/**
+ * `decode`: the `bench` model at t = 1 on the two-H200 machine: one GPU unsharded, two GPUs with
+ * each transport, and the mixed config in bench/configs/. One sample = one step's main-thread
+ * wall time (enqueue the whole walk, wait for the tokens in the mailbox), so it includes every
+ * kernel and join on the device plus the host's enqueue.
+ *
+ * The joins' cost per token is measured by difference: the same sharded walk with a transport
+ * that moves nothing (wrong numbers, same kernels) is timed step for step, and each variant's
+ * samples are paired with it by step index (same positions, so the same attention lengths).
+ */
+import { Runtime } from '../src/runtime/runtime.js';
+import { ArLink } from '../src/runtime/link.js';
+import { TRANSPORTS, type Transport } from '../src/runtime/transports/transport.js';
+import type { BackendKind } from '../src/runtime/device-api.js';
+import { GpuWalk, mailboxBytesFor } from '../src/decode/gpu-walk.js';
+import { presetByName } from '../src/decode/model-config.js';
+import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
+import type { Layout } from '../src/decode/gpu-weights.js';
+import type { Progress } from '../src/cli/progress.js';
+import { row, type Row } from './results-file.js';
+
+const STEPS = 48;
+const WARM = 4;
+const PRESET = 'bench';
+
+/** Moves nothing: the walk's kernels without its joins. */
+const NO_JOINS: Transport = {
+  name: 'll', graphMode: 'per-rank',
+  broadcast: () => undefined, allGather: () => undefined, gather: () => undefined, allReduce: () => undefined,
+};
+
+async function timeSteps(walk: GpuWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<number[]> {
+  const samples: number[] = [];
+  let tok = [1];
+  for (let i = 0; i < WARM + STEPS; i++) {
+    const t0 = performance.now();
+    tok = (await walk.step(tok, [i], dc, false)).next;
+    if (i >= WARM) samples.push(performance.now() - t0);
+    progress.tick(`decode ${label}`, i + 1, WARM + STEPS);
+  }
+  return samples;
+}
+
+async function withWalk<T>(layout: Layout, fn: (walk: GpuWalk, rt: Runtime) => Promise<T>, progress: Progress): Promise<T> {
+  const cfg = presetByName(PRESET);
+  const rt = await Runtime.open({ backend: 'cuda', mailboxBytes: mailboxBytesFor(cfg, 1) });
+  const link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
+  try {
+    const walk = await GpuWalk.load(rt, link, cfg, layout, 1, (d, t) => progress.tick(`weights ${layout}`, d, t));
+    try {
+      return await fn(walk, rt);
+    } finally {
+      await walk.close();
+    }
+  } finally {
+    await link?.close().catch(() => undefined);
+    await rt.close().catch(() => undefined);
+  }
+}
+
+export async function benchDecode(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
+  if (backend !== 'cuda') throw new Error('decode: the bench preset needs the CUDA backend (two GPUs)');
+  const rows: Row[] = [];
+  const base = { suite: 'decode', op: 'step', bytes: 0, preset: PRESET, unit: 'ms', metric: 'host' };
+  const method = 'main-thread wall time of one t=1 step: enqueue the walk, wait for its tokens';
+  const memory = async (rt: Runtime, label: string): Promise<void> => {
+    for (const r of rt.ranks) {
+      const m = await r.control.call('memInfo');
+      rows.push(row({ ...base, op: 'memory', transport: label, bytes: r.ordinal, unit: 'GiB', metric: 'device', method: `cudaMemGetInfo total - free on device ${r.ordinal}, weights and caches loaded` }, [(m.total - m.free) / 2 ** 30]));
+    }
+  };
+  await withWalk('unsharded', async (walk, rt) => {
+    await memory(rt, 'unsharded');
+    rows.push(row({ ...base, transport: 'unsharded', method }, await timeSteps(walk, DEFAULT_CONFIG, 'unsharded', progress)));
+  }, progress);
+  await withWalk('sharded', async (walk, rt) => {
+    await memory(rt, 'sharded');
+    await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
+    const bare = await timeSteps(walk, DEFAULT_CONFIG, 'no joins', progress);
+    rows.push(row({ ...base, transport: 'no-joins', method: `${method}; the sharded walk with joins that move nothing` }, bare));
+    const mixedPath = new URL('../../bench/configs/mixed.json', import.meta.url).pathname;
+    const variants: Array<[string, DecodeConfig]> = [
+      ...TRANSPORTS.map((t): [string, DecodeConfig] => [t, { ...DEFAULT_CONFIG, transport: { default: t, layers: [] } }]),
+      ['mixed', loadDecodeConfig(mixedPath, presetByName(PRESET).layers)],
+    ];
+    for (const [name, dc] of variants) {
+      try {
+        await walk.prepare(dc);
+        const s = await timeSteps(walk, dc, name, progress);
+        rows.push(row({ ...base, transport: name, method }, s));
+        rows.push(row({ ...base, op: 'joins', transport: name, method: 'step time minus the no-joins step at the same position (paired by step index)' }, s.map((v, i) => v - bare[i]!)));
+      } catch (e) {
+        console.error(`decode: ${name}: ${(e as Error).message}`);
+      }
+    }
+  }, progress);
+  return rows;
+}

@@ -14,6 +14,7 @@
 #include "addon/link_kernels.h"
 #include "addon/link_ll.h"
 #include "addon/memory.h"
+#include "addon/model_kernels.h"
 #include "addon/nccl.h"
 #include "addon/stream.h"
 #include "addon/thread_state.h"
@@ -34,6 +35,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   memra::RegisterKernels(env, exports);
   memra::RegisterLinkKernels(env, exports);
   memra::RegisterLinkLl(env, exports);
+  memra::RegisterModelKernels(env, exports);
   memra::RegisterGraph(env, exports);
   memra::RegisterNccl(env, exports);
 

@@ -37,16 +37,17 @@ __global__ void embed(float* __restrict__ out, const uint16_t* __restrict__ emb,
   const bool valid = tok >= 0 && static_cast<uint32_t>(tok) < V;
   const uint16_t* row = emb + uint64_t(valid ? tok : 0) * H;
   float* o = out + uint64_t(s) * H;
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < H; i += gridDim.x * blockDim.x) {
+  // 64-bit: i + stride must not wrap for an H near 2^32.
+  for (uint64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < H; i += gridDim.x * blockDim.x) {
     o[i] = valid ? Bf16ToF32(row[i]) : __int_as_float(0x7fc00000);
   }
 }
 
 // ---- rmsnorm ----
 
-constexpr unsigned kNormThreads = 256;
+constexpr unsigned kNormThreads = 1024;  // a few elements a thread: few dependent trips
 
-// One block per row. Thread j owns elements j, j + 256, ...: its partial sum of squares runs in
+// One block per row. Thread j owns elements j, j + 1024, ...: its partial sum of squares runs in
 // increasing i, and BlockSumFixed adds the partials in an order fixed by the block size, so the
 // whole order depends only on H. `out` may alias `in`: each element is read and written by its
 // owner alone, and read (for the sum, then for the output) before that owner writes it.
@@ -56,19 +57,21 @@ __global__ void __launch_bounds__(kNormThreads)
   const float* h = in + uint64_t(blockIdx.x) * H;
   float* o = out + uint64_t(blockIdx.x) * H;
   float ss = 0.0f;
-  for (uint32_t i = threadIdx.x; i < H; i += kNormThreads) ss = __fadd_rn(ss, __fmul_rn(h[i], h[i]));
+  for (uint64_t i = threadIdx.x; i < H; i += kNormThreads) {
+    ss = __fadd_rn(ss, __fmul_rn(h[i], h[i]));
+  }
   ss = memra_model::BlockSumFixed<kNormThreads>(ss, scratch);
   // f32-ops.ts rmsnorm, one rounding per operation: mean = ss / H (H exact in f32 below 2^24),
   // r = sqrt(mean + 1e-6f), out = (h / r) * g.
   const float r = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
-  for (uint32_t i = threadIdx.x; i < H; i += kNormThreads) {
+  for (uint64_t i = threadIdx.x; i < H; i += kNormThreads) {
     o[i] = __fmul_rn(__fdiv_rn(h[i], r), Bf16ToF32(gain[i]));
   }
 }
 
 // ---- argmax ----
 
-constexpr unsigned kArgmaxThreads = 512;
+constexpr unsigned kArgmaxThreads = 1024;
 
 struct Best {
   float v;
@@ -95,7 +98,19 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   __shared__ Best warpBest[kArgmaxThreads / 32];
   const float* x = logits + uint64_t(blockIdx.x) * V;
   Best best{__int_as_float(0x7fc00000), INT32_MAX};
-  for (uint32_t j = threadIdx.x; j < V; j += kArgmaxThreads) {
+  // Four loads in flight before their compares (the winner does not depend on the order).
+  uint64_t j = threadIdx.x;
+  for (; j + 3 * kArgmaxThreads < V; j += 4 * kArgmaxThreads) {
+    float v[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = x[j + k * kArgmaxThreads];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const Best c{v[k], static_cast<int32_t>(j + k * kArgmaxThreads)};
+      if (Beats(c, best)) best = c;
+    }
+  }
+  for (; j < V; j += kArgmaxThreads) {
     const Best c{x[j], static_cast<int32_t>(j)};
     if (Beats(c, best)) best = c;
   }

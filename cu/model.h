@@ -1,6 +1,7 @@
 // The synthetic model's kernels (shared/MODEL.md; the CPU oracle is src/decode/cpu-model.ts and
 // src/decode/f32-ops.ts, which spell out every f32 operation). Each launcher enqueues on `stream`
-// and returns cudaGetLastError(); a zero count launches nothing.
+// and returns cudaGetLastError(); a zero count launches nothing; t > MEMRA_MODEL_MAX_ROWS, or an
+// argument past one of the limits below, returns cudaErrorInvalidValue without launching.
 //
 // THE SLICE RULE. Every kernel computes each output element the same way (same operations, same
 // summation order) whatever slice of columns, heads or experts it is handed and whatever the
@@ -8,7 +9,7 @@
 // Reduction orders may differ from the CPU oracle's sequential order (the GPU and CPU agree
 // within rounding, not bit for bit), but they may depend only on the reduction length.
 //
-// Layouts: activations are f32, row-major, one row per batch row s < t (t <= kModelMaxRows);
+// Layouts: activations are f32, row-major, one row per batch row s < t (t <= MEMRA_MODEL_MAX_ROWS);
 // weights are bf16 bits (uint16_t), row-major; `ld*` arguments are row strides in elements.
 #pragma once
 
@@ -31,7 +32,8 @@ extern "C" {
 // 48 KB of dynamic shared memory.
 #define MEMRA_MODEL_MAX_POSITIONS 8192
 #define MEMRA_MODEL_MAX_LATENT 2048
-// memra_router keeps a row's taken-flags (E bits) and its K selected logits in registers/local.
+// memra_router keeps a row's taken-flags (E bits, 32 a lane) and its K picks in registers; the
+// expert kernels and memra_moe_combine take the same K.
 #define MEMRA_MODEL_MAX_EXPERTS 1024
 #define MEMRA_MODEL_MAX_TOPK 64
 // The fp8 block: H must be a multiple of it for memra_quantize / memra_dequantize.
@@ -40,12 +42,15 @@ extern "C" {
 // Weight generation, bit-identical to src/decode/weights.ts generateTensor: for r < rows,
 // c < cols, dst[r * cols + c] = bf16 of flat element  base + r * srcCols + colStart + c  of tensor
 // `id` under `seed` (a dense [rows, cols] slice of the tensor). kind 0: matrix, w = f32(v * scale);
-// kind 1: gain, g = f32(1 + f32(0.1f * v)); v = 2u - 1, u = (z >> 40) / 2^24 (MODEL.md's hash).
+// kind 1: gain, g = f32(1 + f32(0.1f * v)); v = 2u - 1, u = (z >> 40) / 2^24 (MODEL.md's hash);
+// another kind is cudaErrorInvalidValue. Indices wrap mod 2^64, as the hash does.
 cudaError_t memra_gen_weights(uint16_t* dst, uint64_t seed, uint64_t id, uint64_t base,
                               uint64_t rows, uint64_t srcCols, uint64_t colStart, uint64_t cols,
                               int kind, float scale, cudaStream_t stream);
 
-// dst[i] = vals[i] for i < n (n <= 12): a step's tokens or positions, carried in the launch.
+// dst[i] = vals[i] for i < n (n <= MEMRA_MODEL_MAX_I32_VALUES): a step's tokens or positions,
+// carried by value in the launch (vals is read before the call returns; a captured graph keeps
+// the values).
 cudaError_t memra_set_i32(int32_t* dst, uint32_t n, const int32_t* vals, cudaStream_t stream);
 
 // out[s, :] = f32(Emb[tokens[s], :]) for s < t. Emb is [V, H]; a token outside [0, V) writes
@@ -54,17 +59,22 @@ cudaError_t memra_embed(float* out, const uint16_t* emb, const int32_t* tokens, 
                         uint32_t H, uint32_t V, cudaStream_t stream);
 
 // out[s] = rmsnorm(in[s], g) for s < t (f32-ops.ts rmsnorm: ss = sum of f32(h*h) in f32,
-// mean = ss / H, r = sqrt(mean + 1e-6f), out = f32(h / r) * g). out may alias in.
+// mean = ss / H, r = sqrt(mean + 1e-6f), out = f32(h / r) * g), each operation one rounding; the
+// sum of squares runs in a fixed block order (H alone decides it). out may alias in.
 cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t* gain, uint32_t t,
                           uint32_t H, cudaStream_t stream);
 
 // out[s * ldo + j] = sum_k x[s * ldx + k] * W[k * ldw + j] for j < cols, s < t, k < K; W points
-// at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width).
+// at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width). out
+// must not overlap x. The sum's order depends on K alone (cu/model_gemv.cu); products are fused
+// (fmaf), which the oracle allows (f32-ops.ts: FMA differs by rounding only).
 cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                        const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
                        cudaStream_t stream);
 
 // cache[((s * L + layer) * P + pos[s]) * R + r] = c[s * R + r]: row s of the batch is slot s.
+// A row whose pos[s] is outside [0, P) writes nothing (the device's last guard; the host checks
+// positions before a step). layer >= L is cudaErrorInvalidValue.
 cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, uint32_t t,
                               uint32_t layer, uint32_t L, uint32_t P, uint32_t R,
                               cudaStream_t stream);
@@ -73,19 +83,24 @@ cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, 
 // over cache positions j = 0 .. pos[s] of slot s, layer `layer`:
 //   s_j = f32(dot(q_n, cache_j) / sqrtf(R)); softmax over j (max subtracted, f32 exp, f32 sum);
 //   o = sum_j softmax_j * cache_j (f32); u[s * ldu + n * Dv + d] = sum_r o_r * Wuv[n][r][d].
-// wuv points at the first of these nh heads' [R, Dv] blocks. P <= 8192.
+// wuv points at the first of these nh heads' [R, Dv] blocks. P <= MEMRA_MODEL_MAX_POSITIONS,
+// R <= MEMRA_MODEL_MAX_LATENT. A row whose pos[s] is outside [0, P) writes NaN into its heads'
+// u (and reads no cache). Sums use fmaf; their orders depend on R and the position count alone.
 cudaError_t memra_mla_attention(float* u, uint64_t ldu, const float* q, uint64_t ldq,
                                 const float* cache, const int32_t* pos, const uint16_t* wuv,
                                 uint32_t t, uint32_t nh, uint32_t layer, uint32_t L, uint32_t P,
                                 uint32_t R, uint32_t Dv, cudaStream_t stream);
 
 // Router: ids[s * K + k] = the K largest of logits[s * E ..], largest first, ties to the lower
-// index (f32-ops.ts topk); wts = softmax over those K logits.
+// index (f32-ops.ts topk, its NaN rule included: an untaken NaN is picked only when it is the
+// first untaken index); wts = softmax over those K logits. 1 <= K <= E <= MEMRA_MODEL_MAX_EXPERTS,
+// K <= MEMRA_MODEL_MAX_TOPK.
 cudaError_t memra_router(int32_t* ids, float* wts, const float* logits, uint32_t t, uint32_t E,
                          uint32_t K, cudaStream_t stream);
 
-// Per 128-wide block k of row s: xs[s * H/128 + k] = max|b| / 448 (1 when the max is 0);
-// xq = e4m3(b / xs) nearest even, saturating at 448 (one byte per element).
+// Per 128-wide block k of row s: xs[s * H/128 + k] = max|b| / 448 (1 when the max is 0; NaN when
+// the block holds a NaN, as Math.max gives); xq = e4m3(b / xs) nearest even, saturating at 448
+// (one byte per element; e4m3.ts bit for bit, NaN -> 0x7f). H % MEMRA_MODEL_QUANT_BLOCK == 0.
 cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, uint32_t t, uint32_t H,
                            cudaStream_t stream);
 
@@ -102,19 +117,22 @@ cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids, con
                             uint32_t H, uint32_t F, cudaStream_t stream);
 
 // Expert FFN, second half: contrib[(s * K + k) * H + i] = act[(s * K + k)] @ W2[e - e0] for the
-// same owned slots (W2 holds nE experts, each [F, H]). Other slots are not written.
+// same owned slots (W2 holds nE experts, each [F, H]). Other slots are not written. For both:
+// K <= MEMRA_MODEL_MAX_TOPK; each output's sum has memra_gemv's order for its K (H, then F).
 cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
                               const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
                               uint32_t K, uint32_t H, uint32_t F, cudaStream_t stream);
 
 // The MoE merge and residual: for each row s and element i, moe = 0; for k = 0 .. K-1 in slot
 // order, moe = f32(moe + f32(wts[s*K+k] * c)) where c = (ids[s*K+k] < splitE ? lo : hi)
-// [(s*K+k)*H + i]; then h[s*H + i] = f32(h + moe). Unsharded: lo == hi.
+// [(s*K+k)*H + i]; then h[s*H + i] = f32(h + moe). Unsharded: lo == hi. K <= MEMRA_MODEL_MAX_TOPK.
 cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids, const float* lo,
                               const float* hi, uint32_t splitE, uint32_t t, uint32_t K,
                               uint32_t H, cudaStream_t stream);
 
-// out[s] = the index of the largest logits[s * V + j], the lowest such index on ties.
+// out[s] = the index of the largest logits[s * V + j], the lowest such index on ties (-0 == +0).
+// NaN never wins unless the whole row is NaN (then 0). f32-ops.ts argmax differs in one case: a
+// NaN at index 0 wins there (nothing compares greater than it). 1 <= V <= INT32_MAX.
 cudaError_t memra_argmax(int32_t* out, const float* logits, uint32_t t, uint32_t V,
                          cudaStream_t stream);
 

@@ -1,0 +1,490 @@
+#include "addon/model_kernels.h"
+
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <system_error>
+
+#include "addon/args.h"
+#include "addon/errors.h"
+#include "addon/stream.h"
+#include "addon/thread_state.h"
+#include "cu/model.h"
+
+namespace memra {
+
+namespace {
+
+// Every element a kernel may index, and every flat weight index, stays below 2^53: JS passes
+// them as doubles, and the oracle's indices are safe integers.
+constexpr unsigned __int128 kSafeLimit = static_cast<unsigned __int128>(1) << 53;
+
+// A shape that cannot be (rows overlapping, a limit passed): a RangeError naming the function.
+[[noreturn]] void ThrowShape(Napi::Env env, const char* fn, const std::string& what) {
+  throw Napi::RangeError::New(env, std::string(fn) + ": " + what);
+}
+
+std::string Num(uint64_t v) { return std::to_string(v); }
+
+float* F32(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<float*>(ReadAlignedAddress(info, i, fn, name, 4, "f32"));
+}
+uint16_t* Bf16(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<uint16_t*>(ReadAlignedAddress(info, i, fn, name, 2, "bf16"));
+}
+int32_t* I32(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<int32_t*>(ReadAlignedAddress(info, i, fn, name, 4, "i32"));
+}
+uint8_t* U8(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<uint8_t*>(ReadAddress(info, i, fn, name));
+}
+
+// The batch: 1 .. MEMRA_MODEL_MAX_ROWS rows.
+uint32_t Rows(const Napi::CallbackInfo& info, size_t i, const char* fn) {
+  return static_cast<uint32_t>(ReadIntInRange(info, i, fn, "t", 1, MEMRA_MODEL_MAX_ROWS));
+}
+
+// Experts per token, as the router and the expert kernels take it.
+uint32_t TopK(const Napi::CallbackInfo& info, size_t i, const char* fn) {
+  return static_cast<uint32_t>(ReadIntInRange(info, i, fn, "K", 1, MEMRA_MODEL_MAX_TOPK));
+}
+
+// `what` = a * b * ... must stay below 2^53 elements.
+void RequireSafeProduct(Napi::Env env, const char* fn, const char* what,
+                        std::initializer_list<uint64_t> factors) {
+  unsigned __int128 p = 1;
+  for (uint64_t f : factors) {
+    p *= f;
+    if (p >= kSafeLimit) {
+      ThrowShape(env, fn, std::string(what) + " must hold fewer than 2^53 elements");
+    }
+  }
+}
+
+// A u64 seed as decimal digits: a double cannot carry all 64 bits.
+uint64_t ReadSeed(const Napi::CallbackInfo& info, size_t i, const char* fn) {
+  const char* what = "a u64 as a decimal string (digits only, at most 18446744073709551615)";
+  if (!info[i].IsString()) ThrowArgError(info.Env(), fn, "seed", what, info[i]);
+  const std::string s = info[i].As<Napi::String>().Utf8Value();
+  uint64_t v = 0;
+  const auto res = std::from_chars(s.data(), s.data() + s.size(), v, 10);
+  if (s.empty() || res.ec != std::errc() || res.ptr != s.data() + s.size()) {
+    ThrowArgError(info.Env(), fn, "seed", what, info[i]);
+  }
+  return v;
+}
+
+int Bound(Napi::Env env, const Napi::CallbackInfo& info, size_t i, const char* fn,
+          cudaStream_t* s) {
+  *s = ReadHandle<cudaStream_t>(info, i, fn, "stream");
+  return RequireBoundStream(env, ThreadState::Of(env), *s, fn);
+}
+
+Napi::Value ModelMaxRows(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), MEMRA_MODEL_MAX_ROWS);
+}
+
+Napi::Value LaunchGenWeights(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchGenWeights";
+  uint16_t* dst = Bf16(info, 0, fn, "dst");
+  const uint64_t seed = ReadSeed(info, 1, fn);
+  const uint64_t id = ReadSafeUint(info, 2, fn, "id");
+  const uint64_t base = ReadSafeUint(info, 3, fn, "base");
+  const uint64_t rows = ReadSafeUint(info, 4, fn, "rows");
+  const uint64_t srcCols = ReadSafeUint(info, 5, fn, "srcCols");
+  const uint64_t colStart = ReadSafeUint(info, 6, fn, "colStart");
+  const uint64_t cols = ReadSafeUint(info, 7, fn, "cols");
+  const int kind = static_cast<int>(ReadIntInRange(info, 8, fn, "kind", 0, 1));
+  const double scale = ReadNumber(info, 9, fn, "scale");
+  // weights.ts multiplies by the f32 scale; any other double would be rounded here first and
+  // silently generate a different tensor. A gain has no scale (the oracle's is NaN).
+  if (kind == 0 &&
+      (!std::isfinite(scale) || static_cast<double>(static_cast<float>(scale)) != scale)) {
+    ThrowArgError(env, fn, "scale",
+                  "a finite f32 value (Math.fround(scale) === scale) for kind 0", info[9]);
+  }
+  if (rows != 0 && cols != 0) {
+    if (colStart + cols > srcCols) {
+      ThrowShape(env, fn, "colStart + cols (" + Num(colStart) + " + " + Num(cols) +
+                              ") must be <= srcCols (" + Num(srcCols) +
+                              "): the slice must lie inside a source row");
+    }
+    const unsigned __int128 last = static_cast<unsigned __int128>(base) +
+                                   static_cast<unsigned __int128>(rows - 1) * srcCols +
+                                   colStart + cols - 1;
+    if (last >= kSafeLimit) {
+      ThrowShape(env, fn, "the slice's last flat index (base + (rows-1)*srcCols + colStart + "
+                          "cols - 1) must be below 2^53");
+    }
+    RequireSafeProduct(env, fn, "the slice (rows x cols)", {rows, cols, 2});
+  }
+  cudaStream_t s;
+  const int device = Bound(env, info, 10, fn, &s);
+  MEMRA_CUDA_CHECK(env, device,
+                   memra_gen_weights(dst, seed, id, base, rows, srcCols, colStart, cols, kind,
+                                     static_cast<float>(scale), s),
+                   std::string(fn) + "(dst=" + Hex(dst) + ", id=" + Num(id) + ", base=" +
+                       Num(base) + ", rows=" + Num(rows) + ", srcCols=" + Num(srcCols) +
+                       ", colStart=" + Num(colStart) + ", cols=" + Num(cols) +
+                       ", kind=" + std::to_string(kind) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchSetI32(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchSetI32";
+  int32_t* dst = I32(info, 0, fn, "dst");
+  if (!info[1].IsArray()) {
+    ThrowArgError(env, fn, "values", "an array of i32 values", info[1]);
+  }
+  const Napi::Array arr = info[1].As<Napi::Array>();
+  const uint32_t n = arr.Length();
+  if (n > MEMRA_MODEL_MAX_I32_VALUES) {
+    ThrowShape(env, fn, "values.length (" + Num(n) + ") must be at most " +
+                            std::to_string(MEMRA_MODEL_MAX_I32_VALUES));
+  }
+  int32_t vals[MEMRA_MODEL_MAX_I32_VALUES] = {};
+  for (uint32_t i = 0; i < n; ++i) {
+    const Napi::Value v = arr.Get(i);
+    const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : std::nan("");
+    if (!(d >= -2147483648.0 && d <= 2147483647.0) || std::trunc(d) != d) {
+      const std::string name = "values[" + Num(i) + "]";
+      ThrowArgError(env, fn, name.c_str(), "an integer in [-2147483648, 2147483647]", v);
+    }
+    vals[i] = static_cast<int32_t>(d);
+  }
+  cudaStream_t s;
+  const int device = Bound(env, info, 2, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_set_i32(dst, n, vals, s),
+                   std::string(fn) + "(dst=" + Hex(dst) + ", n=" + Num(n) + ", stream=" + Hex(s) +
+                       ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchEmbed(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchEmbed";
+  float* out = F32(info, 0, fn, "out");
+  const uint16_t* emb = Bf16(info, 1, fn, "emb");
+  const int32_t* tokens = I32(info, 2, fn, "tokens");
+  const uint32_t t = Rows(info, 3, fn);
+  const uint32_t H = ReadU32(info, 4, fn, "H");
+  const uint32_t V = ReadU32(info, 5, fn, "V");
+  RequireSafeProduct(env, fn, "Emb (V x H)", {V, H, 2});
+  cudaStream_t s;
+  const int device = Bound(env, info, 6, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_embed(out, emb, tokens, t, H, V, s),
+                   std::string(fn) + "(out=" + Hex(out) + ", emb=" + Hex(emb) + ", t=" + Num(t) +
+                       ", H=" + Num(H) + ", V=" + Num(V) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchRmsnorm(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchRmsnorm";
+  float* out = F32(info, 0, fn, "out");
+  const float* in = F32(info, 1, fn, "input");
+  const uint16_t* gain = Bf16(info, 2, fn, "gain");
+  const uint32_t t = Rows(info, 3, fn);
+  // The mean divides by H as an f32, exact only up to 2^24.
+  const uint32_t H = static_cast<uint32_t>(ReadIntInRange(info, 4, fn, "H", 0, 1 << 24));
+  cudaStream_t s;
+  const int device = Bound(env, info, 5, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_rmsnorm(out, in, gain, t, H, s),
+                   std::string(fn) + "(out=" + Hex(out) + ", input=" + Hex(in) + ", t=" + Num(t) +
+                       ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchGemv";
+  float* out = F32(info, 0, fn, "out");
+  const uint64_t ldo = ReadSafeUint(info, 1, fn, "ldo");
+  const float* x = F32(info, 2, fn, "x");
+  const uint64_t ldx = ReadSafeUint(info, 3, fn, "ldx");
+  const uint16_t* w = Bf16(info, 4, fn, "w");
+  const uint64_t ldw = ReadSafeUint(info, 5, fn, "ldw");
+  const uint32_t K = ReadU32(info, 6, fn, "K");
+  const uint32_t cols = ReadU32(info, 7, fn, "cols");
+  const uint32_t t = Rows(info, 8, fn);
+  if (cols > ldw) {
+    ThrowShape(env, fn, "cols (" + Num(cols) + ") must be <= ldw (" + Num(ldw) +
+                            "): W's rows would overlap");
+  }
+  if (K > ldx) {
+    ThrowShape(env, fn, "K (" + Num(K) + ") must be <= ldx (" + Num(ldx) +
+                            "): x's rows would overlap");
+  }
+  if (cols > ldo) {
+    ThrowShape(env, fn, "cols (" + Num(cols) + ") must be <= ldo (" + Num(ldo) +
+                            "): output rows would overlap");
+  }
+  RequireSafeProduct(env, fn, "W (K x ldw)", {K, ldw, 2});
+  RequireSafeProduct(env, fn, "x (t x ldx)", {t, ldx, 4});
+  RequireSafeProduct(env, fn, "out (t x ldo)", {t, ldo, 4});
+  cudaStream_t s;
+  const int device = Bound(env, info, 9, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, s),
+                   std::string(fn) + "(out=" + Hex(out) + ", ldo=" + Num(ldo) + ", x=" + Hex(x) +
+                       ", ldx=" + Num(ldx) + ", w=" + Hex(w) + ", ldw=" + Num(ldw) +
+                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) +
+                       ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+void RequireLayer(Napi::Env env, const char* fn, uint32_t layer, uint32_t L) {
+  if (layer >= L) {
+    ThrowShape(env, fn, "layer (" + Num(layer) + ") must be < L (" + Num(L) + ")");
+  }
+}
+
+Napi::Value LaunchCacheWrite(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchCacheWrite";
+  float* cache = F32(info, 0, fn, "cache");
+  const float* c = F32(info, 1, fn, "c");
+  const int32_t* pos = I32(info, 2, fn, "pos");
+  const uint32_t t = Rows(info, 3, fn);
+  const uint32_t layer = ReadU32(info, 4, fn, "layer");
+  const uint32_t L = ReadU32(info, 5, fn, "L");
+  const uint32_t P = ReadU32(info, 6, fn, "P");
+  const uint32_t R = ReadU32(info, 7, fn, "R");
+  RequireLayer(env, fn, layer, L);
+  RequireSafeProduct(env, fn, "the cache (t x L x P x R)", {t, L, P, R, 4});
+  cudaStream_t s;
+  const int device = Bound(env, info, 8, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_cache_write(cache, c, pos, t, layer, L, P, R, s),
+                   std::string(fn) + "(cache=" + Hex(cache) + ", c=" + Hex(c) + ", t=" + Num(t) +
+                       ", layer=" + Num(layer) + ", L=" + Num(L) + ", P=" + Num(P) +
+                       ", R=" + Num(R) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchMlaAttention(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchMlaAttention";
+  float* u = F32(info, 0, fn, "u");
+  const uint64_t ldu = ReadSafeUint(info, 1, fn, "ldu");
+  const float* q = F32(info, 2, fn, "q");
+  const uint64_t ldq = ReadSafeUint(info, 3, fn, "ldq");
+  const float* cache = F32(info, 4, fn, "cache");
+  const int32_t* pos = I32(info, 5, fn, "pos");
+  const uint16_t* wuv = Bf16(info, 6, fn, "wuv");
+  const uint32_t t = Rows(info, 7, fn);
+  const uint32_t nh = static_cast<uint32_t>(ReadIntInRange(info, 8, fn, "nh", 0, INT32_MAX));
+  const uint32_t layer = ReadU32(info, 9, fn, "layer");
+  const uint32_t L = ReadU32(info, 10, fn, "L");
+  const uint32_t P =
+      static_cast<uint32_t>(ReadIntInRange(info, 11, fn, "P", 1, MEMRA_MODEL_MAX_POSITIONS));
+  const uint32_t R =
+      static_cast<uint32_t>(ReadIntInRange(info, 12, fn, "R", 1, MEMRA_MODEL_MAX_LATENT));
+  const uint32_t Dv = ReadU32(info, 13, fn, "Dv");
+  RequireLayer(env, fn, layer, L);
+  if (uint64_t(nh) * R > ldq) {
+    ThrowShape(env, fn, "nh * R (" + Num(nh) + " * " + Num(R) + ") must be <= ldq (" + Num(ldq) +
+                            "): a row of q holds the nh heads' R-wide queries");
+  }
+  if (uint64_t(nh) * Dv > ldu) {
+    ThrowShape(env, fn, "nh * Dv (" + Num(nh) + " * " + Num(Dv) + ") must be <= ldu (" +
+                            Num(ldu) + "): a row of u holds the nh heads' Dv-wide outputs");
+  }
+  RequireSafeProduct(env, fn, "the cache (t x L x P x R)", {t, L, P, R, 4});
+  RequireSafeProduct(env, fn, "Wuv (nh x R x Dv)", {nh, R, Dv, 2});
+  RequireSafeProduct(env, fn, "u (t x ldu)", {t, ldu, 4});
+  RequireSafeProduct(env, fn, "q (t x ldq)", {t, ldq, 4});
+  cudaStream_t s;
+  const int device = Bound(env, info, 14, fn, &s);
+  MEMRA_CUDA_CHECK(env, device,
+                   memra_mla_attention(u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv,
+                                       s),
+                   std::string(fn) + "(u=" + Hex(u) + ", q=" + Hex(q) + ", cache=" + Hex(cache) +
+                       ", t=" + Num(t) + ", nh=" + Num(nh) + ", layer=" + Num(layer) +
+                       ", L=" + Num(L) + ", P=" + Num(P) + ", R=" + Num(R) +
+                       ", Dv=" + Num(Dv) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchRouter(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchRouter";
+  int32_t* ids = I32(info, 0, fn, "ids");
+  float* wts = F32(info, 1, fn, "wts");
+  const float* logits = F32(info, 2, fn, "logits");
+  const uint32_t t = Rows(info, 3, fn);
+  const uint32_t E =
+      static_cast<uint32_t>(ReadIntInRange(info, 4, fn, "E", 1, MEMRA_MODEL_MAX_EXPERTS));
+  const uint32_t K = TopK(info, 5, fn);
+  if (K > E) ThrowShape(env, fn, "K (" + Num(K) + ") must be <= E (" + Num(E) + ")");
+  cudaStream_t s;
+  const int device = Bound(env, info, 6, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_router(ids, wts, logits, t, E, K, s),
+                   std::string(fn) + "(ids=" + Hex(ids) + ", logits=" + Hex(logits) +
+                       ", t=" + Num(t) + ", E=" + Num(E) + ", K=" + Num(K) +
+                       ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+// H for the fp8 kernels: whole 128-wide blocks.
+uint32_t QuantWidth(const Napi::CallbackInfo& info, size_t i, const char* fn) {
+  const uint32_t H = ReadU32(info, i, fn, "H");
+  if (H % MEMRA_MODEL_QUANT_BLOCK != 0) {
+    ThrowShape(info.Env(), fn, "H (" + Num(H) + ") must be a multiple of " +
+                                   std::to_string(MEMRA_MODEL_QUANT_BLOCK) +
+                                   " (the fp8 scale block)");
+  }
+  return H;
+}
+
+Napi::Value LaunchQuantize(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchQuantize";
+  uint8_t* xq = U8(info, 0, fn, "xq");
+  float* xs = F32(info, 1, fn, "xs");
+  const float* b = F32(info, 2, fn, "b");
+  const uint32_t t = Rows(info, 3, fn);
+  const uint32_t H = QuantWidth(info, 4, fn);
+  cudaStream_t s;
+  const int device = Bound(env, info, 5, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_quantize(xq, xs, b, t, H, s),
+                   std::string(fn) + "(xq=" + Hex(xq) + ", xs=" + Hex(xs) + ", b=" + Hex(b) +
+                       ", t=" + Num(t) + ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchDequantize(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchDequantize";
+  float* xd = F32(info, 0, fn, "xd");
+  const uint8_t* xq = U8(info, 1, fn, "xq");
+  const float* xs = F32(info, 2, fn, "xs");
+  const uint32_t t = Rows(info, 3, fn);
+  const uint32_t H = QuantWidth(info, 4, fn);
+  cudaStream_t s;
+  const int device = Bound(env, info, 5, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_dequantize(xd, xq, xs, t, H, s),
+                   std::string(fn) + "(xd=" + Hex(xd) + ", xq=" + Hex(xq) + ", xs=" + Hex(xs) +
+                       ", t=" + Num(t) + ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+// The expert matrices hold nE experts of H x F each.
+void RequireExperts(Napi::Env env, const char* fn, uint32_t nE, uint32_t H, uint32_t F) {
+  RequireSafeProduct(env, fn, "the experts (nE x H x F)", {nE, H, F, 2});
+}
+
+Napi::Value LaunchExpertUp(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchExpertUp";
+  float* act = F32(info, 0, fn, "act");
+  const float* xd = F32(info, 1, fn, "xd");
+  const int32_t* ids = I32(info, 2, fn, "ids");
+  const uint16_t* w1 = Bf16(info, 3, fn, "w1");
+  const uint16_t* w3 = Bf16(info, 4, fn, "w3");
+  const uint32_t e0 = ReadU32(info, 5, fn, "e0");
+  const uint32_t nE = ReadU32(info, 6, fn, "nE");
+  const uint32_t t = Rows(info, 7, fn);
+  const uint32_t K = TopK(info, 8, fn);
+  const uint32_t H = ReadU32(info, 9, fn, "H");
+  const uint32_t F = ReadU32(info, 10, fn, "F");
+  RequireExperts(env, fn, nE, H, F);
+  cudaStream_t s;
+  const int device = Bound(env, info, 11, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_expert_up(act, xd, ids, w1, w3, e0, nE, t, K, H, F, s),
+                   std::string(fn) + "(act=" + Hex(act) + ", xd=" + Hex(xd) + ", w1=" + Hex(w1) +
+                       ", w3=" + Hex(w3) + ", e0=" + Num(e0) + ", nE=" + Num(nE) +
+                       ", t=" + Num(t) + ", K=" + Num(K) + ", H=" + Num(H) + ", F=" + Num(F) +
+                       ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchExpertDown(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchExpertDown";
+  float* contrib = F32(info, 0, fn, "contrib");
+  const float* act = F32(info, 1, fn, "act");
+  const int32_t* ids = I32(info, 2, fn, "ids");
+  const uint16_t* w2 = Bf16(info, 3, fn, "w2");
+  const uint32_t e0 = ReadU32(info, 4, fn, "e0");
+  const uint32_t nE = ReadU32(info, 5, fn, "nE");
+  const uint32_t t = Rows(info, 6, fn);
+  const uint32_t K = TopK(info, 7, fn);
+  const uint32_t H = ReadU32(info, 8, fn, "H");
+  const uint32_t F = ReadU32(info, 9, fn, "F");
+  RequireExperts(env, fn, nE, H, F);
+  cudaStream_t s;
+  const int device = Bound(env, info, 10, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_expert_down(contrib, act, ids, w2, e0, nE, t, K, H, F, s),
+                   std::string(fn) + "(contrib=" + Hex(contrib) + ", act=" + Hex(act) +
+                       ", w2=" + Hex(w2) + ", e0=" + Num(e0) + ", nE=" + Num(nE) +
+                       ", t=" + Num(t) + ", K=" + Num(K) + ", H=" + Num(H) + ", F=" + Num(F) +
+                       ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchMoeCombine(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchMoeCombine";
+  float* h = F32(info, 0, fn, "h");
+  const float* wts = F32(info, 1, fn, "wts");
+  const int32_t* ids = I32(info, 2, fn, "ids");
+  const float* lo = F32(info, 3, fn, "lo");
+  const float* hi = F32(info, 4, fn, "hi");
+  const uint32_t splitE = ReadU32(info, 5, fn, "splitE");
+  const uint32_t t = Rows(info, 6, fn);
+  const uint32_t K = TopK(info, 7, fn);
+  const uint32_t H = ReadU32(info, 8, fn, "H");
+  cudaStream_t s;
+  const int device = Bound(env, info, 9, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_moe_combine(h, wts, ids, lo, hi, splitE, t, K, H, s),
+                   std::string(fn) + "(h=" + Hex(h) + ", lo=" + Hex(lo) + ", hi=" + Hex(hi) +
+                       ", splitE=" + Num(splitE) + ", t=" + Num(t) + ", K=" + Num(K) +
+                       ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchArgmax(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchArgmax";
+  int32_t* out = I32(info, 0, fn, "out");
+  const float* logits = F32(info, 1, fn, "logits");
+  const uint32_t t = Rows(info, 2, fn);
+  // Written as an i32 index; a row of none has no answer.
+  const uint32_t V = static_cast<uint32_t>(ReadIntInRange(info, 3, fn, "V", 1, INT32_MAX));
+  cudaStream_t s;
+  const int device = Bound(env, info, 4, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, memra_argmax(out, logits, t, V, s),
+                   std::string(fn) + "(out=" + Hex(out) + ", logits=" + Hex(logits) +
+                       ", t=" + Num(t) + ", V=" + Num(V) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+}  // namespace
+
+void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
+  const struct {
+    const char* name;
+    Napi::Value (*fn)(const Napi::CallbackInfo&);
+  } fns[] = {
+      {"modelMaxRows", ModelMaxRows},
+      {"launchGenWeights", LaunchGenWeights},
+      {"launchSetI32", LaunchSetI32},
+      {"launchEmbed", LaunchEmbed},
+      {"launchRmsnorm", LaunchRmsnorm},
+      {"launchGemv", LaunchGemv},
+      {"launchCacheWrite", LaunchCacheWrite},
+      {"launchMlaAttention", LaunchMlaAttention},
+      {"launchRouter", LaunchRouter},
+      {"launchQuantize", LaunchQuantize},
+      {"launchDequantize", LaunchDequantize},
+      {"launchExpertUp", LaunchExpertUp},
+      {"launchExpertDown", LaunchExpertDown},
+      {"launchMoeCombine", LaunchMoeCombine},
+      {"launchArgmax", LaunchArgmax},
+  };
+  for (const auto& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));
+}
+
+}  // namespace memra

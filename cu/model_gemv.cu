@@ -1,0 +1,558 @@
+// The model's matrix-vector products: memra_gemv, and the expert FFN halves (memra_expert_up,
+// memra_expert_down), which are the same product with the matrix picked per slot on the device.
+//
+// THE SLICE RULE is what shapes this file. An output column's value must not depend on which
+// slice of columns (cols, ldw, the rank's half), which experts, or how many rows t a call
+// carries. So the summation of each output is fixed by K alone:
+//   - k is cut into chunks of 4 consecutive rows; chunk c belongs to partial p = c mod P, with
+//     P = kSplitY * Split(K) partials; a partial accumulates its chunks in increasing k (fmaf);
+//   - the kSplitY partials of one block are added in y order, then the Split(K) block totals in
+//     cluster-rank order.
+// Which block or thread computes a column, how many columns a thread owns, whether weights
+// load 16, 8, 4 or 2 bytes at a time and x as float4, and the batch t all leave that order
+// alone (the tests hold t = 1..8, column slices at odd offsets and the EP halves to it, bit for
+// bit).
+//
+// Layout: a block is 32 x-threads, each owning CW adjacent columns (CW = 8, 4 or 2: a warp reads
+// 512, 256 or 128 contiguous bytes of a weight row), by 16 y-threads. The Split(K) blocks of a
+// cluster share a column tile and split its partials, so a narrow matrix (Wdkv: 512 columns, the
+// router: E) still spreads over many SMs; the cluster's blocks meet in distributed shared
+// memory, with no workspace and no second launch. Each weight is read once for all t rows.
+#include <cooperative_groups.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cu/model.h"
+#include "cu/model_bits.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr unsigned kWarpCols = 32;     // x-threads: a warp spans one tile's columns
+constexpr unsigned kSplitY = 16;       // y-threads: partials per block
+constexpr unsigned kGemvThreads = kWarpCols * kSplitY;
+constexpr unsigned kChunk = 4;         // consecutive k rows per chunk
+// Clusters of up to 8 blocks are portable (no opt-in attribute).
+constexpr unsigned kMaxSplit = 8;
+// Rows of K per block before another block of the cluster joins: with 16 y-threads, about 8
+// chunks a thread, all of whose loads a thread has in flight at once (AccumulateChunks).
+constexpr unsigned kRowsPerBlock = 512;
+// Narrower tiles (more blocks) until a launch has about one block an SM (the register budget
+// below leaves room for one 512-thread block an SM).
+constexpr uint64_t kTargetBlocks = 128;
+
+// The number of blocks that split one tile's k range: a function of K alone (the slice rule).
+unsigned Split(uint32_t K) {
+  const uint32_t s = (K + kRowsPerBlock - 1) / kRowsPerBlock;
+  return s < 1 ? 1 : (s > kMaxSplit ? kMaxSplit : s);
+}
+
+// Chunks a thread loads before their FMAs: 16 loads of 16 bytes (CW 8), of 8 bytes (CW 4), or
+// 32 of 4 bytes (CW 2), halved for two matrices. A decode gemv is a single wave of short-lived
+// blocks, so what it costs is the number of memory round trips a thread makes in a row: with
+// ~8 chunks a thread this is two or one. The kernels declare one block an SM (launch bounds) so
+// that ptxas keeps these loads in flight instead of trading them for occupancy.
+template <int CW, int M>
+constexpr unsigned kBatchChunks = (CW == 2 ? 8 : 4) / M > 0 ? (CW == 2 ? 8 : 4) / M : 1;
+
+// CW adjacent bf16 weights of one row, kept packed (two to a word) until their FMAs.
+template <int CW>
+struct WRow {
+  uint32_t w[CW / 2];
+};
+
+__device__ __forceinline__ float Lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float Hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// The n (<= CW) weights at p, zeros past them. kFull (n == CW, known at compile time): no
+// bounds tests, so a batch of these is straight-line loads. kWide: one 2*CW-byte load (the
+// launcher proved the alignment); otherwise one 2-byte load each. Same words either way.
+template <int CW, bool kWide, bool kFull>
+__device__ __forceinline__ WRow<CW> LoadRow(const uint16_t* p, unsigned n) {
+  WRow<CW> r;
+  if constexpr (kWide && kFull) {
+    if constexpr (CW == 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+      r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+    } else if constexpr (CW == 4) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+      r.w[0] = v.x, r.w[1] = v.y;
+    } else {
+      r.w[0] = __ldg(reinterpret_cast<const unsigned int*>(p));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < CW / 2; ++i) {
+      const uint32_t lo = (kFull || 2u * i < n) ? __ldg(p + 2 * i) : 0u;
+      const uint32_t hi = (kFull || 2u * i + 1 < n) ? __ldg(p + 2 * i + 1) : 0u;
+      r.w[i] = lo | (hi << 16);
+    }
+  }
+  return r;
+}
+
+// x[0..3]; kVec: one float4 load, when the caller proved p is 16-byte aligned.
+template <bool kVec>
+__device__ __forceinline__ float4 LoadX4(const float* p) {
+  if (kVec) return __ldg(reinterpret_cast<const float4*>(p));
+  return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+}
+
+template <int T, int M, int CW>
+__device__ __forceinline__ void Fma4(float (&acc)[M][T][CW], const float4& x4, int s,
+                                     const WRow<CW> (&wv)[kChunk][M]) {
+  const float xv[kChunk] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+  for (unsigned r = 0; r < kChunk; ++r) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int i = 0; i < CW / 2; ++i) {
+        acc[m][s][2 * i] = fmaf(xv[r], Lo(wv[r][m].w[i]), acc[m][s][2 * i]);
+        acc[m][s][2 * i + 1] = fmaf(xv[r], Hi(wv[r][m].w[i]), acc[m][s][2 * i + 1]);
+      }
+    }
+  }
+}
+
+// One chunk's 4 rows of M matrices.
+template <int M, int CW, bool kWide, bool kFull>
+__device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint16_t* const (&w)[M],
+                                          uint64_t row0, uint64_t ldw, unsigned n) {
+#pragma unroll
+  for (unsigned r = 0; r < kChunk; ++r) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) wv[r][m] = LoadRow<CW, kWide, kFull>(w[m] + (row0 + r) * ldw, n);
+  }
+}
+
+// acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
+// in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
+// (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
+template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull>
+__device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
+                                                 const float* const (&xr)[T],
+                                                 const uint16_t* const (&w)[M], uint64_t ldw,
+                                                 uint32_t K, uint32_t first, uint32_t stride,
+                                                 unsigned n) {
+  const uint64_t full = K / kChunk;
+  uint64_t c = first;
+  if constexpr (!kFull) {
+    // The clipped thread (at most one a launch): a row at a time, same order. Its guarded
+    // 2-byte loads batched would need many more registers, and registers are allocated for the
+    // whole kernel, so they would cost every thread.
+#pragma unroll 1
+    for (; c < full; c += stride) {
+#pragma unroll 1
+      for (unsigned r = 0; r < kChunk; ++r) {
+        const uint64_t k = c * kChunk + r;
+        WRow<CW> wv[M];
+#pragma unroll
+        for (int m = 0; m < M; ++m) wv[m] = LoadRow<CW, kWide, false>(w[m] + k * ldw, n);
+#pragma unroll
+        for (int s = 0; s < T; ++s) {
+          const float xv = __ldg(xr[s] + k);
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+#pragma unroll
+            for (int i = 0; i < CW / 2; ++i) {
+              acc[m][s][2 * i] = fmaf(xv, Lo(wv[m].w[i]), acc[m][s][2 * i]);
+              acc[m][s][2 * i + 1] = fmaf(xv, Hi(wv[m].w[i]), acc[m][s][2 * i + 1]);
+            }
+          }
+        }
+      }
+    }
+  } else {
+    constexpr unsigned U = kBatchChunks<CW, M>;
+    // Not unrolled further: one batch is all the registers a thread should hold in flight.
+#pragma unroll 1
+    for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride) {
+      WRow<CW> wv[U][kChunk][M];
+#pragma unroll
+      for (unsigned u = 0; u < U; ++u) {
+        LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
+      }
+#pragma unroll
+      for (unsigned u = 0; u < U; ++u) {
+#pragma unroll
+        for (int s = 0; s < T; ++s) {
+          Fma4<T, M, CW>(acc, LoadX4<kVecX>(xr[s] + (c + u * stride) * kChunk), s, wv[u]);
+        }
+      }
+    }
+#pragma unroll 1
+    for (; c < full; c += stride) {
+      WRow<CW> wv[kChunk][M];
+      LoadChunk<M, CW, kWide, kFull>(wv, w, c * kChunk, ldw, n);
+#pragma unroll
+      for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, LoadX4<kVecX>(xr[s] + c * kChunk), s, wv);
+    }
+  }
+  if (K % kChunk != 0 && full >= first && (full - first) % stride == 0) {
+    for (uint32_t k = uint32_t(full) * kChunk; k < K; ++k) {
+      WRow<CW> wv[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) wv[m] = LoadRow<CW, kWide, kFull>(w[m] + uint64_t(k) * ldw, n);
+#pragma unroll
+      for (int s = 0; s < T; ++s) {
+        const float xv = __ldg(xr[s] + k);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+#pragma unroll
+          for (int i = 0; i < CW / 2; ++i) {
+            acc[m][s][2 * i] = fmaf(xv, Lo(wv[m].w[i]), acc[m][s][2 * i]);
+            acc[m][s][2 * i + 1] = fmaf(xv, Hi(wv[m].w[i]), acc[m][s][2 * i + 1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// One block's share of one column tile: T rows of x (row stride ldx) times M matrices (W[m]
+// points at column 0 of the slice, row stride ldw), columns [col0, col0 + 32 * CW) clipped to
+// cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread of
+// every block of the cluster must reach it (no early return once a cluster has started it).
+template <int T, int M, int CW, bool kWide, bool kVecX, class Epi>
+__device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t ldx,
+                                         const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
+                                         uint32_t cols, uint32_t col0, unsigned split,
+                                         const Epi& epi) {
+  static_assert(M * T * CW <= 16, "part[] stays within 32 KB of shared memory");
+  constexpr unsigned kTile = kWarpCols * CW;
+  __shared__ float part[kSplitY][M * T][kTile];
+  const unsigned tid = threadIdx.x, tx = tid % kWarpCols, ty = tid / kWarpCols;
+  const unsigned rank = split > 1 ? cg::this_cluster().block_rank() : 0;
+
+  float acc[M][T][CW] = {};
+  const uint32_t j = col0 + CW * tx;
+  if (j < cols) {
+    const unsigned n = cols - j < CW ? cols - j : CW;
+    const float* xr[T];
+#pragma unroll
+    for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
+    const uint16_t* w[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) w[m] = W[m] + j;
+    // Only the last thread of the last tile can have fewer than CW columns.
+    if (n == CW) {
+      AccumulateChunks<T, M, CW, kWide, kVecX, true>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                     split * kSplitY, n);
+    } else {
+      AccumulateChunks<T, M, CW, kWide, kVecX, false>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                      split * kSplitY, n);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+#pragma unroll
+      for (int i = 0; i < CW; ++i) part[ty][m * T + s][CW * tx + i] = acc[m][s][i];
+    }
+  }
+  __syncthreads();
+  // This block's total per (matrix, row, column): its partials in y order, left in part[0].
+  for (unsigned o = tid; o < M * T * kTile; o += kGemvThreads) {
+    const unsigned ms = o / kTile, c = o % kTile;
+    float a = part[0][ms][c];
+#pragma unroll
+    for (unsigned y = 1; y < kSplitY; ++y) a = __fadd_rn(a, part[y][ms][c]);
+    part[0][ms][c] = a;
+  }
+  if (split > 1) {
+    cg::this_cluster().sync();
+  } else {
+    __syncthreads();
+  }
+  if (rank == 0) {
+    for (unsigned o = tid; o < T * kTile; o += kGemvThreads) {
+      const unsigned s = o / kTile, c = o % kTile;
+      if (col0 + c >= cols) continue;
+      float v[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float a = part[0][m * T + s][c];
+        for (unsigned b = 1; b < split; ++b) {
+          const float* remote = cg::this_cluster().map_shared_rank(&part[0][0][0], b);
+          a = __fadd_rn(a, remote[(m * T + s) * kTile + c]);
+        }
+        v[m] = a;
+      }
+      epi(s, col0 + c, v);
+    }
+  }
+  // Rank 0 reads the others' shared memory: they must not exit before it is done.
+  if (split > 1) cg::this_cluster().sync();
+}
+
+// ---- memra_gemv ----
+
+struct StoreRows {
+  float* out;
+  uint64_t ldo;
+  __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
+    out[uint64_t(s) * ldo + j] = v[0];
+  }
+};
+
+template <int T, int CW, bool kWide, bool kVecX>
+__global__ void __launch_bounds__(kGemvThreads, 1)
+    gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
+         const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
+         unsigned split) {
+  const uint16_t* const w[1] = {W};
+  GemvTile<T, 1, CW, kWide, kVecX>(x, ldx, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW,
+                                   split, StoreRows{out, ldo});
+}
+
+// ---- the expert FFN ----
+
+// Slot q = s * K + k of the grid's y; its expert, if this rank owns it, picks the matrices.
+// Every block of a cluster has the same q, so an unowned slot returns from whole clusters.
+__device__ __forceinline__ bool OwnedExpert(const int32_t* ids, uint32_t e0, uint32_t nE,
+                                            uint64_t* local) {
+  const int64_t e = ids[blockIdx.y];
+  if (e < int64_t(e0) || e >= int64_t(e0) + int64_t(nE)) return false;
+  *local = uint64_t(e - int64_t(e0));
+  return true;
+}
+
+struct SiluGateUp {
+  float* act;  // this slot's row
+  // f32-ops.ts: silu(g) = f32(g / f32(1 + f32(exp(-g)))), then f32(silu * up).
+  __device__ void operator()(unsigned, uint32_t f, const float (&v)[2]) const {
+    const float g = v[0];
+    const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
+    act[f] = __fmul_rn(silu, v[1]);
+  }
+};
+
+template <int CW, bool kWide, bool kVecX>
+__global__ void __launch_bounds__(kGemvThreads, 1)
+    expert_up(float* __restrict__ act, const float* __restrict__ xd,
+              const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
+              const uint16_t* __restrict__ w3, uint32_t e0, uint32_t nE, uint32_t K, uint32_t H,
+              uint32_t F, unsigned split) {
+  uint64_t e;
+  if (!OwnedExpert(ids, e0, nE, &e)) return;
+  const uint64_t q = blockIdx.y;
+  const uint16_t* const w[2] = {w1 + e * H * F, w3 + e * H * F};
+  GemvTile<1, 2, CW, kWide, kVecX>(xd + (q / K) * H, H, w, F, H, F,
+                                   (blockIdx.x / split) * kWarpCols * CW, split,
+                                   SiluGateUp{act + q * F});
+}
+
+struct StoreContrib {
+  float* contrib;  // this slot's row
+  __device__ void operator()(unsigned, uint32_t i, const float (&v)[1]) const {
+    contrib[i] = v[0];
+  }
+};
+
+template <int CW, bool kWide, bool kVecX>
+__global__ void __launch_bounds__(kGemvThreads, 1)
+    expert_down(float* __restrict__ contrib, const float* __restrict__ act,
+                const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
+                uint32_t nE, uint32_t H, uint32_t F, unsigned split) {
+  uint64_t e;
+  if (!OwnedExpert(ids, e0, nE, &e)) return;
+  const uint64_t q = blockIdx.y;
+  const uint16_t* const w[1] = {w2 + e * F * H};
+  GemvTile<1, 1, CW, kWide, kVecX>(act + q * F, F, w, H, F, H,
+                                   (blockIdx.x / split) * kWarpCols * CW, split,
+                                   StoreContrib{contrib + q * H});
+}
+
+// ---- launching ----
+//
+// The launcher picks only how columns are laid over threads (CW columns a thread, wide or 2-byte
+// weight loads, float4 or scalar x loads); none of it reaches the order of a sum.
+
+bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+// The widest CW the accumulators and part[] allow for M matrices of T rows (M * T * CW <= 16).
+constexpr int CwMax(int T, int M) { return 16 / (M * T) >= 8 ? 8 : (16 / (M * T) >= 4 ? 4 : 2); }
+
+// Every row of W (stride ldw) starts CW-column aligned for one 2*CW-byte load.
+bool WideOk(const uint16_t* W, uint64_t ldw, int cw) {
+  return Aligned(W, 2 * static_cast<uintptr_t>(cw)) && ldw % static_cast<uint64_t>(cw) == 0;
+}
+
+uint64_t Tiles(uint32_t cols, int cw) {
+  const uint64_t tile = kWarpCols * static_cast<uint64_t>(cw);
+  return (cols + tile - 1) / tile;
+}
+
+// The widest aligned CW, narrowed while the launch would leave SMs idle (a narrow matrix).
+int PickCw(int cwMax, bool (*wideOk)(int, const void*), const void* ctx, uint32_t cols,
+           uint64_t blocksPerTile) {
+  int cw = cwMax;
+  while (cw > 2 && !wideOk(cw, ctx)) cw /= 2;
+  while (cw > 2 && Tiles(cols, cw) * blocksPerTile < kTargetBlocks) cw /= 2;
+  return cw;
+}
+
+// grid.x = tiles x split, clustered by split along x (a cluster is one tile's blocks).
+template <class Kernel, class... Args>
+cudaError_t LaunchTiles(Kernel kernel, uint32_t cols, int cw, unsigned gridY, unsigned split,
+                        cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(Tiles(cols, cw) * split), gridY, 1);
+  cfg.blockDim = dim3(kGemvThreads, 1, 1);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = split;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = split > 1 ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return err;
+  }
+  return cudaGetLastError();
+}
+
+// The instance of `kernel<..., wide, vec>` for the runtime flags `wide` and `vec` in scope: the
+// three launchers below share this one dispatch (#undef'd after them).
+#define MEMRA_PICK4(kernel, ...)                                              \
+  (wide ? (vec ? kernel<__VA_ARGS__, true, true> : kernel<__VA_ARGS__, true, false>) \
+        : (vec ? kernel<__VA_ARGS__, false, true> : kernel<__VA_ARGS__, false, false>))
+
+struct GemvArgs {
+  float* out;
+  uint64_t ldo;
+  const float* x;
+  uint64_t ldx;
+  const uint16_t* W;
+  uint64_t ldw;
+  uint32_t K, cols;
+};
+
+template <int T, int CW>
+cudaError_t GemvLaunch(const GemvArgs& a, bool wide, bool vec, unsigned split,
+                       cudaStream_t stream) {
+  return LaunchTiles(MEMRA_PICK4(gemv, T, CW), a.cols, CW, 1, split, stream, a.out, a.ldo, a.x,
+                     a.ldx, a.W, a.ldw, a.K, a.cols, split);
+}
+
+template <int T>
+cudaError_t GemvRows(const GemvArgs& a, cudaStream_t stream) {
+  const unsigned split = Split(a.K);
+  const int cw = PickCw(
+      CwMax(T, 1), [](int c, const void* p) {
+        const GemvArgs& g = *static_cast<const GemvArgs*>(p);
+        return WideOk(g.W, g.ldw, c);
+      }, &a, a.cols, split);
+  const bool wide = WideOk(a.W, a.ldw, cw);
+  const bool vec = Aligned(a.x, 16) && (T == 1 || a.ldx % 4 == 0);
+  if constexpr (CwMax(T, 1) >= 8) {
+    if (cw == 8) return GemvLaunch<T, 8>(a, wide, vec, split, stream);
+  }
+  if constexpr (CwMax(T, 1) >= 4) {
+    if (cw == 4) return GemvLaunch<T, 4>(a, wide, vec, split, stream);
+  }
+  return GemvLaunch<T, 2>(a, wide, vec, split, stream);
+}
+
+bool ExpertArgsOk(uint32_t t, uint32_t K) {
+  return t <= MEMRA_MODEL_MAX_ROWS && K <= MEMRA_MODEL_MAX_TOPK;
+}
+
+struct ExpertUpArgs {
+  float* act;
+  const float* xd;
+  const int32_t* ids;
+  const uint16_t *w1, *w3;
+  uint32_t e0, nE, K, H, F;
+};
+
+template <int CW>
+cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, bool vec, unsigned slots,
+                           unsigned split, cudaStream_t stream) {
+  return LaunchTiles(MEMRA_PICK4(expert_up, CW), a.F, CW, slots, split, stream, a.act, a.xd,
+                     a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, split);
+}
+
+struct ExpertDownArgs {
+  float* contrib;
+  const float* act;
+  const int32_t* ids;
+  const uint16_t* w2;
+  uint32_t e0, nE, K, H, F;
+};
+
+template <int CW>
+cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, bool vec, unsigned slots,
+                             unsigned split, cudaStream_t stream) {
+  return LaunchTiles(MEMRA_PICK4(expert_down, CW), a.H, CW, slots, split, stream, a.contrib,
+                     a.act, a.ids, a.w2, a.e0, a.nE, a.H, a.F, split);
+}
+
+#undef MEMRA_PICK4
+
+}  // namespace
+
+extern "C" cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
+                                  const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols,
+                                  uint32_t t, cudaStream_t stream) {
+  if (t == 0 || cols == 0) return cudaSuccess;
+  const GemvArgs a{out, ldo, x, ldx, W, ldw, K, cols};
+  switch (t) {
+    case 1: return GemvRows<1>(a, stream);
+    case 2: return GemvRows<2>(a, stream);
+    case 3: return GemvRows<3>(a, stream);
+    case 4: return GemvRows<4>(a, stream);
+    case 5: return GemvRows<5>(a, stream);
+    case 6: return GemvRows<6>(a, stream);
+    case 7: return GemvRows<7>(a, stream);
+    case 8: return GemvRows<8>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids,
+                                       const uint16_t* w1, const uint16_t* w3, uint32_t e0,
+                                       uint32_t nE, uint32_t t, uint32_t K, uint32_t H,
+                                       uint32_t F, cudaStream_t stream) {
+  if (!ExpertArgsOk(t, K)) return cudaErrorInvalidValue;
+  if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
+  const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F};
+  const unsigned split = Split(H), slots = t * K;
+  const auto ok = [](int c, const void* p) {
+    const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
+    return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);
+  };
+  const int cw = PickCw(CwMax(1, 2), ok, &a, F, uint64_t(split) * slots);
+  const bool wide = ok(cw, &a);
+  const bool vec = Aligned(xd, 16) && H % 4 == 0;
+  if (cw == 8) return ExpertUpLaunch<8>(a, wide, vec, slots, split, stream);
+  if (cw == 4) return ExpertUpLaunch<4>(a, wide, vec, slots, split, stream);
+  return ExpertUpLaunch<2>(a, wide, vec, slots, split, stream);
+}
+
+extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
+                                         const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
+                                         uint32_t K, uint32_t H, uint32_t F,
+                                         cudaStream_t stream) {
+  if (!ExpertArgsOk(t, K)) return cudaErrorInvalidValue;
+  if (t == 0 || K == 0 || H == 0 || nE == 0) return cudaSuccess;
+  const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F};
+  const unsigned split = Split(F), slots = t * K;
+  const auto ok = [](int c, const void* p) {
+    const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
+    return WideOk(g.w2, g.H, c);
+  };
+  const int cw = PickCw(CwMax(1, 1), ok, &a, H, uint64_t(split) * slots);
+  const bool wide = ok(cw, &a);
+  const bool vec = Aligned(act, 16) && F % 4 == 0;
+  if (cw == 8) return ExpertDownLaunch<8>(a, wide, vec, slots, split, stream);
+  if (cw == 4) return ExpertDownLaunch<4>(a, wide, vec, slots, split, stream);
+  return ExpertDownLaunch<2>(a, wide, vec, slots, split, stream);
+}

@@ -1,0 +1,185 @@
+// The MoE's small kernels: routing, the fp8 round trip of the expert input (what crosses the EP
+// link), and the slot-order merge with the residual. The expert FFN itself is a gemv
+// (model_gemv.cu). The merge and the fp8 scales are the points where the sharded walk must agree
+// with the unsharded one bit for bit, so each f32 operation there is one explicit rounding, as
+// f32-ops.ts spells it.
+#include <math.h>
+#include <stdint.h>
+
+#include "cu/launch.cuh"
+#include "cu/model.h"
+#include "cu/model_bits.cuh"
+
+namespace {
+
+using memra_model::E4m3Decode;
+using memra_model::E4m3Encode;
+
+// ---- router ----
+
+// One warp per row. f32-ops.ts topk is a sequential scan: the first untaken index admits itself,
+// then only a strictly greater value replaces the pick. So a pick is the first untaken index
+// when its value is NaN, and otherwise the lowest index of the largest non-NaN untaken value:
+// both are order-free, which lets 32 lanes (lane l holds elements l, l + 32, ...) find it.
+constexpr uint32_t kNone = 0xffffffffu;
+
+__global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,
+                       const float* __restrict__ logits, uint32_t t, uint32_t E, uint32_t K) {
+  const uint32_t s = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (s >= t) return;  // whole warps
+  const float* x = logits + uint64_t(s) * E;
+  uint32_t taken = 0;  // bit m: element lane + 32m (E <= 1024)
+  float sel[MEMRA_MODEL_MAX_TOPK];
+  for (uint32_t k = 0; k < K; ++k) {
+    uint32_t first = kNone, bi = kNone;
+    float bv = 0.0f;
+    for (uint32_t m = 0, i = lane; i < E; ++m, i += 32) {
+      if ((taken >> m) & 1u) continue;
+      const float v = x[i];
+      if (first == kNone) first = i;
+      if (!isnan(v) && (bi == kNone || v > bv)) bv = v, bi = i;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi != kNone && (bi == kNone || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+    }
+    // K <= E, so an untaken element exists; if the first one is NaN it is the pick.
+    const float f = x[first];
+    const uint32_t pick = isnan(f) ? first : bi;
+    if (pick % 32 == lane) taken |= 1u << (pick / 32);
+    sel[k] = isnan(f) ? f : bv;
+    if (lane == 0) ids[uint64_t(s) * K + k] = int32_t(pick);
+  }
+  if (lane != 0) return;
+  // f32-ops.ts softmaxInPlace over the K selected, in slot order.
+  float mx = -INFINITY;
+  for (uint32_t k = 0; k < K; ++k) mx = sel[k] > mx ? sel[k] : mx;
+  float sum = 0.0f;
+  for (uint32_t k = 0; k < K; ++k) {
+    sel[k] = expf(__fsub_rn(sel[k], mx));
+    sum = __fadd_rn(sum, sel[k]);
+  }
+  for (uint32_t k = 0; k < K; ++k) wts[uint64_t(s) * K + k] = __fdiv_rn(sel[k], sum);
+}
+
+// ---- fp8 quantize / dequantize ----
+
+constexpr unsigned kQuantThreads = 256;
+constexpr unsigned kQuantWarps = kQuantThreads / 32;
+constexpr uint32_t kQB = MEMRA_MODEL_QUANT_BLOCK;
+static_assert(kQB == 32 * 4, "a warp takes one block, four elements a lane");
+
+// NaN-propagating max (Math.max's rule): one NaN in a block makes its scale NaN, as in the
+// oracle. Exact and order-free otherwise.
+__device__ __forceinline__ float MaxNan(float a, float b) {
+  return (isnan(a) || isnan(b)) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
+}
+
+// One warp per 128-element block; lane l holds elements 4l .. 4l + 3 of it.
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads)
+    quantize(uint8_t* __restrict__ xq, float* __restrict__ xs, const float* __restrict__ b,
+             uint64_t blocks) {
+  const uint64_t blk = uint64_t(blockIdx.x) * kQuantWarps + threadIdx.x / 32;
+  if (blk >= blocks) return;
+  const unsigned lane = threadIdx.x % 32;
+  const uint64_t at = blk * kQB + 4 * lane;
+  float v[4];
+  if (kVec) {
+    const float4 v4 = *reinterpret_cast<const float4*>(b + at);
+    v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = b[at + i];
+  }
+  float mx = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) mx = MaxNan(mx, fabsf(v[i]));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = MaxNan(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  const float scale = mx == 0.0f ? 1.0f : __fdiv_rn(mx, 448.0f);
+  if (lane == 0) xs[blk] = scale;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) xq[at + i] = E4m3Encode(__fdiv_rn(v[i], scale));
+}
+
+__global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ xq,
+                           const float* __restrict__ xs, uint64_t n) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    xd[i] = __fmul_rn(E4m3Decode(xq[i]), xs[i / kQB]);
+  }
+}
+
+// ---- the merge ----
+
+// moe = sum over slots in slot order of f32(w * c), each add rounded, then h = f32(h + moe): the
+// same terms in the same order whichever rank computed each slot's c (lo: experts below
+// splitE, hi: the rest), so the EP walk matches the unsharded one bit for bit.
+__global__ void moe_combine(float* __restrict__ h, const float* __restrict__ wts,
+                            const int32_t* __restrict__ ids, const float* lo, const float* hi,
+                            uint32_t splitE, uint32_t K, uint32_t H, uint64_t n) {
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t idx = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    const uint64_t s = idx / H, i = idx - s * H;
+    float moe = 0.0f;
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint64_t q = s * K + k;
+      const float* c = int64_t(ids[q]) < int64_t(splitE) ? lo : hi;
+      moe = __fadd_rn(moe, __fmul_rn(wts[q], c[q * H + i]));
+    }
+    h[idx] = __fadd_rn(h[idx], moe);
+  }
+}
+
+}  // namespace
+
+extern "C" cudaError_t memra_router(int32_t* ids, float* wts, const float* logits, uint32_t t,
+                                    uint32_t E, uint32_t K, cudaStream_t stream) {
+  if (t == 0 || K == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || E > MEMRA_MODEL_MAX_EXPERTS || K > MEMRA_MODEL_MAX_TOPK ||
+      K > E) {
+    return cudaErrorInvalidValue;
+  }
+  router<<<1, 32 * t, 0, stream>>>(ids, wts, logits, t, E, K);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, uint32_t t,
+                                      uint32_t H, cudaStream_t stream) {
+  if (t == 0 || H == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || H % kQB != 0) return cudaErrorInvalidValue;
+  const uint64_t blocks = uint64_t(t) * (H / kQB);
+  const unsigned grid = static_cast<unsigned>((blocks + kQuantWarps - 1) / kQuantWarps);
+  // Every block starts 512 bytes after the previous one, so b's own alignment decides.
+  if (reinterpret_cast<uintptr_t>(b) % 16 == 0) {
+    quantize<true><<<grid, kQuantThreads, 0, stream>>>(xq, xs, b, blocks);
+  } else {
+    quantize<false><<<grid, kQuantThreads, 0, stream>>>(xq, xs, b, blocks);
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs,
+                                        uint32_t t, uint32_t H, cudaStream_t stream) {
+  if (t == 0 || H == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || H % kQB != 0) return cudaErrorInvalidValue;
+  const uint64_t n = uint64_t(t) * H;
+  dequantize<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(xd, xq, xs, n);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids,
+                                         const float* lo, const float* hi, uint32_t splitE,
+                                         uint32_t t, uint32_t K, uint32_t H,
+                                         cudaStream_t stream) {
+  if (t == 0 || H == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || K > MEMRA_MODEL_MAX_TOPK) return cudaErrorInvalidValue;
+  const uint64_t n = uint64_t(t) * H;
+  moe_combine<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(h, wts, ids, lo, hi, splitE,
+                                                                     K, H, n);
+  return cudaGetLastError();
+}

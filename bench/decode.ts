@@ -12,10 +12,10 @@ import { Runtime } from '../src/runtime/runtime.js';
 import { ArLink } from '../src/runtime/link.js';
 import { TRANSPORTS, type Transport } from '../src/runtime/transports/transport.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
-import { GpuWalk, mailboxBytesFor } from '../src/decode/gpu-walk.js';
+import { DeviceWalk, mailboxBytesFor } from '../src/decode/device-walk.js';
 import { presetByName } from '../src/decode/model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
-import type { Layout } from '../src/decode/gpu-weights.js';
+import type { Layout } from '../src/decode/device-weights.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
 
@@ -29,7 +29,7 @@ const NO_JOINS: Transport = {
   broadcast: () => undefined, allGather: () => undefined, gather: () => undefined, allReduce: () => undefined,
 };
 
-async function timeSteps(walk: GpuWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<number[]> {
+async function timeSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<number[]> {
   const samples: number[] = [];
   let tok = [1];
   for (let i = 0; i < WARM + STEPS; i++) {
@@ -41,12 +41,12 @@ async function timeSteps(walk: GpuWalk, dc: DecodeConfig, label: string, progres
   return samples;
 }
 
-async function withWalk<T>(layout: Layout, fn: (walk: GpuWalk, rt: Runtime) => Promise<T>, progress: Progress): Promise<T> {
+async function withWalk<T>(layout: Layout, fn: (walk: DeviceWalk, rt: Runtime) => Promise<T>, progress: Progress): Promise<T> {
   const cfg = presetByName(PRESET);
   const rt = await Runtime.open({ backend: 'cuda', mailboxBytes: mailboxBytesFor(cfg, 1) });
   const link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
   try {
-    const walk = await GpuWalk.load(rt, link, cfg, layout, 1, (d, t) => progress.tick(`weights ${layout}`, d, t));
+    const walk = await DeviceWalk.load(rt, link, cfg, layout, 1, (d, t) => progress.tick(`weights ${layout}`, d, t));
     try {
       return await fn(walk, rt);
     } finally {

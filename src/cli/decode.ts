@@ -6,7 +6,7 @@
 import { Session } from '../decode/session.js';
 import { Progress } from './progress.js';
 import type { BackendKind } from '../runtime/device-api.js';
-import type { Layout } from '../decode/gpu-weights.js';
+import type { Layout } from '../decode/device-weights.js';
 import { summarize } from './stats.js';
 
 export interface DecodeOptions {

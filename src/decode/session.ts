@@ -10,9 +10,8 @@
 import { Runtime, detectBackend, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
 import type { BackendKind } from '../runtime/device-api.js';
-import { CpuModel } from './cpu-model.js';
-import { GpuWalk, mailboxBytesFor } from './gpu-walk.js';
-import type { Layout, Progress } from './gpu-weights.js';
+import { DeviceWalk, mailboxBytesFor } from './device-walk.js';
+import { WeightLoader, type Layout, type Progress } from './device-weights.js';
 import { presetByName, validateConfig, type ModelConfig } from './model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, type DecodeConfig } from './decode-config.js';
 
@@ -21,7 +20,7 @@ export interface SessionOptions {
   model?: string | ModelConfig;
   /** Default `auto`: CUDA when two devices are visible, else the CPU reference. */
   backend?: 'auto' | BackendKind;
-  /** CUDA only. `sharded` (two GPUs, the default) or `unsharded` (the one-GPU oracle). */
+  /** `sharded` over the two devices (the default) or `unsharded` on rank 0 alone (the oracle). */
   layout?: Layout;
   /** The most rows (sequences) a step may carry. Default 4, at most 8. */
   maxBatch?: number;
@@ -29,7 +28,7 @@ export interface SessionOptions {
   config?: DecodeConfig | string;
   /** Called while weights are generated. */
   onProgress?: Progress;
-  /** Passed to Runtime.open (CUDA). */
+  /** Passed to Runtime.open. */
   runtime?: RuntimeOptions;
 }
 
@@ -43,6 +42,8 @@ export interface StepOutput {
 }
 
 const MAX_BATCH = 8;
+/** Room in each CPU reference device beyond weights and activations (link buffers, staging). */
+const CPU_ARENA_SLACK = 64 * 2 ** 20;
 
 export class Session {
   private closed: Error | undefined;
@@ -55,8 +56,7 @@ export class Session {
     readonly layout: Layout,
     readonly maxBatch: number,
     private config: DecodeConfig,
-    private readonly cpu: CpuModel | undefined,
-    private readonly gpu: { rt: Runtime; link: ArLink | undefined; walk: GpuWalk } | undefined,
+    private readonly dev: { rt: Runtime; link: ArLink | undefined; walk: DeviceWalk },
   ) {
     this.lengths = new Array<number>(maxBatch).fill(0);
   }
@@ -70,15 +70,19 @@ export class Session {
     const layout = opts.layout ?? 'sharded';
     if (layout !== 'sharded' && layout !== 'unsharded') throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(layout)}'`);
     const config = Session.readConfig(opts.config, model.layers);
-    if (backend === 'cpu') {
-      return new Session('cpu', model, 'unsharded', maxBatch, config, new CpuModel(model, { maxBatch }), undefined);
-    }
-    const rt = await Runtime.open({ ...opts.runtime, backend: 'cuda', mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)) });
+    const loader = new WeightLoader(model);
+    const rt = await Runtime.open({
+      ...opts.runtime,
+      backend,
+      mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)),
+      // The CPU reference's emulated devices hold the weights too: size their arenas for them.
+      cpuArenaBytes: Math.max(opts.runtime?.cpuArenaBytes ?? 0, loader.planBytes(layout, 0) + DeviceWalk.activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK),
+    });
     let link: ArLink | undefined;
     try {
       link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
-      const walk = await GpuWalk.load(rt, link, model, layout, maxBatch, opts.onProgress);
-      const s = new Session('cuda', model, layout, maxBatch, config, undefined, { rt, link, walk });
+      const walk = await DeviceWalk.load(rt, link, model, layout, maxBatch, opts.onProgress);
+      const s = new Session(backend, model, layout, maxBatch, config, { rt, link, walk });
       try {
         await walk.prepare(config);
       } catch (e) {
@@ -108,7 +112,7 @@ export class Session {
     const next = Session.readConfig(c, this.model.layers);
     this.busy = true;
     try {
-      await this.gpu?.walk.prepare(next);
+      await this.dev.walk.prepare(next);
       this.config = next;
     } catch (e) {
       await this.fail(e as Error);
@@ -129,7 +133,6 @@ export class Session {
     this.usable('reset');
     if (slot === undefined) this.lengths.fill(0);
     else { this.position(slot); this.lengths[slot] = 0; }
-    this.cpu?.reset(slot);
   }
 
   /** One step: row s carries slot s's next token; returns each row's greedy next token. */
@@ -153,19 +156,7 @@ export class Session {
     const t0 = performance.now();
     this.busy = true;
     try {
-      let next: number[];
-      let hidden: Float32Array | undefined;
-      if (this.cpu) {
-        // The reference step is synchronous; let the event loop turn once before it holds the thread.
-        await new Promise((r) => setImmediate(r));
-        const r = this.cpu.step(tokens, positions);
-        next = r.next;
-        hidden = opts.hidden ? r.hidden : undefined;
-      } else {
-        const r = await this.gpu!.walk.step(tokens, positions, this.config, opts.hidden === true);
-        next = r.next;
-        hidden = r.hidden;
-      }
+      const { next, hidden } = await this.dev.walk.step(tokens, positions, this.config, opts.hidden === true);
       for (let s = 0; s < t; s++) this.lengths[s]!++;
       const out: StepOutput = { next, ms: performance.now() - t0 };
       if (hidden) out.hidden = hidden;
@@ -190,8 +181,7 @@ export class Session {
 
   private async shutdown(why: Error): Promise<void> {
     this.closed = why;
-    if (!this.gpu) return;
-    const { rt, link, walk } = this.gpu;
+    const { rt, link, walk } = this.dev;
     await walk.close().catch(() => undefined);
     await link?.close().catch(() => undefined);
     await rt.close().catch(() => undefined);
@@ -203,9 +193,9 @@ export class Session {
     await this.shutdown(new Error('closed by close()'));
   }
 
-  /** Device bytes of weights per rank (CUDA), for reports. */
-  weightBytes(): number[] { return this.gpu?.walk.weightBytes() ?? []; }
+  /** Device bytes of weights per rank, for reports. */
+  weightBytes(): number[] { return this.dev.walk.weightBytes(); }
 
-  /** The runtime (CUDA), for profiling and benchmarks. */
-  get runtime(): Runtime | undefined { return this.gpu?.rt; }
+  /** The runtime, for profiling and benchmarks. */
+  get runtime(): Runtime { return this.dev.rt; }
 }

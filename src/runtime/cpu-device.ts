@@ -6,6 +6,7 @@
  *
  * It is the oracle GPU results are compared with and what CI runs, not a speed path.
  */
+import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
 import type { HostRegistration } from './binding.js';
 import {
@@ -47,7 +48,6 @@ const LL_MAX_VALUES = 4 * 1024 * 1024;
 const LL_DEPTH = 4;
 const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
 const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
-const NO_MODEL = 'the model kernels run on the CUDA backend; on the CPU backend the decode walk runs in process (src/decode/cpu-model.ts)';
 
 export class CpuDevice implements DeviceApi {
   private readonly layout: CpuWorldLayout;
@@ -284,6 +284,11 @@ export class CpuDevice implements DeviceApi {
     this.stream('memcpyAsync', stream);
     const ep = this.tick();
     const [sd, so] = this.access('memcpyAsync(src)', src, bytes, READ, ep, false);
+    if (dst >= HOST_BASE) {
+      // Into registered (mapped) host memory: the mailbox a step's tokens come back through.
+      this.hostBytes('memcpyAsync(dst)', dst, bytes).set(this.bytes[sd]!.subarray(so, so + bytes));
+      return;
+    }
     const [dd, dOff] = this.access('memcpyAsync(dst)', dst, bytes, WRITE, ep, false);
     this.bytes[dd]!.set(this.bytes[sd]!.subarray(so, so + bytes), dOff);
   }
@@ -339,6 +344,15 @@ export class CpuDevice implements DeviceApi {
     const xi = xo / 4, yi = yo / 4;
     // a*x of two f32 is exact in f64, so one rounding to f32 matches the GPU's fused multiply-add.
     for (let i = 0; i < n; i++) ys[yi + i] = ys[yi + i]! + a * xs[xi + i]!;
+  }
+
+  /** `bytes` of registered host memory at `ptr` (hostRegister's device pointer). */
+  private hostBytes(call: string, ptr: number, bytes: number): Uint8Array {
+    const id = Math.floor((ptr - HOST_BASE) / HOST_UNIT);
+    const view = this.hostRegs.get(id);
+    const off = ptr - HOST_BASE - id * HOST_UNIT;
+    if (!view || off < 0 || off + bytes > view.byteLength) throw new Error(`${call}: [${hex(ptr)}, +${bytes}) is not inside memory registered with hostRegister`);
+    return new Uint8Array(view.buffer, view.byteOffset + off, bytes);
   }
 
   launchSignal(counter: number, value: number, stream: number): void {
@@ -548,22 +562,64 @@ export class CpuDevice implements DeviceApi {
     Atomics.notify(peer, LL_ACK);
   }
 
-  // ---- the model's kernels run on CUDA; the CPU backend runs the model in process (CpuModel) ----
+  // ---- the model's kernels (cpu-model-kernels.ts: the f32 operations of the in-process model) ----
   modelMaxRows(): number { return 8; }
-  launchGenWeights(): void { throw new Error(NO_MODEL); }
-  launchSetI32(): void { throw new Error(NO_MODEL); }
-  launchEmbed(): void { throw new Error(NO_MODEL); }
-  launchRmsnorm(): void { throw new Error(NO_MODEL); }
-  launchGemv(): void { throw new Error(NO_MODEL); }
-  launchCacheWrite(): void { throw new Error(NO_MODEL); }
-  launchMlaAttention(): void { throw new Error(NO_MODEL); }
-  launchRouter(): void { throw new Error(NO_MODEL); }
-  launchQuantize(): void { throw new Error(NO_MODEL); }
-  launchDequantize(): void { throw new Error(NO_MODEL); }
-  launchExpertUp(): void { throw new Error(NO_MODEL); }
-  launchExpertDown(): void { throw new Error(NO_MODEL); }
-  launchMoeCombine(): void { throw new Error(NO_MODEL); }
-  launchArgmax(): void { throw new Error(NO_MODEL); }
+  launchGenWeights(dst: number, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number, stream: number): void {
+    mk.genWeights(this.kernel('launchGenWeights', stream), dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale);
+  }
+  launchSetI32(dst: number, values: readonly number[], stream: number): void { mk.setI32(this.kernel('launchSetI32', stream), dst, values); }
+  launchEmbed(out: number, emb: number, tokens: number, t: number, H: number, V: number, stream: number): void {
+    mk.embed(this.kernel('launchEmbed', stream), out, emb, tokens, t, H, V);
+  }
+  launchRmsnorm(out: number, input: number, gain: number, t: number, H: number, stream: number): void {
+    mk.rmsnormRows(this.kernel('launchRmsnorm', stream), out, input, gain, t, H);
+  }
+  launchGemv(out: number, ldo: number, x: number, ldx: number, w: number, ldw: number, K: number, cols: number, t: number, stream: number): void {
+    mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t);
+  }
+  launchCacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number, stream: number): void {
+    mk.cacheWrite(this.kernel('launchCacheWrite', stream), cache, c, pos, t, layer, L, P, R);
+  }
+  launchMlaAttention(u: number, ldu: number, q: number, ldq: number, cache: number, pos: number, wuv: number, t: number, nh: number, layer: number, L: number, P: number, R: number, Dv: number, stream: number): void {
+    mk.mlaAttention(this.kernel('launchMlaAttention', stream), u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv);
+  }
+  launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
+    mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);
+  }
+  launchQuantize(xq: number, xs: number, b: number, t: number, H: number, stream: number): void {
+    mk.quantize(this.kernel('launchQuantize', stream), xq, xs, b, t, H);
+  }
+  launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
+    mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);
+  }
+  launchExpertUp(act: number, xd: number, ids: number, w1: number, w3: number, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: number): void {
+    mk.expertUp(this.kernel('launchExpertUp', stream), act, xd, ids, w1, w3, e0, nE, t, K, H, F);
+  }
+  launchExpertDown(contrib: number, act: number, ids: number, w2: number, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: number): void {
+    mk.expertDown(this.kernel('launchExpertDown', stream), contrib, act, ids, w2, e0, nE, t, K, H, F);
+  }
+  launchMoeCombine(h: number, wts: number, ids: number, lo: number, hi: number, splitE: number, t: number, K: number, H: number, stream: number): void {
+    mk.moeCombine(this.kernel('launchMoeCombine', stream), h, wts, ids, lo, hi, splitE, t, K, H);
+  }
+  launchArgmax(out: number, logits: number, t: number, V: number, stream: number): void {
+    mk.argmaxRows(this.kernel('launchArgmax', stream), out, logits, t, V);
+  }
+
+  /** One kernel's memory: every view is an access at this launch's epoch, checked and recorded. */
+  private kernel(call: string, stream: number): mk.KernelMemory {
+    this.stream(call, stream);
+    const ep = this.tick();
+    const at = (name: string, ptr: number, bytes: number, kind: number): [ArrayBufferLike, number] => {
+      const [d, off] = this.access(`${call}(${name})`, ptr, bytes, kind === mk.WRITE_ACCESS ? WRITE : READ, ep, true);
+      return [this.bytes[d]!.buffer, this.bytes[d]!.byteOffset + off];
+    };
+    return {
+      f32: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n * 4, kind); return new Float32Array(b, o, n); },
+      i32: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n * 4, kind); return new Int32Array(b, o, n); },
+      u16: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n * 2, kind); return new Uint16Array(b, o, n); },
+      u8: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n, kind); return new Uint8Array(b, o, n); },
+    };
+  }
 
   // ---- CUDA graphs and NCCL do not exist here ----
   streamBeginCapture(): void { throw new Error(NO_GRAPHS); }

@@ -1,6 +1,7 @@
 /**
- * The decode walk on the GPUs: one step enqueued whole (every layer, every hop, both ranks) as
- * ring records, then one read-back of the next tokens through rank 0's mailbox.
+ * The decode walk on the devices (two GPUs, or the CPU reference's two emulated devices): one
+ * step enqueued whole (every layer, every hop, both ranks) as ring records, then one read-back of
+ * the next tokens through rank 0's mailbox.
  *
  * `sharded` (MODEL.md "How it is sharded"; rank 0 is root):
  *   hop 1  fan-out:    root broadcasts h and the positions (packed: t·H floats, then t words)
@@ -27,7 +28,7 @@ import type { Transport, TransportName } from '../runtime/transports/transport.j
 import { openTransport } from '../runtime/transports/open.js';
 import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
-import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './gpu-weights.js';
+import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
@@ -46,7 +47,7 @@ export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
   return HIDDEN_AT + maxBatch * cfg.hidden * 4;
 }
 
-export class GpuWalk {
+export class DeviceWalk {
   private readonly ops: [ModelOps, ModelOps];
   private readonly own: [Ownership, Ownership];
   private readonly transports = new Map<TransportName, Transport>();
@@ -70,7 +71,7 @@ export class GpuWalk {
   private get ranksUsed(): number { return this.layout === 'sharded' ? 2 : 1; }
 
   /** Generate the weights and allocate the activations and caches. Frees everything on failure. */
-  static async load(rt: Runtime, link: ArLink | undefined, cfg: ModelConfig, layout: Layout, maxBatch: number, progress?: Progress): Promise<GpuWalk> {
+  static async load(rt: Runtime, link: ArLink | undefined, cfg: ModelConfig, layout: Layout, maxBatch: number, progress?: Progress): Promise<DeviceWalk> {
     if (layout === 'sharded' && !link) throw new Error('the sharded walk needs a tp link');
     const loader = new WeightLoader(cfg);
     const n = layout === 'sharded' ? 2 : 1;
@@ -83,11 +84,11 @@ export class GpuWalk {
       const done = [0, 0];
       const loaded = await Promise.all(rt.ranks.slice(0, n).map((rank, r) => loader.load(rank, layout, (d, _t, what) => { done[r] = d; progress?.(done[0]! + done[1]!, total, what); })));
       weights.push(...loaded);
-      for (let r = 0; r < n; r++) bufs.push(await GpuWalk.allocBuffers(rt, r, cfg, layout, maxBatch));
-      if (link) await link.reserve(GpuWalk.largestJoin(cfg, maxBatch));
-      return new GpuWalk(rt, link, cfg, layout, maxBatch, loader, weights, bufs);
+      for (let r = 0; r < n; r++) bufs.push(await DeviceWalk.allocBuffers(rt, r, cfg, layout, maxBatch));
+      if (link) await link.reserve(DeviceWalk.largestJoin(cfg, maxBatch));
+      return new DeviceWalk(rt, link, cfg, layout, maxBatch, loader, weights, bufs);
     } catch (e) {
-      await GpuWalk.release(rt, weights, bufs);
+      await DeviceWalk.release(rt, weights, bufs);
       throw e;
     }
   }
@@ -95,7 +96,7 @@ export class GpuWalk {
   /** The largest join a step moves, in f32 words (what the link must hold). */
   static largestJoin(cfg: ModelConfig, t: number): number {
     const { hidden: H, heads: N, headDim: Dv, topk: K } = cfg;
-    return Math.max(t * H + t, t * N * Dv, t * H, GpuWalk.packWords(cfg, t), t * K * H);
+    return Math.max(t * H + t, t * N * Dv, t * H, DeviceWalk.packWords(cfg, t), t * K * H);
   }
 
   /** The EP fan-out's packed payload: xq (t·H bytes), xs (t·H/128), ids (t·K), weights (t·K). */
@@ -103,18 +104,28 @@ export class GpuWalk {
     return (t * cfg.hidden) / 4 + (t * cfg.hidden) / 128 + 2 * t * cfg.topk;
   }
 
-  private static async allocBuffers(rt: Runtime, r: number, cfg: ModelConfig, layout: Layout, B: number): Promise<Buffers> {
+  /** Bytes of each activation buffer rank r allocates for maxBatch B. */
+  private static bufferSizes(cfg: ModelConfig, layout: Layout, r: number, B: number): Record<keyof Buffers, number> {
     const { hidden: H, heads: N, latent: R, headDim: Dv, experts: E, topk: K, ffn: F, vocab: V, layers: L, maxPos: P } = cfg;
     const own = ownership(cfg, layout, r);
-    const rank = rt.ranks[r]!;
     const root = r === 0;
-    const sizes: Record<keyof Buffers, number> = {
+    return {
       hx: (B * H + B) * 4, a: B * H * 4, c: B * R * 4, q: B * own.nh * R * 4, uPart: B * own.nh * Dv * 4, uFull: B * N * Dv * 4,
       yPart: B * own.woCols * 4, yFull: root ? B * H * 4 : 0, yAr: B * H * 4, logitsE: root ? B * E * 4 : 0,
-      pack: GpuWalk.packWords(cfg, B) * 4, xd: B * H * 4, act: B * K * F * 4, contrib: B * K * H * 4,
+      pack: DeviceWalk.packWords(cfg, B) * 4, xd: B * H * 4, act: B * K * F * 4, contrib: B * K * H * 4,
       contribPeer: root && layout === 'sharded' ? B * K * H * 4 : 0, fin: root ? B * H * 4 : 0, logitsV: root ? B * V * 4 : 0,
       tokIn: root ? B * 4 : 0, tokOut: root ? B * 4 : 0, cache: B * L * P * R * 4,
     };
+  }
+
+  /** Activation and cache bytes of rank 0 (the larger), for sizing the CPU reference's devices. */
+  static activationBytes(cfg: ModelConfig, layout: Layout, maxBatch: number): number {
+    return Object.values(DeviceWalk.bufferSizes(cfg, layout, 0, maxBatch)).reduce((a, b) => a + b, 0);
+  }
+
+  private static async allocBuffers(rt: Runtime, r: number, cfg: ModelConfig, layout: Layout, B: number): Promise<Buffers> {
+    const rank = rt.ranks[r]!;
+    const sizes = DeviceWalk.bufferSizes(cfg, layout, r, B);
     const out = {} as Buffers;
     try {
       for (const [k, bytes] of Object.entries(sizes) as Array<[keyof Buffers, number]>) {
@@ -237,7 +248,7 @@ export class GpuWalk {
     root.quantize(p0.xq, p0.xs, b[0]!.a, t, H);
     root.dequantize(b[0]!.xd, p0.xq, p0.xs, t, H);
     if (tr) {
-      tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], GpuWalk.packWords(this.cfg, t));
+      tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t));
       const p1 = pk(1);
       this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H);
     }
@@ -259,7 +270,7 @@ export class GpuWalk {
 
   /** Drain, then free the weights, buffers and caches. */
   async close(): Promise<void> {
-    await GpuWalk.release(this.rt, this.weights, this.bufs);
+    await DeviceWalk.release(this.rt, this.weights, this.bufs);
   }
 }
 

@@ -1,0 +1,95 @@
+/**
+ * The decode walk itself (ring records, hops, transports, the mailbox read-back) on the CPU
+ * reference's two devices, against the in-process model: bit-identical with every CPU transport,
+ * sharded or not, at t = 1 and t = 3, and with a per-layer mix; the allreduce variant within
+ * rounding. The CPU devices also check every cross-device access is ordered.
+ */
+import { strict as assert } from 'node:assert';
+import { randomInt } from 'node:crypto';
+import { Session } from '../../src/decode/session.js';
+import { CpuModel } from '../../src/decode/cpu-model.js';
+import { presetByName } from '../../src/decode/model-config.js';
+import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
+import type { TransportName } from '../../src/runtime/transports/transport.js';
+
+const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot', 'll'];
+const STEPS = 12;
+
+const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: t, layers: [] }, wo });
+const bits = (a: Float32Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+
+interface Ref { next: number[][]; hidden: Float32Array[] }
+
+function reference(t: number, start: number[]): Ref {
+  const m = new CpuModel(presetByName('tiny'), { maxBatch: t });
+  const out: Ref = { next: [], hidden: [] };
+  let cur = start;
+  for (let i = 0; i < STEPS; i++) {
+    const r = m.step(cur, cur.map(() => i));
+    out.next.push(r.next);
+    out.hidden.push(r.hidden);
+    cur = r.next;
+  }
+  return out;
+}
+
+async function walk(s: Session, start: number[], force?: number[][]): Promise<Ref> {
+  s.reset();
+  const out: Ref = { next: [], hidden: [] };
+  let cur = start;
+  for (let i = 0; i < STEPS; i++) {
+    const r = await s.stepDetailed(force ? force[i]! : cur, { hidden: true });
+    out.next.push(r.next);
+    out.hidden.push(r.hidden!);
+    cur = r.next;
+  }
+  return out;
+}
+
+describe('the decode walk on the CPU reference devices', function () {
+  this.timeout(300_000);
+
+  for (const t of [1, 3]) {
+    it(`t=${t}: unsharded, and sharded with every transport and a per-layer mix, equal the in-process model bit for bit`, async () => {
+      const start = Array.from({ length: t }, () => randomInt(0, 256));
+      const ref = reference(t, start);
+      const check = (got: Ref, what: string): void => {
+        for (let i = 0; i < STEPS; i++) {
+          assert.deepEqual(got.next[i], ref.next[i], `${what} step ${i}: tokens`);
+          assert.ok(bits(got.hidden[i]!).equals(bits(ref.hidden[i]!)), `${what} step ${i}: hidden state differs`);
+        }
+      };
+      const un = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, layout: 'unsharded' });
+      try { check(await walk(un, start), 'unsharded'); } finally { await un.close(); }
+      const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t });
+      try {
+        for (const tr of CPU_TRANSPORTS) {
+          await s.setConfig(withTransport(tr));
+          check(await walk(s, start), tr);
+        }
+        await s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] } });
+        check(await walk(s, start), 'push then ll');
+      } finally {
+        await s.close();
+      }
+    });
+  }
+
+  it('wo allreduce stays within relative L2 1e-5 of the model under teacher forcing', async () => {
+    const t = 2;
+    const start = Array.from({ length: t }, () => randomInt(0, 256));
+    const ref = reference(t, start);
+    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: withTransport('ll', 'allreduce') });
+    try {
+      const got = await walk(s, start, [start, ...ref.next.slice(0, -1)]);
+      for (let i = 0; i < STEPS; i++) {
+        let num = 0, den = 0;
+        const a = got.hidden[i]!, b = ref.hidden[i]!;
+        for (let k = 0; k < a.length; k++) { num += (a[k]! - b[k]!) ** 2; den += b[k]! ** 2; }
+        assert.ok(Math.sqrt(num / den) <= 1e-5, `step ${i}: relative L2 ${Math.sqrt(num / den)}`);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -4,6 +4,8 @@
  * summary on stdout, or one JSON document with --json.
  */
 import { Session } from '../decode/session.js';
+import { DEFAULT_CONFIG, loadDecodeConfig } from '../decode/decode-config.js';
+import { HOPS, type JoinTiming } from '../decode/join-profile.js';
 import { Progress } from './progress.js';
 import type { BackendKind } from '../runtime/device-api.js';
 import type { Layout } from '../decode/device-weights.js';
@@ -17,7 +19,12 @@ export interface DecodeOptions {
   backend: 'auto' | BackendKind;
   layout: Layout;
   json: boolean;
+  /** Time every join on the device (the config's `profile`), and summarise per hop. */
+  profile: boolean;
 }
+
+/** One hop's joins over the run (steps after the first). */
+export interface HopSummary { hop: string; joinsPerToken: number; medianUs: number; p99Us: number; usPerToken: number }
 
 export interface DecodeReport {
   backend: BackendKind;
@@ -31,6 +38,8 @@ export interface DecodeReport {
   tokensPerSecond: number;
   medianStepMs: number;
   weightBytesPerRank: number[];
+  /** Per-hop join latency, with --profile on a sharded run. */
+  joins?: { hops: HopSummary[]; medianUsPerToken: number };
 }
 
 export async function decode(o: DecodeOptions): Promise<DecodeReport> {
@@ -40,7 +49,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     layout: o.layout,
     maxBatch: o.batch,
     ...(o.preset ? { model: o.preset } : {}),
-    ...(o.config ? { config: o.config } : {}),
+    ...(o.config || o.profile ? { config: o.profile ? { ...(o.config ? loadDecodeConfig(o.config) : DEFAULT_CONFIG), profile: true } : o.config! } : {}),
     onProgress: (done, total) => progress.tick('weights', done, total),
   });
   progress.done();
@@ -49,10 +58,12 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     if (o.tokens > session.model.maxPos) throw new RangeError(`--tokens ${o.tokens} is past the model's KV cache (maxPos ${session.model.maxPos})`);
     const out: number[][] = Array.from({ length: o.batch }, () => []);
     const stepMs: number[] = [];
+    const joins: JoinTiming[][] = [];
     let cur = Array.from({ length: o.batch }, (_, s) => s % session.model.vocab);
     for (let i = 0; i < o.tokens; i++) {
       const r = await session.stepDetailed(cur);
       stepMs.push(r.ms);
+      if (r.joins) joins.push(r.joins);
       r.next.forEach((x, s) => out[s]!.push(x));
       cur = r.next;
       progress.tick('tokens', i + 1, o.tokens);
@@ -61,7 +72,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     // The first step also pays for first-touch costs; it is kept in stepMs but not in the rate.
     const steady = stepMs.length > 1 ? stepMs.slice(1) : stepMs;
     const total = steady.reduce((a, b) => a + b, 0);
-    return {
+    const report: DecodeReport = {
       backend: session.backend,
       layout: session.layout,
       preset,
@@ -72,14 +83,35 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
       medianStepMs: summarize(steady).median,
       weightBytesPerRank: session.weightBytes(),
     };
+    if (joins.length > 0) report.joins = summarizeJoins(joins.length > 1 ? joins.slice(1) : joins);
+    return report;
   } finally {
     await session.close();
   }
 }
 
+/** Per hop: joins per token, median and p99 latency per join, and the hop's time per token. */
+function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPerToken: number } {
+  const hops: HopSummary[] = [];
+  for (const hop of HOPS) {
+    const perStep = steps.map((js) => js.filter((j) => j.hop === hop));
+    const all = perStep.flat().map((j) => j.us);
+    if (all.length === 0) continue;
+    const s = summarize(all);
+    hops.push({ hop, joinsPerToken: perStep[0]!.length, medianUs: s.median, p99Us: s.p99, usPerToken: summarize(perStep.map((js) => js.reduce((a, j) => a + j.us, 0))).median });
+  }
+  return { hops, medianUsPerToken: summarize(steps.map((js) => js.reduce((a, j) => a + j.us, 0))).median };
+}
+
 export function printDecode(r: DecodeReport): void {
   console.log(`backend: ${r.backend} (${r.layout}), model: ${r.preset}, batch ${r.batch}`);
-  if (r.weightBytesPerRank.length) console.log(`weights per GPU: ${r.weightBytesPerRank.map((b) => `${(b / 2 ** 30).toFixed(2)} GiB`).join(', ')}`);
+  const size = (b: number): string => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
+  if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
   r.tokens.forEach((row, s) => console.log(`row ${s}: ${row.join(' ')}`));
   console.log(`${r.tokensPerSecond.toFixed(1)} tokens/s; step ${r.medianStepMs.toFixed(3)} ms median over ${Math.max(1, r.stepMs.length - 1)} steps (main-thread wall time, first step excluded)`);
+  if (!r.joins) return;
+  console.log(`joins per token: ${r.joins.medianUsPerToken.toFixed(1)} us median (device time on each join's receiving rank)`);
+  for (const h of r.joins.hops) {
+    console.log(`  ${h.hop.padEnd(16)} ${String(h.joinsPerToken).padStart(3)} a token   ${h.medianUs.toFixed(2).padStart(8)} us median  ${h.p99Us.toFixed(2).padStart(8)} us p99   ${h.usPerToken.toFixed(1).padStart(8)} us a token`);
+  }
 }

@@ -13,7 +13,7 @@ commands:
       open the runtime on the best available backend (CUDA with two GPUs, else the CPU
       reference), run N ordered cross-device joins and check the result
   decode [--preset tiny|small|bench] [--tokens N] [--batch T] [--config FILE]
-         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--json]
+         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--profile] [--json]
       greedy decoding of the synthetic model (shared/MODEL.md): row s starts from token s and
       feeds its tokens back; default model: small on two GPUs, tiny on the CPU reference`;
 
@@ -69,6 +69,7 @@ async function decodeCommand(args: string[]): Promise<number> {
       backend: { type: 'string', default: 'auto' },
       layout: { type: 'string', default: 'sharded' },
       json: { type: 'boolean', default: false },
+      profile: { type: 'boolean', default: false },
     },
   });
   const bad = (what: string): number => { console.error(`memra decode: ${what}`); return 2; };
@@ -78,7 +79,7 @@ async function decodeCommand(args: string[]): Promise<number> {
   if (!Number.isInteger(tokens) || tokens < 1) return bad(`--tokens must be a positive integer, got '${values.tokens}'`);
   if (!Number.isInteger(batch) || batch < 1 || batch > 8) return bad(`--batch must be an integer from 1 to 8, got '${values.batch}'`);
   const r = await decode({
-    tokens, batch, json: values.json!, backend: values.backend as 'auto' | 'cuda' | 'cpu', layout: values.layout,
+    tokens, batch, json: values.json!, profile: values.profile!, backend: values.backend as 'auto' | 'cuda' | 'cpu', layout: values.layout,
     ...(values.preset ? { preset: values.preset } : {}),
     ...(values.config ? { config: values.config } : {}),
   });

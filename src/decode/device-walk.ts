@@ -30,6 +30,7 @@ import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
 import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
+import { JoinProfiler, type Hop, type JoinTiming } from './join-profile.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
 interface Buffers {
@@ -53,6 +54,9 @@ export class DeviceWalk {
   private readonly transports = new Map<TransportName, Transport>();
   private stepSeq = 0;
   private override: Transport | undefined;
+  private profiler: JoinProfiler | undefined;
+  /** Set for the step being enqueued when its config asks for profiling. */
+  private profiling = false;
 
   private constructor(
     readonly rt: Runtime,
@@ -163,6 +167,7 @@ export class DeviceWalk {
     if (dc.wo === 'allreduce') {
       await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
     }
+    if (dc.profile && !this.profiler) this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers);
     await this.link!.setSpinLimit(dc.spin.deviceTicks);
   }
 
@@ -170,7 +175,8 @@ export class DeviceWalk {
    * Enqueue one step for rows 0..t-1 (row s is slot s) and wait for its tokens. Arguments are
    * checked by the session; `prepare(dc)` must have run for this config.
    */
-  async step(tokens: readonly number[], positions: readonly number[], dc: DecodeConfig, wantHidden: boolean, timeoutMs = 60_000): Promise<{ next: number[]; hidden?: Float32Array }> {
+  async step(tokens: readonly number[], positions: readonly number[], dc: DecodeConfig, wantHidden: boolean, timeoutMs = 60_000): Promise<{ next: number[]; hidden?: Float32Array; joins?: JoinTiming[] }> {
+    this.profiling = dc.profile && this.profiler !== undefined;
     const t = tokens.length;
     const { hidden: H, vocab: V } = this.cfg;
     const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
@@ -195,14 +201,23 @@ export class DeviceWalk {
     const box = this.rt.mailboxes[0]!;
     const next = Array.from(new Int32Array(box.buffer, box.byteOffset, t));
     const hidden = wantHidden ? new Float32Array(box.buffer.slice(box.byteOffset + HIDDEN_AT, box.byteOffset + HIDDEN_AT + 4 * t * H)) : undefined;
-    return hidden ? { next, hidden } : { next };
+    const out: { next: number[]; hidden?: Float32Array; joins?: JoinTiming[] } = { next };
+    if (hidden) out.hidden = hidden;
+    if (this.profiling) out.joins = await this.profiler!.collect();
+    return out;
+  }
+
+  /** Issue one join, bracketed by the profiler's events when this step is profiled. */
+  private join(hop: Hop, l: number, tr: Transport, issue: () => void): void {
+    if (this.profiling) this.profiler!.around(hop, l, tr.name, issue);
+    else issue();
   }
 
   private attention(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig, posAt: (r: number) => number): void {
     const { hidden: H, heads: N, latent: R, headDim: Dv, layers: L, maxPos: P } = this.cfg;
     const n = this.ranksUsed;
     const b = this.bufs, w = this.weights;
-    if (tr) tr.broadcast(0, b[0]!.hx, [b[0]!.hx, b[1]!.hx], t * H + t);
+    if (tr) this.join('fan-out', l, tr, () => tr.broadcast(0, b[0]!.hx, [b[0]!.hx, b[1]!.hx], t * H + t));
     for (let r = 0; r < n; r++) {
       const o = this.ops[r]!, br = b[r]!, lw = w[r]!.layers[l]!, nh = this.own[r]!.nh;
       o.rmsnorm(br.a, br.hx, lw.g1, t, H);
@@ -221,14 +236,14 @@ export class DeviceWalk {
     const nh = N / 2;
     if (dc.wo === 'allreduce') {
       for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yAr, H, b[r]!.uPart, nh * Dv, w[r]!.layers[l]!.woRows, H, nh * Dv, H, t);
-      tr.allReduce([b[0]!.yAr, b[1]!.yAr], t * H);
+      this.join('wo', l, tr, () => tr.allReduce([b[0]!.yAr, b[1]!.yAr], t * H));
       root.rank.axpy(b[0]!.hx, b[0]!.yAr, t * H, 1);
       return;
     }
-    tr.allGather([b[0]!.uPart, b[1]!.uPart], [b[0]!.uFull, b[1]!.uFull], nh * Dv, t);
+    this.join('head all-gather', l, tr, () => tr.allGather([b[0]!.uPart, b[1]!.uPart], [b[0]!.uFull, b[1]!.uFull], nh * Dv, t));
     const half = H / 2;
     for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yPart, half, b[r]!.uFull, N * Dv, w[r]!.layers[l]!.woCols, half, N * Dv, half, t);
-    tr.gather(0, [b[0]!.yPart, b[1]!.yPart], b[0]!.yFull, half, t);
+    this.join('wo', l, tr, () => tr.gather(0, [b[0]!.yPart, b[1]!.yPart], b[0]!.yFull, half, t));
     root.rank.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
   }
 
@@ -248,7 +263,7 @@ export class DeviceWalk {
     root.quantize(p0.xq, p0.xs, b[0]!.a, t, H);
     root.dequantize(b[0]!.xd, p0.xq, p0.xs, t, H);
     if (tr) {
-      tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t));
+      this.join('ep fan-out', l, tr, () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t)));
       const p1 = pk(1);
       this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H);
     }
@@ -258,7 +273,7 @@ export class DeviceWalk {
       o.expertDown(br.contrib, br.act, ids, lw.w2, own.e0, own.nE, t, K, H, F);
     }
     if (tr) {
-      tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H);
+      this.join('ep return', l, tr, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
       root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contribPeer, E / 2, t, K, H);
     } else {
       root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contrib, E, t, K, H);
@@ -270,6 +285,7 @@ export class DeviceWalk {
 
   /** Drain, then free the weights, buffers and caches. */
   async close(): Promise<void> {
+    await this.profiler?.close();
     await DeviceWalk.release(this.rt, this.weights, this.bufs);
   }
 }

@@ -13,6 +13,7 @@ import type { BackendKind } from '../runtime/device-api.js';
 import { DeviceWalk, mailboxBytesFor } from './device-walk.js';
 import { WeightLoader, type Layout, type Progress } from './device-weights.js';
 import { presetByName, validateConfig, type ModelConfig } from './model-config.js';
+import type { JoinTiming } from './join-profile.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, type DecodeConfig } from './decode-config.js';
 
 export interface SessionOptions {
@@ -39,6 +40,8 @@ export interface StepOutput {
   hidden?: Float32Array;
   /** Main-thread wall time of the step, ms. */
   ms: number;
+  /** Each join's device time on its receiving rank, when the config has `profile: true` (sharded). */
+  joins?: JoinTiming[];
 }
 
 const MAX_BATCH = 8;
@@ -156,10 +159,11 @@ export class Session {
     const t0 = performance.now();
     this.busy = true;
     try {
-      const { next, hidden } = await this.dev.walk.step(tokens, positions, this.config, opts.hidden === true);
+      const { next, hidden, joins } = await this.dev.walk.step(tokens, positions, this.config, opts.hidden === true);
       for (let s = 0; s < t; s++) this.lengths[s]!++;
       const out: StepOutput = { next, ms: performance.now() - t0 };
       if (hidden) out.hidden = hidden;
+      if (joins) out.joins = joins;
       return out;
     } catch (e) {
       await this.fail(e as Error);

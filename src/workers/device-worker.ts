@@ -296,6 +296,16 @@ const control = {
     return dev.eventElapsedMs(start, end);
   },
 
+  /** Milliseconds between each pair [start0, end0, start1, end1, ...]: one call for a step's joins. */
+  async elapsedMsPairs(events: number[]): Promise<number[]> {
+    needOpen('elapsedMsPairs');
+    if (events.length % 2 !== 0) throw new Error(`elapsedMsPairs: an even number of events (start, end pairs), got ${events.length}`);
+    await drain(10_000);
+    const out: number[] = [];
+    for (let i = 0; i < events.length; i += 2) out.push(dev.eventElapsedMs(events[i]!, events[i + 1]!));
+    return out;
+  },
+
   async linkConstants(): Promise<{ signalBytes: number; maxBlocks: number; llStateBytes: number; llDepth: number; llMaxValues: number }> {
     return { signalBytes: dev.arSignalBytes(), maxBlocks: dev.arMaxBlocks(), llStateBytes: dev.llStateBytes(), llDepth: dev.llDepth(), llMaxValues: dev.llMaxValues() };
   },

@@ -92,6 +92,16 @@ describe('memra decode (CPU backend)', function () {
     }
   });
 
+  it('--profile times every join on its receiving rank and summarises them per hop', () => {
+    const out = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--profile', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { joins: { hops: Array<{ hop: string; joinsPerToken: number; medianUs: number }>; medianUsPerToken: number } };
+    assert.deepEqual(out.joins.hops.map((h) => h.hop), ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return']);
+    for (const h of out.joins.hops) {
+      assert.equal(h.joinsPerToken, 2, `${h.hop}: one join per layer of tiny`);
+      assert.ok(h.medianUs > 0, `${h.hop}: ${h.medianUs} us`);
+    }
+    assert.ok(out.joins.medianUsPerToken > 0);
+  });
+
   it('exits 2 with a message naming the bad option', () => {
     for (const [args, msg] of [
       [['--batch', '9'], /--batch must be an integer from 1 to 8, got '9'/],

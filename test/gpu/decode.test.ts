@@ -12,35 +12,15 @@ import { presetByName, type ModelConfig } from '../../src/decode/model-config.js
 import { generateTensor, tensorSpecs } from '../../src/decode/weights.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import { TRANSPORTS, type TransportName } from '../../src/runtime/transports/transport.js';
+import { relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
 
 before(function () {
   const n = loadBinding().deviceCount();
   if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
 });
 
-const relL2 = (a: Float32Array, b: Float32Array): number => {
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) { num += (a[i]! - b[i]!) ** 2; den += b[i]! ** 2; }
-  return Math.sqrt(num / den);
-};
-const sameBits = (a: Float32Array, b: Float32Array): boolean => Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.byteLength), Buffer.from(b.buffer, b.byteOffset, b.byteLength)) === 0;
 const configWith = (transport: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: transport, layers: [] }, wo });
-
-interface Run { next: number[][]; hidden: Float32Array[] }
-
-/** `steps` greedy steps from `start` (or, with `force`, feeding force[i] at step i). */
-async function run(s: Session, start: number[], steps: number, force?: number[][]): Promise<Run> {
-  s.reset();
-  const out: Run = { next: [], hidden: [] };
-  let cur = start;
-  for (let i = 0; i < steps; i++) {
-    const r = await s.stepDetailed(force ? force[i]! : cur, { hidden: true });
-    out.next.push(r.next);
-    out.hidden.push(r.hidden!);
-    cur = r.next;
-  }
-  return out;
-}
+const run = runSession;
 
 describe('the model on the GPU', function () {
   this.timeout(900_000);

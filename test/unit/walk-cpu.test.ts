@@ -11,14 +11,14 @@ import { CpuModel } from '../../src/decode/cpu-model.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import type { TransportName } from '../../src/runtime/transports/transport.js';
+import { relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
 
 const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot', 'll'];
 const STEPS = 12;
 
 const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: t, layers: [] }, wo });
-const bits = (a: Float32Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
-interface Ref { next: number[][]; hidden: Float32Array[] }
+type Ref = Run;
 
 function reference(t: number, start: number[]): Ref {
   const m = new CpuModel(presetByName('tiny'), { maxBatch: t });
@@ -33,18 +33,7 @@ function reference(t: number, start: number[]): Ref {
   return out;
 }
 
-async function walk(s: Session, start: number[], force?: number[][]): Promise<Ref> {
-  s.reset();
-  const out: Ref = { next: [], hidden: [] };
-  let cur = start;
-  for (let i = 0; i < STEPS; i++) {
-    const r = await s.stepDetailed(force ? force[i]! : cur, { hidden: true });
-    out.next.push(r.next);
-    out.hidden.push(r.hidden!);
-    cur = r.next;
-  }
-  return out;
-}
+const walk = (s: Session, start: number[], force?: number[][]): Promise<Ref> => runSession(s, start, STEPS, force);
 
 describe('the decode walk on the CPU reference devices', function () {
   this.timeout(300_000);
@@ -56,7 +45,7 @@ describe('the decode walk on the CPU reference devices', function () {
       const check = (got: Ref, what: string): void => {
         for (let i = 0; i < STEPS; i++) {
           assert.deepEqual(got.next[i], ref.next[i], `${what} step ${i}: tokens`);
-          assert.ok(bits(got.hidden[i]!).equals(bits(ref.hidden[i]!)), `${what} step ${i}: hidden state differs`);
+          assert.ok(sameBits(got.hidden[i]!, ref.hidden[i]!), `${what} step ${i}: hidden state differs`);
         }
       };
       const un = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, layout: 'unsharded' });
@@ -83,10 +72,8 @@ describe('the decode walk on the CPU reference devices', function () {
     try {
       const got = await walk(s, start, [start, ...ref.next.slice(0, -1)]);
       for (let i = 0; i < STEPS; i++) {
-        let num = 0, den = 0;
-        const a = got.hidden[i]!, b = ref.hidden[i]!;
-        for (let k = 0; k < a.length; k++) { num += (a[k]! - b[k]!) ** 2; den += b[k]! ** 2; }
-        assert.ok(Math.sqrt(num / den) <= 1e-5, `step ${i}: relative L2 ${Math.sqrt(num / den)}`);
+        const e = relL2(got.hidden[i]!, ref.hidden[i]!);
+        assert.ok(e <= 1e-5, `step ${i}: relative L2 ${e}`);
       }
     } finally {
       await s.close();

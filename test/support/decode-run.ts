@@ -1,0 +1,29 @@
+/** Greedy or teacher-forced runs of a session, keeping every step's tokens and hidden state. */
+import type { Session } from '../../src/decode/session.js';
+
+export interface Run { next: number[][]; hidden: Float32Array[] }
+
+/** `steps` greedy steps from `start` (with `force`, step i is fed force[i] instead). Resets every slot first. */
+export async function runSession(s: Session, start: number[], steps: number, force?: number[][]): Promise<Run> {
+  s.reset();
+  const out: Run = { next: [], hidden: [] };
+  let cur = start;
+  for (let i = 0; i < steps; i++) {
+    const r = await s.stepDetailed(force ? force[i]! : cur, { hidden: true });
+    out.next.push(r.next);
+    out.hidden.push(r.hidden!);
+    cur = r.next;
+  }
+  return out;
+}
+
+/** sqrt(Σ (a − b)²) / sqrt(Σ b²), in double. */
+export function relL2(a: Float32Array, b: Float32Array): number {
+  let num = 0, den = 0;
+  for (let i = 0; i < a.length; i++) { num += (a[i]! - b[i]!) ** 2; den += b[i]! ** 2; }
+  return Math.sqrt(num / den);
+}
+
+export function sameBits(a: Float32Array, b: Float32Array): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}

@@ -13,9 +13,11 @@ commands:
       open the runtime on the best available backend (CUDA with two GPUs, else the CPU
       reference), run N ordered cross-device joins and check the result
   decode [--preset tiny|small|bench] [--tokens N] [--batch T] [--config FILE]
-         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--profile] [--json]
+         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--no-profile] [--json]
       greedy decoding of the synthetic model (shared/MODEL.md): row s starts from token s and
-      feeds its tokens back; default model: small on two GPUs, tiny on the CPU reference`;
+      feeds its tokens back; default model: small on two GPUs, tiny on the CPU reference.
+      Prints tokens/s and each hop's join latency (device events on the receiving rank);
+      --no-profile leaves the joins untimed`;
 
 const BACKENDS = ['auto', 'cuda', 'cpu'];
 
@@ -58,7 +60,9 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-async function decodeCommand(args: string[]): Promise<number> {
+async function decodeCommand(argv: string[]): Promise<number> {
+  // Profiling is on unless --no-profile (this Node's parseArgs has no negated booleans).
+  const args = argv.filter((a) => a !== '--no-profile');
   const { values } = parseArgs({
     args,
     options: {
@@ -69,7 +73,6 @@ async function decodeCommand(args: string[]): Promise<number> {
       backend: { type: 'string', default: 'auto' },
       layout: { type: 'string', default: 'sharded' },
       json: { type: 'boolean', default: false },
-      profile: { type: 'boolean', default: false },
     },
   });
   const bad = (what: string): number => { console.error(`memra decode: ${what}`); return 2; };
@@ -79,7 +82,7 @@ async function decodeCommand(args: string[]): Promise<number> {
   if (!Number.isInteger(tokens) || tokens < 1) return bad(`--tokens must be a positive integer, got '${values.tokens}'`);
   if (!Number.isInteger(batch) || batch < 1 || batch > 8) return bad(`--batch must be an integer from 1 to 8, got '${values.batch}'`);
   const r = await decode({
-    tokens, batch, json: values.json!, profile: values.profile!, backend: values.backend as 'auto' | 'cuda' | 'cpu', layout: values.layout,
+    tokens, batch, json: values.json!, profile: args.length === argv.length, backend: values.backend as 'auto' | 'cuda' | 'cpu', layout: values.layout,
     ...(values.preset ? { preset: values.preset } : {}),
     ...(values.config ? { config: values.config } : {}),
   });

@@ -92,8 +92,10 @@ describe('memra decode (CPU backend)', function () {
     }
   });
 
-  it('--profile times every join on its receiving rank and summarises them per hop', () => {
-    const out = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--profile', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { joins: { hops: Array<{ hop: string; joinsPerToken: number; medianUs: number }>; medianUsPerToken: number } };
+  it('times every join on its receiving rank and summarises them per hop (unless --no-profile)', () => {
+    const quiet = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '2', '--no-profile', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { joins?: unknown };
+    assert.equal(quiet.joins, undefined);
+    const out = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { joins: { hops: Array<{ hop: string; joinsPerToken: number; medianUs: number }>; medianUsPerToken: number } };
     assert.deepEqual(out.joins.hops.map((h) => h.hop), ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return']);
     for (const h of out.joins.hops) {
       assert.equal(h.joinsPerToken, 2, `${h.hop}: one join per layer of tiny`);

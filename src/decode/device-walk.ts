@@ -86,8 +86,11 @@ export class DeviceWalk {
       const totals = [0, 1].slice(0, n).map((r) => loader.plan(layout, r)).map((p) => [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))].filter(Boolean).length);
       const total = totals.reduce((a, b) => a + b, 0);
       const done = [0, 0];
-      const loaded = await Promise.all(rt.ranks.slice(0, n).map((rank, r) => loader.load(rank, layout, (d, _t, what) => { done[r] = d; progress?.(done[0]! + done[1]!, total, what); })));
-      weights.push(...loaded);
+      // allSettled, not all: when one rank fails, the other's finished weights must still be freed.
+      const loaded = await Promise.allSettled(rt.ranks.slice(0, n).map((rank, r) => loader.load(rank, layout, (d, _t, what) => { done[r] = d; progress?.(done[0]! + done[1]!, total, what); })));
+      for (const x of loaded) if (x.status === 'fulfilled') weights.push(x.value);
+      const failed = loaded.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+      if (failed) throw failed.reason;
       for (let r = 0; r < n; r++) bufs.push(await DeviceWalk.allocBuffers(rt, r, cfg, layout, maxBatch));
       if (link) await link.reserve(DeviceWalk.largestJoin(cfg, maxBatch));
       return new DeviceWalk(rt, link, cfg, layout, maxBatch, loader, weights, bufs);
@@ -145,7 +148,7 @@ export class DeviceWalk {
   }
 
   private static async release(rt: Runtime, weights: RankWeights[], bufs: Buffers[]): Promise<void> {
-    for (let r = 0; r < weights.length; r++) await WeightLoader.free(rt.ranks[r]!, weights[r]!).catch(() => undefined);
+    for (const w of weights) await WeightLoader.free(rt.ranks[w.rank]!, w).catch(() => undefined);
     for (let r = 0; r < bufs.length; r++) {
       await rt.ranks[r]!.drain(60_000).catch(() => undefined);
       for (const p of Object.values(bufs[r]!)) if (p) await rt.ranks[r]!.free(p).catch(() => undefined);

@@ -31,6 +31,8 @@ export interface LayerWeights {
 }
 
 export interface RankWeights {
+  /** The rank that holds them. */
+  rank: number;
   /** Root only (0 elsewhere). */
   emb: number; gf: number; wvocab: number;
   layers: LayerWeights[];
@@ -135,7 +137,7 @@ export class WeightLoader {
       return ptr;
     };
     try {
-      const out: RankWeights = { emb: await gen(p.top.emb), gf: await gen(p.top.gf), wvocab: await gen(p.top.wvocab), layers: [], bytes: this.planBytes(layout, r) };
+      const out: RankWeights = { rank: r, emb: await gen(p.top.emb), gf: await gen(p.top.gf), wvocab: await gen(p.top.wvocab), layers: [], bytes: this.planBytes(layout, r) };
       for (const x of p.layers) {
         out.layers.push({
           g1: await gen(x.g1), wdkv: await gen(x.wdkv), wq: await gen(x.wq), wuv: await gen(x.wuv), woCols: await gen(x.woCols),
@@ -162,6 +164,7 @@ export class WeightLoader {
   /** Free every weight of `w` (drain first: a queued kernel may still read them). */
   static async free(rank: Rank, w: RankWeights): Promise<void> {
     await rank.drain(60_000);
+    if (w.rank !== rank.rank) throw new Error(`WeightLoader.free: these weights live on rank ${w.rank}, not rank ${rank.rank}`);
     const ptrs = [w.emb, w.gf, w.wvocab, ...w.layers.flatMap((x) => Object.values(x))];
     for (const p of ptrs) if (p) await rank.free(p);
   }

@@ -7,6 +7,9 @@
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
 import { Session } from '../../src/decode/session.js';
+import { Runtime } from '../../src/runtime/runtime.js';
+import { ArLink } from '../../src/runtime/link.js';
+import { DeviceWalk } from '../../src/decode/device-walk.js';
 import { CpuModel } from '../../src/decode/cpu-model.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
@@ -77,6 +80,22 @@ describe('the decode walk on the CPU reference devices', function () {
       }
     } finally {
       await s.close();
+    }
+  });
+
+  it('a model that does not fit fails by name and leaves every byte it took freed', async () => {
+    // small's shards: rank 0 ~71 MiB of bf16, rank 1 ~55 MiB. In 64 MiB devices rank 1's load
+    // succeeds and rank 0's fails, so the failure must also free what the other rank finished.
+    const arena = 64 * 2 ** 20;
+    const rt = await Runtime.open({ backend: 'cpu', cpuArenaBytes: arena });
+    const link = await ArLink.open(rt);
+    try {
+      await assert.rejects(DeviceWalk.load(rt, link, presetByName('small'), 'sharded', 1), /cudaMalloc\(bytes=\d+\) on device 0: out of memory/);
+      // Everything the failed load took is back: most of each arena can be taken again.
+      for (const r of rt.ranks) await r.free(await r.alloc(arena - 4 * 2 ** 20));
+    } finally {
+      await link.close();
+      await rt.close();
     }
   });
 });

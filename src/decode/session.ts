@@ -118,7 +118,9 @@ export class Session {
       await this.dev.walk.prepare(next);
       this.config = next;
     } catch (e) {
-      await this.fail(e as Error);
+      // A transport that cannot open here (NCCL on the CPU reference, say) leaves the old config
+      // in force and the session usable; only a failed device closes it.
+      if (this.dev.rt.failure) await this.fail(e as Error);
       throw e;
     } finally {
       this.busy = false;

@@ -56,6 +56,8 @@ describe('session (CPU backend)', function () {
     await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'carrier-pigeon' as never, layers: [] } }), /\$\.transport\.default: must be one of host, peer, push, oneshot, ll, nccl, got "carrier-pigeon"/);
     await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'll', layers: [{ from: 0, to: 5, transport: 'push' }] } }), /\$\.transport\.layers\[0\]\.to: must be an integer in \[0, 1\], got 5/);
     assert.equal(s.decodeConfig.transport.default, 'll');
+    await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'nccl', layers: [] } }), /the nccl transport needs the CUDA backend/);
+    assert.equal(s.decodeConfig.transport.default, 'll');
     await s.setConfig({ ...DEFAULT_CONFIG, wo: 'allreduce' });
     assert.equal(s.decodeConfig.wo, 'allreduce');
     assert.equal((await s.step([1])).length, 1);

@@ -40,6 +40,8 @@ export interface DecodeReport {
   weightBytesPerRank: number[];
   /** Per-hop join latency, with --profile on a sharded run. */
   joins?: { hops: HopSummary[]; medianUsPerToken: number };
+  /** The EP graph slots, when the config's `epGraph` gate is on. */
+  epGraph?: { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> };
 }
 
 export async function decode(o: DecodeOptions): Promise<DecodeReport> {
@@ -84,6 +86,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
       weightBytesPerRank: session.weightBytes(),
     };
     if (joins.length > 0) report.joins = summarizeJoins(joins.length > 1 ? joins.slice(1) : joins);
+    if (session.decodeConfig.epGraph) report.epGraph = session.epGraph();
     return report;
   } finally {
     await session.close();
@@ -109,6 +112,10 @@ export function printDecode(r: DecodeReport): void {
   if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
   r.tokens.forEach((row, s) => console.log(`row ${s}: ${row.join(' ')}`));
   console.log(`${r.tokensPerSecond.toFixed(1)} tokens/s; step ${r.medianStepMs.toFixed(3)} ms median over ${Math.max(1, r.stepMs.length - 1)} steps (main-thread wall time, first step excluded)`);
+  if (r.epGraph) {
+    const g = r.epGraph;
+    console.log(`EP graph: ${g.dispatches} launches, ${g.captures} captures${g.refused.length ? `; ${g.refused.length} layer(s) on the eager twin: ${g.refused[0]!.reason}` : ''}`);
+  }
   if (!r.joins) return;
   console.log(`joins per token: ${r.joins.medianUsPerToken.toFixed(1)} us median (device time on each join's receiving rank)`);
   for (const h of r.joins.hops) {

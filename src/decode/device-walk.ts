@@ -31,6 +31,8 @@ import { ModelOps } from './model-ops.js';
 import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
 import { JoinProfiler, type Hop, type JoinTiming } from './join-profile.js';
+import { EpGraphSlots } from './ep-graph-slot.js';
+import { CapturedGraph } from '../runtime/graph.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
 interface Buffers {
@@ -55,6 +57,11 @@ export class DeviceWalk {
   private stepSeq = 0;
   private override: Transport | undefined;
   private profiler: JoinProfiler | undefined;
+  private readonly epSlots: EpGraphSlots;
+  /** The expert split the EP workspaces (pack, act, contrib buffers) were built for. */
+  private readonly builtFor: ReadonlyArray<{ e0: number; nE: number }>;
+  /** The config the EP graphs were captured under: a different one empties the slots. */
+  private epConfigKey = '';
   /** Set for the step being enqueued when its config asks for profiling. */
   private profiling = false;
 
@@ -70,6 +77,8 @@ export class DeviceWalk {
   ) {
     this.ops = [new ModelOps(rt.ranks[0]), new ModelOps(rt.ranks[1])];
     this.own = [ownership(cfg, layout, 0), ownership(cfg, layout, 1)];
+    this.builtFor = this.own.map((o) => ({ e0: o.e0, nE: o.nE }));
+    this.epSlots = new EpGraphSlots(cfg.layers);
   }
 
   private get ranksUsed(): number { return this.layout === 'sharded' ? 2 : 1; }
@@ -171,6 +180,10 @@ export class DeviceWalk {
       await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
     }
     if (dc.profile && !this.profiler) this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers);
+    // A captured EP step holds its layer's transport: a new transport mapping or gate empties
+    // the slots (and lifts latched refusals, whose reasons may no longer hold).
+    const key = JSON.stringify({ t: Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l)), g: dc.epGraph, o: everyLayer !== undefined });
+    if (key !== this.epConfigKey) { await this.epSlots.reset(); this.epConfigKey = key; }
     await this.link!.setSpinLimit(dc.spin.deviceTicks);
   }
 
@@ -191,7 +204,7 @@ export class DeviceWalk {
       const tr = this.layout === 'sharded' ? this.override ?? this.transports.get(transportForLayer(dc, l)) : undefined;
       if (this.layout === 'sharded' && !tr) throw new Error(`step: transport '${transportForLayer(dc, l)}' of layer ${l} was not prepared; call prepare(config) between steps`);
       this.attention(l, t, tr, dc, posAt);
-      this.moe(l, t, tr);
+      await this.moe(l, t, tr, dc);
     }
     root.rmsnorm(b0.fin, b0.hx, w0.gf, t, H);
     root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
@@ -250,37 +263,73 @@ export class DeviceWalk {
     root.rank.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
   }
 
-  private moe(l: number, t: number, tr: Transport | undefined): void {
-    const { hidden: H, experts: E, topk: K, ffn: F } = this.cfg;
+  private async moe(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig): Promise<void> {
+    const { hidden: H, experts: E, topk: K } = this.cfg;
     const b = this.bufs, w = this.weights, root = this.ops[0];
-    const pk = (r: number): { xq: number; xs: number; ids: number; wts: number } => {
-      const base = b[r]!.pack;
-      const xs = base + t * H;
-      const ids = xs + (t * H / 128) * 4;
-      return { xq: base, xs, ids, wts: ids + t * K * 4 };
-    };
-    const p0 = pk(0), lw0 = w[0]!.layers[l]!;
+    const p0 = this.packAt(0, t), lw0 = w[0]!.layers[l]!;
     root.rmsnorm(b[0]!.a, b[0]!.hx, lw0.g2, t, H);
     root.gemv(b[0]!.logitsE, E, b[0]!.a, H, lw0.wr, E, H, E, t);
     root.router(p0.ids, p0.wts, b[0]!.logitsE, t, E, K);
     root.quantize(p0.xq, p0.xs, b[0]!.a, t, H);
     root.dequantize(b[0]!.xd, p0.xq, p0.xs, t, H);
-    if (tr) {
-      this.join('ep fan-out', l, tr, () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t)));
-      const p1 = pk(1);
-      this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H);
-    }
-    for (let r = 0; r < this.ranksUsed; r++) {
-      const o = this.ops[r]!, br = b[r]!, lw = w[r]!.layers[l]!, own = this.own[r]!, ids = pk(r).ids;
-      o.expertUp(br.act, br.xd, ids, lw.w1, lw.w3, own.e0, own.nE, t, K, H, F);
-      o.expertDown(br.contrib, br.act, ids, lw.w2, own.e0, own.nE, t, K, H, F);
-    }
-    if (tr) {
-      this.join('ep return', l, tr, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
-      root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contribPeer, E / 2, t, K, H);
-    } else {
+    if (!tr) {
+      this.experts(0, l, t);
       root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contrib, E, t, K, H);
+      return;
     }
+    // From the EP fan-out to the merge: the part seed 003 turns into one graph. `timed` brackets
+    // the hops for the profiler on the eager path; a graph's hops are inside it, untimed.
+    const epStep = (timed: boolean) => (): void => {
+      const fanOut = (): void => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t));
+      const back = (): void => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H);
+      if (timed) this.join('ep fan-out', l, tr, fanOut); else fanOut();
+      const p1 = this.packAt(1, t);
+      this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H);
+      this.experts(0, l, t);
+      this.experts(1, l, t);
+      if (timed) this.join('ep return', l, tr, back); else back();
+      root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contribPeer, E / 2, t, K, H);
+    };
+    if (!dc.epGraph) { epStep(true)(); return; }
+    await this.epSlots.run(l, () => ({
+      t,
+      ownership: this.own,
+      builtFor: this.builtFor,
+      validation: false,
+      // The CPU reference replays the body as its graph; on CUDA the seed's parent graph (child
+      // graphs plus explicit peer copy nodes) is what a capture must build, and it is not built.
+      missing: this.rt.backend === 'cuda' ? ['the multi-device parent graph (seed 003: per-device child graphs joined by explicit peer copy nodes)'] : [],
+    }), async () => {
+      const g = await CapturedGraph.capture(this.rt, epStep(false));
+      return { launch: () => g.launch(), destroy: () => g.destroy() };
+    }, epStep(true));
+  }
+
+  /** Where the EP fan-out's packed payload sits in rank r's pack buffer, for t rows. */
+  private packAt(r: number, t: number): { xq: number; xs: number; ids: number; wts: number } {
+    const H = this.cfg.hidden, K = this.cfg.topk;
+    const base = this.bufs[r]!.pack;
+    const xs = base + t * H;
+    const ids = xs + (t * H / 128) * 4;
+    return { xq: base, xs, ids, wts: ids + t * K * 4 };
+  }
+
+  /** Rank r's experts for layer l: the slots whose expert it owns. */
+  private experts(r: number, l: number, t: number): void {
+    const { hidden: H, topk: K, ffn: F } = this.cfg;
+    const o = this.ops[r]!, br = this.bufs[r]!, lw = this.weights[r]!.layers[l]!, own = this.own[r]!, ids = this.packAt(r, t).ids;
+    o.expertUp(br.act, br.xd, ids, lw.w1, lw.w3, own.e0, own.nE, t, K, H, F);
+    o.expertDown(br.contrib, br.act, ids, lw.w2, own.e0, own.nE, t, K, H, F);
+  }
+
+  /** The EP graph slots' counters and each refused layer's reason (for the profile). */
+  epGraphStats(): { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> } {
+    const refused: Array<{ layer: number; reason: string }> = [];
+    for (let l = 0; l < this.cfg.layers; l++) {
+      const s = this.epSlots.slot(l);
+      if (s.state === 'refused') refused.push({ layer: l, reason: s.reason });
+    }
+    return { dispatches: this.epSlots.dispatches, captures: this.epSlots.captures, refused };
   }
 
   /** Weight bytes per rank. */
@@ -288,6 +337,7 @@ export class DeviceWalk {
 
   /** Drain, then free the weights, buffers and caches. */
   async close(): Promise<void> {
+    await this.epSlots.reset();
     await this.profiler?.close();
     await DeviceWalk.release(this.rt, this.weights, this.bufs);
   }

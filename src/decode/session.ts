@@ -199,6 +199,14 @@ export class Session {
     await this.shutdown(new Error('closed by close()'));
   }
 
+  /**
+   * The EP graph slots (config `epGraph: true`): graph launches so far (layers × tokens when every
+   * layer runs its graph), capture attempts, and each latched refusal with its reason.
+   */
+  epGraph(): { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> } {
+    return this.dev.walk.epGraphStats();
+  }
+
   /** Device bytes of weights per rank, for reports. */
   weightBytes(): number[] { return this.dev.walk.weightBytes(); }
 

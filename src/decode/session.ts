@@ -79,7 +79,7 @@ export class Session {
       backend,
       mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)),
       // The CPU reference's emulated devices hold the weights too: size their arenas for them.
-      cpuArenaBytes: Math.max(opts.runtime?.cpuArenaBytes ?? 0, loader.planBytes(layout, 0) + DeviceWalk.activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK),
+      ...(backend === 'cpu' ? { cpuArenaBytes: Math.max(opts.runtime?.cpuArenaBytes ?? 0, loader.planBytes(layout, 0) + DeviceWalk.activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK) } : {}),
     });
     let link: ArLink | undefined;
     try {

@@ -16,6 +16,9 @@
  *   hop 4  EP fan-out: root broadcasts the packed xq, xs, ids, weights; the peer dequantizes
  *   local             both: the slots whose experts they own
  *   hop 5  EP return:  the peer's per-slot contributions onto root; root merges by owner and sums
+ *   (with the config's `epGraph` gate on, hop 4 to the merge goes through the layer's EP graph
+ *    slot, ep-graph-slot.ts: a replayed graph when one could be captured, else the same eager
+ *    records)
  * `unsharded` (the oracle): rank 0 does all of it with every head and expert, and no hops.
  *
  * Nothing in the movement hops adds numbers and every kernel computes each output the same way

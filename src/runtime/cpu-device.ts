@@ -10,7 +10,7 @@ import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
 import type { HostRegistration } from './binding.js';
 import {
-  ACCESS_ENTRIES, ADDRESS_UNIT, CpuWorldLayout, MAX_ALLOCS, MAX_EVENTS, TICKS_PER_MS, type CpuWorldInit,
+  ACCESS_ENTRIES, ACCESS_FIELDS, ADDRESS_UNIT, CpuWorldLayout, MAX_ALLOCS, MAX_EVENTS, TICKS_PER_MS, type CpuWorldInit,
 } from './cpu-world.js';
 
 export class OrderingError extends Error {
@@ -48,6 +48,30 @@ const LL_MAX_VALUES = 4 * 1024 * 1024;
 const LL_DEPTH = 4;
 const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
 const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
+
+/**
+ * Whether two accesses share a byte. Each is [lo, hi) when `stride` is 0, else rows of `width`
+ * bytes every `stride` bytes from lo up to hi (a strided gather's rows): two ranks' interleaved
+ * rows of one token-major buffer do not touch, and tracking them by bounding range would call
+ * every concurrent strided gather a race.
+ */
+export function overlaps(aLo: number, aHi: number, aStride: number, aWidth: number, bLo: number, bHi: number, bStride: number, bWidth: number): boolean {
+  if (!(aLo < bHi && bLo < aHi)) return false;
+  if (aStride === 0 && bStride === 0) return true;
+  // Walk the rows of a strided side (the one with fewer rows) against the other side's pattern.
+  const rowsOf = (lo: number, hi: number, stride: number): number => (stride === 0 ? 1 : Math.floor((hi - lo - 1) / stride) + 1);
+  let [xLo, xHi, xs, xw, yLo, yHi, ys, yw] = [aLo, aHi, aStride, aWidth, bLo, bHi, bStride, bWidth];
+  if (xs === 0 || (ys !== 0 && rowsOf(yLo, yHi, ys) < rowsOf(xLo, xHi, xs))) [xLo, xHi, xs, xw, yLo, yHi, ys, yw] = [yLo, yHi, ys, yw, xLo, xHi, xs, xw];
+  for (let r = xLo; r < xHi; r += xs) {
+    const rEnd = Math.min(r + xw, xHi);
+    if (ys === 0) { if (r < yHi && yLo < rEnd) return true; continue; }
+    // Rows k of y with yLo + k·ys < rEnd and yLo + k·ys + yw > r.
+    const kMin = Math.max(0, Math.floor((r - yLo - yw) / ys) + 1);
+    const kMax = Math.min(rowsOf(yLo, yHi, ys) - 1, Math.ceil((rEnd - yLo) / ys) - 1);
+    if (kMin <= kMax) return true;
+  }
+  return false;
+}
 
 export class CpuDevice implements DeviceApi {
   private readonly layout: CpuWorldLayout;
@@ -395,9 +419,9 @@ export class CpuDevice implements DeviceApi {
     this.stream('launchPush2d', stream);
     if (rows === 0 || rowLen === 0) return;
     const ep = this.tick();
-    // The tracked ranges are the strided blocks' bounding ranges: coarser, never laxer.
-    const [sd, so] = this.access('launchPush2d(src)', src, ((rows - 1) * srcStride + rowLen) * 4, READ, ep, true);
-    const [dd, dOff] = this.access('launchPush2d(dst)', dst, ((rows - 1) * dstStride + rowLen) * 4, WRITE, ep, true);
+    // Tracked row by row (stride and width), so two ranks' interleaved rows are not a race.
+    const [sd, so] = this.access('launchPush2d(src)', src, ((rows - 1) * srcStride + rowLen) * 4, READ, ep, true, srcStride * 4, rowLen * 4);
+    const [dd, dOff] = this.access('launchPush2d(dst)', dst, ((rows - 1) * dstStride + rowLen) * 4, WRITE, ep, true, dstStride * 4, rowLen * 4);
     const from = this.f32[sd]!, to = this.f32[dd]!;
     for (let r = 0; r < rows; r++) {
       const s0 = so / 4 + r * srcStride;
@@ -692,7 +716,7 @@ export class CpuDevice implements DeviceApi {
    * Check an access against every other device's accesses it is not ordered after, then
    * remember it. `kernel` accesses to another device's memory need peer access, as on a GPU.
    */
-  private access(call: string, ptr: number, bytes: number, kind: number, epoch: number, kernel: boolean): [number, number] {
+  private access(call: string, ptr: number, bytes: number, kind: number, epoch: number, kernel: boolean, stride = 0, width = 0): [number, number] {
     const [d, off, slot] = this.resolve(call, ptr, bytes);
     if (kernel && d !== this.dev && d < this.world.devices && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
       throw new Error(`${call} on device ${this.dev} dereferences device ${d}'s memory ${hex(ptr)}, but peer access ${this.dev}->${d} is not enabled`);
@@ -705,37 +729,39 @@ export class CpuDevice implements DeviceApi {
       if (c === this.dev) continue;
       const known = this.f64[row + c]!;
       for (const other of kind === WRITE ? [WRITE, READ] : [WRITE]) {
-        const e0 = base + ((c * 2 + other) * ACCESS_ENTRIES) * 3;
+        const e0 = base + ((c * 2 + other) * ACCESS_ENTRIES) * ACCESS_FIELDS;
         for (let e = 0; e < ACCESS_ENTRIES; e++) {
-          const lo = this.f64[e0 + e * 3]!, hi = this.f64[e0 + e * 3 + 1]!, ep = this.f64[e0 + e * 3 + 2]!;
-          if (ep > known && lo < off + bytes && off < hi) this.hazard(call, ptr, bytes, kind, other, d, c);
+          const at = e0 + e * ACCESS_FIELDS, f = this.f64;
+          if (f[at + 2]! > known && overlaps(off, off + bytes, stride, width, f[at]!, f[at + 1]!, f[at + 3]!, f[at + 4]!)) this.hazard(call, ptr, bytes, kind, other, d, c);
         }
       }
     }
-    this.remember(base + ((this.dev * 2 + kind) * ACCESS_ENTRIES) * 3, off, off + bytes, epoch);
+    this.remember(base + ((this.dev * 2 + kind) * ACCESS_ENTRIES) * ACCESS_FIELDS, off, off + bytes, epoch, stride, width);
     return [d, off];
   }
 
-  private remember(e0: number, lo: number, hi: number, epoch: number): void {
-    const f = this.f64;
+  private remember(e0: number, lo: number, hi: number, epoch: number, stride: number, width: number): void {
+    const f = this.f64, F = ACCESS_FIELDS;
     let empty = -1, oldest = -1, second = -1;
     for (let e = 0; e < ACCESS_ENTRIES; e++) {
-      const at = e0 + e * 3;
+      const at = e0 + e * F;
       if (f[at + 2] === 0) { if (empty < 0) empty = e; continue; }
-      if (f[at] === lo && f[at + 1] === hi) { f[at + 2] = epoch; return; }
-      if (oldest < 0 || f[at + 2]! < f[e0 + oldest * 3 + 2]!) { second = oldest; oldest = e; }
-      else if (second < 0 || f[at + 2]! < f[e0 + second * 3 + 2]!) second = e;
+      if (f[at] === lo && f[at + 1] === hi && f[at + 3] === stride && f[at + 4] === width) { f[at + 2] = epoch; return; }
+      if (oldest < 0 || f[at + 2]! < f[e0 + oldest * F + 2]!) { second = oldest; oldest = e; }
+      else if (second < 0 || f[at + 2]! < f[e0 + second * F + 2]!) second = e;
     }
     if (empty < 0) {
-      // Full: fold the oldest entry into the second oldest. The union can only report more.
-      const a = e0 + oldest * 3, b = e0 + second * 3;
+      // Full: fold the oldest entry into the second oldest as one contiguous range covering
+      // both. The union can only report more.
+      const a = e0 + oldest * F, b = e0 + second * F;
       f[b] = Math.min(f[a]!, f[b]!);
       f[b + 1] = Math.max(f[a + 1]!, f[b + 1]!);
       f[b + 2] = Math.max(f[a + 2]!, f[b + 2]!);
+      f[b + 3] = 0; f[b + 4] = 0;
       empty = oldest;
     }
-    const at = e0 + empty * 3;
-    f[at] = lo; f[at + 1] = hi; f[at + 2] = epoch;
+    const at = e0 + empty * F;
+    f[at] = lo; f[at + 1] = hi; f[at + 2] = epoch; f[at + 3] = stride; f[at + 4] = width;
   }
 
   private hazard(call: string, ptr: number, bytes: number, kind: number, other: number, owner: number, c: number): never {

@@ -21,6 +21,8 @@ export const MAX_EVENTS = 1024;
 export const MAX_ALLOCS = 2048;
 /** Access entries kept per (allocation, device, kind); older ones merge (conservatively). */
 export const ACCESS_ENTRIES = 4;
+/** One remembered access: [lo, hi, epoch, stride, width]; stride 0 is one contiguous range. */
+export const ACCESS_FIELDS = 5;
 /** SM clock the one-shot's spin bound is counted in (an H200's ~1.98 GHz), in ticks per ms. */
 export const TICKS_PER_MS = 1.98e6;
 
@@ -43,7 +45,7 @@ export class CpuWorldLayout {
   readonly eventStride: number; // [timestampMs, recorderDevice, clock[devices]]
   readonly barrier: number; // f64[devices * 2]: stream epoch at one-shot entry / exit arrival
   readonly allocData: number; // f64[(devices + 1) * MAX_ALLOCS * allocStride]
-  readonly allocStride: number; // [offset, bytes, access[devices][2 kinds][ACCESS_ENTRIES][lo, hi, epoch]]
+  readonly allocStride: number; // [offset, bytes, access[devices][2 kinds][ACCESS_ENTRIES][ACCESS_FIELDS]]
   readonly f64Offset: number; // byte offset of the f64 region
   readonly bytes: number;
 
@@ -55,7 +57,7 @@ export class CpuWorldLayout {
     this.f64Offset = Math.ceil((this.i32Words * 4) / 64) * 64;
     this.eventStride = 2 + devices;
     this.eventData = devices * devices;
-    this.allocStride = 2 + devices * 2 * ACCESS_ENTRIES * 3;
+    this.allocStride = 2 + devices * 2 * ACCESS_ENTRIES * ACCESS_FIELDS;
     this.barrier = this.eventData + devices * MAX_EVENTS * this.eventStride;
     this.allocData = this.barrier + devices * 2;
     this.bytes = this.f64Offset + (this.allocData + (devices + 1) * MAX_ALLOCS * this.allocStride) * 8;

@@ -54,22 +54,16 @@ export class MovementTransport implements Transport {
   allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
     checkGather('allGather', span, rows);
     const width = 2 * span;
-    // Each rank writes its OWN slot locally and pushes it into the peer's same slot, so the two
-    // directions never touch the same bytes and need not wait for each other: both consumers
-    // publish "ready" before either producer waits, and the two pushes run at once (measured
-    // serialised, the seed's order, at 17 us for 8 KB: a chain of four kernels and three edges).
-    // At rows > 1 the slots interleave row by row; the CPU reference tracks a strided access by
-    // its bounding range, under which the two directions would look like a race, so there each
-    // direction still waits for the other's push to be enqueued first.
-    const concurrent = rows === 1;
-    if (concurrent) {
-      for (const r of [0, 1]) this.link.ranks[r]!.record(this.link.ready[r]!);
-      for (const r of [0, 1]) this.link.ranks[r]!.wait(this.link.ready[1 - r]!);
-    }
+    // Each rank writes its OWN slot locally and pushes it into the peer's same slot (at t > 1 the
+    // slots interleave row by row), so the two directions never touch the same bytes and need
+    // not wait for each other: both consumers publish "ready" before either producer waits, and
+    // the two pushes run at once (measured serialised, the seed's order, at 17 us for 8 KB: a
+    // chain of four kernels and three edges).
+    for (const r of [0, 1]) this.link.ranks[r]!.record(this.link.ready[r]!);
+    for (const r of [0, 1]) this.link.ranks[r]!.wait(this.link.ready[1 - r]!);
     for (const from of [0, 1]) {
       const to = 1 - from;
       const r = this.link.ranks[from]!, peer = this.link.ranks[to]!;
-      if (!concurrent) this.link.waitForConsumer(from, to);
       if (!gatherInPlace(parts[from]!, full[from]!, from, span, rows)) {
         this.mover.move(r, r, parts[from]!, full[from]! + slotOffset(from, span), rows, span, span, width);
       }

@@ -10,9 +10,9 @@
  * access tracking (a kernel reading a peer's push that nothing ordered is an error here, as it
  * would be a race on a GPU).
  */
-import { generateTensor, type TensorSpec } from '../decode/weights.js';
-import { argmax, dot, rmsnorm, silu, softmaxInPlace, topk, QUANT_BLOCK } from '../decode/f32-ops.js';
-import { e4m3Decode, e4m3Encode, E4M3_MAX } from '../decode/e4m3.js';
+import { bf16ToF32 as widen, generateTensor, type TensorSpec } from '../decode/weights.js';
+import { argmax, dot, matvec, quantizeE4m3Blocks, rmsnorm, silu, softmaxInPlace, topk, QUANT_BLOCK } from '../decode/f32-ops.js';
+import { e4m3Decode } from '../decode/e4m3.js';
 
 export const READ_ACCESS = 0;
 export const WRITE_ACCESS = 1;
@@ -27,13 +27,6 @@ export interface KernelMemory {
 
 const fr = Math.fround;
 const R_ = READ_ACCESS, W_ = WRITE_ACCESS;
-
-function widen(bits: number): number {
-  WIDEN_U32[0] = (bits & 0xffff) << 16;
-  return WIDEN_F32[0]!;
-}
-const WIDEN_F32 = new Float32Array(1);
-const WIDEN_U32 = new Uint32Array(WIDEN_F32.buffer);
 
 function checkRows(call: string, t: number): void {
   if (!Number.isInteger(t) || t < 1 || t > 8) throw new RangeError(`${call}: t must be an integer in [1, 8], got ${t}`);
@@ -76,14 +69,7 @@ export function gemv(m: KernelMemory, out: number, ldo: number, x: number, ldx: 
   const W = m.u16('w', w, (K - 1) * ldw + cols, R_);
   const xs = m.f32('x', x, (t - 1) * ldx + K, R_), o = m.f32('out', out, (t - 1) * ldo + cols, W_);
   const acc = new Float32Array(cols);
-  for (let s = 0; s < t; s++) {
-    acc.fill(0);
-    for (let k = 0; k < K; k++) {
-      const a = xs[s * ldx + k]!, row = k * ldw;
-      for (let j = 0; j < cols; j++) acc[j] = acc[j]! + fr(a * widen(W[row + j]!));
-    }
-    o.set(acc, s * ldo);
-  }
+  for (let s = 0; s < t; s++) o.set(matvecBf16(xs, s * ldx, W, ldw, K, cols, acc), s * ldo);
 }
 
 export function cacheWrite(m: KernelMemory, cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number): void {
@@ -115,12 +101,7 @@ export function mlaAttention(m: KernelMemory, u: number, ldu: number, q: number,
         const pj = sc[j]!, off = j * R;
         for (let r = 0; r < R; r++) o[r] = o[r]! + fr(pj * cl[off + r]!);
       }
-      uh.fill(0);
-      for (let r = 0; r < R; r++) {
-        const or = o[r]!, row = n * R * Dv + r * Dv;
-        for (let d = 0; d < Dv; d++) uh[d] = uh[d]! + fr(or * Wuv[row + d]!);
-      }
-      out.set(uh, s * ldu + n * Dv);
+      out.set(matvec(o, Wuv, n * R * Dv, R, Dv, uh), s * ldu + n * Dv);
     }
   }
 }
@@ -142,15 +123,8 @@ export function router(m: KernelMemory, ids: number, wts: number, logits: number
 export function quantize(m: KernelMemory, xq: number, xs: number, b: number, t: number, H: number): void {
   checkRows('launchQuantize', t);
   if (H % QUANT_BLOCK !== 0) throw new RangeError(`launchQuantize: H must be a multiple of ${QUANT_BLOCK}, got ${H}`);
-  const x = m.f32('b', b, t * H, R_), q = m.u8('xq', xq, t * H, W_), sc = m.f32('xs', xs, (t * H) / QUANT_BLOCK, W_);
-  for (let k = 0; k * QUANT_BLOCK < t * H; k++) {
-    const lo = k * QUANT_BLOCK;
-    let mx = 0;
-    for (let i = lo; i < lo + QUANT_BLOCK; i++) mx = Math.max(mx, Math.abs(x[i]!));
-    const s = mx === 0 ? 1 : fr(mx / E4M3_MAX);
-    sc[k] = s;
-    for (let i = lo; i < lo + QUANT_BLOCK; i++) q[i] = e4m3Encode(fr(x[i]! / s));
-  }
+  // f32-ops' block quantizer also dequantizes; that copy is the dequantize kernel's job.
+  quantizeE4m3Blocks(m.f32('b', b, t * H, R_), m.u8('xq', xq, t * H, W_), m.f32('xs', xs, (t * H) / QUANT_BLOCK, W_), new Float32Array(t * H));
 }
 
 export function dequantize(m: KernelMemory, xd: number, xq: number, xs: number, t: number, H: number): void {
@@ -167,12 +141,14 @@ function ownedSlots(m: KernelMemory, ids: number, t: number, K: number, e0: numb
   return out;
 }
 
-function matvecBf16(x: Float32Array, xOff: number, w: Uint16Array, wOff: number, n: number, cols: number, out: Float32Array): void {
+/** out[j] = Σ_k f32(x[xOff + k] · W[k·ldw + j]) for j < cols, in k order: matvec on bf16 rows. */
+function matvecBf16(x: Float32Array, xOff: number, w: Uint16Array, ldw: number, n: number, cols: number, out: Float32Array): Float32Array {
   out.fill(0);
   for (let k = 0; k < n; k++) {
-    const a = x[xOff + k]!, row = wOff + k * cols;
+    const a = x[xOff + k]!, row = k * ldw;
     for (let j = 0; j < cols; j++) out[j] = out[j]! + fr(a * widen(w[row + j]!));
   }
+  return out;
 }
 
 export function expertUp(m: KernelMemory, act: number, xd: number, ids: number, w1: number, w3: number, e0: number, nE: number, t: number, K: number, H: number, F: number): void {
@@ -181,8 +157,8 @@ export function expertUp(m: KernelMemory, act: number, xd: number, ids: number, 
   const g = new Float32Array(F), up = new Float32Array(F);
   for (const [q, e] of ownedSlots(m, ids, t, K, e0, nE)) {
     const s = Math.floor(q / K);
-    matvecBf16(x, s * H, m.u16('w1', w1 + e * H * F * 2, H * F, R_), 0, H, F, g);
-    matvecBf16(x, s * H, m.u16('w3', w3 + e * H * F * 2, H * F, R_), 0, H, F, up);
+    matvecBf16(x, s * H, m.u16('w1', w1 + e * H * F * 2, H * F, R_), F, H, F, g);
+    matvecBf16(x, s * H, m.u16('w3', w3 + e * H * F * 2, H * F, R_), F, H, F, up);
     for (let f = 0; f < F; f++) g[f] = silu(g[f]!) * up[f]!;
     m.f32('act', act + q * F * 4, F, W_).set(g);
   }
@@ -192,7 +168,7 @@ export function expertDown(m: KernelMemory, contrib: number, act: number, ids: n
   checkRows('launchExpertDown', t);
   const y = new Float32Array(H);
   for (const [q, e] of ownedSlots(m, ids, t, K, e0, nE)) {
-    matvecBf16(m.f32('act', act + q * F * 4, F, R_), 0, m.u16('w2', w2 + e * F * H * 2, F * H, R_), 0, F, H, y);
+    matvecBf16(m.f32('act', act + q * F * 4, F, R_), 0, m.u16('w2', w2 + e * F * H * 2, F * H, R_), H, F, H, y);
     m.f32('contrib', contrib + q * H * 4, H, W_).set(y);
   }
 }

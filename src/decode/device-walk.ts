@@ -95,8 +95,7 @@ export class DeviceWalk {
     const bufs: Buffers[] = [];
     try {
       // Both ranks generate at once; progress counts tensors over both.
-      const totals = [0, 1].slice(0, n).map((r) => loader.plan(layout, r)).map((p) => [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))].filter(Boolean).length);
-      const total = totals.reduce((a, b) => a + b, 0);
+      const total = [0, 1].slice(0, n).reduce((a, r) => a + loader.tensorCount(layout, r), 0);
       const done = [0, 0];
       // allSettled, not all: when one rank fails, the other's finished weights must still be freed.
       const loaded = await Promise.allSettled(rt.ranks.slice(0, n).map((rank, r) => loader.load(rank, layout, (d, _t, what) => { done[r] = d; progress?.(done[0]! + done[1]!, total, what); })));

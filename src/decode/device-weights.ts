@@ -98,12 +98,18 @@ export class WeightLoader {
     return { spec: this.layer(l, 'Wo'), base: own.h0 * Dv * H, rows: own.nh * Dv, srcCols: H, colStart: 0, cols: H };
   }
 
+  /** Every slice rank r holds, in plan order. */
+  private slices(layout: Layout, r: number): Slice[] {
+    const p = this.plan(layout, r);
+    return [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))].filter((s): s is Slice => s !== null);
+  }
+
+  /** How many tensors (slices) rank r generates. */
+  tensorCount(layout: Layout, r: number): number { return this.slices(layout, r).length; }
+
   /** Bytes rank r's plan allocates. */
   planBytes(layout: Layout, r: number): number {
-    const p = this.plan(layout, r);
-    let n = 0;
-    for (const s of [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))]) if (s) n += s.rows * s.cols * 2;
-    return n;
+    return this.slices(layout, r).reduce((n, s) => n + s.rows * s.cols * 2, 0);
   }
 
   /** Allocate and generate one slice on `rank`'s stream; the caller drains before use. */
@@ -127,13 +133,13 @@ export class WeightLoader {
   async load(rank: Rank, layout: Layout, progress?: Progress): Promise<RankWeights> {
     const r = rank.rank;
     const p = this.plan(layout, r);
-    const all = [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))].filter((s): s is Slice => s !== null);
+    const total = this.tensorCount(layout, r);
     const made: number[] = [];
     const gen = async (s: Slice | null): Promise<number> => {
       if (!s) return 0;
       const ptr = await this.generate(rank, s);
       made.push(ptr);
-      progress?.(made.length, all.length, `rank ${r}: ${s.spec.name}${s.spec.layer === null ? '' : ` layer ${s.spec.layer}`}`);
+      progress?.(made.length, total, `rank ${r}: ${s.spec.name}${s.spec.layer === null ? '' : ` layer ${s.spec.layer}`}`);
       return ptr;
     };
     try {

@@ -722,21 +722,31 @@ export class CpuDevice implements DeviceApi {
       throw new Error(`${call} on device ${this.dev} dereferences device ${d}'s memory ${hex(ptr)}, but peer access ${this.dev}->${d} is not enabled`);
     }
     if (bytes === 0) return [d, off];
-    const D = this.world.devices;
-    const base = this.allocBase(d, slot) + 2;
-    const row = this.layout.knows + this.dev * D;
-    for (let c = 0; c < D; c++) {
-      if (c === this.dev) continue;
-      const known = this.f64[row + c]!;
-      for (const other of kind === WRITE ? [WRITE, READ] : [WRITE]) {
-        const e0 = base + ((c * 2 + other) * ACCESS_ENTRIES) * ACCESS_FIELDS;
-        for (let e = 0; e < ACCESS_ENTRIES; e++) {
-          const at = e0 + e * ACCESS_FIELDS, f = this.f64;
-          if (f[at + 2]! > known && overlaps(off, off + bytes, stride, width, f[at]!, f[at + 1]!, f[at + 3]!, f[at + 4]!)) this.hazard(call, ptr, bytes, kind, other, d, c);
+    // Another device's thread writes its entries of this allocation while this one reads them:
+    // unlocked, a reader once saw a new range and epoch with the old entry's stride, so a strided
+    // write read as one contiguous range and a correct all-gather was refused (seen once, on CI's two
+    // cores). The lock's compare-exchange and store order the plain f64 accesses inside.
+    const lock = this.layout.allocLock + d * MAX_ALLOCS + slot;
+    while (Atomics.compareExchange(this.i32, lock, 0, 1) !== 0) { /* held for a few hundred ns */ }
+    try {
+      const D = this.world.devices;
+      const base = this.allocBase(d, slot) + 2;
+      const row = this.layout.knows + this.dev * D;
+      for (let c = 0; c < D; c++) {
+        if (c === this.dev) continue;
+        const known = this.f64[row + c]!;
+        for (const other of kind === WRITE ? [WRITE, READ] : [WRITE]) {
+          const e0 = base + ((c * 2 + other) * ACCESS_ENTRIES) * ACCESS_FIELDS;
+          for (let e = 0; e < ACCESS_ENTRIES; e++) {
+            const at = e0 + e * ACCESS_FIELDS, f = this.f64;
+            if (f[at + 2]! > known && overlaps(off, off + bytes, stride, width, f[at]!, f[at + 1]!, f[at + 3]!, f[at + 4]!)) this.hazard(call, ptr, bytes, kind, other, d, c);
+          }
         }
       }
+      this.remember(base + ((this.dev * 2 + kind) * ACCESS_ENTRIES) * ACCESS_FIELDS, off, off + bytes, epoch, stride, width);
+    } finally {
+      Atomics.store(this.i32, lock, 0);
     }
-    this.remember(base + ((this.dev * 2 + kind) * ACCESS_ENTRIES) * ACCESS_FIELDS, off, off + bytes, epoch, stride, width);
     return [d, off];
   }
 

@@ -39,6 +39,7 @@ export class CpuWorldLayout {
   readonly peer: number; // i32[devices * devices]: peer access enabled p -> c
   readonly eventGen: number; // i32[devices * MAX_EVENTS]: records so far (publication word)
   readonly allocLive: number; // i32[(devices + 1) * MAX_ALLOCS]: the last row is host memory
+  readonly allocLock: number; // i32[(devices + 1) * MAX_ALLOCS]: 1 while a thread reads or writes the allocation's access entries
   readonly i32Words: number;
   readonly knows = 0; // f64[devices * devices]
   readonly eventData: number; // f64[devices * MAX_EVENTS * eventStride]
@@ -53,7 +54,8 @@ export class CpuWorldLayout {
     this.peer = devices;
     this.eventGen = this.peer + devices * devices;
     this.allocLive = this.eventGen + devices * MAX_EVENTS;
-    this.i32Words = this.allocLive + (devices + 1) * MAX_ALLOCS;
+    this.allocLock = this.allocLive + (devices + 1) * MAX_ALLOCS;
+    this.i32Words = this.allocLock + (devices + 1) * MAX_ALLOCS;
     this.f64Offset = Math.ceil((this.i32Words * 4) / 64) * 64;
     this.eventStride = 2 + devices;
     this.eventData = devices * devices;

@@ -186,7 +186,7 @@ function refuse(r: RecordRef, e: unknown): void {
     capturing = false;
     try { dev.graphDestroy(dev.streamEndCapture(stream)); } catch { /* the capture was invalid: ending it is all we need */ }
   }
-  ring.fault(r.seq, r.op);
+  ring.fault(r.seq, r.op, `${opName(r.op)}: ${err.message}`);
   const fault: WorkerFault = {
     type: 'fault',
     rank: init.rank,

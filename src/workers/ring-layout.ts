@@ -20,6 +20,8 @@
  * |  640 |      160 | state           | consumer   | RingState                                  |
  * |  644 |      161 | faultSeq        | consumer   | sequence number of the refused record      |
  * |  648 |      162 | faultOp         | consumer   | its op code                                 |
+ * |  652 |      163 | faultTextBytes  | consumer   | length of faultText in bytes                |
+ * |  768 |      192 | faultText       | consumer   | the refusal's reason, UTF-8, at most 256 bytes, cut at a character boundary |
  * | 1024 |      256 | records         | producer   | capacity x RECORD_BYTES                     |
  *
  * Sequence numbers: the k-th record ever published has seq k (mod 2^32), so `head` is the seq of
@@ -56,6 +58,11 @@ export const W_TAIL_WAITERS = 128;
 export const W_STATE = 160;
 export const W_FAULT_SEQ = 161;
 export const W_FAULT_OP = 162;
+export const W_FAULT_TEXT_BYTES = 163;
+/** The refusal's reason lives in the header so the producer can name it synchronously, without
+ *  waiting for the worker's fault message to arrive through the event loop. */
+export const FAULT_TEXT_OFFSET = 768;
+export const FAULT_TEXT_MAX = 256;
 
 export const R_OP = 0;
 export const R_SEQ = 1;

@@ -14,9 +14,9 @@
  * and the producer pays for `Atomics.notify` only when somebody actually sleeps.
  */
 import {
-  FLAG_AFTER_PEER, HEADER_BYTES, LAYOUT_VERSION, RECORD_BYTES, RECORD_F64, RECORD_I32, RING_MAGIC,
+  FAULT_TEXT_MAX, FAULT_TEXT_OFFSET, FLAG_AFTER_PEER, HEADER_BYTES, LAYOUT_VERSION, RECORD_BYTES, RECORD_F64, RECORD_I32, RING_MAGIC,
   R_AFTER_PEER, R_ARG0_F64, R_FLAGS, R_OP, R_SEQ, RingState, W_CAPACITY, W_CONSUMER_SLEEPING,
-  W_FAULT_OP, W_FAULT_SEQ, W_HEAD, W_MAGIC, W_RECORD_BYTES, W_STATE, W_TAIL, W_TAIL_WAITERS,
+  W_FAULT_OP, W_FAULT_SEQ, W_FAULT_TEXT_BYTES, W_HEAD, W_MAGIC, W_RECORD_BYTES, W_STATE, W_TAIL, W_TAIL_WAITERS,
   W_VERSION, isPowerOfTwo, ringBytes, seqDiff,
 } from './ring-layout.js';
 
@@ -73,8 +73,12 @@ export class RingView {
   /** Seq of the newest record the consumer has enqueued on its device ("enqueued up to N"). */
   tail(): number { return Atomics.load(this.i32, W_TAIL); }
   state(): RingState { return Atomics.load(this.i32, W_STATE) as RingState; }
-  fault(): { seq: number; op: number } {
-    return { seq: Atomics.load(this.i32, W_FAULT_SEQ) >>> 0, op: Atomics.load(this.i32, W_FAULT_OP) };
+  /** The refused record; read after `state()` says Faulted, whose atomic store publishes these. */
+  fault(): { seq: number; op: number; reason: string } {
+    const n = Math.min(FAULT_TEXT_MAX, Atomics.load(this.i32, W_FAULT_TEXT_BYTES));
+    // TextDecoder refuses views of shared memory: copy the bytes out first.
+    const reason = new TextDecoder().decode(new Uint8Array(this.i32.buffer, FAULT_TEXT_OFFSET, n).slice());
+    return { seq: Atomics.load(this.i32, W_FAULT_SEQ) >>> 0, op: Atomics.load(this.i32, W_FAULT_OP), reason };
   }
   /** True once the consumer has enqueued record `seq`. */
   reached(seq: number): boolean { return seqDiff(this.tail(), seq) >= 0; }
@@ -202,8 +206,8 @@ export class RingProducer {
     if (s === RingState.Faulted) {
       const f = this.view.fault();
       throw new RingError(
-        `${this.view.name}: the worker refused record ${f.seq} (op ${f.op}); nothing after it runs. ` +
-          'The runtime must be closed.',
+        `${this.view.name}: the worker refused record ${f.seq} (op ${f.op})` +
+          (f.reason ? `: ${f.reason}` : '') + '. Nothing after it runs; the runtime must be closed.',
         'ERR_RING_FAULTED',
       );
     }
@@ -298,7 +302,12 @@ export class RingConsumer {
   }
 
   /** Refuse the oldest record: nothing after it will run, and the producer's next push throws. */
-  fault(seq: number, op: number): void {
+  fault(seq: number, op: number, reason = ''): void {
+    const text = new TextEncoder().encode(reason);
+    let n = Math.min(text.length, FAULT_TEXT_MAX);
+    while (n > 0 && n < text.length && (text[n]! & 0xc0) === 0x80) n--; // not inside a character
+    new Uint8Array(this.i32.buffer, FAULT_TEXT_OFFSET, n).set(text.subarray(0, n));
+    Atomics.store(this.i32, W_FAULT_TEXT_BYTES, n);
     Atomics.store(this.i32, W_FAULT_SEQ, seq);
     Atomics.store(this.i32, W_FAULT_OP, op);
     Atomics.store(this.i32, W_STATE, RingState.Faulted);

@@ -136,4 +136,36 @@ describe('CPU reference: ordering hazards become errors', () => {
     const out = await b.downloadF32(acc, N);
     assert.ok(out.every((x) => x === (500 * 501) / 2), `sum of rounds, got ${out[0]}`);
   });
+
+  it("an all-gather's two directions run at once, on interleaved rows of one buffer, and are never refused", async function () {
+    // Both ranks write disjoint interleaved rows of the same allocation, ordered only by the
+    // all-gather's ready edge, so each thread rewrites its access entries while the other reads
+    // them. Any report here is a false one: a torn read of an entry (a new range with the old
+    // entry's stride) once refused a correct all-gather on CI.
+    this.timeout(60_000);
+    rt = await openCpu();
+    const [a, b] = rt.ranks;
+    await b.control.call('enablePeer', 0);
+    const span = 37, rows = 2, width = 2 * span, rounds = 4000;
+    const step = width * rows + 5; // each round moves (k mod 5) floats in, so entries keep changing
+    const full = await a.alloc(rounds * step * 4);
+    const src = [await a.alloc(span * rows * 4), await b.alloc(span * rows * 4)];
+    const ready = [await a.createEvent(), await b.createEvent()];
+    for (const r of [0, 1]) rt.ranks[r]!.fill(src[r]!, span * rows, r + 1);
+    for (let k = 0; k < rounds; k++) {
+      const at = full + (k * step + (k % 5)) * 4;
+      for (const r of [0, 1]) rt.ranks[r]!.record(ready[r]!);
+      for (const r of [0, 1]) rt.ranks[r]!.wait(ready[1 - r]!);
+      for (const r of [0, 1]) rt.ranks[r]!.push2d(src[r]!, at + r * span * 4, rows, span, span, width);
+    }
+    for (const r of [0, 1]) { rt.ranks[r]!.signal(0, 1); await rt.waitCompleted(r, 0, 1); }
+    assert.equal(rt.failure, undefined, String(rt.failure));
+    const got = await a.downloadF32(full, rounds * step);
+    for (let k = 0; k < rounds; k++) {
+      for (let i = 0; i < rows * width; i++) {
+        const want = Math.floor((i % width) / span) + 1;
+        assert.equal(got[k * step + (k % 5) + i], want, `round ${k} float ${i}`);
+      }
+    }
+  });
 });

@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { Worker } from 'node:worker_threads';
 import { RingConsumer, RingError, RingProducer, RingView } from '../../src/workers/ring.js';
-import { HEADER_BYTES, RECORD_BYTES, W_HEAD, W_TAIL, seqDiff } from '../../src/workers/ring-layout.js';
+import { FAULT_TEXT_MAX, FAULT_TEXT_OFFSET, HEADER_BYTES, RECORD_BYTES, W_HEAD, W_TAIL, seqDiff } from '../../src/workers/ring-layout.js';
 
 const wait = { spinMicros: 50, timeoutMs: 200 };
 
@@ -57,6 +57,21 @@ describe('command ring', () => {
     assert.equal(p.hasSpace(), true);
     p.push(1, [4]);
     assert.equal(c.args[c.peek().arg], 4);
+  });
+
+  it('a refusal carries its reason in the header, cut at a character boundary, never past its field', () => {
+    const v = RingView.create(4, 'refused');
+    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    const seq = p.push(3, [1]);
+    // 'é' is two bytes in UTF-8: 300 of them cross the 256-byte field mid-character.
+    c.fault(seq, 3, 'é'.repeat(300));
+    const f = v.fault();
+    assert.equal(f.seq, seq >>> 0);
+    assert.equal(f.reason, 'é'.repeat(128));
+    assert.ok(FAULT_TEXT_OFFSET + FAULT_TEXT_MAX <= HEADER_BYTES, 'the field ends inside the header');
+    assert.equal(c.peek().op, 3, 'the refused record is intact');
+    assert.throws(() => p.push(1, [2]), (e: RingError) =>
+      e.code === 'ERR_RING_FAULTED' && e.message.includes(`refused record ${seq >>> 0} (op 3): é`));
   });
 
   it('refuses begin() twice and publish() without begin()', () => {

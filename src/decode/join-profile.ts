@@ -10,9 +10,9 @@
 import type { Runtime } from '../runtime/runtime.js';
 import type { DeviceEvent } from '../runtime/rank.js';
 
-/** The walk's hops (device-walk.ts): the seed's three TP hops and the two EP copies. */
-export const HOPS = ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return'] as const;
-export type Hop = (typeof HOPS)[number];
+import { HOPS, type Hop } from '../profile/profile-data.js';
+
+export { HOPS, type Hop };
 
 /** The rank whose stream receives each hop (the all-gather lands on both; rank 0 is timed). */
 const RECEIVER: Record<Hop, 0 | 1> = { 'fan-out': 1, 'head all-gather': 0, wo: 0, 'ep fan-out': 1, 'ep return': 0 };

@@ -1,0 +1,67 @@
+/**
+ * What a profiled decode run records: the one data model the aggregation, the JSON export, the
+ * Chrome trace and the HTML report all read. The walk (src/decode/device-walk.ts) fills it; the
+ * exporters never talk to a device.
+ *
+ * Times: host times come from `performance.now()` on the main thread (ms since the process's
+ * time origin); device times from CUDA timing events (the CPU reference's emulated events), each
+ * pair on ONE rank's stream, since events on two devices cannot be subtracted.
+ */
+
+/** The walk's hops (device-walk.ts): the three TP hops and the two EP copies. */
+export const HOPS = ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return'] as const;
+export type Hop = (typeof HOPS)[number];
+
+/** One join of one step: its identity and what it cost. */
+export interface JoinSample {
+  /** The decode step (0-based, in run order). */
+  step: number;
+  /** The cache position of row 0 in that step (the token's index in its sequence). */
+  token: number;
+  layer: number;
+  hop: Hop;
+  transport: string;
+  /** Bytes the join delivers to its receiving rank. */
+  bytes: number;
+  /** The rank whose stream the device time was taken on (the join's receiver). */
+  rank: 0 | 1;
+  /** Host: from the first ring write of the join until both workers have enqueued it, µs. */
+  hostEnqueueUs: number;
+  /** Device: the event pair around the join on `rank`'s stream, µs. */
+  deviceUs: number;
+  /** Device: the join's start event after `rank`'s step-start event, µs (places it on a timeline). */
+  deviceStartUs: number;
+}
+
+/** One decode step as the main thread saw it. */
+export interface StepSample {
+  step: number;
+  /** Rows (sequences) the step advanced: its tokens. */
+  rows: number;
+  /** Host time the step's first record was written, ms (performance.now()). */
+  hostStartMs: number;
+  /** Host: enqueueing the whole step (every layer, both rings), µs. */
+  hostEnqueueUs: number;
+  /** Host: from the first record until the next tokens were read back, µs. */
+  wallUs: number;
+}
+
+export interface ProfileMeta {
+  preset: string;
+  layers: number;
+  backend: 'cuda' | 'cpu';
+  /** Where it ran, e.g. "2x NVIDIA H200" or "cpu reference". */
+  machine: string;
+  /** ISO date of the run. */
+  date: string;
+  /** The decode config (transports per layer, wo mode, EP graph gate) as JSON. */
+  config: unknown;
+}
+
+export interface Profile {
+  meta: ProfileMeta;
+  steps: StepSample[];
+  joins: JoinSample[];
+  /** The EP graph slots' counters (issue 5): graph launches, capture attempts, refusals. */
+  epGraph?: { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> };
+}

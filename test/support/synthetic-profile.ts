@@ -33,7 +33,7 @@ export interface SyntheticProfileOptions {
   /** Hops each layer runs, in walk order. */
   hops?: readonly Hop[];
   rows?: (step: number) => number;
-  transport?: (layer: number, hop: Hop) => string;
+  transport?: (site: JoinSite) => string;
   bytes?: (site: JoinSite) => number;
   deviceUs?: (site: JoinSite) => number;
   hostEnqueueUs?: (site: JoinSite) => number;
@@ -64,7 +64,7 @@ export function syntheticProfile(o: SyntheticProfileOptions = {}): Profile {
         const deviceUs = o.deviceUs ? o.deviceUs(site) : 5 + 20 * random();
         const hostEnqueueUs = o.hostEnqueueUs ? o.hostEnqueueUs(site) : 1 + 4 * random();
         joins.push({
-          step, token: 17 + step, layer, hop, transport: o.transport ? o.transport(layer, hop) : 'll',
+          step, token: 17 + step, layer, hop, transport: o.transport ? o.transport(site) : 'll',
           bytes: o.bytes ? o.bytes(site) : 4096, rank, hostEnqueueUs, deviceUs, deviceStartUs: cursor[rank]!,
         });
         cursor[rank]! += deviceUs + gapUs;

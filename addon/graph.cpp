@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "addon/args.h"
+#include "addon/child_graphs.h"
 #include "addon/errors.h"
 #include "addon/stream.h"
 #include "addon/thread_state.h"
@@ -120,6 +121,11 @@ Napi::Value GraphDestroy(const Napi::CallbackInfo& info) {
   RequireNoCapture(env, ts, "graphDestroy");
   const cudaGraph_t graph = ts.graphs.at(g);
   ts.graphs.erase(g);
+  // A parent graph (addon/parent_graph.cpp) lets go of its children once it is gone.
+  if (auto h = ts.parentHolds.find(g); h != ts.parentHolds.end()) {
+    for (cudaGraph_t c : h->second) child_graphs::Drop(c);
+    ts.parentHolds.erase(h);
+  }
   // An executable graph may still be running from an earlier graphLaunch. CUDA itself would
   // defer the free of an in-flight graph, but the caller's next step after destroying one is to
   // free or re-zero what its nodes point at (staging buffers, the one-shot signal blocks and err

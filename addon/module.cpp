@@ -16,6 +16,7 @@
 #include "addon/memory.h"
 #include "addon/model_kernels.h"
 #include "addon/nccl.h"
+#include "addon/parent_graph.h"
 #include "addon/stream.h"
 #include "addon/thread_state.h"
 
@@ -37,6 +38,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   memra::RegisterLinkLl(env, exports);
   memra::RegisterModelKernels(env, exports);
   memra::RegisterGraph(env, exports);
+  memra::RegisterParentGraph(env, exports);
   memra::RegisterNccl(env, exports);
 
   // The runtime is linked statically, so the compile-time version is the one running.

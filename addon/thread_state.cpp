@@ -1,5 +1,6 @@
 #include "addon/thread_state.h"
 
+#include "addon/child_graphs.h"
 #include "addon/errors.h"
 #include "addon/nccl.h"
 #include "addon/process_state.h"
@@ -75,6 +76,13 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
       note(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
       note(cudaGraphDestroy(graph), "cudaGraphDestroy");
     }
+    for (auto& [exec, held] : parentHolds) for (cudaGraph_t c : held) child_graphs::Drop(c);
+    // Forced: a parent on the peer's thread may still hold one of these if that thread tears
+    // down later, but CUDA cloned each child into its parents, so the parents stay valid.
+    for (cudaGraph_t c : childGraphs) {
+      child_graphs::Remove(c, this, true, nullptr);
+      note(cudaGraphDestroy(c), "cudaGraphDestroy(child)");
+    }
     // After the drain no collective of ours is in flight, so a destroy has nothing to wait for.
     // If the drain failed the device is broken and a destroy might wait forever: abort instead.
     for (void* c : ncclComms) ReleaseNcclCommAtTeardown(c, drained != cudaSuccess);
@@ -96,6 +104,8 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
   hostAllocs.clear();
   registrations.clear();
   graphs.clear();
+  parentHolds.clear();
+  childGraphs.clear();
   capturing.clear();
   ncclComms.clear();
   bound = -1;

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "addon/args.h"
 
@@ -53,6 +54,11 @@ class ThreadState {
   std::unordered_map<void*, HostRegistrationRecord> registrations;
   // Executable graph -> the graph it was instantiated from, destroyed together.
   std::unordered_map<cudaGraphExec_t, cudaGraph_t> graphs;
+  // Child graphs this thread captured and never instantiated (seed 003's per-device children;
+  // registered process-wide in addon/child_graphs.h, since the peer's parent graph uses them).
+  std::unordered_set<cudaGraph_t> childGraphs;
+  // Parent executable graph -> the child graphs it holds, dropped when it is destroyed.
+  std::unordered_map<cudaGraphExec_t, std::vector<cudaGraph_t>> parentHolds;
   // Streams this thread began a capture on and has not ended. A device drain is an illegal
   // synchronisation while one of the device's streams is capturing, so teardown ends these first.
   std::unordered_set<cudaStream_t> capturing;

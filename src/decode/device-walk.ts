@@ -35,7 +35,8 @@ import { ownership, WeightLoader, type Layout, type Ownership, type Progress, ty
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
 import { JoinProfiler, type Hop, type JoinTiming } from './join-profile.js';
 import { EpGraphSlots } from './ep-graph-slot.js';
-import { CapturedGraph } from '../runtime/graph.js';
+import { checkRoutes } from './route-check.js';
+import { ParentGraph, type ParentGraphParts } from '../runtime/parent-graph.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
 interface Buffers {
@@ -46,11 +47,18 @@ interface Buffers {
 
 /** The completion counter a step's last record advances on rank 0. */
 const STEP_SLOT = 0;
-/** Mailbox layout: next tokens (i32 × t) at 0, the hidden state (f32 × t·H) from HIDDEN_AT. */
+/**
+ * Mailbox layout: next tokens (i32 × t) at 0, the hidden state (f32 × t·H) from HIDDEN_AT, then
+ * (route validation) each layer's ids (i32 × t·K) and weights (f32 × t·K), one stride per layer.
+ */
 export const HIDDEN_AT = 256;
 
+function routesAt(cfg: ModelConfig, maxBatch: number, layer: number): number {
+  return HIDDEN_AT + maxBatch * cfg.hidden * 4 + layer * maxBatch * cfg.topk * 8;
+}
+
 export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
-  return HIDDEN_AT + maxBatch * cfg.hidden * 4;
+  return routesAt(cfg, maxBatch, cfg.layers);
 }
 
 export class DeviceWalk {
@@ -67,6 +75,8 @@ export class DeviceWalk {
   private epConfigKey = '';
   /** Set for the step being enqueued when its config asks for profiling. */
   private profiling = false;
+  /** Set for the step being enqueued when its config asks for route validation. */
+  private validation = false;
 
   private constructor(
     readonly rt: Runtime,
@@ -195,6 +205,7 @@ export class DeviceWalk {
    */
   async step(tokens: readonly number[], positions: readonly number[], dc: DecodeConfig, wantHidden: boolean, timeoutMs = 60_000): Promise<{ next: number[]; hidden?: Float32Array; joins?: JoinTiming[] }> {
     this.profiling = dc.profile && this.profiler !== undefined;
+    this.validation = dc.validate;
     const t = tokens.length;
     const { hidden: H, vocab: V } = this.cfg;
     const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
@@ -222,6 +233,7 @@ export class DeviceWalk {
     const out: { next: number[]; hidden?: Float32Array; joins?: JoinTiming[] } = { next };
     if (hidden) out.hidden = hidden;
     if (this.profiling) out.joins = await this.profiler!.collect();
+    if (this.validation) this.checkRoutes(t);
     return out;
   }
 
@@ -272,6 +284,8 @@ export class DeviceWalk {
     root.rmsnorm(b[0]!.a, b[0]!.hx, lw0.g2, t, H);
     root.gemv(b[0]!.logitsE, E, b[0]!.a, H, lw0.wr, E, H, E, t);
     root.router(p0.ids, p0.wts, b[0]!.logitsE, t, E, K);
+    // ids then wts, adjacent in the pack: one copy.
+    if (this.validation) root.toMailbox(p0.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);
     root.quantize(p0.xq, p0.xs, b[0]!.a, t, H);
     root.dequantize(b[0]!.xd, p0.xq, p0.xs, t, H);
     if (!tr) {
@@ -279,32 +293,44 @@ export class DeviceWalk {
       root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contrib, E, t, K, H);
       return;
     }
-    // From the EP fan-out to the merge: the part seed 003 turns into one graph. `timed` brackets
-    // the hops for the profiler on the eager path; a graph's hops are inside it, untimed.
-    const epStep = (timed: boolean) => (): void => {
-      const fanOut = (): void => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t));
-      const back = (): void => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H);
-      if (timed) this.join('ep fan-out', l, tr, fanOut); else fanOut();
-      const p1 = this.packAt(1, t);
-      this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H);
-      this.experts(0, l, t);
-      this.experts(1, l, t);
-      if (timed) this.join('ep return', l, tr, back); else back();
-      root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contribPeer, E / 2, t, K, H);
+    // From the EP fan-out to the merge: the part seed 003 turns into one graph. The three
+    // halves are the same closures on both paths, so the graph and its eager twin cannot drift.
+    const p1 = this.packAt(1, t);
+    const parts: ParentGraphParts = {
+      owner: () => this.experts(0, l, t),
+      peer: () => { this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H); this.experts(1, l, t); },
+      post: () => root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contribPeer, E / 2, t, K, H),
+      // The packed payload as the seed's four copies (xq, xs, ids, weights), and the return.
+      tx: (['xq', 'xs', 'ids', 'wts'] as const).map((k, i, all) => {
+        const end = i + 1 < all.length ? p0[all[i + 1]!] : p0.wts + t * K * 4;
+        return { src: p0[k], dst: p1[k], bytes: end - p0[k] };
+      }),
+      rx: { src: b[1]!.contrib, dst: b[0]!.contribPeer, bytes: t * K * H * 4 },
     };
-    if (!dc.epGraph) { epStep(true)(); return; }
-    await this.epSlots.run(l, () => ({
-      t,
-      ownership: this.own,
-      builtFor: this.builtFor,
-      validation: false,
-      // The CPU reference replays the body as its graph; on CUDA the seed's parent graph (child
-      // graphs plus explicit peer copy nodes) is what a capture must build, and it is not built.
-      missing: this.rt.backend === 'cuda' ? ['the multi-device parent graph (seed 003: per-device child graphs joined by explicit peer copy nodes)'] : [],
-    }), async () => {
-      const g = await CapturedGraph.capture(this.rt, epStep(false));
+    const eager = (): void => {
+      this.join('ep fan-out', l, tr, () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t)));
+      parts.peer();
+      parts.owner();
+      this.join('ep return', l, tr, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
+      parts.post();
+    };
+    if (!dc.epGraph) { eager(); return; }
+    await this.epSlots.run(l, () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }), async () => {
+      const g = await ParentGraph.build(this.rt, parts);
       return { launch: () => g.launch(), destroy: () => g.destroy() };
-    }, epStep(true));
+    }, eager);
+  }
+
+  /** Route validation: every layer's routes of this step, read from the mailbox. */
+  private checkRoutes(t: number): void {
+    const box = this.rt.mailboxes[0]!, K = this.cfg.topk;
+    for (let l = 0; l < this.cfg.layers; l++) {
+      const at = box.byteOffset + routesAt(this.cfg, this.maxBatch, l);
+      const ids = new Int32Array(box.buffer.slice(at, at + t * K * 4));
+      const wts = new Float32Array(box.buffer.slice(at + t * K * 4, at + 2 * t * K * 4));
+      const bad = checkRoutes(ids, wts, t, K, this.cfg.experts, l);
+      if (bad) throw Object.assign(new Error(bad), { code: 'ERR_ROUTE_VALIDATION' });
+    }
   }
 
   /** Where the EP fan-out's packed payload sits in rank r's pack buffer, for t rows. */

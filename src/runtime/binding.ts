@@ -252,6 +252,24 @@ export interface NativeBinding {
   graphLaunch(graph: GraphHandle, stream: StreamHandle): void;
   /** Destroy an executable graph (and its graph) this thread instantiated; drains first. */
   graphDestroy(graph: GraphHandle): void;
+  /**
+   * End the capture WITHOUT instantiating: a child graph for a parent graph. Registered
+   * process-wide, so the peer's thread may put it in a parent it builds.
+   */
+  streamEndCaptureChild(stream: StreamHandle): ChildGraphHandle;
+  /** Destroy a child graph this thread captured; refused while a parent graph holds it. */
+  childGraphDestroy(child: ChildGraphHandle): void;
+  /**
+   * Seed 003's EP parent graph, built on the owner's (this) thread: `ownerChild` beside the chain
+   * copies[0..3] (owner -> peer) -> `peerChild` (captured on `peerDevice`'s thread) -> copies[4]
+   * (peer -> owner, added under the peer's device); `postChild` after `ownerChild` and copies[4].
+   * Instantiated and uploaded on `stream`; launch and destroy it as any executable graph. It holds
+   * its three children until it is destroyed.
+   */
+  parentGraphBuild(
+    ownerChild: ChildGraphHandle, peerChild: ChildGraphHandle, postChild: ChildGraphHandle,
+    peerDevice: number, copies: ReadonlyArray<{ dst: DevicePtr; src: DevicePtr; bytes: number }>, stream: StreamHandle,
+  ): GraphHandle;
 
   // ---- NCCL, loaded at run time (dlopen libnccl.so.2) ----
   /**
@@ -284,6 +302,7 @@ export interface NativeBinding {
 }
 
 export type GraphHandle = number;
+export type ChildGraphHandle = number;
 export type NcclComm = number;
 
 /** The probe kernel's pattern, so a reader can check what a peer wrote. */

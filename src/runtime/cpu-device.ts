@@ -648,6 +648,9 @@ export class CpuDevice implements DeviceApi {
   // ---- CUDA graphs and NCCL do not exist here ----
   streamBeginCapture(): void { throw new Error(NO_GRAPHS); }
   streamEndCapture(): number { throw new Error(NO_GRAPHS); }
+  streamEndCaptureChild(): number { throw new Error(NO_GRAPHS); }
+  childGraphDestroy(): void { throw new Error(NO_GRAPHS); }
+  parentGraphBuild(): number { throw new Error(NO_GRAPHS); }
   graphLaunch(): void { throw new Error(NO_GRAPHS); }
   graphDestroy(): void { throw new Error(NO_GRAPHS); }
   ncclLoad(): number { throw Object.assign(new Error(NO_NCCL), { code: 'MEMRA_NCCL_MISSING' }); }

@@ -20,6 +20,7 @@ export type DeviceApi = Pick<
   | 'launchCacheWrite' | 'launchMlaAttention' | 'launchRouter' | 'launchQuantize' | 'launchDequantize'
   | 'launchExpertUp' | 'launchExpertDown' | 'launchMoeCombine' | 'launchArgmax'
   | 'streamBeginCapture' | 'streamEndCapture' | 'graphLaunch' | 'graphDestroy'
+  | 'streamEndCaptureChild' | 'childGraphDestroy' | 'parentGraphBuild'
   | 'ncclLoad' | 'ncclGetUniqueId' | 'ncclCommInitRank' | 'ncclCommDestroy' | 'ncclAllReduceF32'
   | 'ncclBroadcastF32' | 'ncclAllGatherF32' | 'ncclSendRecvF32'
 > & {

@@ -9,9 +9,7 @@
  * body become graph edges. The one-shot's barrier epochs live in device memory, so replays
  * stay paired however many joins a graph holds.
  *
- * A multi-device graph launched on rank 0's stream runs its device-1 nodes on streams of CUDA's
- * own, which rank 1's stream knows nothing about. So a launch is fenced both ways: the graph
- * waits for what rank 1 enqueued before it, and rank 1's later work waits for the graph.
+ * A multi-device graph launched on rank 0's stream is fenced both ways (`launchFenced`).
  *
  * Per-rank mode, for bodies whose ranks never wait on each other's events (NCCL collectives
  * order themselves): each rank captures its own stream into its own graph and a launch is one
@@ -26,6 +24,45 @@ import type { Runtime } from './runtime.js';
 import type { DeviceEvent } from './rank.js';
 
 let nextSlot = 1;
+/** Graph slots are per worker table but numbered process-wide, so no two graphs ever share one. */
+export function nextGraphSlot(): number { return nextSlot++; }
+
+/**
+ * A launch of a graph on rank 0's stream whose nodes also run on rank 1's device (on streams of
+ * CUDA's own, which rank 1's stream knows nothing about), fenced both ways: the graph waits for
+ * what rank 1 enqueued before it, and rank 1's later work waits for the graph.
+ */
+export interface LaunchFences { before: DeviceEvent; after: DeviceEvent }
+
+export async function createFences(rt: Runtime): Promise<LaunchFences> {
+  const [before, after] = await Promise.all([rt.ranks[1].createEvent(), rt.ranks[0].createEvent()]);
+  return { before, after };
+}
+
+export function launchFenced(rt: Runtime, slot: number, f: LaunchFences): void {
+  const [a, b] = rt.ranks;
+  b.record(f.before);
+  a.wait(f.before);
+  a.graphLaunch(slot);
+  a.record(f.after);
+  b.wait(f.after);
+}
+
+export async function destroyFences(rt: Runtime, f: LaunchFences): Promise<void> {
+  await Promise.all([rt.ranks[1].destroyEvent(f.before), rt.ranks[0].destroyEvent(f.after)]);
+}
+
+/** Until each rank has enqueued its end-of-capture record, then until both are idle. */
+export async function untilCaptured(rt: Runtime, ends: ReadonlyArray<number | undefined>): Promise<void> {
+  const deadline = performance.now() + 60_000;
+  const done = (): boolean => ends.every((s, r) => s === undefined || rt.ranks[r]!.enqueued(s));
+  while (!done()) {
+    if (rt.failure) throw rt.failure;
+    if (performance.now() > deadline) throw new Error('graph capture: the ranks did not finish capturing in 60 s');
+    await new Promise((r) => setImmediate(r));
+  }
+  await rt.drain();
+}
 
 export type GraphMode = 'multi-device' | 'per-rank';
 
@@ -35,7 +72,7 @@ export class CapturedGraph {
     private readonly rt: Runtime,
     private readonly slot: number,
     private readonly body: () => void,
-    private readonly fences?: { before: DeviceEvent; after: DeviceEvent },
+    private readonly fences?: LaunchFences,
     private readonly perRank = false,
   ) {}
 
@@ -44,39 +81,26 @@ export class CapturedGraph {
     if (mode === 'per-rank') return CapturedGraph.capturePerRank(rt, body);
     const [a, b] = rt.ranks;
     const [fork, join] = await Promise.all([a.createEvent(), b.createEvent()]);
-    const slot = nextSlot++;
+    const slot = nextGraphSlot();
     a.beginCapture();
     a.record(fork);
     b.wait(fork);
     body();
     b.record(join);
     a.wait(join);
-    await CapturedGraph.until(rt, [a.endCapture(slot), undefined]);
+    await untilCaptured(rt, [a.endCapture(slot), undefined]);
     await Promise.all([a.destroyEvent(fork), b.destroyEvent(join)]);
-    const [before, after] = await Promise.all([b.createEvent(), a.createEvent()]);
-    return new CapturedGraph(rt, slot, body, { before, after });
+    return new CapturedGraph(rt, slot, body, await createFences(rt));
   }
 
   private static async capturePerRank(rt: Runtime, body: () => void): Promise<CapturedGraph> {
     const [a, b] = rt.ranks;
-    const slot = nextSlot++;
+    const slot = nextGraphSlot();
     a.beginCapture();
     b.beginCapture();
     body();
-    await CapturedGraph.until(rt, [a.endCapture(slot), b.endCapture(slot)]);
+    await untilCaptured(rt, [a.endCapture(slot), b.endCapture(slot)]);
     return new CapturedGraph(rt, slot, body, undefined, true);
-  }
-
-  /** Until each rank has enqueued its end-of-capture record, then until both are idle. */
-  private static async until(rt: Runtime, ends: [number | undefined, number | undefined]): Promise<void> {
-    const deadline = performance.now() + 60_000;
-    const done = (): boolean => ends.every((s, r) => s === undefined || rt.ranks[r]!.enqueued(s));
-    while (!done()) {
-      if (rt.failure) throw rt.failure;
-      if (performance.now() > deadline) throw new Error('graph capture: the ranks did not finish capturing in 60 s');
-      await new Promise((r) => setImmediate(r));
-    }
-    await rt.drain();
   }
 
   /** One replay of the whole captured sequence (CUDA: the launch and its two fences). */
@@ -88,12 +112,7 @@ export class CapturedGraph {
       return;
     }
     if (!this.fences) { this.body(); return; }
-    const [a, b] = this.rt.ranks;
-    b.record(this.fences.before);
-    a.wait(this.fences.before);
-    a.graphLaunch(this.slot);
-    a.record(this.fences.after);
-    b.wait(this.fences.after);
+    launchFenced(this.rt, this.slot, this.fences);
   }
 
   async destroy(): Promise<void> {
@@ -106,6 +125,6 @@ export class CapturedGraph {
     }
     if (!this.fences) return;
     await a.control.call('destroyGraph', this.slot);
-    await Promise.all([b.destroyEvent(this.fences.before), a.destroyEvent(this.fences.after)]);
+    await destroyFences(this.rt, this.fences);
   }
 }

@@ -54,6 +54,8 @@ let faulted = false;
 let executed = 0;
 /** Executable graphs by the slot the main thread named them with. */
 const graphs = new Map<number, number>();
+/** Child graphs (captured, not instantiated: parts of a parent graph) by slot. */
+const children = new Map<number, number>();
 /** True between BeginCapture and EndCapture: the stream may not be queried or synchronised. */
 let capturing = false;
 /** This rank's NCCL communicator, once `ncclInit` made it. */
@@ -133,6 +135,13 @@ function execute(r: RecordRef, a: Float64Array): void {
       if (graphs.has(slot)) throw new Refusal(`EndCapture: graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
       capturing = false;
       graphs.set(slot, dev.streamEndCapture(stream));
+      return;
+    }
+    case Op.EndCaptureChild: {
+      const slot = a[i]!;
+      if (children.has(slot)) throw new Refusal(`EndCaptureChild: child graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
+      capturing = false;
+      children.set(slot, dev.streamEndCaptureChild(stream));
       return;
     }
     case Op.GraphLaunch: {
@@ -334,6 +343,35 @@ const control = {
     dev.graphDestroy(g);
   },
 
+  /** The native handle of child graph `slot`, for the peer's thread to build a parent with. */
+  async childGraphHandle(slot: number): Promise<number> {
+    needOpen('childGraphHandle');
+    const c = children.get(slot);
+    if (c === undefined) throw new Error(`${tag}: no child graph in slot ${slot}`);
+    return c;
+  },
+
+  /**
+   * Seed 003's parent graph from this thread's children `owner` and `post` and the peer's child
+   * (its native handle); stored as executable graph `slot`.
+   */
+  async buildParentGraph(spec: { slot: number; owner: number; post: number; peerChild: number; peerDevice: number; copies: Array<{ dst: number; src: number; bytes: number }> }): Promise<void> {
+    needOpen('buildParentGraph');
+    if (graphs.has(spec.slot)) throw new Error(`${tag}: graph slot ${spec.slot} is in use`);
+    const owner = children.get(spec.owner), post = children.get(spec.post);
+    if (owner === undefined || post === undefined) throw new Error(`${tag}: no child graph in slot ${owner === undefined ? spec.owner : spec.post}`);
+    graphs.set(spec.slot, dev.parentGraphBuild(owner, spec.peerChild, post, spec.peerDevice, spec.copies, stream));
+  },
+
+  /** Refused (by the addon) while a parent graph holds it: destroy the parent first. */
+  async destroyChildGraph(slot: number): Promise<void> {
+    needOpen('destroyChildGraph');
+    const c = children.get(slot);
+    if (c === undefined) throw new Error(`${tag}: no child graph in slot ${slot}`);
+    dev.childGraphDestroy(c);
+    children.delete(slot);
+  },
+
   /** NCCL's version, loading the library; throws naming it when it is missing. */
   async ncclLoad(): Promise<number> { return dev.ncclLoad(); },
   async ncclUniqueId(): Promise<Uint8Array> { dev.ncclLoad(); return dev.ncclGetUniqueId(); },
@@ -366,8 +404,12 @@ const control = {
     closing = true;
     ring.stop();
     await serving;
+    // Parents before children (a held child refuses to go); a child the PEER's parent still holds
+    // is left to releaseDevice, whose teardown forces it (CUDA cloned it into that parent).
     for (const g of graphs.values()) dev.graphDestroy(g);
     graphs.clear();
+    for (const c of children.values()) { try { dev.childGraphDestroy(c); } catch { /* held by the peer's parent */ } }
+    children.clear();
     if (comm !== 0) dev.ncclCommDestroy(comm);
     comm = 0;
     if (registration) dev.hostUnregister(registration.hostPtr);

@@ -84,9 +84,12 @@ export enum Op {
   /** src, offset, bytes: copy device memory into this rank's mailbox (mapped host memory the
    *  main thread reads once a completion counter says the copy is done). */
   ToMailbox = 36,
+  /** slot: end the capture WITHOUT instantiating it: a child graph that a parent graph
+   *  (seed 003's EP step) will hold. */
+  EndCaptureChild = 37,
 }
 
-export const OP_COUNT = 37;
+export const OP_COUNT = 38;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

@@ -31,8 +31,9 @@ describe('decode config', () => {
     [{ transport: { layers: {} } }, /\$\.transport\.layers: must be an array/],
     [{ wo: 'sum' }, /\$\.wo: must be one of concat, allreduce, got "sum"/],
     [{ epGraph: 'yes' }, /\$\.epGraph: must be true or false, got "yes"/],
+    [{ validate: 1 }, /\$\.validate: must be true or false, got 1/],
     [{ spin: { deviceTicks: 0 } }, /\$\.spin\.deviceTicks: must be an integer in \[1, /],
-    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, profile, spin/],
+    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, validate, profile, spin/],
     [[], /\$: must be an object/],
   ];
   for (const [json, re] of bad) {

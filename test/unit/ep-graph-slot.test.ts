@@ -91,6 +91,27 @@ describe('EP graph slot', function () {
     }
   });
 
+  it('route validation on: every step\'s routes are checked, and the graph refuses (it hides what validation reads)', async () => {
+    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: { ...withGraph(true), validate: true } });
+    try {
+      const start = [randomInt(0, 256)];
+      const ref = new CpuModel(presetByName('tiny'), { maxBatch: 1 });
+      let cur = start;
+      for (let i = 0; i < 3; i++) {
+        const want = ref.step(cur, [i]).next;
+        assert.deepEqual(await s.step(cur), want, `step ${i}`);
+        cur = want;
+      }
+      const st = s.epGraph();
+      assert.equal(st.captures, 0);
+      assert.equal(st.dispatches, 0);
+      assert.deepEqual(st.refused.map((r) => r.layer), [0, 1]);
+      assert.match(st.refused[0]!.reason, /requires validation off/);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('gate off: no slot is touched', async () => {
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: withGraph(false) });
     try {

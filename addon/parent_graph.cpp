@@ -1,0 +1,261 @@
+#include "addon/parent_graph.h"
+
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "addon/args.h"
+#include "addon/child_graphs.h"
+#include "addon/errors.h"
+#include "addon/stream.h"
+#include "addon/thread_state.h"
+
+namespace memra {
+
+namespace {
+
+constexpr uint32_t kTxCopies = 4;  // owner -> peer: xq, xs, ids, weights
+constexpr uint32_t kCopies = kTxCopies + 1;  // then peer -> owner: the contributions
+
+struct CopySpec {
+  uintptr_t dst;
+  uintptr_t src;
+  uint64_t bytes;
+};
+
+// Reads copies[i] = { dst, src, bytes }, naming the exact field at fault.
+CopySpec ReadCopy(Napi::Env env, const Napi::Array& copies, uint32_t i, const char* fn) {
+  const Napi::Value v = copies.Get(i);
+  const std::string at = "copies[" + std::to_string(i) + "]";
+  if (!v.IsObject()) ThrowArgError(env, fn, at.c_str(), "an object { dst, src, bytes }", v);
+  const Napi::Object o = v.As<Napi::Object>();
+  auto field = [&](const char* name, double lo) -> uint64_t {
+    const Napi::Value f = o.Get(name);
+    const std::string what = at + "." + name;
+    if (!f.IsNumber()) ThrowArgError(env, fn, what.c_str(), "a positive safe integer", f);
+    const double d = f.As<Napi::Number>().DoubleValue();
+    if (!(d >= lo && d < kTwoPow53) || static_cast<double>(static_cast<uint64_t>(d)) != d) {
+      ThrowArgError(env, fn, what.c_str(), "a positive safe integer", f);
+    }
+    return static_cast<uint64_t>(d);
+  };
+  return CopySpec{static_cast<uintptr_t>(field("dst", 1)), static_cast<uintptr_t>(field("src", 1)),
+                  field("bytes", 1)};
+}
+
+// The device `p` lives on, or -1 when CUDA does not know it as device memory.
+int DeviceOfPointer(uintptr_t p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, reinterpret_cast<const void*>(p)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return a.type == cudaMemoryTypeDevice ? a.device : -1;
+}
+
+// The seed's hazard "peer pointers resolved under the right device": a copy whose ends are not on
+// the devices its direction says would still run (unified addressing accepts any pair), moving the
+// wrong rank's bytes. Refused before any node exists.
+void RequireEnds(Napi::Env env, const CopySpec& c, uint32_t i, int srcDevice, int dstDevice,
+                 const char* fn) {
+  const int s = DeviceOfPointer(c.src), d = DeviceOfPointer(c.dst);
+  if (s == srcDevice && d == dstDevice) return;
+  ThrowError(env,
+             std::string(fn) + ": copies[" + std::to_string(i) + "] must move device " +
+                 std::to_string(srcDevice) + "'s memory to device " + std::to_string(dstDevice) +
+                 "'s, but src " + Hex(c.src) + " is " +
+                 (s < 0 ? std::string("not device memory") : "on device " + std::to_string(s)) +
+                 " and dst " + Hex(c.dst) + " is " +
+                 (d < 0 ? std::string("not device memory") : "on device " + std::to_string(d)),
+             "MEMRA_BAD_COPY");
+}
+
+// The runtime API gives a memcpy node the context current when the node is added (the seed's
+// driver-API `graph_ctx`), so the peer -> owner copy is added under the PEER's device, as the
+// seed does. Restores this thread's bound device on every path, throws included.
+class ScopedDevice {
+ public:
+  ScopedDevice(int device, int restore) : restore_(restore) { err_ = cudaSetDevice(device); }
+  ~ScopedDevice() { (void)cudaSetDevice(restore_); }
+  cudaError_t error() const { return err_; }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int restore_;
+  cudaError_t err_;
+};
+
+void RequireOwnedChild(Napi::Env env, const ThreadState& ts, cudaGraph_t g, const char* fn) {
+  RequireOwned(env, ts.childGraphs, g, fn, "child graph");
+}
+
+Napi::Value StreamEndCaptureChild(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "streamEndCaptureChild";
+  const auto s = ReadHandle<cudaStream_t>(info, 0, fn, "stream");
+  const int device = RequireBoundStream(env, ts, s, fn);
+  ts.capturing.erase(s);  // a failed end still ends the capture
+  cudaGraph_t graph = nullptr;
+  const cudaError_t err = cudaStreamEndCapture(s, &graph);
+  if (err != cudaSuccess) {
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    ThrowCudaError(env, err, "cudaStreamEndCapture(stream=" + Hex(s) + ") of a child graph",
+                   device);
+  }
+  if (graph == nullptr) {
+    ThrowError(env, std::string(fn) + ": the capture on stream " + Hex(s) + " produced no graph",
+               "MEMRA_EMPTY_CAPTURE");
+  }
+  try {
+    ts.childGraphs.insert(graph);
+    child_graphs::Add(graph, device, &ts);
+    return AddressToValue(env, graph);
+  } catch (...) {
+    std::string ignored;
+    child_graphs::Remove(graph, &ts, true, &ignored);
+    ts.childGraphs.erase(graph);
+    (void)cudaGraphDestroy(graph);
+    throw;
+  }
+}
+
+Napi::Value ChildGraphDestroy(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "childGraphDestroy";
+  const auto g = ReadHandle<cudaGraph_t>(info, 0, fn, "child");
+  const int device = ts.RequireBound(env, fn);
+  RequireOwnedChild(env, ts, g, fn);
+  std::string why;
+  if (!child_graphs::Remove(g, &ts, false, &why)) {
+    ThrowError(env, std::string(fn) + ": child graph " + Hex(g) + ": " + why, "MEMRA_GRAPH_HELD");
+  }
+  ts.childGraphs.erase(g);
+  MEMRA_CUDA_CHECK(env, device, cudaGraphDestroy(g), "cudaGraphDestroy(child=" + Hex(g) + ")");
+  return env.Undefined();
+}
+
+// parentGraphBuild(ownerChild, peerChild, postChild, peerDevice, copies[5], stream) -> graph.
+// The seed's shape (003, add_parent):
+//
+//   ownerChild ─────────────────────────────────────────────┐
+//   tx0..tx3 (owner -> peer) ── peerChild ── rx (peer -> owner) ── postChild
+//
+// The owner's half runs beside the chain that feeds the peer; the post child (merge and FFN tail)
+// waits for both. The executable graph goes into this thread's graph table (graphLaunch,
+// graphDestroy) and holds its three children until it is destroyed.
+Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "parentGraphBuild";
+  const auto ownerChild = ReadHandle<cudaGraph_t>(info, 0, fn, "ownerChild");
+  const auto peerChild = ReadHandle<cudaGraph_t>(info, 1, fn, "peerChild");
+  const auto postChild = ReadHandle<cudaGraph_t>(info, 2, fn, "postChild");
+  const int peerDevice = ReadOrdinal(info, 3, fn, "peerDevice");
+  if (!info[4].IsArray() || info[4].As<Napi::Array>().Length() != kCopies) {
+    ThrowArgError(env, fn, "copies", "an array of 5 { dst, src, bytes } (4 owner->peer, then peer->owner)", info[4]);
+  }
+  const Napi::Array copyArray = info[4].As<Napi::Array>();
+  const auto s = ReadHandle<cudaStream_t>(info, 5, fn, "stream");
+  const int device = RequireBoundStream(env, ts, s, fn);
+  RequireOwnedChild(env, ts, ownerChild, fn);
+  RequireOwnedChild(env, ts, postChild, fn);
+  if (peerDevice == device) {
+    ThrowError(env, std::string(fn) + ": peerDevice " + std::to_string(peerDevice) + " is this thread's own device", "MEMRA_BAD_PEER");
+  }
+  const int peerOf = child_graphs::DeviceOf(peerChild);
+  if (peerOf != peerDevice) {
+    ThrowError(env,
+               std::string(fn) + ": peerChild " + Hex(peerChild) +
+                   (peerOf < 0 ? std::string(" is not a live child graph (captured and not destroyed)")
+                               : " was captured on device " + std::to_string(peerOf) +
+                                     ", not the peer device " + std::to_string(peerDevice)),
+               "MEMRA_BAD_CHILD");
+  }
+  CopySpec copies[kCopies];
+  for (uint32_t i = 0; i < kCopies; ++i) {
+    copies[i] = ReadCopy(env, copyArray, i, fn);
+    if (i < kTxCopies) RequireEnds(env, copies[i], i, device, peerDevice, fn);
+    else RequireEnds(env, copies[i], i, peerDevice, device, fn);
+  }
+
+  cudaGraph_t parent = nullptr;
+  MEMRA_CUDA_CHECK(env, device, cudaGraphCreate(&parent, 0), "cudaGraphCreate (EP parent graph)");
+  cudaGraphExec_t exec = nullptr;
+  std::vector<cudaGraph_t> held;
+  // Every failure below destroys what was made so far; nothing is left half-built.
+  auto undo = [&]() {
+    for (cudaGraph_t c : held) child_graphs::Drop(c);
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+    (void)cudaGraphDestroy(parent);
+  };
+  auto fail = [&](cudaError_t err, const std::string& call) {
+    undo();
+    ThrowCudaError(env, err, call, device);
+  };
+  auto copyCall = [&](uint32_t i) {
+    return "cudaGraphAddMemcpyNode1D(copies[" + std::to_string(i) + "]: " + Hex(copies[i].src) +
+           " -> " + Hex(copies[i].dst) + ", " + std::to_string(copies[i].bytes) + " bytes)";
+  };
+  cudaGraphNode_t ownerNode = nullptr, peerNode = nullptr, rxNode = nullptr, postNode = nullptr;
+  cudaGraphNode_t tx[kTxCopies] = {};
+  cudaError_t err = cudaGraphAddChildGraphNode(&ownerNode, parent, nullptr, 0, ownerChild);
+  if (err != cudaSuccess) fail(err, "cudaGraphAddChildGraphNode(ownerChild=" + Hex(ownerChild) + ")");
+  for (uint32_t i = 0; i < kTxCopies; ++i) {
+    err = cudaGraphAddMemcpyNode1D(&tx[i], parent, nullptr, 0, reinterpret_cast<void*>(copies[i].dst),
+                                   reinterpret_cast<const void*>(copies[i].src), copies[i].bytes,
+                                   cudaMemcpyDefault);
+    if (err != cudaSuccess) fail(err, copyCall(i));
+  }
+  err = cudaGraphAddChildGraphNode(&peerNode, parent, tx, kTxCopies, peerChild);
+  if (err != cudaSuccess) fail(err, "cudaGraphAddChildGraphNode(peerChild=" + Hex(peerChild) + ")");
+  {
+    ScopedDevice under(peerDevice, device);
+    if (under.error() != cudaSuccess) fail(under.error(), "cudaSetDevice(" + std::to_string(peerDevice) + ") to add the peer->owner copy");
+    const CopySpec& rx = copies[kTxCopies];
+    err = cudaGraphAddMemcpyNode1D(&rxNode, parent, &peerNode, 1, reinterpret_cast<void*>(rx.dst),
+                                   reinterpret_cast<const void*>(rx.src), rx.bytes, cudaMemcpyDefault);
+  }
+  if (err != cudaSuccess) fail(err, copyCall(kTxCopies) + " under device " + std::to_string(peerDevice));
+  const cudaGraphNode_t postDeps[2] = {ownerNode, rxNode};
+  err = cudaGraphAddChildGraphNode(&postNode, parent, postDeps, 2, postChild);
+  if (err != cudaSuccess) fail(err, "cudaGraphAddChildGraphNode(postChild=" + Hex(postChild) + ")");
+
+  for (cudaGraph_t c : {ownerChild, peerChild, postChild}) {
+    if (!child_graphs::Hold(c)) {
+      undo();
+      ThrowError(env, std::string(fn) + ": child graph " + Hex(c) + " was destroyed while the parent was built", "MEMRA_BAD_CHILD");
+    }
+    held.push_back(c);
+  }
+  err = cudaGraphInstantiateWithFlags(&exec, parent, 0);
+  if (err != cudaSuccess) fail(err, "cudaGraphInstantiateWithFlags (EP parent graph)");
+  // One-time setup now, not inside the first timed decode step.
+  err = cudaGraphUpload(exec, s);
+  if (err != cudaSuccess) fail(err, "cudaGraphUpload(EP parent graph, stream=" + Hex(s) + ")");
+  try {
+    ts.graphs.emplace(exec, parent);
+    ts.parentHolds.emplace(exec, held);
+    return AddressToValue(env, exec);
+  } catch (...) {
+    ts.graphs.erase(exec);
+    ts.parentHolds.erase(exec);
+    for (cudaGraph_t c : held) child_graphs::Drop(c);
+    (void)cudaGraphExecDestroy(exec);
+    (void)cudaGraphDestroy(parent);
+    throw;
+  }
+}
+
+}  // namespace
+
+void RegisterParentGraph(Napi::Env env, Napi::Object exports) {
+  exports.Set("streamEndCaptureChild", Napi::Function::New(env, StreamEndCaptureChild, "streamEndCaptureChild"));
+  exports.Set("childGraphDestroy", Napi::Function::New(env, ChildGraphDestroy, "childGraphDestroy"));
+  exports.Set("parentGraphBuild", Napi::Function::New(env, ParentGraphBuild, "parentGraphBuild"));
+}
+
+}  // namespace memra

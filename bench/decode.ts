@@ -10,55 +10,20 @@
  *
  * On the CPU reference the suite runs `tiny` (a smoke run of this code, not a measurement).
  */
-import { Runtime } from '../src/runtime/runtime.js';
-import { ArLink } from '../src/runtime/link.js';
+import type { Runtime } from '../src/runtime/runtime.js';
 import { TRANSPORTS, type Transport } from '../src/runtime/transports/transport.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
-import { DeviceWalk, mailboxBytesFor } from '../src/decode/device-walk.js';
 import { presetByName } from '../src/decode/model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
-import type { Layout } from '../src/decode/device-weights.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
-
-const STEPS = 48;
-const WARM = 4;
-const presetFor = (backend: BackendKind): string => (backend === 'cuda' ? 'bench' : 'tiny');
+import { presetFor, timeSteps, withWalk } from './walk-run.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
 const NO_JOINS: Transport = {
   name: 'll', graphMode: 'per-rank',
   broadcast: () => undefined, allGather: () => undefined, gather: () => undefined, allReduce: () => undefined,
 };
-
-async function timeSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<number[]> {
-  const samples: number[] = [];
-  let tok = [1];
-  for (let i = 0; i < WARM + STEPS; i++) {
-    const t0 = performance.now();
-    tok = (await walk.step(tok, [i], dc, false)).next;
-    if (i >= WARM) samples.push(performance.now() - t0);
-    progress.tick(`decode ${label}`, i + 1, WARM + STEPS);
-  }
-  return samples;
-}
-
-async function withWalk<T>(backend: BackendKind, layout: Layout, fn: (walk: DeviceWalk, rt: Runtime) => Promise<T>, progress: Progress): Promise<T> {
-  const cfg = presetByName(presetFor(backend));
-  const rt = await Runtime.open({ backend, mailboxBytes: mailboxBytesFor(cfg, 1) });
-  const link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
-  try {
-    const walk = await DeviceWalk.load(rt, link, cfg, layout, 1, (d, t) => progress.tick(`weights ${layout}`, d, t));
-    try {
-      return await fn(walk, rt);
-    } finally {
-      await walk.close();
-    }
-  } finally {
-    await link?.close().catch(() => undefined);
-    await rt.close().catch(() => undefined);
-  }
-}
 
 export async function benchDecode(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
   const preset = presetFor(backend);
@@ -73,12 +38,12 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
   };
   await withWalk(backend, 'unsharded', async (walk, rt) => {
     await memory(rt, 'unsharded');
-    rows.push(row({ ...base, transport: 'unsharded', method }, await timeSteps(walk, DEFAULT_CONFIG, 'unsharded', progress)));
+    rows.push(row({ ...base, transport: 'unsharded', method }, (await timeSteps(walk, DEFAULT_CONFIG, 'decode unsharded', progress)).host));
   }, progress);
   await withWalk(backend, 'sharded', async (walk, rt) => {
     await memory(rt, 'sharded');
     await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
-    const bare = await timeSteps(walk, DEFAULT_CONFIG, 'no joins', progress);
+    const bare = (await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', progress)).host;
     rows.push(row({ ...base, transport: 'no-joins', method: `${method}; the sharded walk with joins that move nothing` }, bare));
     const mixedPath = new URL('../../bench/configs/mixed.json', import.meta.url).pathname;
     const variants: Array<[string, DecodeConfig]> = TRANSPORTS.map((t): [string, DecodeConfig] => [t, { ...DEFAULT_CONFIG, transport: { default: t, layers: [] } }]);
@@ -87,7 +52,7 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
     for (const [name, dc] of variants) {
       try {
         await walk.prepare(dc);
-        const s = await timeSteps(walk, dc, name, progress);
+        const s = (await timeSteps(walk, dc, `decode ${name}`, progress)).host;
         rows.push(row({ ...base, transport: name, method }, s));
         rows.push(row({ ...base, op: 'joins', transport: name, method: 'step time minus the no-joins step at the same position (paired by step index)' }, s.map((v, i) => v - bare[i]!)));
       } catch (e) {

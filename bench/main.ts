@@ -10,6 +10,7 @@ import type { BackendKind } from '../src/runtime/device-api.js';
 import { benchRing } from './ring.js';
 import { benchJoins } from './joins.js';
 import { benchDecode } from './decode.js';
+import { benchEp } from './ep.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { Progress } from '../src/cli/progress.js';
 
@@ -17,6 +18,7 @@ const SUITES: Record<string, (backend: BackendKind, joins: number, p: Progress, 
   ring: benchRing,
   joins: benchJoins,
   decode: benchDecode,
+  ep: benchEp,
 };
 
 const { values, positionals } = parseArgs({

@@ -27,6 +27,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command ? 0 : 2;
   }
+  if (rest.includes('--help') || rest.includes('-h')) { console.log(USAGE); return 0; }
   if (command === 'decode') return decodeCommand(rest);
   if (command !== 'selfcheck') {
     console.error(`memra: unknown command '${command}'\n${USAGE}`);

@@ -36,6 +36,7 @@ import { transportForLayer, type DecodeConfig } from './decode-config.js';
 import { JoinProfiler, type Hop, type JoinTiming } from './join-profile.js';
 import { EpGraphSlots } from './ep-graph-slot.js';
 import { checkRoutes } from './route-check.js';
+import { EpStepTimer } from './ep-step-timer.js';
 import { ParentGraph, type ParentGraphParts } from '../runtime/parent-graph.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
@@ -75,6 +76,7 @@ export class DeviceWalk {
   private epConfigKey = '';
   /** Set for the step being enqueued when its config asks for profiling. */
   private profiling = false;
+  private epTimer: EpStepTimer | undefined;
   /** Set for the step being enqueued when its config asks for route validation. */
   private validation = false;
 
@@ -314,12 +316,25 @@ export class DeviceWalk {
       this.join('ep return', l, tr, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
       parts.post();
     };
-    if (!dc.epGraph) { eager(); return; }
-    await this.epSlots.run(l, () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }), async () => {
-      const g = await ParentGraph.build(this.rt, parts);
-      return { launch: () => g.launch(), destroy: () => g.destroy() };
-    }, eager);
+    const step = async (): Promise<void> => {
+      if (!dc.epGraph) { eager(); return; }
+      await this.epSlots.run(l, () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }), async () => {
+        const g = await ParentGraph.build(this.rt, parts);
+        return { launch: () => g.launch(), destroy: () => g.destroy() };
+      }, eager);
+    };
+    if (this.epTimer) await this.epTimer.around(l, step);
+    else await step();
   }
+
+  /** Time every layer's EP step on the device from now on (the `ep` benchmark), or stop. */
+  async timeEpSteps(on: boolean): Promise<void> {
+    if (on && !this.epTimer) this.epTimer = await EpStepTimer.create(this.rt, this.cfg.layers);
+    if (!on && this.epTimer) { await this.epTimer.close(); this.epTimer = undefined; }
+  }
+
+  /** Device µs of each EP step timed since the last call (after the step's tokens are back). */
+  async epStepTimes(): Promise<number[]> { return this.epTimer ? this.epTimer.collect() : []; }
 
   /** Route validation: every layer's routes of this step, read from the mailbox. */
   private checkRoutes(t: number): void {
@@ -367,6 +382,7 @@ export class DeviceWalk {
   async close(): Promise<void> {
     await this.epSlots.reset();
     await this.profiler?.close();
+    await this.epTimer?.close();
     await DeviceWalk.release(this.rt, this.weights, this.bufs);
   }
 }

@@ -84,7 +84,7 @@ describe('the model on the GPU', function () {
 
   for (const [preset, steps] of [['small', 64], ['bench', 16]] as const) {
     for (const t of [1, 4]) {
-      it(`${preset}, t=${t}: ${steps} greedy tokens with every transport are bit-identical to the unsharded walk; wo allreduce within 1e-5`, async function () {
+      it(`${preset}, t=${t}: ${steps} greedy tokens with every transport and through the EP graph are bit-identical to the unsharded walk; wo allreduce within 1e-5`, async function () {
         const start = Array.from({ length: t }, () => randomInt(0, presetByName(preset).vocab));
         const oracle = await Session.open({ backend: 'cuda', model: preset, maxBatch: t, layout: 'unsharded' });
         let ref: Run;
@@ -103,6 +103,28 @@ describe('the model on the GPU', function () {
               assert.ok(sameBits(got.hidden[i]!, ref.hidden[i]!), `${tr} step ${i}: hidden state not bit-identical (relative L2 ${relL2(got.hidden[i]!, ref.hidden[i]!).toExponential(2)})`);
             }
           }
+          // The EP step through seed 003's parent graph (issue 5): bit-identical to the eager twin
+          // and the oracle. At t = 1 every layer's graph runs every step; at t = 4 the guard
+          // refuses, the refusal latches, and the eager twin carries on.
+          await s.setConfig({ ...configWith('ll'), epGraph: true });
+          const before = s.epGraph();
+          const viaGraph = await run(s, start, steps);
+          for (let i = 0; i < steps; i++) {
+            assert.deepEqual(viaGraph.next[i], ref.next[i], `ep graph step ${i}: tokens differ`);
+            assert.ok(sameBits(viaGraph.hidden[i]!, ref.hidden[i]!), `ep graph step ${i}: hidden state not bit-identical`);
+          }
+          const after = s.epGraph(), L = presetByName(preset).layers;
+          if (t === 1) {
+            assert.deepEqual(after.refused, [], 'no layer refused at t = 1');
+            assert.equal(after.dispatches - before.dispatches, L * steps, 'dispatch counter = layers x tokens');
+            assert.equal(after.captures - before.captures, L, 'one capture per layer');
+          } else {
+            assert.equal(after.dispatches - before.dispatches, 0);
+            assert.equal(after.captures - before.captures, 0, 'no capture attempted at t = 4');
+            assert.equal(after.refused.length, L);
+            assert.match(after.refused[0]!.reason, /this step has t = 4/);
+          }
+          console.log(`      ${preset} t=${t}: EP graph ${t === 1 ? `${after.dispatches - before.dispatches} launches` : 'refused and latched'}, bit-identical over ${steps} tokens`);
           await s.setConfig(configWith('ll', 'allreduce'));
           const force = [start, ...ref.next.slice(0, -1)];
           const ar = await run(s, start, steps, force);

@@ -1,0 +1,58 @@
+/**
+ * What the decode-level suites (`decode`, `ep`) share: a walk loaded on a fresh runtime and freed
+ * however the suite ends, and a timed run of t = 1 steps. `bench` on the GPUs; `tiny` on the CPU
+ * reference, where a run is a smoke test of the suite's code, not a measurement.
+ */
+import { Runtime } from '../src/runtime/runtime.js';
+import { ArLink } from '../src/runtime/link.js';
+import type { BackendKind } from '../src/runtime/device-api.js';
+import { DeviceWalk, mailboxBytesFor } from '../src/decode/device-walk.js';
+import { presetByName } from '../src/decode/model-config.js';
+import type { DecodeConfig } from '../src/decode/decode-config.js';
+import type { Layout } from '../src/decode/device-weights.js';
+import type { Progress } from '../src/cli/progress.js';
+
+export const presetFor = (backend: BackendKind): string => (backend === 'cuda' ? 'bench' : 'tiny');
+
+export interface StepTimes {
+  /** Main-thread wall time of each timed step, ms. */
+  host: number[];
+  /** What `each` returned after each timed step (device samples read back between steps). */
+  extra: number[][];
+}
+
+/**
+ * `warm` untimed then `steps` timed t = 1 steps from token 1 at positions 0, 1, ... (so every
+ * variant sees the same attention lengths at the same index). `each` runs after each step's
+ * tokens are back, outside the timed span.
+ */
+export async function timeSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress, steps = 48, warm = 4, each?: () => Promise<number[]>): Promise<StepTimes> {
+  const out: StepTimes = { host: [], extra: [] };
+  let tok = [1];
+  for (let i = 0; i < warm + steps; i++) {
+    const t0 = performance.now();
+    tok = (await walk.step(tok, [i], dc, false)).next;
+    const ms = performance.now() - t0;
+    const x = each ? await each() : [];
+    if (i >= warm) { out.host.push(ms); out.extra.push(x); }
+    progress.tick(`${label}`, i + 1, warm + steps);
+  }
+  return out;
+}
+
+export async function withWalk<T>(backend: BackendKind, layout: Layout, fn: (walk: DeviceWalk, rt: Runtime) => Promise<T>, progress: Progress): Promise<T> {
+  const cfg = presetByName(presetFor(backend));
+  const rt = await Runtime.open({ backend, mailboxBytes: mailboxBytesFor(cfg, 1) });
+  const link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
+  try {
+    const walk = await DeviceWalk.load(rt, link, cfg, layout, 1, (d, t) => progress.tick(`weights ${layout}`, d, t));
+    try {
+      return await fn(walk, rt);
+    } finally {
+      await walk.close();
+    }
+  } finally {
+    await link?.close().catch(() => undefined);
+    await rt.close().catch(() => undefined);
+  }
+}

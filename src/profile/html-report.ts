@@ -76,7 +76,7 @@ function summarySection(p: Profile, agg: Aggregate): string {
   }
   if (p.epGraph) {
     const g = p.epGraph;
-    kv.push(['EP graph', `${g.dispatches} dispatches, ${g.captures} captures, ${g.refused.length} refused`]);
+    kv.push(['EP graph', `dispatches ${g.dispatches}, captures ${g.captures}, layers refused ${g.refused.length}`]);
     for (const r of g.refused) kv.push([`EP graph refused, layer ${r.layer}`, esc(r.reason)]);
   }
   return `<section id="summary">
@@ -145,7 +145,7 @@ function ladderRow(axis: LogAxis, y: number, s: LatencySummary, colour: string, 
 <line x1="${x(s.median)}" x2="${x(s.median)}" y1="${f(y - 7)}" y2="${f(y + 7)}" stroke="${colour}" stroke-width="2.5"/>
 <line x1="${x(s.p99)}" x2="${x(s.p99)}" y1="${f(y - 5)}" y2="${f(y + 5)}" stroke="${colour}" stroke-width="1.5"/>
 <circle cx="${x(s.max)}" cy="${f(y)}" r="3" fill="${colour}"/>
-<text x="835" y="${f(y + 4)}">p50 ${fmtUs(s.median)} · p90 ${fmtUs(s.p90)} · p99 ${fmtUs(s.p99)} · max ${fmtUs(s.max)}</text>
+<text x="835" y="${f(y + 4)}">p50 ${fmtUs(s.median)} · p99 ${fmtUs(s.p99)} · max ${fmtUs(s.max)}</text>
 </g>`;
 }
 
@@ -195,7 +195,7 @@ function heatMap(agg: Aggregate, layers: number): string {
   const cells = new Map(agg.byLayerHop.map((c) => [`${c.layer}/${c.hop}`, c]));
   const medians = agg.byLayerHop.map((c) => c.device.median);
   const scale = ColourScale.covering(medians);
-  const out: string[] = [`<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${RAMP.map((c, i) => `<stop offset="${f(i / (RAMP.length - 1))}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`];
+  const out: string[] = [`<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${RAMP.map((c, i) => `<stop offset="${i / (RAMP.length - 1)}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`];
   HOPS.forEach((hop, k) => out.push(`<text x="${left + k * cellW + cellW / 2}" y="${top - 10}" text-anchor="middle" font-weight="600">${esc(hop)}</text>`));
   const labelEvery = cellH >= 12 ? 1 : 5;
   for (let l = 0; l < layers; l++) {
@@ -274,7 +274,9 @@ ${tokensChart(t.points, t.window, t.summary?.medianTokensPerS)}
 function tokensChart(points: ThroughputPoint[], window: number, median: number | undefined): string {
   const W = 1100, H = 360, x0 = 90, x1 = W - 30, y0 = H - 56, y1 = 36;
   if (points.length === 0) return emptyPlot('Tokens per second over time', 'No steps were recorded.');
-  const tMax = Math.max(...points.map((p) => p.tMs / 1000));
+  // A short run reads better in ms than in hundredths of a second.
+  const inMs = Math.max(...points.map((p) => p.tMs)) < 2000, perUnit = inMs ? 1 : 1000, unit = inMs ? 'ms' : 's';
+  const tMax = Math.max(...points.map((p) => p.tMs / perUnit));
   const xTicks = niceTicks(0, tMax > 0 ? tMax : 1), yTicks = niceTicks(0, Math.max(...points.map((p) => Math.max(p.tokensPerS, p.movingTokensPerS))));
   const xHi = xTicks[xTicks.length - 1]!, yHi = yTicks[yTicks.length - 1]!;
   const x = (s: number) => x0 + (s / xHi) * (x1 - x0), y = (v: number) => y0 - (v / yHi) * (y0 - y1);
@@ -288,9 +290,9 @@ function tokensChart(points: ThroughputPoint[], window: number, median: number |
     out.push(`<text x="${f(x(s))}" y="${y0 + 19}" text-anchor="middle">${trim(s)}</text>`);
   }
   out.push(`<line class="axis" x1="${x0}" x2="${x1}" y1="${y0}" y2="${y0}"/><line class="axis" x1="${x0}" x2="${x0}" y1="${y1}" y2="${y0}"/>`);
-  out.push(`<text x="${(x0 + x1) / 2}" y="${H - 12}" text-anchor="middle">time since the first step (s)</text>`);
+  out.push(`<text x="${(x0 + x1) / 2}" y="${H - 12}" text-anchor="middle">time since the first step (${unit})</text>`);
   out.push(`<text transform="translate(20 ${(y0 + y1) / 2}) rotate(-90)" text-anchor="middle">tokens/s</text>`);
-  const line = (v: (p: ThroughputPoint) => number) => points.map((p) => `${f(x(p.tMs / 1000))},${f(y(v(p)))}`).join(' ');
+  const line = (v: (p: ThroughputPoint) => number) => points.map((p) => `${f(x(p.tMs / perUnit))},${f(y(v(p)))}`).join(' ');
   out.push(`<polyline class="per-step" points="${line((p) => p.tokensPerS)}" fill="none" stroke="#90cdf4" stroke-width="1"/>`);
   out.push(`<polyline class="moving" points="${line((p) => p.movingTokensPerS)}" fill="none" stroke="${DEVICE_COLOUR}" stroke-width="2.5"/>`);
   if (points.length === 1) out.push(`<circle cx="${f(x(0))}" cy="${f(y(points[0]!.tokensPerS))}" r="4" fill="${DEVICE_COLOUR}"/>`);

@@ -98,12 +98,12 @@ function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPe
   const hops: HopSummary[] = [];
   for (const hop of HOPS) {
     const perStep = steps.map((js) => js.filter((j) => j.hop === hop));
-    const all = perStep.flat().map((j) => j.us);
+    const all = perStep.flat().map((j) => j.deviceUs);
     if (all.length === 0) continue;
     const s = summarize(all);
-    hops.push({ hop, joinsPerToken: perStep[0]!.length, medianUs: s.median, p99Us: s.p99, usPerToken: summarize(perStep.map((js) => js.reduce((a, j) => a + j.us, 0))).median });
+    hops.push({ hop, joinsPerToken: perStep[0]!.length, medianUs: s.median, p99Us: s.p99, usPerToken: summarize(perStep.map((js) => js.reduce((a, j) => a + j.deviceUs, 0))).median });
   }
-  return { hops, medianUsPerToken: summarize(steps.map((js) => js.reduce((a, j) => a + j.us, 0))).median };
+  return { hops, medianUsPerToken: summarize(steps.map((js) => js.reduce((a, j) => a + j.deviceUs, 0))).median };
 }
 
 export function printDecode(r: DecodeReport): void {

@@ -62,6 +62,15 @@ export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
   return routesAt(cfg, maxBatch, cfg.layers);
 }
 
+export interface StepResult {
+  next: number[];
+  hidden?: Float32Array;
+  /** Every join of the step, when its config profiles. */
+  joins?: JoinTiming[];
+  /** Host: when the step began (performance.now(), ms), enqueueing it, and until its tokens were read (µs). */
+  timing: { hostStartMs: number; hostEnqueueUs: number; wallUs: number };
+}
+
 export class DeviceWalk {
   private readonly ops: [ModelOps, ModelOps];
   private readonly own: [Ownership, Ownership];
@@ -77,6 +86,8 @@ export class DeviceWalk {
   /** Set for the step being enqueued when its config asks for profiling. */
   private profiling = false;
   private epTimer: EpStepTimer | undefined;
+  /** Row 0's cache position in the step being enqueued (the profile's token). */
+  private token = 0;
   /** Set for the step being enqueued when its config asks for route validation. */
   private validation = false;
 
@@ -205,9 +216,12 @@ export class DeviceWalk {
    * Enqueue one step for rows 0..t-1 (row s is slot s) and wait for its tokens. Arguments are
    * checked by the session; `prepare(dc)` must have run for this config.
    */
-  async step(tokens: readonly number[], positions: readonly number[], dc: DecodeConfig, wantHidden: boolean, timeoutMs = 60_000): Promise<{ next: number[]; hidden?: Float32Array; joins?: JoinTiming[] }> {
+  async step(tokens: readonly number[], positions: readonly number[], dc: DecodeConfig, wantHidden: boolean, timeoutMs = 60_000): Promise<StepResult> {
+    const hostStartMs = performance.now();
     this.profiling = dc.profile && this.profiler !== undefined;
     this.validation = dc.validate;
+    this.token = positions[0]!;
+    if (this.profiling) this.profiler!.beginStep();
     const t = tokens.length;
     const { hidden: H, vocab: V } = this.cfg;
     const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
@@ -228,11 +242,12 @@ export class DeviceWalk {
     if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
     const seq = ++this.stepSeq;
     root.rank.signal(STEP_SLOT, seq);
+    const hostEnqueueUs = (performance.now() - hostStartMs) * 1000;
     await this.rt.waitCompleted(0, STEP_SLOT, seq, timeoutMs);
     const box = this.rt.mailboxes[0]!;
     const next = Array.from(new Int32Array(box.buffer, box.byteOffset, t));
     const hidden = wantHidden ? new Float32Array(box.buffer.slice(box.byteOffset + HIDDEN_AT, box.byteOffset + HIDDEN_AT + 4 * t * H)) : undefined;
-    const out: { next: number[]; hidden?: Float32Array; joins?: JoinTiming[] } = { next };
+    const out: StepResult = { next, timing: { hostStartMs, hostEnqueueUs, wallUs: (performance.now() - hostStartMs) * 1000 } };
     if (hidden) out.hidden = hidden;
     if (this.profiling) out.joins = await this.profiler!.collect();
     if (this.validation) this.checkRoutes(t);
@@ -240,8 +255,9 @@ export class DeviceWalk {
   }
 
   /** Issue one join, bracketed by the profiler's events when this step is profiled. */
-  private join(hop: Hop, l: number, tr: Transport, issue: () => void): void {
-    if (this.profiling) this.profiler!.around(hop, l, tr.name, issue);
+  /** `floats` is what the join delivers to its receiving rank (the profile's bytes / 4). */
+  private join(hop: Hop, l: number, tr: Transport, floats: number, issue: () => void): void {
+    if (this.profiling) this.profiler!.around(hop, l, tr.name, floats * 4, this.token, issue);
     else issue();
   }
 
@@ -249,7 +265,7 @@ export class DeviceWalk {
     const { hidden: H, heads: N, latent: R, headDim: Dv, layers: L, maxPos: P } = this.cfg;
     const n = this.ranksUsed;
     const b = this.bufs, w = this.weights;
-    if (tr) this.join('fan-out', l, tr, () => tr.broadcast(0, b[0]!.hx, [b[0]!.hx, b[1]!.hx], t * H + t));
+    if (tr) this.join('fan-out', l, tr, t * H + t, () => tr.broadcast(0, b[0]!.hx, [b[0]!.hx, b[1]!.hx], t * H + t));
     for (let r = 0; r < n; r++) {
       const o = this.ops[r]!, br = b[r]!, lw = w[r]!.layers[l]!, nh = this.own[r]!.nh;
       o.rmsnorm(br.a, br.hx, lw.g1, t, H);
@@ -268,14 +284,14 @@ export class DeviceWalk {
     const nh = N / 2;
     if (dc.wo === 'allreduce') {
       for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yAr, H, b[r]!.uPart, nh * Dv, w[r]!.layers[l]!.woRows, H, nh * Dv, H, t);
-      this.join('wo', l, tr, () => tr.allReduce([b[0]!.yAr, b[1]!.yAr], t * H));
+      this.join('wo', l, tr, t * H, () => tr.allReduce([b[0]!.yAr, b[1]!.yAr], t * H));
       root.rank.axpy(b[0]!.hx, b[0]!.yAr, t * H, 1);
       return;
     }
-    this.join('head all-gather', l, tr, () => tr.allGather([b[0]!.uPart, b[1]!.uPart], [b[0]!.uFull, b[1]!.uFull], nh * Dv, t));
+    this.join('head all-gather', l, tr, t * nh * Dv, () => tr.allGather([b[0]!.uPart, b[1]!.uPart], [b[0]!.uFull, b[1]!.uFull], nh * Dv, t));
     const half = H / 2;
     for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yPart, half, b[r]!.uFull, N * Dv, w[r]!.layers[l]!.woCols, half, N * Dv, half, t);
-    this.join('wo', l, tr, () => tr.gather(0, [b[0]!.yPart, b[1]!.yPart], b[0]!.yFull, half, t));
+    this.join('wo', l, tr, t * half, () => tr.gather(0, [b[0]!.yPart, b[1]!.yPart], b[0]!.yFull, half, t));
     root.rank.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
   }
 
@@ -310,10 +326,10 @@ export class DeviceWalk {
       rx: { src: b[1]!.contrib, dst: b[0]!.contribPeer, bytes: t * K * H * 4 },
     };
     const eager = (): void => {
-      this.join('ep fan-out', l, tr, () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t)));
+      this.join('ep fan-out', l, tr, DeviceWalk.packWords(this.cfg, t), () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t)));
       parts.peer();
       parts.owner();
-      this.join('ep return', l, tr, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
+      this.join('ep return', l, tr, t * K * H, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
       parts.post();
     };
     const step = async (): Promise<void> => {

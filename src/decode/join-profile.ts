@@ -1,40 +1,67 @@
 /**
- * Per-join latency of the decode walk, from timing events on the device (the config's
- * `profile: true`). Each join is bracketed on its RECEIVING rank's stream: the start event is
- * passed when that stream reaches the join, the end event when the join's data has landed there.
- * So a sample is the join as its consumer experiences it, waiting for the producer included.
- * (Events on two devices cannot be subtracted from each other, so the receiver's clock is the
- * only one that sees the whole join.) The events are made once and reused every step; reading
- * them is one control call per rank after the step's tokens are back, never on the walk.
+ * Per-join profile of the decode walk (the config's `profile: true`): for every join its identity
+ * (token, layer, hop, transport, bytes, receiving rank) and two costs.
+ *
+ * Device time: the join is bracketed by a timing-event pair on its RECEIVING rank's stream: the
+ * start event passes when that stream reaches the join, the end event when the join's data has
+ * landed there. So a sample is the join as its consumer experiences it, waiting for the producer
+ * included. (Events on two devices cannot be subtracted, so the receiver's clock is the only one
+ * that sees the whole join.) A step-start event on each rank places the join on that rank's
+ * timeline (`deviceStartUs`).
+ *
+ * Host enqueue time: from the main thread's first ring write of the join until BOTH workers have
+ * enqueued it, taken from a stamp record (Op.Stamp) each worker executes right after the join's
+ * records, on the process-wide monotonic clock (runtime/host-clock.ts).
+ *
+ * Events and stamp words are made once and reused every step; reading them is one control call per
+ * rank after the step's tokens are back, never on the walk.
  */
 import type { Runtime } from '../runtime/runtime.js';
 import type { DeviceEvent } from '../runtime/rank.js';
-
-import { HOPS, type Hop } from '../profile/profile-data.js';
+import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
+import { HOPS, type Hop, type JoinSample } from '../profile/profile-data.js';
 
 export { HOPS, type Hop };
+
+/** What the walk knows of a join (the step number is the caller's). */
+export type JoinTiming = Omit<JoinSample, 'step'>;
 
 /** The rank whose stream receives each hop (the all-gather lands on both; rank 0 is timed). */
 const RECEIVER: Record<Hop, 0 | 1> = { 'fan-out': 1, 'head all-gather': 0, wo: 0, 'ep fan-out': 1, 'ep return': 0 };
 
-export interface JoinTiming { hop: Hop; layer: number; transport: string; us: number }
+interface Pending {
+  hop: Hop; layer: number; transport: string; bytes: number; token: number;
+  start: DeviceEvent; end: DeviceEvent; t0: number; word: number;
+}
 
 export class JoinProfiler {
   private readonly pairs = new Map<string, [DeviceEvent, DeviceEvent]>();
-  /** This step's bracketed joins, in walk order. */
-  private pending: Array<{ hop: Hop; layer: number; transport: string; start: DeviceEvent; end: DeviceEvent }> = [];
+  private readonly stepStart: DeviceEvent[] = [];
+  /** Two stamp words (one per worker) per (layer, hop). */
+  private readonly board: Float64Array;
+  private readonly boardBuffer: SharedArrayBuffer;
+  private readonly base = hostClockBase();
+  /** This step's bracketed joins, in walk order, and each ring's newest stamp record. */
+  private pending: Pending[] = [];
+  private lastStamp: [number, number] = [0, 0];
 
-  private constructor(private readonly rt: Runtime) {}
+  private constructor(private readonly rt: Runtime, layers: number) {
+    this.boardBuffer = new SharedArrayBuffer(layers * HOPS.length * 2 * 8);
+    this.board = new Float64Array(this.boardBuffer);
+  }
 
-  /** Two timing events per hop and layer, on the hop's receiving rank. */
   static async create(rt: Runtime, layers: number): Promise<JoinProfiler> {
-    const p = new JoinProfiler(rt);
+    const p = new JoinProfiler(rt, layers);
     try {
       for (let l = 0; l < layers; l++) {
         for (const hop of HOPS) {
           const r = rt.ranks[RECEIVER[hop]];
           p.pairs.set(`${hop}/${l}`, [await r.createEvent(true), await r.createEvent(true)]);
         }
+      }
+      for (const r of rt.ranks) {
+        p.stepStart.push(await r.createEvent(true));
+        await r.control.call('setStampBoard', p.boardBuffer, p.base);
       }
     } catch (e) {
       await p.close();
@@ -43,35 +70,58 @@ export class JoinProfiler {
     return p;
   }
 
-  /** Issue `join` between this hop's two events on its receiving rank. */
-  around(hop: Hop, layer: number, transport: string, join: () => void): void {
+  /** Mark where this step begins on each rank's stream: the origin of `deviceStartUs`. */
+  beginStep(): void {
+    for (const r of this.rt.ranks) r.record(this.stepStart[r.rank]!);
+  }
+
+  /** Issue `join` between this hop's two events on its receiving rank, then stamp both rings. */
+  around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void): void {
     const [start, end] = this.pairs.get(`${hop}/${layer}`)!;
     const r = this.rt.ranks[RECEIVER[hop]];
+    const t0 = hostMicros(this.base);
     r.record(start);
     join();
     r.record(end);
-    this.pending.push({ hop, layer, transport, start, end });
+    const word = (layer * HOPS.length + HOPS.indexOf(hop)) * 2;
+    this.lastStamp = [this.rt.ranks[0].stamp(word), this.rt.ranks[1].stamp(word + 1)];
+    this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, word });
   }
 
-  /** The joins bracketed since the last call, with their device times (after the step is done). */
+  /** The joins bracketed since the last call, with their costs (after the step is done). */
   async collect(): Promise<JoinTiming[]> {
     const done = this.pending;
     this.pending = [];
+    if (done.length === 0) return [];
+    // The step's completion is rank 0's; the peer's worker may reach its last stamp a moment later.
+    const deadline = performance.now() + 10_000;
+    while (!this.lastStamp.every((seq, r) => this.rt.ranks[r]!.enqueued(seq))) {
+      if (this.rt.failure) throw this.rt.failure;
+      if (performance.now() > deadline) throw new Error('join profile: a worker did not reach its stamp records within 10 s');
+      await new Promise((res) => setImmediate(res));
+    }
     const out: JoinTiming[] = [];
     for (const rank of [0, 1] as const) {
       const mine = done.filter((j) => RECEIVER[j.hop] === rank);
       if (mine.length === 0) continue;
-      const ms: number[] = await this.rt.ranks[rank].control.call('elapsedMsPairs', mine.flatMap((j) => [j.start.handle, j.end.handle]));
-      mine.forEach((j, i) => out.push({ hop: j.hop, layer: j.layer, transport: j.transport, us: ms[i]! * 1000 }));
+      const origin = this.stepStart[rank]!.handle;
+      const ms: number[] = await this.rt.ranks[rank].control.call('elapsedMsPairs', mine.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]));
+      mine.forEach((j, i) => out.push({
+        token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
+        hostEnqueueUs: Math.max(this.board[j.word]!, this.board[j.word + 1]!) - j.t0,
+        deviceUs: ms[2 * i]! * 1000,
+        deviceStartUs: ms[2 * i + 1]! * 1000,
+      }));
     }
     return out.sort((a, b) => a.layer - b.layer || HOPS.indexOf(a.hop) - HOPS.indexOf(b.hop));
   }
 
   async close(): Promise<void> {
-    for (const [s, e] of this.pairs.values()) {
-      await this.rt.ranks[s.rank]!.destroyEvent(s).catch(() => undefined);
+    for (const r of this.rt.ranks) await r.control.call('setStampBoard', undefined, this.base).catch(() => undefined);
+    for (const e of [...[...this.pairs.values()].flat(), ...this.stepStart]) {
       await this.rt.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);
     }
     this.pairs.clear();
+    this.stepStart.length = 0;
   }
 }

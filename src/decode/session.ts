@@ -10,7 +10,7 @@
 import { Runtime, detectBackend, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
 import type { BackendKind } from '../runtime/device-api.js';
-import { DeviceWalk, mailboxBytesFor } from './device-walk.js';
+import { DeviceWalk, mailboxBytesFor, type StepResult } from './device-walk.js';
 import { WeightLoader, type Layout, type Progress } from './device-weights.js';
 import { presetByName, validateConfig, type ModelConfig } from './model-config.js';
 import type { JoinTiming } from './join-profile.js';
@@ -40,8 +40,10 @@ export interface StepOutput {
   hidden?: Float32Array;
   /** Main-thread wall time of the step, ms. */
   ms: number;
-  /** Each join's device time on its receiving rank, when the config has `profile: true` (sharded). */
+  /** Every join's identity and costs, when the config has `profile: true` (sharded). */
   joins?: JoinTiming[];
+  /** Host: when the step began (performance.now(), ms), enqueueing it, and until its tokens were read (µs). */
+  timing: StepResult['timing'];
 }
 
 const MAX_BATCH = 8;
@@ -161,9 +163,9 @@ export class Session {
     const t0 = performance.now();
     this.busy = true;
     try {
-      const { next, hidden, joins } = await this.dev.walk.step(tokens, positions, this.config, opts.hidden === true);
+      const { next, hidden, joins, timing } = await this.dev.walk.step(tokens, positions, this.config, opts.hidden === true);
       for (let s = 0; s < t; s++) this.lengths[s]!++;
-      const out: StepOutput = { next, ms: performance.now() - t0 };
+      const out: StepOutput = { next, ms: performance.now() - t0, timing };
       if (hidden) out.hidden = hidden;
       if (joins) out.joins = joins;
       return out;

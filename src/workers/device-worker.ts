@@ -20,6 +20,7 @@ import type { DeviceApi } from '../runtime/device-api.js';
 import type { HostRegistration } from '../runtime/binding.js';
 import { loadBinding } from '../runtime/binding.js';
 import { CpuDevice } from '../runtime/cpu-device.js';
+import { hostMicros } from '../runtime/host-clock.js';
 import { executeModelOp, type Mailbox } from './model-dispatch.js';
 
 const init = workerData as WorkerInit;
@@ -58,6 +59,8 @@ const graphs = new Map<number, number>();
 const children = new Map<number, number>();
 /** True between BeginCapture and EndCapture: the stream may not be queried or synchronised. */
 let capturing = false;
+/** The profiler's stamp board (Op.Stamp) and the host clock's base it counts from. */
+let stamps: { words: Float64Array; base: bigint } | undefined;
 /** This rank's NCCL communicator, once `ncclInit` made it. */
 let comm = 0;
 
@@ -142,6 +145,14 @@ function execute(r: RecordRef, a: Float64Array): void {
       if (children.has(slot)) throw new Refusal(`EndCaptureChild: child graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
       capturing = false;
       children.set(slot, dev.streamEndCaptureChild(stream));
+      return;
+    }
+    case Op.Stamp: {
+      const index = a[i]!;
+      if (!stamps || !Number.isInteger(index) || index < 0 || index >= stamps.words.length) {
+        throw new Refusal(`Stamp: word ${index} is outside the stamp board (${stamps ? `${stamps.words.length} words` : 'none set: call setStampBoard first'})`, 'ERR_BAD_RECORD');
+      }
+      stamps.words[index] = hostMicros(stamps.base);
       return;
     }
     case Op.GraphLaunch: {
@@ -341,6 +352,11 @@ const control = {
     if (g === undefined) throw new Error(`${tag}: no graph in slot ${slot}`);
     graphs.delete(slot);
     dev.graphDestroy(g);
+  },
+
+  /** Where Op.Stamp writes, and the host clock base the main thread counts from. */
+  async setStampBoard(board: SharedArrayBuffer | undefined, base: bigint): Promise<void> {
+    stamps = board ? { words: new Float64Array(board), base } : undefined;
   },
 
   /** The native handle of child graph `slot`, for the peer's thread to build a parent with. */

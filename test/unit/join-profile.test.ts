@@ -1,0 +1,54 @@
+/**
+ * The per-join profile on the CPU reference: every join of a step has its identity (token, layer,
+ * hop, transport, bytes, receiving rank) and both costs, and the costs are consistent with each
+ * other and with the step's own timing.
+ */
+import { strict as assert } from 'node:assert';
+import { randomInt } from 'node:crypto';
+import { Session } from '../../src/decode/session.js';
+import { DEFAULT_CONFIG } from '../../src/decode/decode-config.js';
+import { HOPS } from '../../src/profile/profile-data.js';
+
+describe('join profile', function () {
+  this.timeout(60_000);
+
+  it('gives every join of a step its identity, its bytes, and host and device costs that fit inside the step', async () => {
+    const t = 3;
+    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: { ...DEFAULT_CONFIG, transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] }, profile: true } });
+    try {
+      const { hidden: H, heads: N, headDim: Dv, topk: K, layers: L } = s.model;
+      const want: Record<string, { bytes: number; rank: number }> = {
+        'fan-out': { bytes: (t * H + t) * 4, rank: 1 },
+        'head all-gather': { bytes: t * (N / 2) * Dv * 4, rank: 0 },
+        wo: { bytes: t * (H / 2) * 4, rank: 0 },
+        'ep fan-out': { bytes: (t * H / 4 + t * H / 128 + 2 * t * K) * 4, rank: 1 },
+        'ep return': { bytes: t * K * H * 4, rank: 0 },
+      };
+      let tokens = Array.from({ length: t }, () => randomInt(0, s.model.vocab));
+      for (let step = 0; step < 3; step++) {
+        const r = await s.stepDetailed(tokens);
+        tokens = r.next;
+        const joins = r.joins!;
+        assert.equal(joins.length, L * HOPS.length, 'five hops a layer');
+        for (const j of joins) {
+          const where = `step ${step} layer ${j.layer} ${j.hop}`;
+          assert.equal(j.token, step, `${where}: token = row 0's position`);
+          assert.equal(j.transport, j.layer === 1 ? 'll' : 'push', `${where}: the layer's transport`);
+          assert.equal(j.bytes, want[j.hop]!.bytes, `${where}: bytes`);
+          assert.equal(j.rank, want[j.hop]!.rank, `${where}: receiving rank`);
+          assert.ok(j.hostEnqueueUs > 0 && j.hostEnqueueUs < r.timing.wallUs, `${where}: host enqueue ${j.hostEnqueueUs} µs inside the step's ${r.timing.wallUs} µs`);
+          assert.ok(j.deviceUs >= 0 && Number.isFinite(j.deviceUs), `${where}: device ${j.deviceUs} µs`);
+          assert.ok(j.deviceStartUs >= 0 && j.deviceStartUs + j.deviceUs <= r.timing.wallUs, `${where}: placed inside the step`);
+        }
+        // On one rank's timeline, the joins start in walk order.
+        for (const rank of [0, 1]) {
+          const mine = joins.filter((j) => j.rank === rank);
+          for (let i = 1; i < mine.length; i++) assert.ok(mine[i]!.deviceStartUs >= mine[i - 1]!.deviceStartUs, `rank ${rank}: ${mine[i]!.hop} of layer ${mine[i]!.layer} starts before the join ahead of it`);
+        }
+        assert.ok(r.timing.hostEnqueueUs > 0 && r.timing.hostEnqueueUs <= r.timing.wallUs);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -3,10 +3,11 @@
  * summary of each row. Files are named `<suite>-<machine>-<date>.json` under bench/results/.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, hostname, platform, release } from 'node:os';
 import { join } from 'node:path';
-import { loadBinding, type DeviceProps } from '../src/runtime/binding.js';
+import type { Machine } from '../src/cli/machine.js';
 import { summarize, type Summary } from '../src/cli/stats.js';
+
+export { describeMachine, type Machine } from '../src/cli/machine.js';
 
 export interface Row extends Summary {
   suite: string;
@@ -20,45 +21,6 @@ export interface Row extends Summary {
   /** How the figure was taken: host clock or device events, and what one sample is. */
   method: string;
   samples: number[];
-}
-
-export interface Machine {
-  hostname: string;
-  label: string;
-  os: string;
-  cpu: string;
-  cores: number;
-  node: string;
-  backend: string;
-  gpus: DeviceProps[];
-  driverVersion: number;
-  cudaRuntimeVersion: number;
-  addon: string;
-}
-
-export function describeMachine(backend: string): Machine {
-  let gpus: DeviceProps[] = [], driverVersion = 0, cudaRuntimeVersion = 0, addon = 'unavailable';
-  try {
-    const b = loadBinding();
-    gpus = Array.from({ length: b.deviceCount() }, (_, i) => b.deviceProps(i));
-    driverVersion = b.driverVersion();
-    cudaRuntimeVersion = b.cudaRuntimeVersion;
-    addon = b.version;
-  } catch { /* no addon: a CPU-only run */ }
-  const label = gpus.length > 0 ? `${gpus.length}x${gpus[0]!.name.replace(/^NVIDIA\s+/, '').replace(/[^A-Za-z0-9]+/g, '')}` : `cpu${cpus().length}`;
-  return {
-    hostname: hostname(),
-    label,
-    os: `${platform()} ${release()}`,
-    cpu: cpus()[0]?.model ?? 'unknown',
-    cores: cpus().length,
-    node: process.version,
-    backend,
-    gpus,
-    driverVersion,
-    cudaRuntimeVersion,
-    addon,
-  };
 }
 
 export function row(fields: Omit<Row, keyof Summary | 'samples'>, samples: number[]): Row {

@@ -4,7 +4,8 @@
  * summary on stdout, or one JSON document with --json.
  */
 import { Session } from '../decode/session.js';
-import { DEFAULT_CONFIG, loadDecodeConfig } from '../decode/decode-config.js';
+import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../decode/decode-config.js';
+import type { StepOutput } from '../decode/session.js';
 import { HOPS, type JoinTiming } from '../decode/join-profile.js';
 import { Progress } from './progress.js';
 import type { BackendKind } from '../runtime/device-api.js';
@@ -21,6 +22,8 @@ export interface DecodeOptions {
   json: boolean;
   /** Time every join on the device (the config's `profile`), and summarise per hop. */
   profile: boolean;
+  /** Gets every step as it comes back (memra profile keeps them all). */
+  onStep?: (rows: number, out: StepOutput) => void;
 }
 
 /** One hop's joins over the run (steps after the first). */
@@ -30,6 +33,7 @@ export interface DecodeReport {
   backend: BackendKind;
   layout: Layout;
   preset: string;
+  layers: number;
   batch: number;
   /** tokens[s] = the tokens row s produced, in order (its first input is token s). */
   tokens: number[][];
@@ -40,6 +44,8 @@ export interface DecodeReport {
   weightBytesPerRank: number[];
   /** Per-hop join latency, with --profile on a sharded run. */
   joins?: { hops: HopSummary[]; medianUsPerToken: number };
+  /** The decode config the run used. */
+  config?: DecodeConfig;
   /** The EP graph slots, when the config's `epGraph` gate is on. */
   epGraph?: { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> };
 }
@@ -64,6 +70,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     let cur = Array.from({ length: o.batch }, (_, s) => s % session.model.vocab);
     for (let i = 0; i < o.tokens; i++) {
       const r = await session.stepDetailed(cur);
+      o.onStep?.(cur.length, r);
       stepMs.push(r.ms);
       if (r.joins) joins.push(r.joins);
       r.next.forEach((x, s) => out[s]!.push(x));
@@ -78,6 +85,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
       backend: session.backend,
       layout: session.layout,
       preset,
+      layers: session.model.layers,
       batch: o.batch,
       tokens: out,
       stepMs,
@@ -87,6 +95,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     };
     if (joins.length > 0) report.joins = summarizeJoins(joins.length > 1 ? joins.slice(1) : joins);
     if (session.decodeConfig.epGraph) report.epGraph = session.epGraph();
+    report.config = session.decodeConfig;
     return report;
   } finally {
     await session.close();

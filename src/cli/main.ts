@@ -4,7 +4,8 @@
  */
 import { parseArgs } from 'node:util';
 import { selfcheck } from './selfcheck.js';
-import { decode, printDecode } from './decode.js';
+import { decode, printDecode, type DecodeOptions } from './decode.js';
+import { printProfile, profile } from './profile.js';
 
 const USAGE = `usage: memra <command> [options]
 
@@ -17,7 +18,13 @@ commands:
       greedy decoding of the synthetic model (shared/MODEL.md): row s starts from token s and
       feeds its tokens back; default model: small on two GPUs, tiny on the CPU reference.
       Prints tokens/s and each hop's join latency (device events on the receiving rank);
-      --no-profile leaves the joins untimed`;
+      --no-profile leaves the joins untimed
+  profile [decode's options] [--out DIR]
+      a decode with every join profiled, written to DIR (default memra-profile/):
+      profile.json (raw samples, per-(layer, hop, transport) histograms), trace.json (Chrome
+      trace events: open in Perfetto) and report.html (self-contained SVG plots)
+  bench [ring|joins|decode|ep ...] [--backend cuda|cpu] [--joins N] [--transports a,b] [--out DIR]
+      the benchmark suites (default: all); results as JSON in bench/results/ (GPU runs) and DIR`;
 
 const BACKENDS = ['auto', 'cuda', 'cpu'];
 
@@ -29,6 +36,12 @@ async function main(argv: string[]): Promise<number> {
   }
   if (rest.includes('--help') || rest.includes('-h')) { console.log(USAGE); return 0; }
   if (command === 'decode') return decodeCommand(rest);
+  if (command === 'profile') return profileCommand(rest);
+  if (command === 'bench') {
+    // The suites live in bench/ (the design's layout), loaded only when asked for.
+    const { runBench } = await import('../../bench/run.js');
+    return runBench(rest);
+  }
   if (command !== 'selfcheck') {
     console.error(`memra: unknown command '${command}'\n${USAGE}`);
     return 2;
@@ -61,34 +74,60 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-async function decodeCommand(argv: string[]): Promise<number> {
+type DecodeArgs = Omit<DecodeOptions, 'onStep'> & { out?: string };
+
+/** decode's options (and profile's --out); a string is the message for a bad one. */
+function parseDecodeArgs(command: string, argv: string[], withOut: boolean): DecodeArgs | string {
   // Profiling is on unless --no-profile (this Node's parseArgs has no negated booleans).
   const args = argv.filter((a) => a !== '--no-profile');
-  const { values } = parseArgs({
-    args,
-    options: {
-      preset: { type: 'string' },
-      tokens: { type: 'string', default: '32' },
-      batch: { type: 'string', default: '1' },
-      config: { type: 'string' },
-      backend: { type: 'string', default: 'auto' },
-      layout: { type: 'string', default: 'sharded' },
-      json: { type: 'boolean', default: false },
-    },
-  });
-  const bad = (what: string): number => { console.error(`memra decode: ${what}`); return 2; };
-  if (!BACKENDS.includes(values.backend!)) return bad(`--backend must be auto, cuda or cpu, got '${values.backend}'`);
-  if (values.layout !== 'sharded' && values.layout !== 'unsharded') return bad(`--layout must be sharded or unsharded, got '${values.layout}'`);
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: {
+        preset: { type: 'string' },
+        tokens: { type: 'string', default: '32' },
+        batch: { type: 'string', default: '1' },
+        config: { type: 'string' },
+        backend: { type: 'string', default: 'auto' },
+        layout: { type: 'string', default: 'sharded' },
+        json: { type: 'boolean', default: false },
+        ...(withOut ? { out: { type: 'string' as const, default: 'memra-profile' } } : {}),
+      },
+    }));
+  } catch (e) {
+    return (e as Error).message;
+  }
+  if (!BACKENDS.includes(values.backend!)) return `--backend must be auto, cuda or cpu, got '${values.backend}'`;
+  if (values.layout !== 'sharded' && values.layout !== 'unsharded') return `--layout must be sharded or unsharded, got '${values.layout}'`;
   const tokens = Number(values.tokens), batch = Number(values.batch);
-  if (!Number.isInteger(tokens) || tokens < 1) return bad(`--tokens must be a positive integer, got '${values.tokens}'`);
-  if (!Number.isInteger(batch) || batch < 1 || batch > 8) return bad(`--batch must be an integer from 1 to 8, got '${values.batch}'`);
-  const r = await decode({
+  if (!Number.isInteger(tokens) || tokens < 1) return `--tokens must be a positive integer, got '${values.tokens}'`;
+  if (!Number.isInteger(batch) || batch < 1 || batch > 8) return `--batch must be an integer from 1 to 8, got '${values.batch}'`;
+  if (withOut && args.length !== argv.length) return `${command} always profiles; --no-profile does not apply`;
+  return {
     tokens, batch, json: values.json!, profile: args.length === argv.length, backend: values.backend as 'auto' | 'cuda' | 'cpu', layout: values.layout,
     ...(values.preset ? { preset: values.preset } : {}),
     ...(values.config ? { config: values.config } : {}),
-  });
-  if (values.json) console.log(JSON.stringify(r));
+    ...(withOut && typeof (values as { out?: unknown }).out === 'string' ? { out: (values as { out: string }).out } : {}),
+  };
+}
+
+async function decodeCommand(argv: string[]): Promise<number> {
+  const o = parseDecodeArgs('decode', argv, false);
+  if (typeof o === 'string') { console.error(`memra decode: ${o}`); return 2; }
+  const r = await decode(o);
+  if (o.json) console.log(JSON.stringify(r));
   else printDecode(r);
+  return 0;
+}
+
+async function profileCommand(argv: string[]): Promise<number> {
+  const o = parseDecodeArgs('profile', argv, true);
+  if (typeof o === 'string') { console.error(`memra profile: ${o}`); return 2; }
+  const { out, json, profile: _on, ...rest } = o;
+  const r = await profile(rest, out!);
+  if (json) console.log(JSON.stringify({ ...r.report, files: r.files }));
+  else printProfile(r);
   return 0;
 }
 

@@ -43,6 +43,8 @@ export class JoinProfiler {
   private readonly base = hostClockBase();
   /** This step's bracketed joins, in walk order, and each ring's newest stamp record. */
   private pending: Pending[] = [];
+  /** The host clock when this step's profile began. */
+  private stepT0 = 0;
   private lastStamp: [number, number] = [0, 0];
 
   private constructor(private readonly rt: Runtime, layers: number) {
@@ -72,6 +74,7 @@ export class JoinProfiler {
 
   /** Mark where this step begins on each rank's stream: the origin of `deviceStartUs`. */
   beginStep(): void {
+    this.stepT0 = hostMicros(this.base);
     for (const r of this.rt.ranks) r.record(this.stepStart[r.rank]!);
   }
 
@@ -108,6 +111,7 @@ export class JoinProfiler {
       const ms: number[] = await this.rt.ranks[rank].control.call('elapsedMsPairs', mine.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]));
       mine.forEach((j, i) => out.push({
         token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
+        hostStartUs: j.t0 - this.stepT0,
         hostEnqueueUs: Math.max(this.board[j.word]!, this.board[j.word + 1]!) - j.t0,
         deviceUs: ms[2 * i]! * 1000,
         deviceStartUs: ms[2 * i + 1]! * 1000,

@@ -25,6 +25,8 @@ export interface JoinSample {
   bytes: number;
   /** The rank whose stream the device time was taken on (the join's receiver). */
   rank: 0 | 1;
+  /** Host: the join's first ring write after its step began, µs (places it on the main thread's track). */
+  hostStartUs: number;
   /** Host: from the first ring write of the join until both workers have enqueued it, µs. */
   hostEnqueueUs: number;
   /** Device: the event pair around the join on `rank`'s stream, µs. */

@@ -65,7 +65,7 @@ export function syntheticProfile(o: SyntheticProfileOptions = {}): Profile {
         const hostEnqueueUs = o.hostEnqueueUs ? o.hostEnqueueUs(site) : 1 + 4 * random();
         joins.push({
           step, token: 17 + step, layer, hop, transport: o.transport ? o.transport(site) : 'll',
-          bytes: o.bytes ? o.bytes(site) : 4096, rank, hostEnqueueUs, deviceUs, deviceStartUs: cursor[rank]!,
+          bytes: o.bytes ? o.bytes(site) : 4096, rank, hostStartUs: joinsEnqueueUs, hostEnqueueUs, deviceUs, deviceStartUs: cursor[rank]!,
         });
         cursor[rank]! += deviceUs + gapUs;
         joinsEnqueueUs += hostEnqueueUs;

@@ -1,0 +1,47 @@
+/**
+ * `memra profile`: a decode run with every join profiled, written three ways into one folder:
+ * `profile.json` (raw samples and the aggregate), `trace.json` (Chrome trace events: open it in
+ * Perfetto, one track per rank's stream and one for the main thread) and `report.html` (one
+ * self-contained page of SVG plots).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { decode, printDecode, type DecodeOptions, type DecodeReport } from './decode.js';
+import { describeMachine } from './machine.js';
+import { ProfileRecorder } from '../profile/recorder.js';
+import { profileToJson } from '../profile/json-export.js';
+import { chromeTraceJson } from '../profile/chrome-trace.js';
+import { renderHtmlReport } from '../profile/html-report.js';
+import type { Profile } from '../profile/profile-data.js';
+
+export interface ProfileRun { report: DecodeReport; profile: Profile; files: string[] }
+
+export async function profile(o: Omit<DecodeOptions, 'profile' | 'onStep' | 'json'>, outDir: string): Promise<ProfileRun> {
+  const recorder = new ProfileRecorder();
+  const report = await decode({ ...o, json: false, profile: true, onStep: (rows, out) => recorder.record(rows, out) });
+  if (report.layout !== 'sharded') throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
+  const machine = describeMachine(report.backend);
+  const p = recorder.finish({
+    preset: report.preset,
+    layers: report.layers,
+    backend: report.backend,
+    machine: machine.gpus.length > 0 ? `${machine.gpus.length}x ${machine.gpus[0]!.name}` : `cpu reference (${machine.cores} cores)`,
+    date: new Date().toISOString(),
+    config: report.config,
+  }, report.epGraph);
+  const dir = resolve(outDir);
+  mkdirSync(dir, { recursive: true });
+  const files = [
+    [join(dir, 'profile.json'), profileToJson(p, { indent: 1 })],
+    [join(dir, 'trace.json'), chromeTraceJson(p)],
+    [join(dir, 'report.html'), renderHtmlReport(p)],
+  ] as const;
+  for (const [path, body] of files) writeFileSync(path, body);
+  return { report, profile: p, files: files.map(([path]) => path) };
+}
+
+export function printProfile(r: ProfileRun): void {
+  printDecode(r.report);
+  console.log(`profiled ${r.profile.joins.length} joins over ${r.profile.steps.length} steps`);
+  for (const f of r.files) console.log(`wrote ${f}`);
+}

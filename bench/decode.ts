@@ -49,6 +49,20 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
     const variants: Array<[string, DecodeConfig]> = TRANSPORTS.map((t): [string, DecodeConfig] => [t, { ...DEFAULT_CONFIG, transport: { default: t, layers: [] } }]);
     // The mixed config is written for bench's 30 layers.
     if (preset === 'bench') variants.push(['mixed', loadDecodeConfig(mixedPath, presetByName(preset).layers)]);
+    // Profiling's cost (issue 6: at most 3% of tokens/s): the ll walk with every join profiled,
+    // paired step by step with the same walk unprofiled.
+    try {
+      const ll: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] } };
+      await walk.prepare(ll);
+      const plain = (await timeSteps(walk, ll, 'decode ll, unprofiled', progress)).host;
+      const profiled: DecodeConfig = { ...ll, profile: true };
+      await walk.prepare(profiled);
+      const withProfile = (await timeSteps(walk, profiled, 'decode ll, profiled', progress)).host;
+      rows.push(row({ ...base, transport: 'll+profile', method: `${method}; every join profiled (events, stamps, read-back)` }, withProfile));
+      rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll', method: 'profiled step time / unprofiled step time at the same position, minus 1, in percent' }, withProfile.map((v, i) => (v / plain[i]! - 1) * 100)));
+    } catch (e) {
+      console.error(`decode: profile overhead: ${(e as Error).message}`);
+    }
     for (const [name, dc] of variants) {
       try {
         await walk.prepare(dc);

@@ -3,23 +3,9 @@
  * and shaped like the walk's: joins in walk order (layer, then hop), each timed on its hop's
  * receiving rank, laid one after another on that rank's stream. Every cost is a callback, so a
  * test can make the right answer known by construction.
- *
- * test/support/random.ts draws from node:crypto, fresh per run; these tests need the same
- * numbers every run, hence a seeded generator here.
  */
 import { HOPS, type Hop, type JoinSample, type Profile, type StepSample } from '../../src/profile/profile-data.js';
-
-/** mulberry32: a 32-bit seeded generator of floats in [0, 1); small, fast, good enough for tests. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from './seeded-random.js';
 
 /** The rank whose stream receives each hop, as in src/decode/join-profile.ts. */
 export const RECEIVER: Record<Hop, 0 | 1> = { 'fan-out': 1, 'head all-gather': 0, wo: 0, 'ep fan-out': 1, 'ep return': 0 };

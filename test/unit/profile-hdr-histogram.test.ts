@@ -4,7 +4,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { HdrHistogram } from '../../src/profile/hdr-histogram.js';
-import { seededRandom } from '../support/synthetic-profile.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 const PS = [0, 0.1, 1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9, 99.99, 100];
 

@@ -2,16 +2,21 @@
  * A profile as a Chrome trace-event file (the JSON object form), which Perfetto and
  * chrome://tracing open: one process, one track for the main thread and one per rank's stream.
  *
- * Main thread: each step's host enqueue, and inside it each join's host enqueue. The profile
- * records a join's enqueue duration, not its start, so the joins are laid back to back from the
- * step's start in walk order (layer, then hop): their lengths are measured, their places are not.
+ * Main thread: each step's host enqueue, and each join's host enqueue at its step's start +
+ * hostStartUs (its first ring write). A join ends when both workers have enqueued it, which can
+ * be after the next join began, so join slices may overlap. Perfetto draws overlapping complete
+ * events on one track only when they nest, and mangles those that do not; so the joins stay on
+ * the main thread's track, under their step, only when every slice there nests. Otherwise they
+ * move to tracks of their own ("main thread: join enqueue"), as many as the deepest overlap
+ * needs, each free of overlaps, and every time stays as measured.
  *
  * Rank streams: each join on its receiving rank, at its step's host start + deviceStartUs. A
  * device clock cannot be read against the host's, so the step's host start stands in for the
  * stream's step-start event; the stream starts no earlier than that, so slices may sit a little
  * early, never late, and their spacing within a step is exact.
  *
- * Times are µs from the first step's host start.
+ * Times are µs from the first step's host start, rounded to whole ns: Perfetto stores ns, and
+ * deciding whether slices nest on the very numbers it will see keeps the decision true there.
  */
 import { HOPS, type JoinSample, type Profile, type StepSample } from './profile-data.js';
 
@@ -38,6 +43,13 @@ export const MAIN_TID = 1;
 export function rankTid(rank: 0 | 1): number {
   return 10 + rank;
 }
+/** Thread id of the k-th own track of join enqueues (0-based), used when they cannot nest on the main thread's. */
+export function joinEnqueueTid(lane: number): number {
+  return 100 + lane;
+}
+
+/** A slice in whole ns before it becomes an event: integers, so nesting is decided exactly. */
+interface Slice { startNs: number; endNs: number; event: Omit<TraceEvent, 'ts' | 'dur' | 'tid'>; parent: boolean }
 
 export function chromeTrace(profile: Profile): ChromeTrace {
   const steps = new Map<number, StepSample>();
@@ -56,29 +68,39 @@ export function chromeTrace(profile: Profile): ChromeTrace {
   const ordered = [...steps.values()].sort((a, b) => a.hostStartMs - b.hostStartMs || a.step - b.step);
   const t0 = ordered[0]?.hostStartMs ?? 0;
 
-  const main: TraceEvent[] = [];
-  const ranks: [TraceEvent[], TraceEvent[]] = [[], []];
+  const stepSlices: Slice[] = [], joinSlices: Slice[] = [];
+  /** Each step's slice drawn wide enough to hold its joins: what the main track shows if they nest there. */
+  const widened: Slice[] = [];
+  const ranks: [Slice[], Slice[]] = [[], []];
   for (const s of ordered) {
-    const start = (s.hostStartMs - t0) * 1000;
+    const startUs = (s.hostStartMs - t0) * 1000, startNs = ns(startUs);
     const joins = (byStep.get(s.step) ?? []).sort((a, b) => a.j.layer - b.j.layer || HOPS.indexOf(a.j.hop) - HOPS.indexOf(b.j.hop) || a.i - b.i);
-    const joinsUs = joins.reduce((sum, { j }) => sum + j.hostEnqueueUs, 0);
-    // Perfetto nests slices on a track only when each child lies inside its parent. The joins'
-    // enqueue can outlast the step's (workers finish enqueueing after the main thread has moved
-    // on), so the step's slice is drawn wide enough to hold them; its args keep the measured time.
+    const mine = joins.map(({ j }): Slice => ({
+      startNs: ns(startUs + j.hostStartUs), endNs: ns(startUs + j.hostStartUs + j.hostEnqueueUs), parent: false,
+      event: { name: `enqueue ${j.hop} L${j.layer}`, cat: 'join enqueue', ph: 'X', pid: TRACE_PID, args: joinArgs(j) },
+    }));
+    joinSlices.push(...mine);
     const stepArgs: Record<string, unknown> = { step: s.step, rows: s.rows, wallUs: s.wallUs, hostEnqueueUs: s.hostEnqueueUs };
-    if (joinsUs > s.hostEnqueueUs) stepArgs.drawnWiderToHoldJoinsUs = joinsUs;
-    main.push({ name: `step ${s.step} enqueue`, cat: 'step', ph: 'X', pid: TRACE_PID, tid: MAIN_TID, ts: start, dur: Math.max(s.hostEnqueueUs, joinsUs), args: stepArgs });
-    let at = start;
+    const step: Slice = { startNs, endNs: ns(startUs + s.hostEnqueueUs), parent: true, event: { name: `step ${s.step} enqueue`, cat: 'step', ph: 'X', pid: TRACE_PID, args: stepArgs } };
+    stepSlices.push(step);
+    // The joins' enqueue can outlast the step's (workers finish enqueueing after the main thread
+    // has moved on); to hold them as children the step is drawn wider, its args keeping the measured time.
+    const joinsEndNs = Math.max(step.endNs, ...mine.map((m) => m.endNs));
+    widened.push(joinsEndNs > step.endNs
+      ? { ...step, endNs: joinsEndNs, event: { ...step.event, args: { ...stepArgs, drawnWiderToHoldJoinsUs: (joinsEndNs - startNs) / 1000 } } }
+      : step);
     for (const { j } of joins) {
-      main.push({ name: `enqueue ${j.hop} L${j.layer}`, cat: 'join enqueue', ph: 'X', pid: TRACE_PID, tid: MAIN_TID, ts: at, dur: j.hostEnqueueUs, args: joinArgs(j) });
-      at += j.hostEnqueueUs;
-    }
-    for (const { j } of joins) {
-      ranks[j.rank].push({ name: `${j.hop} L${j.layer}`, cat: j.transport, ph: 'X', pid: TRACE_PID, tid: rankTid(j.rank), ts: start + j.deviceStartUs, dur: j.deviceUs, args: joinArgs(j) });
+      ranks[j.rank].push({
+        startNs: ns(startUs + j.deviceStartUs), endNs: ns(startUs + j.deviceStartUs + j.deviceUs), parent: false,
+        event: { name: `${j.hop} L${j.layer}`, cat: j.transport, ph: 'X', pid: TRACE_PID, args: joinArgs(j) },
+      });
     }
   }
-  // Stable sort: of two slices starting together the parent was pushed first, and stays first.
-  for (const track of [main, ...ranks]) track.sort((a, b) => a.ts - b.ts);
+
+  const together = [...widened, ...joinSlices].sort(byStartLongestFirst);
+  const joinsNest = nests(together);
+  const lanes = joinsNest ? [] : intoLanes(joinSlices);
+  const main = joinsNest ? together : stepSlices.sort(byStartLongestFirst);
 
   const m = profile.meta;
   const meta: TraceEvent[] = [
@@ -86,17 +108,29 @@ export function chromeTrace(profile: Profile): ChromeTrace {
     { name: 'thread_name', ph: 'M', pid: TRACE_PID, tid: MAIN_TID, ts: 0, args: { name: 'main thread (host enqueue)' } },
     { name: 'thread_sort_index', ph: 'M', pid: TRACE_PID, tid: MAIN_TID, ts: 0, args: { sort_index: 0 } },
   ];
+  lanes.forEach((_, k) => {
+    const name = k === 0 ? 'main thread: join enqueue' : `main thread: join enqueue (${k + 1})`;
+    meta.push({ name: 'thread_name', ph: 'M', pid: TRACE_PID, tid: joinEnqueueTid(k), ts: 0, args: { name } });
+    meta.push({ name: 'thread_sort_index', ph: 'M', pid: TRACE_PID, tid: joinEnqueueTid(k), ts: 0, args: { sort_index: 1 + k } });
+  });
   for (const r of [0, 1] as const) {
     meta.push({ name: 'thread_name', ph: 'M', pid: TRACE_PID, tid: rankTid(r), ts: 0, args: { name: `rank ${r} stream (device)` } });
-    meta.push({ name: 'thread_sort_index', ph: 'M', pid: TRACE_PID, tid: rankTid(r), ts: 0, args: { sort_index: 1 + r } });
+    meta.push({ name: 'thread_sort_index', ph: 'M', pid: TRACE_PID, tid: rankTid(r), ts: 0, args: { sort_index: 1 + lanes.length + r } });
   }
   return {
-    traceEvents: [...meta, ...main, ...ranks[0], ...ranks[1]],
+    traceEvents: [
+      ...meta,
+      ...events(main, MAIN_TID),
+      ...lanes.flatMap((lane, k) => events(lane, joinEnqueueTid(k))),
+      ...events(ranks[0].sort(byStartLongestFirst), rankTid(0)),
+      ...events(ranks[1].sort(byStartLongestFirst), rankTid(1)),
+    ],
     // Joins last microseconds: the legacy viewer shows them in ns rather than rounding to 0 ms.
     displayTimeUnit: 'ns',
     otherData: {
       preset: m.preset, layers: m.layers, backend: m.backend, machine: m.machine, date: m.date,
       originHostMs: t0,
+      joinEnqueue: joinsNest ? 'nested under their steps on the main thread track' : `on ${lanes.length} track(s) of their own: on the main thread track they would overlap without nesting`,
       deviceTimeline: "each stream's slices are placed from their step's host start; see deviceStartUs",
     },
   };
@@ -109,7 +143,7 @@ export function chromeTraceJson(profile: Profile): string {
 function joinArgs(j: JoinSample): Record<string, unknown> {
   return {
     step: j.step, token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank: j.rank,
-    deviceUs: j.deviceUs, deviceStartUs: j.deviceStartUs, hostEnqueueUs: j.hostEnqueueUs,
+    deviceUs: j.deviceUs, deviceStartUs: j.deviceStartUs, hostStartUs: j.hostStartUs, hostEnqueueUs: j.hostEnqueueUs,
   };
 }
 
@@ -117,7 +151,7 @@ function checkJoin(j: JoinSample, i: number, steps: Map<number, StepSample>): vo
   const where = `chromeTrace: join ${i} (step ${j.step}, layer ${j.layer}, hop ${JSON.stringify(j.hop)})`;
   if (!steps.has(j.step)) throw new RangeError(`${where}: step ${j.step} is not among the profile's steps, so the join has no place on the timeline`);
   if (j.rank !== 0 && j.rank !== 1) throw new RangeError(`${where}: rank must be 0 or 1, got ${String(j.rank)}`);
-  for (const field of ['deviceUs', 'deviceStartUs', 'hostEnqueueUs'] as const) {
+  for (const field of ['deviceUs', 'deviceStartUs', 'hostStartUs', 'hostEnqueueUs'] as const) {
     const v = j[field];
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new RangeError(`${where}: ${field} must be a finite number ≥ 0, got ${String(v)}`);
   }
@@ -128,4 +162,44 @@ function checkStep(s: StepSample): void {
   if (typeof s.hostEnqueueUs !== 'number' || !Number.isFinite(s.hostEnqueueUs) || s.hostEnqueueUs < 0) {
     throw new RangeError(`chromeTrace: step ${s.step}: hostEnqueueUs must be a finite number ≥ 0, got ${String(s.hostEnqueueUs)}`);
   }
+}
+
+/** µs to whole ns. */
+function ns(us: number): number {
+  return Math.round(us * 1000);
+}
+
+function events(slices: Slice[], tid: number): TraceEvent[] {
+  return slices.map((s) => ({ ...s.event, tid, ts: s.startNs / 1000, dur: (s.endNs - s.startNs) / 1000 }));
+}
+
+/** Start order; of two slices starting together the longer (and then the step) first, as a parent precedes its children. */
+function byStartLongestFirst(a: Slice, b: Slice): number {
+  return a.startNs - b.startNs || b.endNs - a.endNs || Number(b.parent) - Number(a.parent);
+}
+
+/** Whether slices in start order form a forest: each one ends inside every slice still open around it. */
+function nests(sorted: Slice[]): boolean {
+  const open: number[] = [];
+  for (const s of sorted) {
+    open.length = 0;
+    if (open.length > 0 && s.endNs > open[open.length - 1]!) return false;
+    open.push(s.endNs);
+  }
+  return true;
+}
+
+/**
+ * Slices into as few tracks as hold them without any overlap: each goes on the first track free
+ * by its start. Taken in start order, first fit needs no more tracks than the most slices open at once.
+ */
+function intoLanes(slices: Slice[]): Slice[][] {
+  const lanes: Slice[][] = [], ends: number[] = [];
+  for (const s of [...slices].sort(byStartLongestFirst)) {
+    let k = ends.findIndex((end) => end <= s.startNs);
+    if (k < 0) { k = lanes.length; lanes.push([]); ends.push(0); }
+    lanes[k]!.push(s);
+    ends[k] = s.endNs;
+  }
+  return lanes;
 }

@@ -1,8 +1,9 @@
 /**
  * Profiles made up for the exporters' tests: deterministic (a seeded PRNG, so a failure replays)
  * and shaped like the walk's: joins in walk order (layer, then hop), each timed on its hop's
- * receiving rank, laid one after another on that rank's stream. Every cost is a callback, so a
- * test can make the right answer known by construction.
+ * receiving rank, laid one after another on that rank's stream, their host enqueues back to back
+ * from the step's start unless a test places them. Every cost is a callback, so a test can make
+ * the right answer known by construction.
  */
 import { HOPS, type Hop, type JoinSample, type Profile, type StepSample } from '../../src/profile/profile-data.js';
 import { seededRandom } from './seeded-random.js';
@@ -23,6 +24,8 @@ export interface SyntheticProfileOptions {
   bytes?: (site: JoinSite) => number;
   deviceUs?: (site: JoinSite) => number;
   hostEnqueueUs?: (site: JoinSite) => number;
+  /** Where the join's host enqueue starts after its step's; default: back to back, the step's earlier joins' enqueue summed. */
+  hostStartUs?: (site: JoinSite, backToBackUs: number) => number;
   /** Default: the device time the step's joins cover on the busier rank, plus 200 µs. */
   wallUs?: (step: number, deviceEndUs: number) => number;
   /** Default: the step's joins' host enqueue times plus 40 µs. */
@@ -49,9 +52,10 @@ export function syntheticProfile(o: SyntheticProfileOptions = {}): Profile {
         const rank = RECEIVER[hop];
         const deviceUs = o.deviceUs ? o.deviceUs(site) : 5 + 20 * random();
         const hostEnqueueUs = o.hostEnqueueUs ? o.hostEnqueueUs(site) : 1 + 4 * random();
+        const hostStartUs = o.hostStartUs ? o.hostStartUs(site, joinsEnqueueUs) : joinsEnqueueUs;
         joins.push({
           step, token: 17 + step, layer, hop, transport: o.transport ? o.transport(site) : 'll',
-          bytes: o.bytes ? o.bytes(site) : 4096, rank, hostStartUs: joinsEnqueueUs, hostEnqueueUs, deviceUs, deviceStartUs: cursor[rank]!,
+          bytes: o.bytes ? o.bytes(site) : 4096, rank, hostStartUs, hostEnqueueUs, deviceUs, deviceStartUs: cursor[rank]!,
         });
         cursor[rank]! += deviceUs + gapUs;
         joinsEnqueueUs += hostEnqueueUs;

@@ -182,7 +182,7 @@ function byStartLongestFirst(a: Slice, b: Slice): number {
 function nests(sorted: Slice[]): boolean {
   const open: number[] = [];
   for (const s of sorted) {
-    open.length = 0;
+    while (open.length > 0 && open[open.length - 1]! <= s.startNs) open.pop();
     if (open.length > 0 && s.endNs > open[open.length - 1]!) return false;
     open.push(s.endNs);
   }

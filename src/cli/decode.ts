@@ -66,18 +66,19 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     if (o.tokens > session.model.maxPos) throw new RangeError(`--tokens ${o.tokens} is past the model's KV cache (maxPos ${session.model.maxPos})`);
     const out: number[][] = Array.from({ length: o.batch }, () => []);
     const stepMs: number[] = [];
-    const joins: JoinTiming[][] = [];
+    const joinReads: Array<Promise<JoinTiming[]>> = [];
     let cur = Array.from({ length: o.batch }, (_, s) => s % session.model.vocab);
     for (let i = 0; i < o.tokens; i++) {
       const r = await session.stepDetailed(cur);
       o.onStep?.(cur.length, r);
       stepMs.push(r.ms);
-      if (r.joins) joins.push(r.joins);
+      if (r.joins) joinReads.push(r.joins);
       r.next.forEach((x, s) => out[s]!.push(x));
       cur = r.next;
       progress.tick('tokens', i + 1, o.tokens);
     }
     progress.done();
+    const joins = await Promise.all(joinReads);
     // The first step also pays for first-touch costs; it is kept in stepMs but not in the rate.
     const steady = stepMs.length > 1 ? stepMs.slice(1) : stepMs;
     const total = steady.reduce((a, b) => a + b, 0);

@@ -21,7 +21,7 @@ export async function profile(o: Omit<DecodeOptions, 'profile' | 'onStep' | 'jso
   const report = await decode({ ...o, json: false, profile: true, onStep: (rows, out) => recorder.record(rows, out) });
   if (report.layout !== 'sharded') throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
   const machine = describeMachine(report.backend);
-  const p = recorder.finish({
+  const p = await recorder.finish({
     preset: report.preset,
     layers: report.layers,
     backend: report.backend,

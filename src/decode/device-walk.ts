@@ -65,8 +65,11 @@ export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
 export interface StepResult {
   next: number[];
   hidden?: Float32Array;
-  /** Every join of the step, when its config profiles. */
-  joins?: JoinTiming[];
+  /**
+   * Every join of the step, when its config profiles: settles once the step's events are read,
+   * which overlaps the next step rather than delaying this one's tokens.
+   */
+  joins?: Promise<JoinTiming[]>;
   /** Host: when the step began (performance.now(), ms), enqueueing it, and until its tokens were read (µs). */
   timing: { hostStartMs: number; hostEnqueueUs: number; wallUs: number };
 }
@@ -221,7 +224,7 @@ export class DeviceWalk {
     this.profiling = dc.profile && this.profiler !== undefined;
     this.validation = dc.validate;
     this.token = positions[0]!;
-    if (this.profiling) this.profiler!.beginStep();
+    if (this.profiling) await this.profiler!.beginStep();
     const t = tokens.length;
     const { hidden: H, vocab: V } = this.cfg;
     const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
@@ -249,7 +252,7 @@ export class DeviceWalk {
     const hidden = wantHidden ? new Float32Array(box.buffer.slice(box.byteOffset + HIDDEN_AT, box.byteOffset + HIDDEN_AT + 4 * t * H)) : undefined;
     const out: StepResult = { next, timing: { hostStartMs, hostEnqueueUs, wallUs: (performance.now() - hostStartMs) * 1000 } };
     if (hidden) out.hidden = hidden;
-    if (this.profiling) out.joins = await this.profiler!.collect();
+    if (this.profiling) out.joins = this.profiler!.endStep();
     if (this.validation) this.checkRoutes(t);
     return out;
   }

@@ -40,8 +40,11 @@ export interface StepOutput {
   hidden?: Float32Array;
   /** Main-thread wall time of the step, ms. */
   ms: number;
-  /** Every join's identity and costs, when the config has `profile: true` (sharded). */
-  joins?: JoinTiming[];
+  /**
+   * Every join's identity and costs, when the config has `profile: true` (sharded). Settles once
+   * the step's device events are read, which overlaps the next step; await it whenever convenient.
+   */
+  joins?: Promise<JoinTiming[]>;
   /** Host: when the step began (performance.now(), ms), enqueueing it, and until its tokens were read (µs). */
   timing: StepResult['timing'];
 }

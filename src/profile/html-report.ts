@@ -11,7 +11,12 @@
  * reason is free text.
  */
 import { aggregate, type Aggregate, type JoinStats, type LatencySummary, type ThroughputPoint } from './aggregate.js';
+import { ColourScale, VIRIDIS } from './colour-scale.js';
+import { esc } from './html-escape.js';
+import { fmtBytes, fmtRate, fmtUs, sig3 } from './number-format.js';
 import { HOPS, type Profile } from './profile-data.js';
+import { LinearAxis, LogAxis } from './svg-axis.js';
+import { emptyPlot, legendSwatch, px as f, svg } from './svg-figure.js';
 
 export interface HtmlReportOptions {
   /** Steps in the moving tokens/s (default 8). */
@@ -115,10 +120,10 @@ function ladderPlot(groups: LadderGroup[], label: string): string {
   const h = top + groups.length * (2 * rowH + groupGap) + bottom;
   const axis = LogAxis.covering(groups.flatMap((g) => [...values(g.stats.device), ...values(g.stats.host)]), x0, x1);
   const out: string[] = [];
-  for (const t of axis.ticks()) {
-    out.push(`<line class="grid" x1="${f(t.x)}" x2="${f(t.x)}" y1="${top - 6}" y2="${h - bottom}"/>`);
-    out.push(`<line class="axis" x1="${f(t.x)}" x2="${f(t.x)}" y1="${h - bottom}" y2="${h - bottom + 5}"/>`);
-    if (t.label) out.push(`<text x="${f(t.x)}" y="${h - bottom + 18}" text-anchor="middle">${t.label}</text>`);
+  for (const t of axis.ticks(fmtUs)) {
+    out.push(`<line class="grid" x1="${f(t.at)}" x2="${f(t.at)}" y1="${top - 6}" y2="${h - bottom}"/>`);
+    out.push(`<line class="axis" x1="${f(t.at)}" x2="${f(t.at)}" y1="${h - bottom}" y2="${h - bottom + 5}"/>`);
+    if (t.label) out.push(`<text x="${f(t.at)}" y="${h - bottom + 18}" text-anchor="middle">${t.label}</text>`);
   }
   out.push(`<line class="axis" x1="${x0}" x2="${x1}" y1="${h - bottom}" y2="${h - bottom}"/>`);
   out.push(`<text x="${(x0 + x1) / 2}" y="${h - 6}" text-anchor="middle">join latency (log scale)</text>`);
@@ -136,8 +141,8 @@ function ladderPlot(groups: LadderGroup[], label: string): string {
 }
 
 function ladderRow(axis: LogAxis, y: number, s: LatencySummary, colour: string, what: string, n: number): string {
-  const x = (v: number) => f(axis.x(v));
-  const boxW = Math.max(1, axis.x(s.p90) - axis.x(s.median));
+  const x = (v: number) => f(axis.at(v));
+  const boxW = Math.max(1, axis.at(s.p90) - axis.at(s.median));
   const tip = `${what}: min ${fmtUs(s.min)}, median ${fmtUs(s.median)}, p90 ${fmtUs(s.p90)}, p99 ${fmtUs(s.p99)}, max ${fmtUs(s.max)} (n = ${n})`;
   return `<g class="ladder"><title>${esc(tip)}</title>
 <line x1="${x(s.min)}" x2="${x(s.max)}" y1="${f(y)}" y2="${f(y)}" stroke="${colour}" stroke-width="1.5"/>
@@ -178,9 +183,6 @@ function values(s: LatencySummary): number[] {
 
 // ---- heat map: layers × hops ----
 
-/** Viridis, sampled: dark for fast, bright for slow, and readable in grey print. */
-const RAMP = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'];
-
 function heatMapSection(agg: Aggregate, layers: number): string {
   return `<section id="heatmap">
 <h2>Per-layer device latency</h2>
@@ -195,7 +197,7 @@ function heatMap(agg: Aggregate, layers: number): string {
   const cells = new Map(agg.byLayerHop.map((c) => [`${c.layer}/${c.hop}`, c]));
   const medians = agg.byLayerHop.map((c) => c.device.median);
   const scale = ColourScale.covering(medians);
-  const out: string[] = [`<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${RAMP.map((c, i) => `<stop offset="${i / (RAMP.length - 1)}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`];
+  const out: string[] = [`<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${VIRIDIS.map((c, i) => `<stop offset="${i / (VIRIDIS.length - 1)}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`];
   HOPS.forEach((hop, k) => out.push(`<text x="${left + k * cellW + cellW / 2}" y="${top - 10}" text-anchor="middle" font-weight="600">${esc(hop)}</text>`));
   const labelEvery = cellH >= 12 ? 1 : 5;
   for (let l = 0; l < layers; l++) {
@@ -211,7 +213,7 @@ function heatMap(agg: Aggregate, layers: number): string {
       const tip = `layer ${l} · ${hop} (${c.transports.join(', ')}): median ${fmtUs(d.median)}, p90 ${fmtUs(d.p90)}, p99 ${fmtUs(d.p99)}, max ${fmtUs(d.max)}; host median ${fmtUs(c.host.median)} (n = ${c.n})`;
       out.push(`<rect class="cell" x="${x}" y="${y}" width="${cellW - 1}" height="${cellH - 1}" fill="${fill}"><title>${esc(tip)}</title></rect>`);
       if (cellH >= 12) {
-        const ink = scale.position(d.median) > 0.6 ? '#1a202c' : '#ffffff';
+        const ink = scale.ink(d.median);
         out.push(`<text x="${x + cellW / 2}" y="${f(y + cellH / 2 + 3.5)}" text-anchor="middle" font-size="${cellH >= 18 ? 11 : 9}" style="fill:${ink}" pointer-events="none">${fmtUs(d.median)}</text>`);
       }
     });
@@ -226,38 +228,6 @@ function heatMap(agg: Aggregate, layers: number): string {
     out.push(`<text x="${left + lw + 14}" y="${legendTop + 11}">median device time</text>`);
   }
   return svg(W, H, 'Median device latency per layer and hop', out.join('\n'));
-}
-
-/** Log-scale colour over the cells' medians: a hop's ten-fold outlier must not wash out the rest. */
-class ColourScale {
-  private constructor(private readonly lo: number, private readonly hi: number) {}
-
-  static covering(vs: number[]): ColourScale {
-    const pos = vs.filter((v) => v > 0);
-    return pos.length === 0 ? new ColourScale(1, 1) : new ColourScale(Math.min(...pos), Math.max(...pos));
-  }
-
-  /** 0 for the smallest median, 1 for the largest. */
-  position(v: number): number {
-    if (this.hi === this.lo) return 0.5;
-    if (v <= this.lo) return 0;
-    return Math.min(1, Math.log(v / this.lo) / Math.log(this.hi / this.lo));
-  }
-
-  colour(v: number): string {
-    const t = this.position(v) * (RAMP.length - 1), i = Math.min(RAMP.length - 2, Math.floor(t));
-    return mix(RAMP[i]!, RAMP[i + 1]!, t - i);
-  }
-
-  legend(): Array<[number, number]> {
-    if (this.hi === this.lo) return [[0.5, this.lo]];
-    return [[0, this.lo], [0.5, Math.sqrt(this.lo * this.hi)], [1, this.hi]];
-  }
-}
-
-function mix(a: string, b: string, t: number): string {
-  const pa = [1, 3, 5].map((i) => parseInt(a.slice(i, i + 2), 16)), pb = [1, 3, 5].map((i) => parseInt(b.slice(i, i + 2), 16));
-  return `#${pa.map((v, i) => Math.round(v + (pb[i]! - v) * t).toString(16).padStart(2, '0')).join('')}`;
 }
 
 // ---- tokens/s over time ----
@@ -277,17 +247,17 @@ function tokensChart(points: ThroughputPoint[], window: number, median: number |
   // A short run reads better in ms than in hundredths of a second.
   const inMs = Math.max(...points.map((p) => p.tMs)) < 2000, perUnit = inMs ? 1 : 1000, unit = inMs ? 'ms' : 's';
   const tMax = Math.max(...points.map((p) => p.tMs / perUnit));
-  const xTicks = niceTicks(0, tMax > 0 ? tMax : 1), yTicks = niceTicks(0, Math.max(...points.map((p) => Math.max(p.tokensPerS, p.movingTokensPerS))));
-  const xHi = xTicks[xTicks.length - 1]!, yHi = yTicks[yTicks.length - 1]!;
-  const x = (s: number) => x0 + (s / xHi) * (x1 - x0), y = (v: number) => y0 - (v / yHi) * (y0 - y1);
+  const xAxis = LinearAxis.covering(0, tMax > 0 ? tMax : 1, x0, x1);
+  const yAxis = LinearAxis.covering(0, Math.max(...points.map((p) => Math.max(p.tokensPerS, p.movingTokensPerS))), y0, y1);
+  const x = (s: number) => xAxis.at(s), y = (v: number) => yAxis.at(v);
   const out: string[] = [];
-  for (const v of yTicks) {
-    out.push(`<line class="grid" x1="${x0}" x2="${x1}" y1="${f(y(v))}" y2="${f(y(v))}"/>`);
-    out.push(`<text x="${x0 - 8}" y="${f(y(v) + 4)}" text-anchor="end">${fmtRate(v)}</text>`);
+  for (const t of yAxis.ticks(fmtRate)) {
+    out.push(`<line class="grid" x1="${x0}" x2="${x1}" y1="${f(t.at)}" y2="${f(t.at)}"/>`);
+    out.push(`<text x="${x0 - 8}" y="${f(t.at + 4)}" text-anchor="end">${t.label}</text>`);
   }
-  for (const s of xTicks) {
-    out.push(`<line class="axis" x1="${f(x(s))}" x2="${f(x(s))}" y1="${y0}" y2="${y0 + 5}"/>`);
-    out.push(`<text x="${f(x(s))}" y="${y0 + 19}" text-anchor="middle">${trim(s)}</text>`);
+  for (const t of xAxis.ticks(sig3)) {
+    out.push(`<line class="axis" x1="${f(t.at)}" x2="${f(t.at)}" y1="${y0}" y2="${y0 + 5}"/>`);
+    out.push(`<text x="${f(t.at)}" y="${y0 + 19}" text-anchor="middle">${t.label}</text>`);
   }
   out.push(`<line class="axis" x1="${x0}" x2="${x1}" y1="${y0}" y2="${y0}"/><line class="axis" x1="${x0}" x2="${x0}" y1="${y1}" y2="${y0}"/>`);
   out.push(`<text x="${(x0 + x1) / 2}" y="${H - 12}" text-anchor="middle">time since the first step (${unit})</text>`);
@@ -301,92 +271,4 @@ function tokensChart(points: ThroughputPoint[], window: number, median: number |
   }
   out.push(legendSwatch(x0, 18, '#90cdf4', 'per step'), legendSwatch(x0 + 100, 18, DEVICE_COLOUR, `moving, ${window} steps`), legendSwatch(x0 + 250, 18, '#2f855a', 'median step'));
   return svg(W, H, 'Tokens per second over time', out.join('\n'));
-}
-
-// ---- axes, scales, pieces ----
-
-/** A log axis over whole decades, so the labels are round numbers. */
-class LogAxis {
-  private constructor(private readonly lo: number, private readonly hi: number, private readonly x0: number, private readonly x1: number) {}
-
-  /** Zeros (a CPU reference's instant join) sit at the left edge: a log axis has no 0. */
-  static covering(vs: number[], x0: number, x1: number): LogAxis {
-    const pos = vs.filter((v) => v > 0);
-    if (pos.length === 0) return new LogAxis(0.1, 1, x0, x1);
-    const lo = 10 ** Math.floor(Math.log10(Math.min(...pos)));
-    let hi = 10 ** Math.ceil(Math.log10(Math.max(...pos)));
-    if (hi <= lo) hi = lo * 10;
-    return new LogAxis(lo, hi, x0, x1);
-  }
-
-  x(v: number): number {
-    const t = Math.log10(Math.max(v, this.lo) / this.lo) / Math.log10(this.hi / this.lo);
-    return this.x0 + t * (this.x1 - this.x0);
-  }
-
-  /** Every decade labelled; over two decades or fewer, 2× and 5× labelled too. */
-  ticks(): Array<{ x: number; label: string | null }> {
-    const decades = Math.round(Math.log10(this.hi / this.lo)), out: Array<{ x: number; label: string | null }> = [];
-    for (let d = 0; d <= decades; d++) {
-      const base = this.lo * 10 ** d;
-      out.push({ x: this.x(base), label: fmtUs(base) });
-      if (d === decades) break;
-      for (const k of [2, 3, 4, 5, 6, 7, 8, 9]) out.push({ x: this.x(base * k), label: decades <= 2 && (k === 2 || k === 5) ? fmtUs(base * k) : null });
-    }
-    return out;
-  }
-}
-
-/** Round tick values from lo to at least hi: steps of 1, 2 or 5 × a power of ten, about five of them. */
-function niceTicks(lo: number, hi: number): number[] {
-  if (!(hi > lo)) hi = lo + 1;
-  const raw = (hi - lo) / 5, mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((k) => k * mag).find((s) => s >= raw)!;
-  const out: number[] = [];
-  for (let v = Math.floor(lo / step) * step; v < hi + step * 0.999; v += step) out.push(Number(v.toPrecision(12)));
-  return out;
-}
-
-function svg(w: number, h: number, label: string, body: string): string {
-  return `<svg viewBox="0 0 ${w} ${h}" width="${w}" height="${h}" role="img" aria-label="${esc(label)}">\n${body}\n</svg>`;
-}
-
-function emptyPlot(label: string, why: string): string {
-  return svg(1100, 60, label, `<text x="20" y="35" class="muted">${esc(why)}</text>`);
-}
-
-function legendSwatch(x: number, y: number, colour: string, label: string): string {
-  return `<rect x="${x}" y="${y - 9}" width="14" height="10" fill="${colour}"/><text x="${x + 20}" y="${y}">${esc(label)}</text>`;
-}
-
-/** HTML text and attribute values alike. */
-function esc(s: string): string {
-  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-}
-
-/** Three significant digits, in the unit that keeps the number between 1 and 1000. */
-function fmtUs(us: number): string {
-  if (us === 0) return '0 µs';
-  if (us >= 1e6) return `${trim(us / 1e6)} s`;
-  if (us >= 1e3) return `${trim(us / 1e3)} ms`;
-  if (us >= 1) return `${trim(us)} µs`;
-  return `${trim(us * 1e3)} ns`;
-}
-
-function fmtRate(perS: number): string {
-  return Math.round(perS).toLocaleString('en-US');
-}
-
-function fmtBytes(min: number, max: number): string {
-  const one = (b: number) => (b >= 1 << 20 ? `${trim(b / (1 << 20))} MiB` : b >= 1024 ? `${trim(b / 1024)} KiB` : `${b} B`);
-  return min === max ? one(min) : `${one(min)} to ${one(max)}`;
-}
-
-function trim(v: number): string {
-  return String(Number(v.toPrecision(3)));
-}
-
-/** Coordinates to 0.1 px: finer is invisible and only fattens the file. */
-function f(v: number): string {
-  return String(Math.round(v * 10) / 10);
 }

@@ -8,19 +8,23 @@ import type { JoinSample, Profile, ProfileMeta, StepSample } from './profile-dat
 
 export class ProfileRecorder {
   private readonly steps: StepSample[] = [];
-  private readonly joins: JoinSample[] = [];
+  /** Each step's joins, read while later steps run (join-profile.ts). */
+  private readonly reads: Array<Promise<JoinSample[]>> = [];
 
   /** One step of `rows` tokens; its joins when the config profiled it. */
-  record(rows: number, out: { timing: StepResult['timing']; joins?: JoinTiming[] }): void {
+  record(rows: number, out: { timing: StepResult['timing']; joins?: Promise<JoinTiming[]> }): void {
     const step = this.steps.length;
     this.steps.push({ step, rows, hostStartMs: out.timing.hostStartMs, hostEnqueueUs: out.timing.hostEnqueueUs, wallUs: out.timing.wallUs });
-    for (const j of out.joins ?? []) this.joins.push({ step, ...j });
+    if (!out.joins) return;
+    const read = out.joins.then((js) => js.map((j) => ({ step, ...j })));
+    read.catch(() => undefined); // seen by finish(); never an unhandled rejection before it
+    this.reads.push(read);
   }
 
   get stepCount(): number { return this.steps.length; }
 
-  finish(meta: ProfileMeta, epGraph?: Profile['epGraph']): Profile {
-    const p: Profile = { meta, steps: [...this.steps], joins: [...this.joins] };
+  async finish(meta: ProfileMeta, epGraph?: Profile['epGraph']): Promise<Profile> {
+    const p: Profile = { meta, steps: [...this.steps], joins: (await Promise.all(this.reads)).flat() };
     if (epGraph) p.epGraph = epGraph;
     return p;
   }

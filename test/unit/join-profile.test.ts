@@ -28,7 +28,7 @@ describe('join profile', function () {
       for (let step = 0; step < 3; step++) {
         const r = await s.stepDetailed(tokens);
         tokens = r.next;
-        const joins = r.joins!;
+        const joins = await r.joins!;
         assert.equal(joins.length, L * HOPS.length, 'five hops a layer');
         for (const j of joins) {
           const where = `step ${step} layer ${j.layer} ${j.hop}`;
@@ -47,6 +47,29 @@ describe('join profile', function () {
         }
         assert.ok(r.timing.hostEnqueueUs > 0 && r.timing.hostEnqueueUs <= r.timing.wallUs);
       }
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('reads each step while later ones run: joins awaited only after five steps are all there, each with its own step', async () => {
+    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: { ...DEFAULT_CONFIG, profile: true } });
+    try {
+      const reads = [];
+      let tokens = [randomInt(0, s.model.vocab)];
+      for (let step = 0; step < 5; step++) {
+        const r = await s.stepDetailed(tokens);
+        tokens = r.next;
+        reads.push(r.joins!);
+      }
+      const all = await Promise.all(reads);
+      all.forEach((joins, step) => {
+        assert.equal(joins.length, s.model.layers * HOPS.length, `step ${step}`);
+        for (const j of joins) {
+          assert.equal(j.token, step, `step ${step}: its own joins, not the other event set's`);
+          assert.ok(j.deviceUs >= 0 && j.hostEnqueueUs > 0);
+        }
+      });
     } finally {
       await s.close();
     }

@@ -43,10 +43,11 @@ describe('SVG axes', () => {
 
   it('linear axis: round ticks covering the range, negatives included', () => {
     assert.deepEqual(niceTicks(0, 9.3), [0, 2, 4, 6, 8, 10]);
-    assert.deepEqual(niceTicks(-0.35, 1.2), [-0.4, 0, 0.4, 0.8, 1.2]);
-    const a = LinearAxis.covering(-3, 9, 0, 140);
-    assert.deepEqual([a.lo, a.hi], [-4, 10]);
-    assert.equal(a.at(0), 40);
-    assert.deepEqual(a.ticks(String).map((t) => t.label), ['-4', '-2', '0', '2', '4', '6', '8', '10']);
+    // A fifth of 1.55 is 0.31: the next of 0.1, 0.2, 0.5 is 0.5.
+    assert.deepEqual(niceTicks(-0.35, 1.2), [-0.5, 0, 0.5, 1, 1.5]);
+    const a = LinearAxis.covering(-3, 7, 0, 150);
+    assert.deepEqual([a.lo, a.hi], [-4, 8]);
+    assert.equal(a.at(0), 50);
+    assert.deepEqual(a.ticks(String).map((t) => t.label), ['-4', '-2', '0', '2', '4', '6', '8']);
   });
 });

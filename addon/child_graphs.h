@@ -3,8 +3,8 @@
 // owner's thread from the owner's children AND the peer's child, captured on the peer's thread;
 // a thread's own tables (ThreadState) cannot vouch for a handle another thread made, so this table
 // does: which device a child was captured on, which thread owns it, and how many parent graphs
-// hold it. A held child is not destroyed: the parent's executable graph outlives its children
-// never (the seed keeps them alive "to preserve the allocation and module lifetime contract").
+// hold it. A held child is not destroyed: children outlive every parent that holds them (the seed
+// keeps them alive "to preserve the allocation and module lifetime contract").
 #pragma once
 
 #include <cuda_runtime_api.h>

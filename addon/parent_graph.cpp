@@ -166,15 +166,6 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
   if (peerDevice == device) {
     ThrowError(env, std::string(fn) + ": peerDevice " + std::to_string(peerDevice) + " is this thread's own device", "MEMRA_BAD_PEER");
   }
-  const int peerOf = child_graphs::DeviceOf(peerChild);
-  if (peerOf != peerDevice) {
-    ThrowError(env,
-               std::string(fn) + ": peerChild " + Hex(peerChild) +
-                   (peerOf < 0 ? std::string(" is not a live child graph (captured and not destroyed)")
-                               : " was captured on device " + std::to_string(peerOf) +
-                                     ", not the peer device " + std::to_string(peerDevice)),
-               "MEMRA_BAD_CHILD");
-  }
   CopySpec copies[kCopies];
   for (uint32_t i = 0; i < kCopies; ++i) {
     copies[i] = ReadCopy(env, copyArray, i, fn);
@@ -182,13 +173,39 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
     else RequireEnds(env, copies[i], i, peerDevice, device, fn);
   }
 
-  cudaGraph_t parent = nullptr;
-  MEMRA_CUDA_CHECK(env, device, cudaGraphCreate(&parent, 0), "cudaGraphCreate (EP parent graph)");
-  cudaGraphExec_t exec = nullptr;
+  // Hold the children BEFORE touching them: the peer's thread could otherwise destroy its child
+  // between a check here and its use below. A held child refuses to be destroyed.
   std::vector<cudaGraph_t> held;
+  held.reserve(3);
+  auto release = [&]() {
+    for (cudaGraph_t c : held) child_graphs::Drop(c);
+  };
+  for (cudaGraph_t c : {ownerChild, postChild, peerChild}) {
+    if (!child_graphs::Hold(c)) {
+      release();
+      ThrowError(env, std::string(fn) + ": child graph " + Hex(c) + " is not a live child graph (captured and not destroyed)", "MEMRA_BAD_CHILD");
+    }
+    held.push_back(c);
+  }
+  const int peerOf = child_graphs::DeviceOf(peerChild);
+  if (peerOf != peerDevice) {
+    release();
+    ThrowError(env,
+               std::string(fn) + ": peerChild " + Hex(peerChild) + " was captured on device " +
+                   std::to_string(peerOf) + ", not the peer device " + std::to_string(peerDevice),
+               "MEMRA_BAD_CHILD");
+  }
+
+  cudaGraph_t parent = nullptr;
+  const cudaError_t createErr = cudaGraphCreate(&parent, 0);
+  if (createErr != cudaSuccess) {
+    release();
+    ThrowCudaError(env, createErr, "cudaGraphCreate (EP parent graph)", device);
+  }
+  cudaGraphExec_t exec = nullptr;
   // Every failure below destroys what was made so far; nothing is left half-built.
   auto undo = [&]() {
-    for (cudaGraph_t c : held) child_graphs::Drop(c);
+    release();
     if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
     (void)cudaGraphDestroy(parent);
   };
@@ -224,13 +241,6 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
   err = cudaGraphAddChildGraphNode(&postNode, parent, postDeps, 2, postChild);
   if (err != cudaSuccess) fail(err, "cudaGraphAddChildGraphNode(postChild=" + Hex(postChild) + ")");
 
-  for (cudaGraph_t c : {ownerChild, peerChild, postChild}) {
-    if (!child_graphs::Hold(c)) {
-      undo();
-      ThrowError(env, std::string(fn) + ": child graph " + Hex(c) + " was destroyed while the parent was built", "MEMRA_BAD_CHILD");
-    }
-    held.push_back(c);
-  }
   err = cudaGraphInstantiateWithFlags(&exec, parent, 0);
   if (err != cudaSuccess) fail(err, "cudaGraphInstantiateWithFlags (EP parent graph)");
   // One-time setup now, not inside the first timed decode step.

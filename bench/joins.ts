@@ -83,7 +83,7 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
       for (const bytes of JOIN_BYTES) {
         progress.tick(`joins ${name}`, counter.done++, counter.total);
         if (process.env.MEMRA_BENCH_TRACE) console.error(`joins: ${name} ${op} ${bytes}`);
-        const base = { suite: 'joins', op, transport: name, bytes, unit: 'us' };
+        const base = { suite: 'joins', op, transport: name, bytes, unit: 'us', preset: null };
         if (backend === 'cuda') {
           const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); }, t.graphMode);
           for (let w = 0; w < 3; w++) g.launch();

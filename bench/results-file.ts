@@ -14,7 +14,8 @@ export interface Row extends Summary {
   op: string;
   transport: string;
   bytes: number;
-  preset?: string;
+  /** The model preset a row ran, or null for suites without a model (ring, joins). */
+  preset: string | null;
   unit: string;
   /** `device` (CUDA events) or `host` (the main thread's clock), where a suite reports both. */
   metric?: string;

@@ -37,7 +37,7 @@ export async function benchRing(backend: BackendKind, joins: number, progress: P
       progress.tick(label, joins, joins);
       return samples;
     };
-    const fields = { suite: 'ring', transport: 'ring', bytes: N_FLOATS * 4, unit: 'us' };
+    const fields = { suite: 'ring', transport: 'ring', bytes: N_FLOATS * 4, unit: 'us', preset: null };
     rows.push(row({ ...fields, op: 'join-kernel', method: 'host clock per join: a record to each worker, each launches one kernel, until both published enqueued' }, measure('join-kernel', true)));
     rows.push(row({ ...fields, op: 'join-nop', method: 'host clock per join: a record to each worker, no launch, until both published enqueued' }, measure('join-nop', false)));
     await rt.drain();
@@ -66,7 +66,7 @@ function direct(joins: number, progress: Progress): Row {
     b.streamSynchronize(s0);
     b.streamSynchronize(s1);
     return row({
-      suite: 'ring', op: 'direct-kernel', transport: 'none', bytes: N_FLOATS * 4, unit: 'us',
+      suite: 'ring', op: 'direct-kernel', transport: 'none', bytes: N_FLOATS * 4, unit: 'us', preset: null,
       method: 'host clock per join: the main thread launches both kernels itself (two streams of device 0)',
     }, samples);
   } finally {

@@ -1,0 +1,91 @@
+/**
+ * The README's targets table, computed from the stored results so that no measured figure in it
+ * is typed by hand: each line names its goal (from the issues), the figure the newest results
+ * hold for it, whether it is met, and the file(s) it came from. A target with no results yet says
+ * so rather than showing a stale number.
+ */
+import type { Row } from './results-file.js';
+
+export interface StoredResults { file: string; data: { suite: string; date: string; rows: Row[] } }
+
+interface Found { row: Row; file: string }
+
+const us = (v: number): string => `${v.toFixed(2)} µs`;
+const name = (file: string): string => `\`${file.replace(/\.json$/, '')}\``;
+
+/** Every row matching `pick` in the newest file (by date, then name) that has one. */
+function newestAll(files: StoredResults[], suite: string, pick: (r: Row) => boolean): Found[] {
+  const sorted = files.filter((f) => f.data.suite === suite).sort((a, b) => a.data.date.localeCompare(b.data.date) || a.file.localeCompare(b.file));
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const rows = sorted[i]!.data.rows.filter(pick);
+    if (rows.length > 0) return rows.map((row) => ({ row, file: sorted[i]!.file }));
+  }
+  return [];
+}
+
+function newest(files: StoredResults[], suite: string, pick: (r: Row) => boolean): Found | undefined {
+  return newestAll(files, suite, pick)[0];
+}
+
+/** Per transport, its newest row matching `pick`; the transport with the lowest median first. */
+function bestByTransport(files: StoredResults[], suite: string, pick: (r: Row) => boolean): Found[] {
+  const transports = new Set(files.filter((f) => f.data.suite === suite).flatMap((f) => f.data.rows.filter(pick).map((r) => r.transport)));
+  return [...transports].map((t) => newest(files, suite, (r) => pick(r) && r.transport === t)!).sort((a, b) => a.row.median - b.row.median);
+}
+
+interface Line { target: string; goal: string; measured: string; met: boolean | undefined; from: string }
+
+function line(target: string, goal: string, found: Found[] | undefined, measured: (f: Found[]) => string, met: (f: Found[]) => boolean): Line {
+  if (!found || found.length === 0) return { target, goal, measured: 'not measured yet', met: undefined, from: '' };
+  return { target, goal, measured: measured(found), met: met(found), from: [...new Set(found.map((f) => name(f.file)))].join(', ') };
+}
+
+const KB8 = 8192;
+
+export function targetLines(files: StoredResults[]): Line[] {
+  const lines: Line[] = [];
+  // Issue 2: the ring's main-thread cost, one kernel per worker.
+  const ring = newest(files, 'ring', (r) => r.op === 'join-kernel');
+  lines.push(line('main-thread cost of a join, one kernel per worker', '≤ 5 µs', ring && [ring], ([f]) => `${us(f!.row.median)} median`, ([f]) => f!.row.median <= 5));
+  // Issue 3: device times at 8 KB, the best transport of each op, and the eager host time.
+  const device = (op: string): Found[] => bestByTransport(files, 'joins', (r) => r.op === op && r.metric === 'device' && r.bytes === KB8);
+  const best = (f: Found[]): string => `${us(f[0]!.row.median)} (\`${f[0]!.row.transport}\`)`;
+  lines.push(line('all-reduce, device time in a graph, 8 KB', '≤ 3 µs', device('allReduce'), (f) => `${best(f)}; ${f.slice(1).map((x) => `${x.row.transport} ${us(x.row.median)}`).join(', ')}`, (f) => f[0]!.row.median <= 3));
+  for (const op of ['broadcast', 'allGather']) {
+    lines.push(line(`${op}, device time, 8 KB`, '≤ 2 µs', device(op), best, (f) => f[0]!.row.median <= 2));
+  }
+  const host = ['broadcast', 'allGather', 'gather', 'allReduce'].map((op) => bestByTransport(files, 'joins', (r) => r.op === op && r.metric === 'host' && r.bytes === KB8)[0]).filter((f): f is Found => f !== undefined);
+  lines.push(line('eager join, host time, 8 KB (every op)', '≤ 6 µs', host, (f) => f.map((x) => `${x.row.op} ${us(x.row.median)} (\`${x.row.transport}\`)`).join(', '), (f) => f.every((x) => x.row.median <= 6)));
+  // Issue 4: the decode walk, bench at t = 1.
+  const step = (t: string): Found | undefined => newest(files, 'decode', (r) => r.op === 'step' && r.transport === t);
+  const one = step('unsharded');
+  const two = ['push', 'oneshot', 'll', 'peer', 'host', 'nccl', 'mixed'].map(step).filter((f): f is Found => f !== undefined).sort((a, b) => a.row.median - b.row.median);
+  lines.push(line('decode step, two GPUs against one (bench, t = 1)', 'two faster', one && two.length ? [one, two[0]!] : undefined,
+    ([a, b]) => `one GPU ${a!.row.median.toFixed(2)} ms, two GPUs ${b!.row.median.toFixed(2)} ms (\`${b!.row.transport}\`)`, ([a, b]) => b!.row.median < a!.row.median));
+  const share = ['push', 'oneshot'].map((t) => {
+    const j = newest(files, 'decode', (r) => r.op === 'joins' && r.transport === t), s = step(t);
+    return j && s ? [j, s] : undefined;
+  }).filter((x): x is Found[] => x !== undefined);
+  lines.push(line('joins\' share of a decode step, push or one-shot', '≤ 10%', share.flat(),
+    () => share.map(([j, s]) => `${j!.row.transport} ${((j!.row.median / s!.row.median) * 100).toFixed(1)}%`).join(', '),
+    () => share.some(([j, s]) => j!.row.median / s!.row.median <= 0.1)));
+  // Memory rows: bytes holds the device ordinal, the median GiB in use (cudaMemGetInfo).
+  const gb = (x: Found): number => (x.row.median * 2 ** 30) / 1e9;
+  lines.push(line('device memory per GPU, bench sharded', '≤ 24 GB', newestAll(files, 'decode', (r) => r.op === 'memory' && r.transport === 'sharded'),
+    (f) => f.map((x) => `GPU ${x.row.bytes}: ${gb(x).toFixed(2)} GB`).join(', '), (f) => f.every((x) => gb(x) <= 24)));
+  // Issue 5: the EP step through the parent graph against its eager twin.
+  const graph = newest(files, 'ep', (r) => r.op === 'moe step' && r.transport === 'graph');
+  const eager = newest(files, 'ep', (r) => r.op === 'moe step' && r.transport === 'eager ll');
+  lines.push(line('MoE step, EP graph against the eager twin (bench, t = 1)', '≥ 1.5× faster', graph && eager ? [graph, eager] : undefined,
+    ([g, e]) => `graph ${us(g!.row.median)}, eager ${us(e!.row.median)}: ${(e!.row.median / g!.row.median).toFixed(2)}×`, ([g, e]) => e!.row.median / g!.row.median >= 1.5));
+  // Issue 6: profiling's cost.
+  const prof = newest(files, 'decode', (r) => r.op === 'profile overhead');
+  lines.push(line('profiling on, cost in tokens/s', '≤ 3%', prof && [prof], ([f]) => `${f!.row.median.toFixed(2)}% median`, ([f]) => f!.row.median <= 3));
+  return lines;
+}
+
+export function targetsTable(files: StoredResults[]): string {
+  const out = ['| target | goal | measured (medians) | met | results |', '| --- | --- | --- | --- | --- |'];
+  for (const l of targetLines(files)) out.push(`| ${l.target} | ${l.goal} | ${l.measured} | ${l.met === undefined ? '—' : l.met ? '**yes**' : 'no'} | ${l.from} |`);
+  return out.join('\n');
+}

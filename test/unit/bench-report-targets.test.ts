@@ -1,0 +1,58 @@
+/**
+ * The README's targets table comes from stored results only: the newest file wins, a target
+ * without results says so, and "met" follows the goal.
+ */
+import { strict as assert } from 'node:assert';
+import { row } from '../../bench/results-file.js';
+import { targetLines, targetsTable, type StoredResults } from '../../bench/report-targets.js';
+
+const file = (name: string, suite: string, date: string, rows: ReturnType<typeof row>[]): StoredResults => ({ file: `${name}.json`, data: { suite, date, rows } });
+const r = (op: string, transport: string, samples: number[], extra: Partial<{ metric: string; bytes: number; unit: string }> = {}): ReturnType<typeof row> =>
+  row({ suite: 'x', op, transport, bytes: extra.bytes ?? 8192, preset: null, unit: extra.unit ?? 'us', metric: extra.metric ?? 'device', method: 'test' }, samples);
+
+describe('bench report: targets table', () => {
+  it('says "not measured yet" for every target when there are no results', () => {
+    const lines = targetLines([]);
+    assert.ok(lines.length >= 10);
+    for (const l of lines) { assert.equal(l.measured, 'not measured yet'); assert.equal(l.met, undefined); }
+  });
+
+  it('takes the newest file per transport, the best transport per op, and judges each goal', () => {
+    const files = [
+      file('joins-old', 'joins', '2026-11-01', [r('allReduce', 'll', [9, 9, 9])]),
+      file('joins-new', 'joins', '2026-11-30', [
+        r('allReduce', 'll', [2.1, 2.0, 2.2]), r('allReduce', 'nccl', [6.4, 6.5, 6.6]),
+        r('broadcast', 'll', [1.4, 1.5, 1.6]), r('allGather', 'll', [2.1, 2.2, 2.3]),
+        ...['broadcast', 'allGather', 'gather', 'allReduce'].map((op) => r(op, 'll', [4, 5, 5.5], { metric: 'host' })),
+      ]),
+      file('ring-a', 'ring', '2026-11-30', [r('join-kernel', 'ring', [6, 7, 8])]),
+      file('decode-a', 'decode', '2026-11-30', [
+        r('step', 'unsharded', [9, 10, 11], { unit: 'ms', metric: 'host' }),
+        r('step', 'push', [6, 7, 8], { unit: 'ms', metric: 'host' }), r('joins', 'push', [0.5, 0.6, 0.7], { unit: 'ms', metric: 'host' }),
+        r('memory', 'sharded', [20.5], { bytes: 0, unit: 'GiB' }), r('memory', 'sharded', [19.0], { bytes: 1, unit: 'GiB' }),
+        r('profile overhead', 'll', [1, 2, 4], { unit: '%', metric: 'host' }),
+      ]),
+      file('ep-a', 'ep', '2026-11-30', [r('moe step', 'graph', [10, 11, 12]), r('moe step', 'eager ll', [14, 15, 16])]),
+    ];
+    const byTarget = new Map(targetLines(files).map((l) => [l.target, l]));
+    const get = (prefix: string) => [...byTarget.values()].find((l) => l.target.startsWith(prefix))!;
+    assert.match(get('all-reduce').measured, /^2\.10 µs \(`ll`\)/, 'the newest ll row (2.1), not the old 9');
+    assert.equal(get('all-reduce').met, true);
+    assert.match(get('all-reduce').from, /joins-new/);
+    assert.equal(get('broadcast').met, true);
+    assert.equal(get('allGather').met, false, '2.2 > 2');
+    assert.equal(get('eager join').met, true, 'medians 5 <= 6');
+    assert.equal(get('main-thread').met, false, '7 > 5');
+    assert.equal(get('decode step').met, true, '7 ms on two < 10 ms on one');
+    assert.match(get('joins\' share').measured, /push 8\.6%/, '0.6 / 7');
+    assert.equal(get('joins\' share').met, true);
+    // 20.5 GiB = 22.01 GB: within 24 GB.
+    assert.match(get('device memory').measured, /GPU 0: 22\.01 GB, GPU 1: 20\.40 GB/);
+    assert.equal(get('device memory').met, true);
+    assert.match(get('MoE step').measured, /1\.36×/, '15 / 11');
+    assert.equal(get('MoE step').met, false);
+    assert.equal(get('profiling').met, true);
+    const table = targetsTable(files);
+    assert.equal(table.split('\n').length, 2 + byTarget.size);
+  });
+});

@@ -1,13 +1,13 @@
 /**
  * `npm run bench:report`: rewrite the README's performance tables from bench/results/*.json, so
  * no figure in the README is typed by hand. Each table sits between
- * `<!-- bench:<suite> -->` and `<!-- /bench:<suite> -->`.
+ * `<!-- bench:<suite> -->` and `<!-- /bench:<suite> -->`; and write bench/results/index.html, the
+ * results as one self-contained page (report-html.ts).
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Machine, Row } from './results-file.js';
-
-interface ResultsFile { suite: string; date: string; machine: Machine; rows: Row[] }
+import { renderBenchReport } from './report-html.js';
+import type { ResultsFile, Row } from './results-types.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const dir = join(root, 'bench', 'results');
@@ -74,3 +74,7 @@ for (const [suite, entries] of bySuite) {
   console.log(`bench:report: ${suite}: ${entries.length} file(s)`);
 }
 writeFileSync(readmePath, readme);
+
+const pagePath = join(dir, 'index.html');
+writeFileSync(pagePath, renderBenchReport([...bySuite.values()].flat()));
+console.log(`bench:report: ${pagePath}`);

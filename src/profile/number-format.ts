@@ -33,3 +33,22 @@ export function fmtByteSize(b: number): string {
 export function fmtBytes(min: number, max: number): string {
   return min === max ? fmtByteSize(min) : `${fmtByteSize(min)} to ${fmtByteSize(max)}`;
 }
+
+/** A measured figure for a table: whole numbers from 100 on, three significant digits below. */
+export function fmtFigure(v: number): string {
+  if (typeof v !== 'number' || !Number.isFinite(v)) return 'n/a';
+  return Math.abs(v) >= 100 ? v.toFixed(0) : sig3(v);
+}
+
+/** µs per unit, for the duration units results files use. */
+const DURATION_UNITS = new Map<string, number>([['ns', 1e-3], ['us', 1], ['µs', 1], ['ms', 1e3], ['s', 1e6]]);
+
+/**
+ * A value in a unit as results files name it: durations ('us', 'ms', 's') in whichever of ns to
+ * s reads best, any other unit printed after the number. Not a finite number: 'n/a'.
+ */
+export function fmtInUnit(v: number, unit: string): string {
+  if (typeof v !== 'number' || !Number.isFinite(v)) return 'n/a';
+  const perUs = DURATION_UNITS.get(unit);
+  return perUs === undefined ? `${sig3(v)} ${unit}` : fmtUs(v * perUs);
+}

@@ -1,0 +1,41 @@
+/**
+ * Which results stand for a (transport, op, metric) line when several runs measured it: the
+ * newest file that has the line supplies all of its rows, so a later run of one transport
+ * supersedes that transport's figures (and drops sizes it no longer runs) while lines it did not
+ * run keep their older file. The README's joins table (bench/report.ts) follows the same rule.
+ */
+import type { NamedResults, Row } from './results-types.js';
+
+export interface ResultsLine {
+  transport: string;
+  op: string;
+  /** '' where the suite reports one metric only. */
+  metric: string;
+  file: string;
+  date: string;
+  /** The line's rows in its newest file, by bytes ascending (the last row of a size wins within a file). */
+  rows: Row[];
+}
+
+/** Oldest first by the date the file records; files of one date by name, as report.ts lists them. */
+export function byDateThenName(a: NamedResults, b: NamedResults): number {
+  return String(a.data.date).localeCompare(String(b.data.date)) || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0);
+}
+
+/** Each (transport, op, metric) line from the newest file holding it, in the order lines first appear. */
+export function newestLines(entries: NamedResults[]): ResultsLine[] {
+  const lines = new Map<string, ResultsLine>();
+  for (const { file, data } of [...entries].sort(byDateThenName)) {
+    const fresh = new Map<string, Map<number, Row>>();
+    for (const r of data.rows) {
+      const k = JSON.stringify([r.transport, r.op, r.metric ?? '']);
+      if (!fresh.has(k)) fresh.set(k, new Map());
+      fresh.get(k)!.set(r.bytes, r);
+    }
+    for (const [k, rows] of fresh) {
+      const [transport, op, metric] = JSON.parse(k) as [string, string, string];
+      lines.set(k, { transport, op, metric, file, date: data.date, rows: [...rows.values()].sort((x, y) => x.bytes - y.bytes) });
+    }
+  }
+  return [...lines.values()];
+}

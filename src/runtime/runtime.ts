@@ -64,6 +64,8 @@ export class Runtime {
   peer: PeerStatus | undefined;
   /** The first fault or worker death; once set, the runtime is closing or closed. */
   failure: Error | undefined;
+  /** Set while a consequential fault (ERR_PEER_STOPPED) waits for its cause to arrive. */
+  private awaitingCause: ReturnType<typeof setTimeout> | undefined;
   /**
    * Every fault, in arrival order. A refusal on one rank often makes the other refuse too (its
    * handshake finds the peer stopped); the two reports race, so the root cause may be second.
@@ -205,6 +207,21 @@ export class Runtime {
   private fail(e: Error): void {
     this.faults.push(e);
     if (this.failure) return;
+    // A worker that stopped because its PEER refused a record is a consequence; the peer's own
+    // fault, posted at about the same moment, is the cause and may arrive second. Report the
+    // cause: wait a moment for it, then fall back to this one.
+    if ((e as { code?: string }).code === 'ERR_PEER_STOPPED') {
+      if (!this.awaitingCause) {
+        this.awaitingCause = setTimeout(() => { if (!this.failure) this.report(e); }, 500);
+        this.awaitingCause.unref();
+      }
+      return;
+    }
+    this.report(e);
+  }
+
+  private report(e: Error): void {
+    if (this.awaitingCause) { clearTimeout(this.awaitingCause); this.awaitingCause = undefined; }
     this.failure = e;
     for (const cb of this.faultListeners) cb(e);
     // A worker that died leaves the pair unusable: close the survivor too.

@@ -87,9 +87,12 @@ function awaitPeer(seq: number, mine: number): void {
   for (;;) {
     const seen = peerRing.tail();
     if (seqDiff(seen, seq) >= 0) return;
-    if (peerRing.state() !== RingState.Running) {
+    const peerState = peerRing.state();
+    if (peerState !== RingState.Running) {
+      const f = peerState === RingState.Faulted ? peerRing.fault() : undefined;
       throw new Refusal(
-        `record ${mine >>> 0} waits for the peer's record ${seq >>> 0}, but the peer worker has stopped (it enqueued up to ${seen >>> 0})`,
+        `record ${mine >>> 0} waits for the peer's record ${seq >>> 0}, but the peer worker has stopped (it enqueued up to ${seen >>> 0})` +
+          (f ? `: it refused record ${f.seq} (${f.reason})` : ''),
         'ERR_PEER_STOPPED',
       );
     }

@@ -7,7 +7,9 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderBenchReport } from './report-html.js';
-import type { ResultsFile, Row } from './results-types.js';
+import type { NamedResults, ResultsFile } from './results-types.js';
+import { newestLines } from './newest-results.js';
+import { targetsTable } from './report-targets.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const dir = join(root, 'bench', 'results');
@@ -35,19 +37,9 @@ function table(entries: Array<{ file: string; data: ResultsFile }>): string {
  * Joins: one line per transport, op and metric, one column per size, median (p99); each line
  * from the newest results file that has it (a later run of one transport supersedes its rows).
  */
-function pivot(entries: Array<{ file: string; data: ResultsFile }>): string {
-  const byDate = [...entries].sort((x, y) => x.data.date.localeCompare(y.data.date));
-  const key = (r: Row): string => `${r.transport}|${r.op}|${r.metric ?? ''}`;
-  const lines = new Map<string, { file: string; rows: Map<number, Row> }>();
-  for (const { file, data } of byDate) {
-    const fresh = new Map<string, Map<number, Row>>();
-    for (const r of data.rows) {
-      if (!fresh.has(key(r))) fresh.set(key(r), new Map());
-      fresh.get(key(r))!.set(r.bytes, r);
-    }
-    for (const [k, rows] of fresh) lines.set(k, { file, rows });
-  }
-  const sizes = [...new Set([...lines.values()].flatMap((l) => [...l.rows.keys()]))].sort((x, y) => x - y);
+function pivot(entries: NamedResults[]): string {
+  const lines = newestLines(entries);
+  const sizes = [...new Set(lines.flatMap((l) => l.rows.map((r) => r.bytes)))].sort((x, y) => x - y);
   const label = (b: number): string => (b >= 1 << 20 ? `${b >> 20} MB` : `${b >> 10} KB`);
   const out = [
     'Median (p99), µs; each line from the newest results file holding it.',
@@ -55,10 +47,9 @@ function pivot(entries: Array<{ file: string; data: ResultsFile }>): string {
     `| transport | op | metric | ${sizes.map(label).join(' | ')} | file |`,
     `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} | --- |`,
   ];
-  for (const [k, { file, rows }] of lines) {
-    const [transport, op, metric] = k.split('|');
-    const cells = sizes.map((b) => { const r = rows.get(b); return r ? `${fmt(r.median)} (${fmt(r.p99)})` : ''; });
-    out.push(`| ${transport} | ${op} | ${metric} | ${cells.join(' | ')} | \`${file.replace(/\.json$/, '')}\` |`);
+  for (const l of lines) {
+    const cells = sizes.map((b) => { const r = l.rows.find((x) => x.bytes === b); return r ? `${fmt(r.median)} (${fmt(r.p99)})` : ''; });
+    out.push(`| ${l.transport} | ${l.op} | ${l.metric} | ${cells.join(' | ')} | \`${l.file.replace(/\.json$/, '')}\` |`);
   }
   return out.join('\n');
 }
@@ -73,6 +64,10 @@ for (const [suite, entries] of bySuite) {
   readme = readme.replace(re, `$1${(RENDER[suite] ?? table)(entries)}\n$2`);
   console.log(`bench:report: ${suite}: ${entries.length} file(s)`);
 }
+// The targets table draws on every suite's files.
+const targets = /(<!-- bench:targets -->\n)[\s\S]*?(<!-- \/bench:targets -->)/;
+if (targets.test(readme)) readme = readme.replace(targets, `$1${targetsTable([...bySuite.values()].flat())}\n$2`);
+else console.error('bench:report: README has no <!-- bench:targets --> section; skipped');
 writeFileSync(readmePath, readme);
 
 const pagePath = join(dir, 'index.html');

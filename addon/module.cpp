@@ -18,6 +18,7 @@
 #include "addon/nccl.h"
 #include "addon/parent_graph.h"
 #include "addon/stream.h"
+#include "addon/thread_affinity.h"
 #include "addon/thread_state.h"
 
 #ifndef MEMRA_VERSION
@@ -39,6 +40,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   memra::RegisterModelKernels(env, exports);
   memra::RegisterGraph(env, exports);
   memra::RegisterParentGraph(env, exports);
+  memra::RegisterThreadAffinity(env, exports);
   memra::RegisterNccl(env, exports);
 
   // The runtime is linked statically, so the compile-time version is the one running.

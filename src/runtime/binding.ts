@@ -243,6 +243,12 @@ export interface NativeBinding {
   launchMoeCombine(h: DevicePtr, wts: DevicePtr, ids: DevicePtr, lo: DevicePtr, hi: DevicePtr, splitE: number, t: number, K: number, H: number, stream: StreamHandle): void;
   launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle): void;
 
+  // ---- the calling thread's CPU affinity (Linux) ----
+  /** Pin the calling thread (not the process) to these CPUs. */
+  setThreadAffinity(cpus: readonly number[]): void;
+  /** The CPUs the calling thread may run on. */
+  threadAffinity(): number[];
+
   // ---- CUDA graphs (stream capture) ----
   /** Begin capturing `stream` (cudaStreamCaptureModeRelaxed: other threads keep working). */
   streamBeginCapture(stream: StreamHandle): void;

@@ -6,6 +6,7 @@
 import { loadBinding } from './binding.js';
 import type { BackendKind } from './device-api.js';
 import { createCpuWorld } from './cpu-world.js';
+import { planWorkerCpus, readPlacementInputs } from './cpu-placement.js';
 import { probePeerAccess, type PeerStatus } from './peer.js';
 import { Rank } from './rank.js';
 import { RingProducer, RingView } from '../workers/ring.js';
@@ -38,6 +39,11 @@ export interface RuntimeOptions {
   cpuArenaBytes?: number;
   /** Probe and enable peer access both ways at open. Default true. */
   peerAccess?: boolean;
+  /**
+   * CUDA: pin each worker's thread to a core of its own near its GPU (runtime/cpu-placement.ts).
+   * Default true; where the topology cannot be read the workers run unpinned (see `placement`).
+   */
+  pinWorkers?: boolean;
 }
 
 const PAGE = 4096;
@@ -45,6 +51,17 @@ const PAGE = 4096;
 function checkInt(name: string, v: number, lo: number, hi: number): number {
   if (!Number.isInteger(v) || v < lo || v > hi) throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
   return v;
+}
+
+/** The cores to pin the two workers to, or why they stay unpinned. */
+function workerCpus(devices: [number, number]): { cpus: Array<number | undefined>; why?: string } {
+  try {
+    const b = loadBinding();
+    const plan = planWorkerCpus(readPlacementInputs(devices.map((d) => b.deviceProps(d).pciBusId)));
+    return plan.every((c) => c !== undefined) ? { cpus: plan } : { cpus: [undefined, undefined], why: 'fewer than two spare cores for the workers' };
+  } catch (e) {
+    return { cpus: [undefined, undefined], why: `CPU topology unreadable: ${(e as Error).message}` };
+  }
 }
 
 /** Pick the backend for `auto`: CUDA needs the addon and two devices. */
@@ -77,6 +94,8 @@ export class Runtime {
   private readonly counters: Uint32Array[] = [];
   /** Each rank's mailbox (RuntimeOptions.mailboxBytes), written by ToMailbox copies. */
   readonly mailboxes: Uint8Array[] = [];
+  /** Where each worker's thread runs: its core, or why it is not pinned. */
+  readonly placement: Array<{ rank: number; cpu: number | null; why?: string }> = [];
 
   private constructor(
     readonly backend: BackendKind,
@@ -101,6 +120,7 @@ export class Runtime {
       mailboxBytes: options.mailboxBytes ?? 64 * 1024,
       cpuArenaBytes: options.cpuArenaBytes ?? 64 * 2 ** 20,
       peerAccess: options.peerAccess ?? true,
+      pinWorkers: options.pinWorkers ?? true,
     };
     if (!['auto', 'cuda', 'cpu'].includes(o.backend)) throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${o.backend}'`);
     if (!Array.isArray(o.devices) || o.devices.length !== 2) throw new RangeError('RuntimeOptions.devices must be two device ordinals, one per rank');
@@ -126,6 +146,7 @@ export class Runtime {
         );
       }
     }
+    const cpus = backend === 'cuda' && o.pinWorkers ? workerCpus(o.devices) : { cpus: [undefined, undefined], why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false' };
     const rings = [RingView.create(o.ringCapacity, 'ring 0'), RingView.create(o.ringCapacity, 'ring 1')] as const;
     const mailboxOffset = Math.ceil((o.completionSlots * 4) / 256) * 256;
     const completion = [0, 1].map(() => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE)) as unknown as [SharedArrayBuffer, SharedArrayBuffer];
@@ -154,11 +175,13 @@ export class Runtime {
       mailboxBytes: o.mailboxBytes,
       spinMicros: o.spinMicros,
       handshakeTimeoutMs: o.handshakeTimeoutMs,
+      ...(cpus.cpus[r] === undefined ? {} : { cpu: cpus.cpus[r] }),
     }, o.callTimeoutMs, onFault, onExit(r))) as unknown as [WorkerHandle, WorkerHandle];
     rt = new Runtime(backend, workers, rings, o, completion);
     try {
       const opened = await Promise.all(workers.map((w) => w.call('open')));
       opened.forEach((x, r) => {
+        rt!.placement.push({ rank: r, cpu: x.pinned.cpu, ...(x.pinned.cpu === null ? { why: x.pinned.why ?? cpus.why ?? 'unknown' } : {}) });
         rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots));
         rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
       });

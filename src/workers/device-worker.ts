@@ -267,7 +267,18 @@ function needOpen(call: string): void {
 
 const control = {
   /** Bind the device; returns where in the completion buffer the GPU-visible counters start. */
-  async open(): Promise<{ ordinal: number; backend: string; deviceCount: number; completionOffset: number }> {
+  async open(): Promise<{ ordinal: number; backend: string; deviceCount: number; completionOffset: number; pinned: { cpu: number | null; why?: string } }> {
+    // Pinned before the device is bound, so what the context allocates for this thread is
+    // first touched on the core (and NUMA node) the thread will stay on.
+    let pinned: { cpu: number | null; why?: string } = { cpu: null, why: init.cpu === undefined ? 'not asked (RuntimeOptions.pinWorkers, or no core to spare)' : undefined };
+    if (init.cpu !== undefined) {
+      try {
+        loadBinding().setThreadAffinity([init.cpu]);
+        pinned = { cpu: init.cpu };
+      } catch (e) {
+        pinned = { cpu: null, why: (e as Error).message };
+      }
+    }
     dev.bindDevice(init.ordinal);
     stream = dev.streamCreate();
     // Registration takes whole pages; a SharedArrayBuffer need not start on one, so the buffer
@@ -282,7 +293,7 @@ const control = {
     serving = serve().catch((e: unknown) => {
       parentPort?.postMessage({ type: 'fault', rank: init.rank, seq: 0, op: -1, code: 'ERR_WORKER_LOOP', message: `${tag}: ${(e as Error).message}` } satisfies WorkerFault);
     });
-    return { ordinal: init.ordinal, backend: init.backend, deviceCount: dev.deviceCount(), completionOffset: registration.byteOffset };
+    return { ordinal: init.ordinal, backend: init.backend, deviceCount: dev.deviceCount(), completionOffset: registration.byteOffset, pinned };
   },
 
   async alloc(bytes: number): Promise<number> { needOpen('alloc'); return dev.malloc(bytes); },
@@ -355,6 +366,12 @@ const control = {
     if (g === undefined) throw new Error(`${tag}: no graph in slot ${slot}`);
     graphs.delete(slot);
     dev.graphDestroy(g);
+  },
+
+  /** The CPUs this worker's thread may run on (CUDA backend: the addon asks the kernel). */
+  async threadAffinity(): Promise<number[]> {
+    if (init.backend !== 'cuda') throw new Error(`${tag}: threadAffinity needs the CUDA backend's addon`);
+    return loadBinding().threadAffinity();
   },
 
   /** Where Op.Stamp writes, and the host clock base the main thread counts from. */

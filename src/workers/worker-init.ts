@@ -25,6 +25,8 @@ export interface WorkerInit {
   spinMicros: number;
   /** A handshake (afterPeer) that waits longer than this refuses its record. */
   handshakeTimeoutMs: number;
+  /** The CPU core to pin this worker's thread to (runtime/cpu-placement.ts); unset: not pinned. */
+  cpu?: number;
 }
 
 /** A fault the worker reports to the main thread on `parentPort`. */

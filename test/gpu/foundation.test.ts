@@ -30,6 +30,18 @@ describe('GPU foundation (two devices)', function () {
   before(async () => { rt = await Runtime.open({ backend: 'cuda' }); });
   after(async () => { await rt?.close(); });
 
+  it('pins each worker to a core of its own, and the thread really runs there (or says why not)', async () => {
+    assert.equal(rt.placement.length, 2);
+    const [p0, p1] = rt.placement;
+    console.log(`      placement: ${rt.placement.map((p) => `rank ${p.rank} ${p.cpu === null ? `unpinned (${p.why})` : `on CPU ${p.cpu}`}`).join(', ')}`);
+    if (p0!.cpu === null || p1!.cpu === null) {
+      assert.ok((p0!.why ?? p1!.why ?? '').length > 0, 'an unpinned worker says why');
+      return;
+    }
+    assert.notEqual(p0!.cpu, p1!.cpu);
+    for (const p of rt.placement) assert.deepEqual(await rt.ranks[p.rank]!.control.call('threadAffinity'), [p.cpu]);
+  });
+
   it('proves peer access both ways with a write-and-read-back probe', () => {
     assert.deepEqual(rt.peer?.enabled, [[true, true], [true, true]], rt.peer?.reason.join('; '));
   });

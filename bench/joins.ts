@@ -21,7 +21,7 @@ import { openTransport } from '../src/runtime/transports/open.js';
 import { TRANSPORTS, type PerRank, type Transport, type TransportName } from '../src/runtime/transports/transport.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
 import type { DeviceEvent } from '../src/runtime/rank.js';
-import { row, type Row } from './results-file.js';
+import { placementNote, row, type Row } from './results-file.js';
 import type { Progress } from '../src/cli/progress.js';
 
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
@@ -110,7 +110,7 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
         }
         await rt.drain();
         if (rt.failure) throw rt.failure;
-        rows.push(row({ ...base, metric: 'host', method: 'main-thread clock per eager join: first ring record until both workers published enqueued for their last' }, host));
+        rows.push(row({ ...base, metric: 'host', method: `main-thread clock per eager join: first ring record until both workers published enqueued for their last; ${placementNote(rt.placement)}` }, host));
       }
     }
   } catch (e) {

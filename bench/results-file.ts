@@ -24,6 +24,11 @@ export interface Row extends Summary {
   samples: number[];
 }
 
+/** Where the workers ran, for a row's method: host figures depend on it. */
+export function placementNote(placement: ReadonlyArray<{ rank: number; cpu: number | null; why?: string }>): string {
+  return placement.map((p) => `worker ${p.rank} ${p.cpu === null ? 'unpinned' : `on CPU ${p.cpu}`}`).join(', ');
+}
+
 export function row(fields: Omit<Row, keyof Summary | 'samples'>, samples: number[]): Row {
   return { ...fields, ...summarize(samples), samples: samples.map((v) => Math.round(v * 1000) / 1000) };
 }

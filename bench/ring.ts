@@ -13,7 +13,7 @@
 import { loadBinding } from '../src/runtime/binding.js';
 import { Runtime } from '../src/runtime/runtime.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
-import { row, type Row } from './results-file.js';
+import { placementNote, row, type Row } from './results-file.js';
 import type { Progress } from '../src/cli/progress.js';
 
 const N_FLOATS = 1024;
@@ -38,8 +38,8 @@ export async function benchRing(backend: BackendKind, joins: number, progress: P
       return samples;
     };
     const fields = { suite: 'ring', transport: 'ring', bytes: N_FLOATS * 4, unit: 'us', preset: null };
-    rows.push(row({ ...fields, op: 'join-kernel', method: 'host clock per join: a record to each worker, each launches one kernel, until both published enqueued' }, measure('join-kernel', true)));
-    rows.push(row({ ...fields, op: 'join-nop', method: 'host clock per join: a record to each worker, no launch, until both published enqueued' }, measure('join-nop', false)));
+    rows.push(row({ ...fields, op: 'join-kernel', method: `host clock per join: a record to each worker, each launches one kernel, until both published enqueued; ${placementNote(rt.placement)}` }, measure('join-kernel', true)));
+    rows.push(row({ ...fields, op: 'join-nop', method: `host clock per join: a record to each worker, no launch, until both published enqueued; ${placementNote(rt.placement)}` }, measure('join-nop', false)));
     await rt.drain();
   } finally {
     await rt.close();

@@ -32,7 +32,10 @@ describe('bench report: targets table', () => {
         r('memory', 'sharded', [20.5], { bytes: 0, unit: 'GiB' }), r('memory', 'sharded', [19.0], { bytes: 1, unit: 'GiB' }),
         r('profile overhead', 'll', [1, 2, 4], { unit: '%', metric: 'host' }),
       ]),
-      file('ep-a', 'ep', '2026-11-30', [r('moe step', 'graph', [10, 11, 12]), r('moe step', 'eager ll', [14, 15, 16])]),
+      file('ep-a', 'ep', '2026-11-30', [
+        r('moe step', 'graph', [10, 11, 12]), r('moe step', 'eager ll', [14, 15, 16]),
+        r('step', 'graph', [4, 4, 4], { unit: 'ms', metric: 'host' }), r('step', 'eager ll', [5, 5, 5], { unit: 'ms', metric: 'host' }),
+      ]),
     ];
     const byTarget = new Map(targetLines(files).map((l) => [l.target, l]));
     const get = (prefix: string) => [...byTarget.values()].find((l) => l.target.startsWith(prefix))!;
@@ -50,6 +53,7 @@ describe('bench report: targets table', () => {
     assert.match(get('device memory').measured, /GPU 0: 22\.01 GB, GPU 1: 20\.40 GB/);
     assert.equal(get('device memory').met, true);
     assert.match(get('MoE step').measured, /1\.36×/, '15 / 11');
+    assert.match(get('MoE step').measured, /tokens\/s 200\.0 → 250\.0 \(25\.0%\)/, '1000/5 -> 1000/4');
     assert.equal(get('MoE step').met, false);
     assert.equal(get('profiling').met, true);
     const table = targetsTable(files);

@@ -257,8 +257,10 @@ export class DeviceWalk {
     return out;
   }
 
-  /** Issue one join, bracketed by the profiler's events when this step is profiled. */
-  /** `floats` is what the join delivers to its receiving rank (the profile's bytes / 4). */
+  /**
+   * Issue one join, bracketed by the profiler's events when this step is profiled. `floats` is
+   * what the join delivers to its receiving rank (the profile's bytes / 4).
+   */
   private join(hop: Hop, l: number, tr: Transport, floats: number, issue: () => void): void {
     if (this.profiling) this.profiler!.around(hop, l, tr.name, floats * 4, this.token, issue);
     else issue();

@@ -12,11 +12,17 @@ set -uo pipefail
 out=${1:-sanitize-logs}
 mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
-command -v compute-sanitizer >/dev/null || { echo "sanitize: compute-sanitizer is not on PATH (it ships with the CUDA toolkit)" >&2; exit 2; }
+# On PATH, else where the CUDA toolkit puts it.
+cs=$(command -v compute-sanitizer || true)
+for c in "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer; do
+  [ -n "$cs" ] || { [ -x "$c" ] && cs=$c; }
+done
+[ -n "$cs" ] || { echo "sanitize: compute-sanitizer not found on PATH or in the CUDA toolkit (it ships with it)" >&2; exit 2; }
+"$cs" --version | tail -1 > "$out/version.txt" 2>&1
 status=0
 for tool in memcheck racecheck synccheck; do
   log="$out/$tool.log"
-  compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 50 \
+"$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 \
     node "$root/dist/src/cli/main.js" decode --backend cuda --preset tiny --tokens 4 --no-profile \
     --config "$root/bench/configs/ep-graph.json" --json > "$log" 2>&1
   rc=$?

@@ -44,6 +44,8 @@ export interface DecodeReport {
   weightBytesPerRank: number[];
   /** Per-hop join latency, with --profile on a sharded run. */
   joins?: { hops: HopSummary[]; medianUsPerToken: number };
+  /** Where each worker thread ran (its CPU core), or why it was not pinned. */
+  placement: Array<{ rank: number; cpu: number | null; why?: string }>;
   /** The decode config the run used. */
   config?: DecodeConfig;
   /** The EP graph slots, when the config's `epGraph` gate is on. */
@@ -93,6 +95,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
       tokensPerSecond: (steady.length * o.batch) / (total / 1000),
       medianStepMs: summarize(steady).median,
       weightBytesPerRank: session.weightBytes(),
+      placement: session.runtime.placement,
     };
     if (joins.length > 0) report.joins = summarizeJoins(joins.length > 1 ? joins.slice(1) : joins);
     if (session.decodeConfig.epGraph) report.epGraph = session.epGraph();
@@ -120,6 +123,7 @@ export function printDecode(r: DecodeReport): void {
   console.log(`backend: ${r.backend} (${r.layout}), model: ${r.preset}, batch ${r.batch}`);
   const size = (b: number): string => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
   if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
+  if (r.placement.some((p) => p.cpu !== null)) console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
   r.tokens.forEach((row, s) => console.log(`row ${s}: ${row.join(' ')}`));
   console.log(`${r.tokensPerSecond.toFixed(1)} tokens/s; step ${r.medianStepMs.toFixed(3)} ms median over ${Math.max(1, r.stepMs.length - 1)} steps (main-thread wall time, first step excluded)`);
   if (r.epGraph) {

@@ -18,6 +18,7 @@ import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/deco
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
 import { presetFor, timeSteps, withWalk } from './walk-run.js';
+import type { DeviceWalk } from '../src/decode/device-walk.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
 const NO_JOINS: Transport = {
@@ -39,6 +40,10 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
   await withWalk(backend, 'unsharded', async (walk, rt) => {
     await memory(rt, 'unsharded');
     rows.push(row({ ...base, transport: 'unsharded', method }, (await timeSteps(walk, DEFAULT_CONFIG, 'decode unsharded', progress)).host));
+    const graphed = { ...DEFAULT_CONFIG, stepGraph: true };
+    await walk.prepare(graphed);
+    const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', progress);
+    if (g) rows.push(row({ ...base, transport: 'unsharded+graph', method: `${method}; the step replayed from its graph` }, g));
   }, progress);
   await withWalk(backend, 'sharded', async (walk, rt) => {
     await memory(rt, 'sharded');
@@ -73,6 +78,33 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
         console.error(`decode: ${name}: ${(e as Error).message}`);
       }
     }
+    // The same walk with each step replayed from its graph (config stepGraph): the host's enqueue
+    // leaves the step, so what is left is the device's time; joins again by difference, against
+    // the no-joins walk replayed the same way.
+    const bareDc = { ...DEFAULT_CONFIG, stepGraph: true };
+    await walk.prepare(bareDc, NO_JOINS);
+    const bareGraph = await graphedSteps(walk, bareDc, 'decode no joins, step graph', progress);
+    if (bareGraph) rows.push(row({ ...base, transport: 'no-joins+graph', method: `${method}; joins that move nothing, the step replayed from its graph` }, bareGraph));
+    for (const [name, dc] of variants) {
+      try {
+        const graphed = { ...dc, stepGraph: true };
+        await walk.prepare(graphed);
+        const s = await graphedSteps(walk, graphed, `decode ${name}, step graph`, progress);
+        if (!s) continue;
+        rows.push(row({ ...base, transport: `${name}+graph`, method: `${method}; the step replayed from its graph` }, s));
+        if (bareGraph) rows.push(row({ ...base, op: 'joins', transport: `${name}+graph`, method: 'step-graph step time minus the no-joins step-graph step at the same position' }, s.map((v, i) => v - bareGraph[i]!)));
+      } catch (e) {
+        console.error(`decode: ${name}, step graph: ${(e as Error).message}`);
+      }
+    }
   }, progress);
   return rows;
+}
+
+/** Timed steps through the step graph; undefined (and why, on stderr) when it was refused. */
+async function graphedSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<number[] | undefined> {
+  const host = (await timeSteps(walk, dc, label, progress)).host;
+  const refused = walk.stepGraphStats().refused;
+  if (refused.length > 0) { console.error(`decode: ${label}: refused: ${refused[0]!.reason}`); return undefined; }
+  return host;
 }

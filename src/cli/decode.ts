@@ -48,6 +48,8 @@ export interface DecodeReport {
   placement: Array<{ rank: number; cpu: number | null; why?: string }>;
   /** The decode config the run used. */
   config?: DecodeConfig;
+  /** The step graphs, when the config's `stepGraph` is on. */
+  stepGraph?: { launches: number; captures: number; refused: Array<{ t: number; reason: string }> };
   /** The EP graph slots, when the config's `epGraph` gate is on. */
   epGraph?: { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> };
 }
@@ -99,6 +101,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     };
     if (joins.length > 0) report.joins = summarizeJoins(joins.length > 1 ? joins.slice(1) : joins);
     if (session.decodeConfig.epGraph) report.epGraph = session.epGraph();
+    if (session.decodeConfig.stepGraph) report.stepGraph = session.stepGraph();
     report.config = session.decodeConfig;
     return report;
   } finally {
@@ -129,6 +132,10 @@ export function printDecode(r: DecodeReport): void {
   if (r.epGraph) {
     const g = r.epGraph;
     console.log(`EP graph: ${g.dispatches} launches, ${g.captures} captures${g.refused.length ? `; ${g.refused.length} layer(s) on the eager twin: ${g.refused[0]!.reason}` : ''}`);
+  }
+  if (r.stepGraph) {
+    const g = r.stepGraph;
+    console.log(`step graph: ${g.launches} launches, ${g.captures} captures${g.refused.length ? `; refused at t = ${g.refused[0]!.t}: ${g.refused[0]!.reason}` : ''}${r.joins ? ' (profiled steps run eagerly: --no-profile times the graph)' : ''}`);
   }
   if (!r.joins) return;
   console.log(`joins per token: ${r.joins.medianUsPerToken.toFixed(1)} us median (device time on each join's receiving rank)`);

@@ -1,6 +1,6 @@
 /**
  * The decode config file (JSON): which transport each layer's joins use, the `wo` variant, the EP
- * graph gate, route validation, profiling, and the spin bounds. Validation is total and names the JSON path of
+ * graph gate, the step graph, route validation, profiling, and the spin bounds. Validation is total and names the JSON path of
  * anything wrong and what is allowed there, because a config is written by hand.
  *
  * ```json
@@ -8,6 +8,7 @@
  *   "transport": { "default": "ll", "layers": [{ "from": 0, "to": 9, "transport": "oneshot" }] },
  *   "wo": "concat",
  *   "epGraph": false,
+ *   "stepGraph": false,
  *   "validate": false,
  *   "profile": false,
  *   "spin": { "hostMicros": 200, "deviceTicks": 2000000000, "handshakeTimeoutMs": 5000 }
@@ -30,6 +31,13 @@ export interface DecodeConfig {
   /** Use the EP step's multi-device graph where its guards allow it. */
   epGraph: boolean;
   /**
+   * Capture each batch size's whole step (embedding to argmax, every layer and join) once, per
+   * rank where the transports allow it, and replay it: one ring record per rank a step instead of
+   * hundreds. Steps that profile or validate run eagerly. Exclusive with `epGraph`, whose graph
+   * would sit inside this one.
+   */
+  stepGraph: boolean;
+  /**
    * Route validation: every MoE layer's routed expert ids and weights come back with the step's
    * tokens and are checked on the host (ids distinct and in range, weights a descending softmax).
    * It reads state the EP graph keeps inside, so the graph's guard refuses while it is on.
@@ -43,6 +51,7 @@ export const DEFAULT_CONFIG: DecodeConfig = {
   transport: { default: 'll', layers: [] },
   wo: 'concat',
   epGraph: false,
+  stepGraph: false,
   validate: false,
   profile: false,
   spin: { hostMicros: 200, deviceTicks: 2_000_000_000, handshakeTimeoutMs: 5000 },
@@ -98,7 +107,7 @@ class Reader {
  */
 export function parseDecodeConfig(json: Json, source = 'config', layers?: number): DecodeConfig {
   const r = new Reader(source);
-  const top = r.object(json, '$', ['transport', 'wo', 'epGraph', 'validate', 'profile', 'spin']);
+  const top = r.object(json, '$', ['transport', 'wo', 'epGraph', 'stepGraph', 'validate', 'profile', 'spin']);
   const cfg: DecodeConfig = structuredClone(DEFAULT_CONFIG);
   if (top.transport !== undefined) {
     const t = r.object(top.transport, '$.transport', ['default', 'layers']);
@@ -119,6 +128,8 @@ export function parseDecodeConfig(json: Json, source = 'config', layers?: number
   }
   if (top.wo !== undefined) cfg.wo = r.choice(top.wo, '$.wo', WO_VARIANTS);
   if (top.epGraph !== undefined) cfg.epGraph = r.bool(top.epGraph, '$.epGraph');
+  if (top.stepGraph !== undefined) cfg.stepGraph = r.bool(top.stepGraph, '$.stepGraph');
+  if (cfg.stepGraph && cfg.epGraph) r.fail('$.stepGraph', 'cannot be on with $.epGraph: the step graph captures the EP step with the rest of the step; choose one');
   if (top.validate !== undefined) cfg.validate = r.bool(top.validate, '$.validate');
   if (top.profile !== undefined) cfg.profile = r.bool(top.profile, '$.profile');
   if (top.spin !== undefined) {

@@ -38,6 +38,7 @@ import { EpGraphSlots } from './ep-graph-slot.js';
 import { checkRoutes } from './route-check.js';
 import { EpStepTimer } from './ep-step-timer.js';
 import { ParentGraph, type ParentGraphParts } from '../runtime/parent-graph.js';
+import { CapturedGraph, type GraphMode } from '../runtime/graph.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
 interface Buffers {
@@ -89,6 +90,12 @@ export class DeviceWalk {
   /** Set for the step being enqueued when its config asks for profiling. */
   private profiling = false;
   private epTimer: EpStepTimer | undefined;
+  /** Per batch size t: the whole step captured (config stepGraph), or why not (latched). */
+  private stepGraphs = new Map<number, CapturedGraph | { refused: string }>();
+  /** The config the step graphs were captured under: a different one destroys them. */
+  private stepGraphKey = '';
+  /** Step-graph launches and capture attempts so far. */
+  private stepGraphCounts = { launches: 0, captures: 0 };
   /** Row 0's cache position in the step being enqueued (the profile's token). */
   private token = 0;
   /** Set for the step being enqueued when its config asks for route validation. */
@@ -198,6 +205,9 @@ export class DeviceWalk {
    * that moves nothing times the walk without its joins).
    */
   async prepare(dc: DecodeConfig, everyLayer?: Transport): Promise<void> {
+    // A step graph holds every layer's transport and the wo variant: another config needs new ones.
+    const sgKey = JSON.stringify({ t: Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l)), wo: dc.wo, on: dc.stepGraph, o: everyLayer?.name ?? null, x: everyLayer !== undefined });
+    if (sgKey !== this.stepGraphKey) { await this.dropStepGraphs(); this.stepGraphKey = sgKey; }
     if (this.layout !== 'sharded') return;
     this.override = everyLayer;
     for (let l = 0; l < this.cfg.layers && !everyLayer; l++) {
@@ -226,21 +236,23 @@ export class DeviceWalk {
     this.token = positions[0]!;
     if (this.profiling) await this.profiler!.beginStep();
     const t = tokens.length;
-    const { hidden: H, vocab: V } = this.cfg;
-    const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
+    const H = this.cfg.hidden;
+    const b0 = this.bufs[0]!, root = this.ops[0];
     const posAt = (r: number): number => this.bufs[r]!.hx + t * H * 4;
+    // Tokens and positions are the step's only inputs from the host, written before the body:
+    // everything after reads them from device memory, so a captured body replays any step.
     root.setI32(b0.tokIn, tokens);
     root.setI32(posAt(0), positions);
-    root.embed(b0.hx, w0.emb, b0.tokIn, t, H, V);
-    for (let l = 0; l < this.cfg.layers; l++) {
-      const tr = this.layout === 'sharded' ? this.override ?? this.transports.get(transportForLayer(dc, l)) : undefined;
-      if (this.layout === 'sharded' && !tr) throw new Error(`step: transport '${transportForLayer(dc, l)}' of layer ${l} was not prepared; call prepare(config) between steps`);
-      this.attention(l, t, tr, dc, posAt);
-      await this.moe(l, t, tr, dc);
+    const trs = this.transportsFor(dc);
+    if (dc.stepGraph && !this.profiling && !this.validation && !this.epTimer) await this.runStepGraph(t, dc, trs, posAt);
+    else {
+      this.head(t);
+      for (let l = 0; l < this.cfg.layers; l++) {
+        this.attention(l, t, trs[l], dc, posAt);
+        await this.moe(l, t, trs[l], dc);
+      }
+      this.tail(t);
     }
-    root.rmsnorm(b0.fin, b0.hx, w0.gf, t, H);
-    root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
-    root.argmax(b0.tokOut, b0.logitsV, t, V);
     root.toMailbox(b0.tokOut, 0, 4 * t);
     if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
     const seq = ++this.stepSeq;
@@ -255,6 +267,90 @@ export class DeviceWalk {
     if (this.profiling) out.joins = this.profiler!.endStep();
     if (this.validation) this.checkRoutes(t);
     return out;
+  }
+
+  /** Each layer's transport for this config (undefined everywhere for the unsharded walk). */
+  private transportsFor(dc: DecodeConfig): Array<Transport | undefined> {
+    return Array.from({ length: this.cfg.layers }, (_, l) => {
+      if (this.layout !== 'sharded') return undefined;
+      const tr = this.override ?? this.transports.get(transportForLayer(dc, l));
+      if (!tr) throw new Error(`step: transport '${transportForLayer(dc, l)}' of layer ${l} was not prepared; call prepare(config) between steps`);
+      return tr;
+    });
+  }
+
+  /** The embedding: the step's first kernel. */
+  private head(t: number): void {
+    const b0 = this.bufs[0]!;
+    this.ops[0].embed(b0.hx, this.weights[0]!.emb, b0.tokIn, t, this.cfg.hidden, this.cfg.vocab);
+  }
+
+  /** The final norm, the logits and the greedy pick, into tokOut. */
+  private tail(t: number): void {
+    const { hidden: H, vocab: V } = this.cfg;
+    const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
+    root.rmsnorm(b0.fin, b0.hx, w0.gf, t, H);
+    root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
+    root.argmax(b0.tokOut, b0.logitsV, t, V);
+  }
+
+  /**
+   * The whole step from the embedding to the greedy pick, through this batch size's captured
+   * graph: captured at its first use, replayed after. Refusals latch for the config (they would
+   * hold on every step) and the step runs eagerly. Capture modes follow the transports: per-rank
+   * graphs when no join waits on the other rank's events (ll, nccl), one multi-device graph when
+   * joins order by events; the two mixed with NCCL are refused (graph.ts: NCCL in a multi-device
+   * capture crashed the process).
+   */
+  private async runStepGraph(t: number, dc: DecodeConfig, trs: Array<Transport | undefined>, posAt: (r: number) => number): Promise<void> {
+    const body = (): void => {
+      this.head(t);
+      for (let l = 0; l < this.cfg.layers; l++) {
+        this.attention(l, t, trs[l], dc, posAt);
+        this.moeEager(l, t, trs[l]);
+      }
+      this.tail(t);
+    };
+    let g = this.stepGraphs.get(t);
+    if (!g) {
+      const mode = this.stepGraphMode(trs);
+      if (typeof mode !== 'string') g = mode;
+      else {
+        this.stepGraphCounts.captures++;
+        try {
+          g = await CapturedGraph.capture(this.rt, body, mode);
+        } catch (e) {
+          g = { refused: `capture failed: ${(e as Error).message}` };
+        }
+      }
+      this.stepGraphs.set(t, g);
+    }
+    if (g instanceof CapturedGraph) {
+      g.launch();
+      this.stepGraphCounts.launches++;
+    } else {
+      body();
+    }
+  }
+
+  private stepGraphMode(trs: Array<Transport | undefined>): GraphMode | { refused: string } {
+    if (this.layout !== 'sharded') return 'rank0';
+    const modes = new Set(trs.map((tr) => tr!.graphMode));
+    if (!modes.has('multi-device')) return 'per-rank';
+    if (trs.some((tr) => tr!.name === 'nccl')) return { refused: 'nccl layers with event-ordered ones: NCCL calls in a multi-device capture crashed the process (runtime/graph.ts); use per-rank transports (ll, nccl) or leave nccl out' };
+    return 'multi-device';
+  }
+
+  private async dropStepGraphs(): Promise<void> {
+    const old = [...this.stepGraphs.values()];
+    this.stepGraphs.clear();
+    for (const g of old) if (g instanceof CapturedGraph) await g.destroy();
+  }
+
+  /** The step graphs' counters and each batch size's refusal (for the profile and the CLI). */
+  stepGraphStats(): { launches: number; captures: number; refused: Array<{ t: number; reason: string }> } {
+    const refused = [...this.stepGraphs.entries()].filter((e): e is [number, { refused: string }] => !(e[1] instanceof CapturedGraph)).map(([t, g]) => ({ t, reason: g.refused }));
+    return { ...this.stepGraphCounts, refused };
   }
 
   /**
@@ -300,7 +396,33 @@ export class DeviceWalk {
     root.rank.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
   }
 
+  /** The MoE block with its EP step eager (inside a step graph, which captures it as it is). */
+  private moeEager(l: number, t: number, tr: Transport | undefined): void {
+    const ep = this.moeHead(l, t, tr);
+    ep?.eager();
+  }
+
+  /** The MoE block, its EP step through the layer's EP graph slot when the config gates it on. */
   private async moe(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig): Promise<void> {
+    const ep = this.moeHead(l, t, tr);
+    if (!ep) return;
+    const step = async (): Promise<void> => {
+      if (!dc.epGraph) { ep.eager(); return; }
+      await this.epSlots.run(l, () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }), async () => {
+        const g = await ParentGraph.build(this.rt, ep.parts);
+        return { launch: () => g.launch(), destroy: () => g.destroy() };
+      }, ep.eager);
+    };
+    if (this.epTimer) await this.epTimer.around(l, step);
+    else await step();
+  }
+
+  /**
+   * Root's norm, router and fp8 quantization; unsharded, the experts and the merge too. Sharded,
+   * returns the EP step (fan-out to merge) as its three halves and copies (seed 003's parts) and
+   * as the eager twin that runs them through the layer's transport.
+   */
+  private moeHead(l: number, t: number, tr: Transport | undefined): { parts: ParentGraphParts; eager: () => void } | undefined {
     const { hidden: H, experts: E, topk: K } = this.cfg;
     const b = this.bufs, w = this.weights, root = this.ops[0];
     const p0 = this.packAt(0, t), lw0 = w[0]!.layers[l]!;
@@ -314,7 +436,7 @@ export class DeviceWalk {
     if (!tr) {
       this.experts(0, l, t);
       root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contrib, E, t, K, H);
-      return;
+      return undefined;
     }
     // From the EP fan-out to the merge: the part seed 003 turns into one graph. The three
     // halves are the same closures on both paths, so the graph and its eager twin cannot drift.
@@ -337,15 +459,7 @@ export class DeviceWalk {
       this.join('ep return', l, tr, t * K * H, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
       parts.post();
     };
-    const step = async (): Promise<void> => {
-      if (!dc.epGraph) { eager(); return; }
-      await this.epSlots.run(l, () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }), async () => {
-        const g = await ParentGraph.build(this.rt, parts);
-        return { launch: () => g.launch(), destroy: () => g.destroy() };
-      }, eager);
-    };
-    if (this.epTimer) await this.epTimer.around(l, step);
-    else await step();
+    return { parts, eager };
   }
 
   /** Time every layer's EP step on the device from now on (the `ep` benchmark), or stop. */
@@ -402,6 +516,7 @@ export class DeviceWalk {
   /** Drain, then free the weights, buffers and caches. */
   async close(): Promise<void> {
     await this.epSlots.reset();
+    await this.dropStepGraphs();
     await this.profiler?.close();
     await this.epTimer?.close();
     await DeviceWalk.release(this.rt, this.weights, this.bufs);

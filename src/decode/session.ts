@@ -215,6 +215,9 @@ export class Session {
   /** Device bytes of weights per rank, for reports. */
   weightBytes(): number[] { return this.dev.walk.weightBytes(); }
 
+  /** The step graphs (config `stepGraph`): launches, capture attempts, and each batch size's refusal. */
+  stepGraph(): ReturnType<DeviceWalk['stepGraphStats']> { return this.dev.walk.stepGraphStats(); }
+
   /** The runtime, for profiling and benchmarks. */
   get runtime(): Runtime { return this.dev.rt; }
 }

@@ -64,7 +64,8 @@ export async function untilCaptured(rt: Runtime, ends: ReadonlyArray<number | un
   await rt.drain();
 }
 
-export type GraphMode = 'multi-device' | 'per-rank';
+/** `rank0`: a body only rank 0 runs (the unsharded walk), captured and launched there alone. */
+export type GraphMode = 'multi-device' | 'per-rank' | 'rank0';
 
 export class CapturedGraph {
   private destroyed = false;
@@ -73,12 +74,13 @@ export class CapturedGraph {
     private readonly slot: number,
     private readonly body: () => void,
     private readonly fences?: LaunchFences,
-    private readonly perRank = false,
+    /** Per-rank graphs: the ranks that hold one under `slot`. */
+    private readonly perRank: readonly number[] = [],
   ) {}
 
   static async capture(rt: Runtime, body: () => void, mode: GraphMode = 'multi-device'): Promise<CapturedGraph> {
     if (rt.backend === 'cpu') return new CapturedGraph(rt, 0, body);
-    if (mode === 'per-rank') return CapturedGraph.capturePerRank(rt, body);
+    if (mode !== 'multi-device') return CapturedGraph.capturePerRank(rt, body, mode === 'rank0' ? [0] : [0, 1]);
     const [a, b] = rt.ranks;
     const [fork, join] = await Promise.all([a.createEvent(), b.createEvent()]);
     const slot = nextGraphSlot();
@@ -93,22 +95,21 @@ export class CapturedGraph {
     return new CapturedGraph(rt, slot, body, await createFences(rt));
   }
 
-  private static async capturePerRank(rt: Runtime, body: () => void): Promise<CapturedGraph> {
-    const [a, b] = rt.ranks;
+  private static async capturePerRank(rt: Runtime, body: () => void, ranks: readonly number[]): Promise<CapturedGraph> {
     const slot = nextGraphSlot();
-    a.beginCapture();
-    b.beginCapture();
+    for (const r of ranks) rt.ranks[r]!.beginCapture();
     body();
-    await untilCaptured(rt, [a.endCapture(slot), b.endCapture(slot)]);
-    return new CapturedGraph(rt, slot, body, undefined, true);
+    const ends: Array<number | undefined> = [undefined, undefined];
+    for (const r of ranks) ends[r] = rt.ranks[r]!.endCapture(slot);
+    await untilCaptured(rt, ends);
+    return new CapturedGraph(rt, slot, body, undefined, ranks);
   }
 
   /** One replay of the whole captured sequence (CUDA: the launch and its two fences). */
   launch(): void {
     if (this.destroyed) throw new Error('graph launch after destroy()');
-    if (this.perRank) {
-      this.rt.ranks[0].graphLaunch(this.slot);
-      this.rt.ranks[1].graphLaunch(this.slot);
+    if (this.perRank.length > 0) {
+      for (const r of this.perRank) this.rt.ranks[r]!.graphLaunch(this.slot);
       return;
     }
     if (!this.fences) { this.body(); return; }
@@ -118,13 +119,12 @@ export class CapturedGraph {
   async destroy(): Promise<void> {
     if (this.destroyed) return;
     this.destroyed = true;
-    const [a, b] = this.rt.ranks;
-    if (this.perRank) {
-      await Promise.all([a.control.call('destroyGraph', this.slot), b.control.call('destroyGraph', this.slot)]);
+    if (this.perRank.length > 0) {
+      await Promise.all(this.perRank.map((r) => this.rt.ranks[r]!.control.call('destroyGraph', this.slot)));
       return;
     }
     if (!this.fences) return;
-    await a.control.call('destroyGraph', this.slot);
+    await this.rt.ranks[0].control.call('destroyGraph', this.slot);
     await destroyFences(this.rt, this.fences);
   }
 }

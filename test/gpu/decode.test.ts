@@ -84,12 +84,17 @@ describe('the model on the GPU', function () {
 
   for (const [preset, steps] of [['small', 64], ['bench', 16]] as const) {
     for (const t of [1, 4]) {
-      it(`${preset}, t=${t}: ${steps} greedy tokens with every transport and through the EP graph are bit-identical to the unsharded walk; wo allreduce within 1e-5`, async function () {
+      it(`${preset}, t=${t}: ${steps} greedy tokens with every transport, through the EP graph and from the step graph are bit-identical to the unsharded walk; wo allreduce within 1e-5`, async function () {
         const start = Array.from({ length: t }, () => randomInt(0, presetByName(preset).vocab));
         const oracle = await Session.open({ backend: 'cuda', model: preset, maxBatch: t, layout: 'unsharded' });
         let ref: Run;
         try {
           ref = await run(oracle, start, steps);
+          // The unsharded step replayed from its graph (rank 0 alone) is the same walk.
+          await oracle.setConfig({ ...DEFAULT_CONFIG, stepGraph: true });
+          const g = await run(oracle, start, steps);
+          for (let i = 0; i < steps; i++) assert.ok(sameBits(g.hidden[i]!, ref.hidden[i]!), `unsharded step graph step ${i}: hidden state not bit-identical`);
+          assert.deepEqual(oracle.stepGraph(), { launches: steps, captures: 1, refused: [] });
         } finally {
           await oracle.close();
         }
@@ -125,6 +130,21 @@ describe('the model on the GPU', function () {
             assert.match(after.refused[0]!.reason, /this step has t = 4/);
           }
           console.log(`      ${preset} t=${t}: EP graph ${t === 1 ? `${after.dispatches - before.dispatches} launches` : 'refused and latched'}, bit-identical over ${steps} tokens`);
+          // The whole step replayed from its graph: per-rank graphs (ll), one multi-device graph
+          // (push, ordered by events); bit-identical, one capture, a launch per step.
+          for (const tr of ['ll', 'push'] as const) {
+            await s.setConfig({ ...configWith(tr), stepGraph: true });
+            const before = s.stepGraph();
+            const g = await run(s, start, steps);
+            for (let i = 0; i < steps; i++) {
+              assert.deepEqual(g.next[i], ref.next[i], `${tr} step graph step ${i}: tokens differ`);
+              assert.ok(sameBits(g.hidden[i]!, ref.hidden[i]!), `${tr} step graph step ${i}: hidden state not bit-identical`);
+            }
+            const after = s.stepGraph();
+            assert.deepEqual(after.refused, []);
+            assert.equal(after.launches - before.launches, steps);
+            assert.equal(after.captures - before.captures, 1);
+          }
           await s.setConfig(configWith('ll', 'allreduce'));
           const force = [start, ...ref.next.slice(0, -1)];
           const ar = await run(s, start, steps, force);

@@ -58,14 +58,20 @@ export function targetLines(files: StoredResults[]): Line[] {
   lines.push(line('eager join, host time, 8 KB (every op)', '≤ 6 µs', host, (f) => f.map((x) => `${x.row.op} ${us(x.row.median)} (\`${x.row.transport}\`)`).join(', '), (f) => f.every((x) => x.row.median <= 6)));
   // Issue 4: the decode walk, bench at t = 1.
   const step = (t: string): Found | undefined => newest(files, 'decode', (r) => r.op === 'step' && r.transport === t);
-  const one = step('unsharded');
-  const two = ['push', 'oneshot', 'll', 'peer', 'host', 'nccl', 'mixed'].map(step).filter((f): f is Found => f !== undefined).sort((a, b) => a.row.median - b.row.median);
-  lines.push(line('decode step, two GPUs against one (bench, t = 1)', 'two faster', one && two.length ? [one, two[0]!] : undefined,
-    ([a, b]) => `one GPU ${a!.row.median.toFixed(2)} ms, two GPUs ${b!.row.median.toFixed(2)} ms (\`${b!.row.transport}\`)`, ([a, b]) => b!.row.median < a!.row.median));
-  const share = ['push', 'oneshot'].map((t) => {
-    const j = newest(files, 'decode', (r) => r.op === 'joins' && r.transport === t), s = step(t);
+  // Like against like: eagerly enqueued steps, and steps replayed from the step graph.
+  const modes = [{ label: 'eager', suffix: '' }, { label: 'step graph', suffix: '+graph' }];
+  const versus = modes.map(({ label, suffix }) => {
+    const one = step(`unsharded${suffix}`);
+    const two = ['push', 'oneshot', 'll', 'peer', 'host', 'nccl', 'mixed'].map((t) => step(`${t}${suffix}`)).filter((f): f is Found => f !== undefined).sort((a, b) => a.row.median - b.row.median);
+    return one && two.length ? { label, one, two: two[0]! } : undefined;
+  }).filter((x): x is { label: string; one: Found; two: Found } => x !== undefined);
+  lines.push(line('decode step, two GPUs against one (bench, t = 1)', 'two faster', versus.length ? versus.flatMap((v) => [v.one, v.two]) : undefined,
+    () => versus.map((v) => `${v.label}: one GPU ${v.one.row.median.toFixed(2)} ms, two ${v.two.row.median.toFixed(2)} ms (\`${v.two.row.transport}\`)`).join('; '),
+    () => versus.some((v) => v.two.row.median < v.one.row.median)));
+  const share = modes.flatMap(({ suffix }) => ['push', 'oneshot'].map((t) => {
+    const j = newest(files, 'decode', (r) => r.op === 'joins' && r.transport === `${t}${suffix}`), s = step(`${t}${suffix}`);
     return j && s ? [j, s] : undefined;
-  }).filter((x): x is Found[] => x !== undefined);
+  })).filter((x): x is Found[] => x !== undefined);
   lines.push(line('joins\' share of a decode step, push or one-shot', '≤ 10%', share.flat(),
     () => share.map(([j, s]) => `${j!.row.transport} ${((j!.row.median / s!.row.median) * 100).toFixed(1)}%`).join(', '),
     () => share.some(([j, s]) => j!.row.median / s!.row.median <= 0.1)));

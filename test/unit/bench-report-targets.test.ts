@@ -29,6 +29,8 @@ describe('bench report: targets table', () => {
       file('decode-a', 'decode', '2026-11-30', [
         r('step', 'unsharded', [9, 10, 11], { unit: 'ms', metric: 'host' }),
         r('step', 'push', [6, 7, 8], { unit: 'ms', metric: 'host' }), r('joins', 'push', [0.5, 0.6, 0.7], { unit: 'ms', metric: 'host' }),
+        r('step', 'unsharded+graph', [5, 5, 5], { unit: 'ms', metric: 'host' }), r('step', 'll+graph', [3, 3, 3], { unit: 'ms', metric: 'host' }),
+        r('step', 'push+graph', [4, 4, 4], { unit: 'ms', metric: 'host' }), r('joins', 'push+graph', [0.8, 0.8, 0.8], { unit: 'ms', metric: 'host' }),
         r('memory', 'sharded', [20.5], { bytes: 0, unit: 'GiB' }), r('memory', 'sharded', [19.0], { bytes: 1, unit: 'GiB' }),
         r('profile overhead', 'll', [1, 2, 4], { unit: '%', metric: 'host' }),
       ]),
@@ -47,7 +49,8 @@ describe('bench report: targets table', () => {
     assert.equal(get('eager join').met, true, 'medians 5 <= 6');
     assert.equal(get('main-thread').met, false, '7 > 5');
     assert.equal(get('decode step').met, true, '7 ms on two < 10 ms on one');
-    assert.match(get('joins\' share').measured, /push 8\.6%/, '0.6 / 7');
+    assert.match(get('decode step').measured, /eager: one GPU 10\.00 ms, two 7\.00 ms \(`push`\); step graph: one GPU 5\.00 ms, two 3\.00 ms \(`ll\+graph`\)/);
+    assert.match(get('joins\' share').measured, /push 8\.6%, push\+graph 20\.0%/, '0.6 / 7 and 0.8 / 4');
     assert.equal(get('joins\' share').met, true);
     // 20.5 GiB = 22.01 GB: within 24 GB.
     assert.match(get('device memory').measured, /GPU 0: 22\.01 GB, GPU 1: 20\.40 GB/);

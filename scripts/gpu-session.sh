@@ -35,7 +35,7 @@ case $phase in
   bench)
     step bench-decode 200 node dist/bench/main.js decode --out "$out"
     step bench-ep 150 node dist/bench/main.js ep --out "$out"
-    step profile-bench 90 node dist/src/cli/main.js profile --backend cuda --preset bench --tokens 32 --out "$out/profile-bench"
+    step profile-bench 90 node dist/src/cli/main.js profile --backend cuda --preset bench --tokens 12 --out "$out/profile-bench"
     step sanitize 130 bash scripts/sanitize.sh "$out/sanitize" ;;
   joins)
     step bench-joins 540 node dist/bench/main.js joins --out "$out" ;;

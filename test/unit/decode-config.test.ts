@@ -32,8 +32,9 @@ describe('decode config', () => {
     [{ wo: 'sum' }, /\$\.wo: must be one of concat, allreduce, got "sum"/],
     [{ epGraph: 'yes' }, /\$\.epGraph: must be true or false, got "yes"/],
     [{ validate: 1 }, /\$\.validate: must be true or false, got 1/],
+    [{ stepGraph: 'on' }, /\$\.stepGraph: must be true or false, got "on"/],
     [{ spin: { deviceTicks: 0 } }, /\$\.spin\.deviceTicks: must be an integer in \[1, /],
-    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, validate, profile, spin/],
+    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, stepGraph, validate, profile, spin/],
     [[], /\$: must be an object/],
   ];
   for (const [json, re] of bad) {

@@ -11,6 +11,7 @@
  * Results files are data from disk, so every string from them is escaped, and numbers go
  * through formatters that print 'n/a' for anything that is not one.
  */
+import { PAGE_STYLE } from '../src/profile/page-style.js';
 import { ColourScale } from '../src/profile/colour-scale.js';
 import { esc } from '../src/profile/html-escape.js';
 import { fmtByteSize, fmtFigure, fmtInUnit } from '../src/profile/number-format.js';
@@ -58,22 +59,10 @@ ${body.join('\n')}
 `;
 }
 
-const STYLE = `
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a202c; background: #fff; margin: 24px; max-width: 1140px; }
-h1 { font-size: 22px; margin: 0 0 16px; }
-h2 { font-size: 18px; margin: 32px 0 8px; border-bottom: 1px solid #cbd5e0; padding-bottom: 4px; }
-h3 { font-size: 15px; margin: 22px 0 6px; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 6px 0 14px; }
-th, td { padding: 2px 10px 2px 0; text-align: left; vertical-align: top; }
-td.num, th.num { text-align: right; }
-table.rows th { border-bottom: 1px solid #cbd5e0; }
+// The shared page style, plus what only this page has: spacing for its many tables, heat cells.
+const STYLE = `${PAGE_STYLE}
+table { margin: 6px 0 14px; }
 table.heat td.num { padding: 2px 8px; }
-svg { display: block; margin: 6px 0 10px; }
-svg text { font: 12px system-ui, sans-serif; fill: #1a202c; }
-svg .axis { stroke: #4a5568; stroke-width: 1; }
-svg .grid { stroke: #e2e8f0; stroke-width: 1; }
-svg .muted { fill: #718096; }
-.note { color: #4a5568; font-size: 13px; }
 code { font-size: 13px; }
 `;
 

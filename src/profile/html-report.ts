@@ -10,6 +10,7 @@
  * Every string that comes from the profile goes through `esc`, since a preset name or a refusal
  * reason is free text.
  */
+import { PAGE_STYLE } from './page-style.js';
 import { aggregate, type Aggregate, type JoinStats, type LatencySummary, type ThroughputPoint } from './aggregate.js';
 import { ColourScale, VIRIDIS } from './colour-scale.js';
 import { esc } from './html-escape.js';
@@ -45,22 +46,9 @@ ${throughputSection(agg)}
 `;
 }
 
-const STYLE = `
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1a202c; background: #fff; margin: 24px; max-width: 1140px; }
-h1 { font-size: 22px; margin: 0 0 16px; }
-h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #cbd5e0; padding-bottom: 4px; }
-h3 { font-size: 15px; margin: 18px 0 6px; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: 2px 10px 2px 0; text-align: left; vertical-align: top; }
-td.num, th.num { text-align: right; }
-table.rows th { border-bottom: 1px solid #cbd5e0; }
+// The shared page style, plus the config's <pre>.
+const STYLE = `${PAGE_STYLE}
 pre { background: #f7fafc; border: 1px solid #e2e8f0; padding: 8px; overflow: auto; }
-svg { display: block; margin: 6px 0 12px; }
-svg text { font: 12px system-ui, sans-serif; fill: #1a202c; }
-svg .axis { stroke: #4a5568; stroke-width: 1; }
-svg .grid { stroke: #e2e8f0; stroke-width: 1; }
-svg .muted { fill: #718096; }
-.note { color: #4a5568; font-size: 13px; }
 `;
 
 const DEVICE_COLOUR = '#2b6cb0';

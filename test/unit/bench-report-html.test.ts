@@ -8,6 +8,7 @@ import { strict as assert } from 'node:assert';
 import { renderBenchReport } from '../../bench/report-html.js';
 import { newestLines } from '../../bench/newest-results.js';
 import type { Machine, NamedResults, Row } from '../../bench/results-types.js';
+import { count, section } from '../support/html-sections.js';
 
 const MACHINE: Machine = {
   hostname: 'box', label: '2xH200', os: 'linux 6.1', cpu: 'Xeon', cores: 32, node: 'v20.20.2', backend: 'cuda',
@@ -25,16 +26,6 @@ function row(suite: string, op: string, transport: string, bytes: number, median
 
 function file(name: string, suite: string, date: string, rows: Row[], machine: Machine = MACHINE): NamedResults {
   return { file: name, data: { suite, date, machine, rows } };
-}
-
-function section(html: string, id: string): string {
-  const start = html.indexOf(`<section id="${id}">`);
-  assert.ok(start >= 0, `no section #${id}`);
-  return html.slice(start, html.indexOf('</section>', start));
-}
-
-function count(text: string, pattern: RegExp): number {
-  return (text.match(new RegExp(pattern.source, 'g')) ?? []).length;
 }
 
 /** The joins section's parts: the text from each op's heading to the next. */

@@ -7,17 +7,7 @@ import { strict as assert } from 'node:assert';
 import { renderHtmlReport } from '../../src/profile/html-report.js';
 import { HOPS, type Hop } from '../../src/profile/profile-data.js';
 import { syntheticProfile } from '../support/synthetic-profile.js';
-
-/** The text of `<section id="…">` up to its closing tag. */
-function section(html: string, id: string): string {
-  const start = html.indexOf(`<section id="${id}">`);
-  assert.ok(start >= 0, `no section #${id}`);
-  return html.slice(start, html.indexOf('</section>', start));
-}
-
-function count(text: string, pattern: RegExp): number {
-  return (text.match(new RegExp(pattern.source, 'g')) ?? []).length;
-}
+import { count, section } from '../support/html-sections.js';
 
 describe('profile HTML report', () => {
   // device = 10·(layer+1) + hop index µs, so layer 0 fan-out is the fastest cell and the last layer's ep return the slowest.

@@ -17,8 +17,11 @@ export interface ResultsLine {
   rows: Row[];
 }
 
+/** What the order reads of a results file: its name and the date it records. */
+type Dated = { file: string; data: { date: string } };
+
 /** Oldest first by the date the file records; files of one date by name, as report.ts lists them. */
-export function byDateThenName(a: NamedResults, b: NamedResults): number {
+export function byDateThenName(a: Dated, b: Dated): number {
   return String(a.data.date).localeCompare(String(b.data.date)) || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0);
 }
 

@@ -4,9 +4,11 @@
  * hold for it, whether it is met, and the file(s) it came from. A target with no results yet says
  * so rather than showing a stale number.
  */
-import type { Row } from './results-file.js';
+import type { NamedResults, Row } from './results-types.js';
+import { byDateThenName } from './newest-results.js';
 
-export interface StoredResults { file: string; data: { suite: string; date: string; rows: Row[] } }
+/** The parts of a stored results file (results-types.ts) the targets read. */
+export type StoredResults = Pick<NamedResults, 'file'> & { data: Pick<NamedResults['data'], 'suite' | 'date' | 'rows'> };
 
 interface Found { row: Row; file: string }
 
@@ -15,7 +17,7 @@ const name = (file: string): string => `\`${file.replace(/\.json$/, '')}\``;
 
 /** Every row matching `pick` in the newest file (by date, then name) that has one. */
 function newestAll(files: StoredResults[], suite: string, pick: (r: Row) => boolean): Found[] {
-  const sorted = files.filter((f) => f.data.suite === suite).sort((a, b) => a.data.date.localeCompare(b.data.date) || a.file.localeCompare(b.file));
+  const sorted = files.filter((f) => f.data.suite === suite).sort(byDateThenName);
   for (let i = sorted.length - 1; i >= 0; i--) {
     const rows = sorted[i]!.data.rows.filter(pick);
     if (rows.length > 0) return rows.map((row) => ({ row, file: sorted[i]!.file }));

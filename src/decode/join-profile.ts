@@ -19,15 +19,13 @@
 import type { Runtime } from '../runtime/runtime.js';
 import type { DeviceEvent } from '../runtime/rank.js';
 import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
-import { HOPS, type Hop, type JoinSample } from '../profile/profile-data.js';
+import { HOPS, RECEIVER, type Hop, type JoinSample } from '../profile/profile-data.js';
 
 export { HOPS, type Hop };
 
 /** What the walk knows of a join (the step number is the caller's). */
 export type JoinTiming = Omit<JoinSample, 'step'>;
 
-/** The rank whose stream receives each hop (the all-gather lands on both; rank 0 is timed). */
-const RECEIVER: Record<Hop, 0 | 1> = { 'fan-out': 1, 'head all-gather': 0, wo: 0, 'ep fan-out': 1, 'ep return': 0 };
 
 interface Pending {
   hop: Hop; layer: number; transport: string; bytes: number; token: number;

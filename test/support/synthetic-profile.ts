@@ -5,11 +5,8 @@
  * from the step's start unless a test places them. Every cost is a callback, so a test can make
  * the right answer known by construction.
  */
-import { HOPS, type Hop, type JoinSample, type Profile, type StepSample } from '../../src/profile/profile-data.js';
+import { HOPS, RECEIVER, type Hop, type JoinSample, type Profile, type StepSample } from '../../src/profile/profile-data.js';
 import { seededRandom } from './seeded-random.js';
-
-/** The rank whose stream receives each hop, as in src/decode/join-profile.ts. */
-export const RECEIVER: Record<Hop, 0 | 1> = { 'fan-out': 1, 'head all-gather': 0, wo: 0, 'ep fan-out': 1, 'ep return': 0 };
 
 export interface JoinSite { step: number; layer: number; hop: Hop; random: () => number }
 

@@ -398,68 +398,91 @@ export class DeviceWalk {
 
   /** The MoE block with its EP step eager (inside a step graph, which captures it as it is). */
   private moeEager(l: number, t: number, tr: Transport | undefined): void {
-    const ep = this.moeHead(l, t, tr);
-    ep?.eager();
+    if (this.moeHead(l, t, tr)) this.epEager(l, t, tr!);
   }
 
   /** The MoE block, its EP step through the layer's EP graph slot when the config gates it on. */
   private async moe(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig): Promise<void> {
-    const ep = this.moeHead(l, t, tr);
-    if (!ep) return;
+    if (!this.moeHead(l, t, tr)) return;
+    // The common case allocates nothing: the slot and the timer need closures, the eager step not.
+    if (!dc.epGraph && !this.epTimer) { this.epEager(l, t, tr!); return; }
+    const eager = (): void => this.epEager(l, t, tr!);
     const step = async (): Promise<void> => {
-      if (!dc.epGraph) { ep.eager(); return; }
+      if (!dc.epGraph) { eager(); return; }
       await this.epSlots.run(l, () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }), async () => {
-        const g = await ParentGraph.build(this.rt, ep.parts);
+        const g = await ParentGraph.build(this.rt, this.epParts(l, t));
         return { launch: () => g.launch(), destroy: () => g.destroy() };
-      }, ep.eager);
+      }, eager);
     };
     if (this.epTimer) await this.epTimer.around(l, step);
     else await step();
   }
 
   /**
-   * Root's norm, router and fp8 quantization; unsharded, the experts and the merge too. Sharded,
-   * returns the EP step (fan-out to merge) as its three halves and copies (seed 003's parts) and
-   * as the eager twin that runs them through the layer's transport.
+   * Root's norm, router and fp8 quantization; unsharded, the experts and the merge too. Returns
+   * whether the EP step (fan-out to merge) is still to run: sharded only.
    */
-  private moeHead(l: number, t: number, tr: Transport | undefined): { parts: ParentGraphParts; eager: () => void } | undefined {
+  private moeHead(l: number, t: number, tr: Transport | undefined): boolean {
     const { hidden: H, experts: E, topk: K } = this.cfg;
-    const b = this.bufs, w = this.weights, root = this.ops[0];
-    const p0 = this.packAt(0, t), lw0 = w[0]!.layers[l]!;
-    root.rmsnorm(b[0]!.a, b[0]!.hx, lw0.g2, t, H);
-    root.gemv(b[0]!.logitsE, E, b[0]!.a, H, lw0.wr, E, H, E, t);
-    root.router(p0.ids, p0.wts, b[0]!.logitsE, t, E, K);
+    const b0 = this.bufs[0]!, root = this.ops[0];
+    const p0 = this.packAt(0, t), lw0 = this.weights[0]!.layers[l]!;
+    root.rmsnorm(b0.a, b0.hx, lw0.g2, t, H);
+    root.gemv(b0.logitsE, E, b0.a, H, lw0.wr, E, H, E, t);
+    root.router(p0.ids, p0.wts, b0.logitsE, t, E, K);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation) root.toMailbox(p0.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);
-    root.quantize(p0.xq, p0.xs, b[0]!.a, t, H);
-    root.dequantize(b[0]!.xd, p0.xq, p0.xs, t, H);
-    if (!tr) {
-      this.experts(0, l, t);
-      root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contrib, E, t, K, H);
-      return undefined;
-    }
-    // From the EP fan-out to the merge: the part seed 003 turns into one graph. The three
-    // halves are the same closures on both paths, so the graph and its eager twin cannot drift.
+    root.quantize(p0.xq, p0.xs, b0.a, t, H);
+    root.dequantize(b0.xd, p0.xq, p0.xs, t, H);
+    if (tr) return true;
+    this.experts(0, l, t);
+    root.moeCombine(b0.hx, p0.wts, p0.ids, b0.contrib, b0.contrib, E, t, K, H);
+    return false;
+  }
+
+  // The EP step, fan-out to merge: the part seed 003 turns into one graph. Its three halves are
+  // the same methods on both paths (epEager, epParts), so the graph and its eager twin cannot drift.
+
+  /** The peer's half: dequantize what the fan-out brought, then its experts' slots. */
+  private epPeer(l: number, t: number): void {
     const p1 = this.packAt(1, t);
-    const parts: ParentGraphParts = {
+    this.ops[1].dequantize(this.bufs[1]!.xd, p1.xq, p1.xs, t, this.cfg.hidden);
+    this.experts(1, l, t);
+  }
+
+  /** Root merges both halves' per-slot contributions by owner, sums them and adds the residual. */
+  private epPost(t: number): void {
+    const { hidden: H, experts: E, topk: K } = this.cfg;
+    const b0 = this.bufs[0]!, p0 = this.packAt(0, t);
+    this.ops[0].moeCombine(b0.hx, p0.wts, p0.ids, b0.contrib, b0.contribPeer, E / 2, t, K, H);
+  }
+
+  /** The eager twin: the fan-out and the return through the layer's transport. */
+  private epEager(l: number, t: number, tr: Transport): void {
+    const { hidden: H, topk: K } = this.cfg;
+    const b = this.bufs;
+    const words = DeviceWalk.packWords(this.cfg, t);
+    this.join('ep fan-out', l, tr, words, () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], words));
+    this.epPeer(l, t);
+    this.experts(0, l, t);
+    this.join('ep return', l, tr, t * K * H, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
+    this.epPost(t);
+  }
+
+  /** The EP step as the parent graph's parts: the seed's four copies (xq, xs, ids, weights) and the return. */
+  private epParts(l: number, t: number): ParentGraphParts {
+    const { hidden: H, topk: K } = this.cfg;
+    const p0 = this.packAt(0, t), p1 = this.packAt(1, t);
+    const keys = ['xq', 'xs', 'ids', 'wts'] as const;
+    return {
       owner: () => this.experts(0, l, t),
-      peer: () => { this.ops[1].dequantize(b[1]!.xd, p1.xq, p1.xs, t, H); this.experts(1, l, t); },
-      post: () => root.moeCombine(b[0]!.hx, p0.wts, p0.ids, b[0]!.contrib, b[0]!.contribPeer, E / 2, t, K, H),
-      // The packed payload as the seed's four copies (xq, xs, ids, weights), and the return.
-      tx: (['xq', 'xs', 'ids', 'wts'] as const).map((k, i, all) => {
-        const end = i + 1 < all.length ? p0[all[i + 1]!] : p0.wts + t * K * 4;
+      peer: () => this.epPeer(l, t),
+      post: () => this.epPost(t),
+      tx: keys.map((k, i) => {
+        const end = i + 1 < keys.length ? p0[keys[i + 1]!] : p0.wts + t * K * 4;
         return { src: p0[k], dst: p1[k], bytes: end - p0[k] };
       }),
-      rx: { src: b[1]!.contrib, dst: b[0]!.contribPeer, bytes: t * K * H * 4 },
+      rx: { src: this.bufs[1]!.contrib, dst: this.bufs[0]!.contribPeer, bytes: t * K * H * 4 },
     };
-    const eager = (): void => {
-      this.join('ep fan-out', l, tr, DeviceWalk.packWords(this.cfg, t), () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], DeviceWalk.packWords(this.cfg, t)));
-      parts.peer();
-      parts.owner();
-      this.join('ep return', l, tr, t * K * H, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
-      parts.post();
-    };
-    return { parts, eager };
   }
 
   /** Time every layer's EP step on the device from now on (the `ep` benchmark), or stop. */

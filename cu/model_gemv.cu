@@ -99,21 +99,40 @@ __device__ __forceinline__ float4 LoadX4(const float* p) {
   return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
 }
 
+// acc[m][s][*] += xv * row k of W_m (wv[m]): one FMA into each accumulator. Every path below
+// goes through here, so each accumulator sees its products in increasing k whichever path ran.
+template <int T, int M, int CW>
+__device__ __forceinline__ void FmaRowWeights(float (&acc)[M][T][CW], float xv, int s,
+                                              const WRow<CW> (&wv)[M]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int i = 0; i < CW / 2; ++i) {
+      acc[m][s][2 * i] = fmaf(xv, Lo(wv[m].w[i]), acc[m][s][2 * i]);
+      acc[m][s][2 * i + 1] = fmaf(xv, Hi(wv[m].w[i]), acc[m][s][2 * i + 1]);
+    }
+  }
+}
+
 template <int T, int M, int CW>
 __device__ __forceinline__ void Fma4(float (&acc)[M][T][CW], const float4& x4, int s,
                                      const WRow<CW> (&wv)[kChunk][M]) {
   const float xv[kChunk] = {x4.x, x4.y, x4.z, x4.w};
 #pragma unroll
-  for (unsigned r = 0; r < kChunk; ++r) {
+  for (unsigned r = 0; r < kChunk; ++r) FmaRowWeights<T, M, CW>(acc, xv[r], s, wv[r]);
+}
+
+// Row k alone, for every x row: the clipped thread and the short tail, where batching the loads
+// buys nothing.
+template <int T, int M, int CW, bool kWide, bool kFull>
+__device__ __forceinline__ void FmaRow(float (&acc)[M][T][CW], const float* const (&xr)[T],
+                                       const uint16_t* const (&w)[M], uint64_t k, uint64_t ldw,
+                                       unsigned n) {
+  WRow<CW> wv[M];
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
+  for (int m = 0; m < M; ++m) wv[m] = LoadRow<CW, kWide, kFull>(w[m] + k * ldw, n);
 #pragma unroll
-      for (int i = 0; i < CW / 2; ++i) {
-        acc[m][s][2 * i] = fmaf(xv[r], Lo(wv[r][m].w[i]), acc[m][s][2 * i]);
-        acc[m][s][2 * i + 1] = fmaf(xv[r], Hi(wv[r][m].w[i]), acc[m][s][2 * i + 1]);
-      }
-    }
-  }
+  for (int s = 0; s < T; ++s) FmaRowWeights<T, M, CW>(acc, __ldg(xr[s] + k), s, wv);
 }
 
 // One chunk's 4 rows of M matrices.
@@ -145,24 +164,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 #pragma unroll 1
     for (; c < full; c += stride) {
 #pragma unroll 1
-      for (unsigned r = 0; r < kChunk; ++r) {
-        const uint64_t k = c * kChunk + r;
-        WRow<CW> wv[M];
-#pragma unroll
-        for (int m = 0; m < M; ++m) wv[m] = LoadRow<CW, kWide, false>(w[m] + k * ldw, n);
-#pragma unroll
-        for (int s = 0; s < T; ++s) {
-          const float xv = __ldg(xr[s] + k);
-#pragma unroll
-          for (int m = 0; m < M; ++m) {
-#pragma unroll
-            for (int i = 0; i < CW / 2; ++i) {
-              acc[m][s][2 * i] = fmaf(xv, Lo(wv[m].w[i]), acc[m][s][2 * i]);
-              acc[m][s][2 * i + 1] = fmaf(xv, Hi(wv[m].w[i]), acc[m][s][2 * i + 1]);
-            }
-          }
-        }
-      }
+      for (unsigned r = 0; r < kChunk; ++r) FmaRow<T, M, CW, kWide, false>(acc, xr, w, c * kChunk + r, ldw, n);
     }
   } else {
     constexpr unsigned U = kBatchChunks<CW, M>;
@@ -191,23 +193,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
     }
   }
   if (K % kChunk != 0 && full >= first && (full - first) % stride == 0) {
-    for (uint32_t k = uint32_t(full) * kChunk; k < K; ++k) {
-      WRow<CW> wv[M];
-#pragma unroll
-      for (int m = 0; m < M; ++m) wv[m] = LoadRow<CW, kWide, kFull>(w[m] + uint64_t(k) * ldw, n);
-#pragma unroll
-      for (int s = 0; s < T; ++s) {
-        const float xv = __ldg(xr[s] + k);
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-#pragma unroll
-          for (int i = 0; i < CW / 2; ++i) {
-            acc[m][s][2 * i] = fmaf(xv, Lo(wv[m].w[i]), acc[m][s][2 * i]);
-            acc[m][s][2 * i + 1] = fmaf(xv, Hi(wv[m].w[i]), acc[m][s][2 * i + 1]);
-          }
-        }
-      }
-    }
+    for (uint32_t k = uint32_t(full) * kChunk; k < K; ++k) FmaRow<T, M, CW, kWide, kFull>(acc, xr, w, k, ldw, n);
   }
 }
 

@@ -52,19 +52,11 @@ __global__ void cache_write(float* __restrict__ cache, const float* __restrict__
   }
 }
 
-// Max is exact whatever the order; NaN scores are skipped as f32-ops.ts softmax's `x > mx` does.
-__device__ __forceinline__ float BlockMax(float v, float* scratch) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float m = scratch[0];
-#pragma unroll
-  for (unsigned w = 1; w < kAttnWarps; ++w) m = fmaxf(m, scratch[w]);
-  __syncthreads();
-  return m;
-}
+// Max is exact whatever the order; NaN scores are skipped as f32-ops.ts softmax's `x > mx` does
+// (fmaxf returns the other operand).
+struct MaxF {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
 // p[0..3] clipped to n (zeros past it; an exact zero term leaves a sum unchanged). kVec: one
 // float4 load, when the launcher proved the alignment and R % 4 == 0.
@@ -150,7 +142,7 @@ __global__ void __launch_bounds__(kAttnThreads, 1)
 
   float mx = -INFINITY;
   for (uint32_t j = tid; j < np; j += kAttnThreads) mx = fmaxf(mx, sc[j]);
-  mx = BlockMax(mx, scratch);
+  mx = memra_model::BlockReduceFixed<kAttnThreads>(mx, scratch, MaxF());
   float sum = 0.0f;
   for (uint32_t j = tid; j < np; j += kAttnThreads) {
     const float e = expf(__fsub_rn(sc[j], mx));

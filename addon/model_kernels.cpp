@@ -370,9 +370,26 @@ Napi::Value LaunchDequantize(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// The expert matrices hold nE experts of H x F each.
-void RequireExperts(Napi::Env env, const char* fn, uint32_t nE, uint32_t H, uint32_t F) {
-  RequireSafeProduct(env, fn, "the experts (nE x H x F)", {nE, H, F, 2});
+// The expert launchers' shared arguments, in this order: the rank's expert range [e0, e0 + nE),
+// the rows t, the slots K and the dimensions H and F. The matrices hold nE experts of H x F.
+struct ExpertShape {
+  uint32_t e0, nE, t, K, H, F;
+  std::string Describe() const {
+    return "e0=" + Num(e0) + ", nE=" + Num(nE) + ", t=" + Num(t) + ", K=" + Num(K) + ", H=" + Num(H) +
+           ", F=" + Num(F);
+  }
+};
+
+ExpertShape ReadExpertShape(const Napi::CallbackInfo& info, size_t i, const char* fn) {
+  ExpertShape e{};
+  e.e0 = ReadU32(info, i, fn, "e0");
+  e.nE = ReadU32(info, i + 1, fn, "nE");
+  e.t = Rows(info, i + 2, fn);
+  e.K = TopK(info, i + 3, fn);
+  e.H = ReadU32(info, i + 4, fn, "H");
+  e.F = ReadU32(info, i + 5, fn, "F");
+  RequireSafeProduct(info.Env(), fn, "the experts (nE x H x F)", {e.nE, e.H, e.F, 2});
+  return e;
 }
 
 Napi::Value LaunchExpertUp(const Napi::CallbackInfo& info) {
@@ -383,20 +400,12 @@ Napi::Value LaunchExpertUp(const Napi::CallbackInfo& info) {
   const int32_t* ids = I32(info, 2, fn, "ids");
   const uint16_t* w1 = Bf16(info, 3, fn, "w1");
   const uint16_t* w3 = Bf16(info, 4, fn, "w3");
-  const uint32_t e0 = ReadU32(info, 5, fn, "e0");
-  const uint32_t nE = ReadU32(info, 6, fn, "nE");
-  const uint32_t t = Rows(info, 7, fn);
-  const uint32_t K = TopK(info, 8, fn);
-  const uint32_t H = ReadU32(info, 9, fn, "H");
-  const uint32_t F = ReadU32(info, 10, fn, "F");
-  RequireExperts(env, fn, nE, H, F);
+  const ExpertShape e = ReadExpertShape(info, 5, fn);
   cudaStream_t s;
   const int device = Bound(env, info, 11, fn, &s);
-  MEMRA_CUDA_CHECK(env, device, memra_expert_up(act, xd, ids, w1, w3, e0, nE, t, K, H, F, s),
+  MEMRA_CUDA_CHECK(env, device, memra_expert_up(act, xd, ids, w1, w3, e.e0, e.nE, e.t, e.K, e.H, e.F, s),
                    std::string(fn) + "(act=" + Hex(act) + ", xd=" + Hex(xd) + ", w1=" + Hex(w1) +
-                       ", w3=" + Hex(w3) + ", e0=" + Num(e0) + ", nE=" + Num(nE) +
-                       ", t=" + Num(t) + ", K=" + Num(K) + ", H=" + Num(H) + ", F=" + Num(F) +
-                       ", stream=" + Hex(s) + ")");
+                       ", w3=" + Hex(w3) + ", " + e.Describe() + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
@@ -407,20 +416,12 @@ Napi::Value LaunchExpertDown(const Napi::CallbackInfo& info) {
   const float* act = F32(info, 1, fn, "act");
   const int32_t* ids = I32(info, 2, fn, "ids");
   const uint16_t* w2 = Bf16(info, 3, fn, "w2");
-  const uint32_t e0 = ReadU32(info, 4, fn, "e0");
-  const uint32_t nE = ReadU32(info, 5, fn, "nE");
-  const uint32_t t = Rows(info, 6, fn);
-  const uint32_t K = TopK(info, 7, fn);
-  const uint32_t H = ReadU32(info, 8, fn, "H");
-  const uint32_t F = ReadU32(info, 9, fn, "F");
-  RequireExperts(env, fn, nE, H, F);
+  const ExpertShape e = ReadExpertShape(info, 4, fn);
   cudaStream_t s;
   const int device = Bound(env, info, 10, fn, &s);
-  MEMRA_CUDA_CHECK(env, device, memra_expert_down(contrib, act, ids, w2, e0, nE, t, K, H, F, s),
+  MEMRA_CUDA_CHECK(env, device, memra_expert_down(contrib, act, ids, w2, e.e0, e.nE, e.t, e.K, e.H, e.F, s),
                    std::string(fn) + "(contrib=" + Hex(contrib) + ", act=" + Hex(act) +
-                       ", w2=" + Hex(w2) + ", e0=" + Num(e0) + ", nE=" + Num(nE) +
-                       ", t=" + Num(t) + ", K=" + Num(K) + ", H=" + Num(H) + ", F=" + Num(F) +
-                       ", stream=" + Hex(s) + ")");
+                       ", w2=" + Hex(w2) + ", " + e.Describe() + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 

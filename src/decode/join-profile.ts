@@ -38,7 +38,8 @@ interface Pending {
  * to the time between tokens.
  */
 interface EventSet {
-  pairs: Map<string, [DeviceEvent, DeviceEvent]>;
+  /** The event pair of join `layer * HOPS.length + hop index`, the same index as its stamp words. */
+  pairs: Array<[DeviceEvent, DeviceEvent]>;
   stepStart: DeviceEvent[];
   /** Offset of this set's words in the stamp board. */
   words: number;
@@ -69,12 +70,12 @@ export class JoinProfiler {
     const p = new JoinProfiler(rt, layers);
     try {
       for (let k = 0; k < 2; k++) {
-        const set: EventSet = { pairs: new Map(), stepStart: [], words: k * layers * HOPS.length * 2, reading: Promise.resolve() };
+        const set: EventSet = { pairs: [], stepStart: [], words: k * layers * HOPS.length * 2, reading: Promise.resolve() };
         p.sets.push(set);
         for (let l = 0; l < layers; l++) {
           for (const hop of HOPS) {
             const r = rt.ranks[RECEIVER[hop]];
-            set.pairs.set(`${hop}/${l}`, [await r.createEvent(true), await r.createEvent(true)]);
+            set.pairs.push([await r.createEvent(true), await r.createEvent(true)]);
           }
         }
         for (const r of rt.ranks) set.stepStart.push(await r.createEvent(true));
@@ -98,13 +99,14 @@ export class JoinProfiler {
 
   /** Issue `join` between this hop's two events on its receiving rank, then stamp both rings. */
   around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void): void {
-    const [start, end] = this.set.pairs.get(`${hop}/${layer}`)!;
+    const at = layer * HOPS.length + HOPS.indexOf(hop);
+    const [start, end] = this.set.pairs[at]!;
     const r = this.rt.ranks[RECEIVER[hop]];
     const t0 = hostMicros(this.base);
     r.record(start);
     join();
     r.record(end);
-    const word = this.set.words + (layer * HOPS.length + HOPS.indexOf(hop)) * 2;
+    const word = this.set.words + at * 2;
     this.lastStamp = [this.rt.ranks[0].stamp(word), this.rt.ranks[1].stamp(word + 1)];
     this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, word });
   }
@@ -155,7 +157,7 @@ export class JoinProfiler {
     for (const set of this.sets) await set.reading.catch(() => undefined);
     for (const r of this.rt.ranks) await r.control.call('setStampBoard', undefined, this.base).catch(() => undefined);
     for (const set of this.sets) {
-      for (const e of [...[...set.pairs.values()].flat(), ...set.stepStart]) {
+      for (const e of [...set.pairs.flat(), ...set.stepStart]) {
         await this.rt.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);
       }
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One device call's worth of GPU work, in phases, every step logged to $OUT and bounded, so one
-# failure or hang never costs the steps after it (device time is scarce: see notes/perf.md).
+# One device call's worth of GPU work, in phases under one shared deadline, every step logged and
+# bounded, so one failure or hang never costs the steps after it (device time is scarce: see
+# notes/perf.md).
 #
-#   bash scripts/gpu-session.sh PHASE [OUT_DIR]      (OUT_DIR defaults to $OUT)
+#   bash scripts/gpu-session.sh [--budget SECONDS] PHASE... [--out DIR]
 #
 #   core    the GPU suite's foundation, transports, model kernels and parent graph files
 #   decode  the GPU suite's decode walk on tiny and small (weights, GPU vs CPU, every transport,
@@ -11,37 +12,58 @@
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
 #
-# Each phase's bounds add up to under the device tool's 600 s a call.
+# A step gets its own bound or what is left of the budget (default 570 s, under the device tool's
+# 600 s a call), whichever is less; one that would get under 20 s is skipped and says so. Logs go
+# to a scratch folder and are packed into ONE file, DIR/gpu-session.tgz (DIR defaults to $OUT),
+# because the device tool brings back at most 8 files, two folders deep.
 set -uo pipefail
-phase=${1:?usage: gpu-session.sh core|decode|decode-bench|bench|joins [OUT_DIR]}
-out=${2:-${OUT:?set OUT or pass OUT_DIR}}
+budget=570 phases=() out=${OUT:-}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
+    --out) out=${2:?--out needs a folder}; shift 2 ;;
+    core|decode|decode-bench|bench|joins) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench or joins)" >&2; exit 2 ;;
+  esac
+done
+[ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
+[ -n "$out" ] || { echo "gpu-session.sh: set OUT or pass --out DIR" >&2; exit 2; }
 mkdir -p "$out"
+logs=$(mktemp -d /tmp/memra-gpu-session.XXXXXX)
+pack() { tar -C "$logs" -czf "$out/gpu-session.tgz" . && echo "packed $(du -sh "$out/gpu-session.tgz" | cut -f1) into $out/gpu-session.tgz"; }
+trap pack EXIT
 export NCCL_NVLS_ENABLE=0   # NVLink multicast stays off on the lent machines
+deadline=$((SECONDS + budget))
 step() { # name seconds command...
   local name=$1 secs=$2; shift 2
+  local left=$((deadline - SECONDS - 10))
+  [ "$secs" -le "$left" ] || secs=$left
+  if [ "$secs" -lt 20 ]; then echo "== $name: skipped, ${left} s of the budget left"; return; fi
   local t0=$SECONDS
-  timeout --kill-after=10 "$secs" "$@" > "$out/$name.log" 2>&1
+  timeout --kill-after=5 "$secs" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
-  echo "== $name: exit $rc after $((SECONDS - t0)) s"
-  grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY" "$out/$name.log" | tail -8
+  echo "== $name: exit $rc after $((SECONDS - t0)) s (bound $secs s)"
+  grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY|^  [0-9]+\) " "$logs/$name.log" | tail -12
 }
-nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$out/gpus.txt" 2>&1
-case $phase in
-  core)
-    step test-foundation 100 npx mocha --timeout 120000 dist/test/gpu/foundation.test.js
-    step test-transports 200 npx mocha --timeout 120000 dist/test/gpu/transports.test.js
-    step test-model-kernels 150 npx mocha --timeout 120000 dist/test/gpu/model-kernels.test.js
-    step test-ep-graph 100 npx mocha --timeout 120000 dist/test/gpu/ep-graph.test.js ;;
-  decode)
-    step test-decode 570 npx mocha --timeout 120000 --grep 'bench, t=' --invert dist/test/gpu/decode.test.js ;;
-  decode-bench)
-    step test-decode-bench 570 npx mocha --timeout 120000 --grep 'bench, t=' dist/test/gpu/decode.test.js ;;
-  bench)
-    step bench-decode 200 node dist/bench/main.js decode --out "$out"
-    step bench-ep 150 node dist/bench/main.js ep --out "$out"
-    step profile-bench 90 node dist/src/cli/main.js profile --backend cuda --preset bench --tokens 12 --out "$out/profile-bench"
-    step sanitize 130 bash scripts/sanitize.sh "$out/sanitize" ;;
-  joins)
-    step bench-joins 540 node dist/bench/main.js joins --out "$out" ;;
-  *) echo "gpu-session.sh: unknown phase '$phase' (core, decode, decode-bench, bench or joins)" >&2; exit 2 ;;
-esac
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$logs/gpus.txt" 2>&1
+nvidia-smi topo -m >> "$logs/gpus.txt" 2>&1
+for phase in "${phases[@]}"; do
+  case $phase in
+    core)
+      step test-foundation 100 npx mocha --timeout 120000 dist/test/gpu/foundation.test.js
+      step test-transports 200 npx mocha --timeout 120000 dist/test/gpu/transports.test.js
+      step test-model-kernels 150 npx mocha --timeout 120000 dist/test/gpu/model-kernels.test.js
+      step test-ep-graph 100 npx mocha --timeout 120000 dist/test/gpu/ep-graph.test.js ;;
+    decode)
+      step test-decode 570 npx mocha --timeout 120000 --grep 'bench, t=' --invert dist/test/gpu/decode.test.js ;;
+    decode-bench)
+      step test-decode-bench 570 npx mocha --timeout 120000 --grep 'bench, t=' dist/test/gpu/decode.test.js ;;
+    bench)
+      step bench-decode 200 node dist/bench/main.js decode --out "$logs"
+      step bench-ep 150 node dist/bench/main.js ep --out "$logs"
+      step profile-bench 90 node dist/src/cli/main.js profile --backend cuda --preset bench --tokens 12 --out "$logs/profile-bench"
+      step sanitize 130 bash scripts/sanitize.sh "$logs/sanitize" ;;
+    joins)
+      step bench-joins 540 node dist/bench/main.js joins --out "$logs" ;;
+  esac
+done

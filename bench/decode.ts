@@ -48,6 +48,9 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
   await withWalk(backend, 'sharded', async (walk, rt) => {
     await memory(rt, 'sharded');
     await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
+    // Every variant's joins are its step time minus this walk's, so it must not pay for being
+    // first: unwarmed, it took 6.00 ms against ll's 5.44 (decode-2xH200-2026-11-30).
+    await timeSteps(walk, DEFAULT_CONFIG, 'decode warm-up (not recorded)', progress);
     const bare = (await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', progress)).host;
     rows.push(row({ ...base, transport: 'no-joins', method: `${method}; the sharded walk with joins that move nothing` }, bare));
     const mixedPath = new URL('../../bench/configs/mixed.json', import.meta.url).pathname;

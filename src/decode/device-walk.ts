@@ -218,6 +218,8 @@ export class DeviceWalk {
       await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
     }
     if (dc.profile && !this.profiler) this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers);
+    // Off means off: the workers stop stamping their records once the board is gone.
+    if (!dc.profile && this.profiler) { await this.profiler.close(); this.profiler = undefined; }
     // A captured EP step holds its layer's transport: a new transport mapping or gate empties
     // the slots (and lifts latched refusals, whose reasons may no longer hold).
     const key = JSON.stringify({ t: Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l)), g: dc.epGraph, o: everyLayer !== undefined });
@@ -252,6 +254,7 @@ export class DeviceWalk {
         await this.moe(l, t, trs[l], dc);
       }
       this.tail(t);
+      if (this.profiling) this.profiler!.flush();
     }
     root.toMailbox(b0.tokOut, 0, 4 * t);
     if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);

@@ -10,16 +10,24 @@
  * timeline (`deviceStartUs`).
  *
  * Host enqueue time: from the main thread's first ring write of the join until BOTH workers have
- * enqueued it, taken from a stamp record (Op.Stamp) each worker executes right after the join's
- * records, on the process-wide monotonic clock (runtime/host-clock.ts).
+ * enqueued its last record, on the process-wide monotonic clock (runtime/host-clock.ts).
  *
- * Events and stamp words are made once, in two sets that alternate by step, and reused; a step's
- * are read (one control call per rank, in parallel) while the next step runs, never on the walk.
+ * None of this costs a ring record (workers/profile-board.ts): the start event is a mark on the
+ * join's first record on the receiving ring, the end event a mark on that ring's next record
+ * (the same point of the stream: after the join, before what follows it), and every record's
+ * enqueue time is stamped by its worker into the board. The first version wrote four records a
+ * join and read the events behind a stream drain: profiling cost 31% of bench's tokens/s
+ * (decode-2xH200-2026-11-30).
+ *
+ * Events are made once, in two sets that alternate by step, and reused; a step's are read (one
+ * control call per rank, in parallel) while the next step runs, never on the walk.
  */
 import type { Runtime } from '../runtime/runtime.js';
 import type { DeviceEvent } from '../runtime/rank.js';
 import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
 import { HOPS, RECEIVER, type Hop, type JoinSample } from '../profile/profile-data.js';
+import { ProfileBoard } from '../workers/profile-board.js';
+import { seqDiff } from '../workers/ring-layout.js';
 
 export { HOPS, type Hop };
 
@@ -29,48 +37,47 @@ export type JoinTiming = Omit<JoinSample, 'step'>;
 
 interface Pending {
   hop: Hop; layer: number; transport: string; bytes: number; token: number;
-  start: DeviceEvent; end: DeviceEvent; t0: number; word: number;
+  start: DeviceEvent; end: DeviceEvent; t0: number;
+  /** Each ring's newest record once the join was written: the join's last on that ring. */
+  last0: number; last1: number;
+  /** The later of the two workers' stamps for those records, once read. */
+  enqueuedAt: number;
 }
 
 /**
- * One step's worth of events and stamp words. Two sets alternate, so a step's events are read
+ * One step's worth of events. Two sets alternate, so a step's events are read
  * while the next step runs (on the other set) instead of after it, and reading them adds nothing
  * to the time between tokens.
  */
 interface EventSet {
-  /** The event pair of join `layer * HOPS.length + hop index`, the same index as its stamp words. */
+  /** The event pair of join `layer * HOPS.length + hop index`. */
   pairs: Array<[DeviceEvent, DeviceEvent]>;
   stepStart: DeviceEvent[];
-  /** Offset of this set's words in the stamp board. */
-  words: number;
   /** The read of the step that last used this set; awaited before the set is reused. */
   reading: Promise<unknown>;
 }
 
 export class JoinProfiler {
   private readonly sets: EventSet[] = [];
-  /** Two stamp words (one per worker) per (layer, hop), per set. */
-  private readonly board: Float64Array;
-  private readonly boardBuffer: SharedArrayBuffer;
+  /** One board per rank, attached to that rank's ring. */
+  private readonly boards: ProfileBoard[];
   private readonly base = hostClockBase();
   private steps = 0;
   private set!: EventSet;
-  /** This step's bracketed joins, in walk order, and each ring's newest stamp record. */
+  /** This step's bracketed joins, in walk order. */
   private pending: Pending[] = [];
-  private lastStamp: [number, number] = [0, 0];
   /** The host clock when this step's profile began. */
   private stepT0 = 0;
 
-  private constructor(private readonly rt: Runtime, private readonly layers: number) {
-    this.boardBuffer = new SharedArrayBuffer(2 * layers * HOPS.length * 2 * 8);
-    this.board = new Float64Array(this.boardBuffer);
+  private constructor(private readonly rt: Runtime) {
+    this.boards = rt.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
   }
 
   static async create(rt: Runtime, layers: number): Promise<JoinProfiler> {
-    const p = new JoinProfiler(rt, layers);
+    const p = new JoinProfiler(rt);
     try {
       for (let k = 0; k < 2; k++) {
-        const set: EventSet = { pairs: [], stepStart: [], words: k * layers * HOPS.length * 2, reading: Promise.resolve() };
+        const set: EventSet = { pairs: [], stepStart: [], reading: Promise.resolve() };
         p.sets.push(set);
         for (let l = 0; l < layers; l++) {
           for (const hop of HOPS) {
@@ -80,7 +87,10 @@ export class JoinProfiler {
         }
         for (const r of rt.ranks) set.stepStart.push(await r.createEvent(true));
       }
-      for (const r of rt.ranks) await r.control.call('setStampBoard', p.boardBuffer, p.base);
+      for (const r of rt.ranks) {
+        await r.control.call('setProfileBoard', p.boards[r.rank]!.buffer, p.base);
+        r.ring.attachMarks(p.boards[r.rank]!.marks);
+      }
     } catch (e) {
       await p.close();
       throw e;
@@ -94,21 +104,35 @@ export class JoinProfiler {
     await this.set.reading.catch(() => undefined);
     this.pending = [];
     this.stepT0 = hostMicros(this.base);
-    for (const r of this.rt.ranks) r.record(this.set.stepStart[r.rank]!);
+    for (const r of this.rt.ranks) this.mark(r, this.set.stepStart[r.rank]!);
   }
 
-  /** Issue `join` between this hop's two events on its receiving rank, then stamp both rings. */
+  /**
+   * Issue `join` between this hop's two events on its receiving rank: marks carried by the
+   * receiving ring's next records, not records of their own.
+   */
   around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void): void {
-    const at = layer * HOPS.length + HOPS.indexOf(hop);
-    const [start, end] = this.set.pairs[at]!;
+    const [start, end] = this.set.pairs[layer * HOPS.length + HOPS.indexOf(hop)]!;
     const r = this.rt.ranks[RECEIVER[hop]];
     const t0 = hostMicros(this.base);
-    r.record(start);
+    this.mark(r, start);
     join();
-    r.record(end);
-    const word = this.set.words + at * 2;
-    this.lastStamp = [this.rt.ranks[0].stamp(word), this.rt.ranks[1].stamp(word + 1)];
-    this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, word });
+    this.mark(r, end);
+    this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, last0: this.rt.ranks[0].ring.lastSeq(), last1: this.rt.ranks[1].ring.lastSeq(), enqueuedAt: 0 });
+  }
+
+  /**
+   * End the step's enqueue: a mark still waiting for a record (the receiving ring's last join of
+   * the step) gets a no-op record to ride on, so every event of the step is on its stream.
+   */
+  flush(): void {
+    for (const r of this.rt.ranks) if (r.ring.marksPending()) r.nop();
+  }
+
+  private mark(r: Runtime['ranks'][number], ev: DeviceEvent): void {
+    // Two marks already wait when a join wrote nothing on its receiving ring: record this one.
+    if (!r.ring.mark(ev.handle)) { r.record(ev); return; }
+    ev.records++;
   }
 
   /**
@@ -116,7 +140,7 @@ export class JoinProfiler {
    * after the events are read, which overlaps the next step (await it whenever convenient).
    */
   endStep(): Promise<JoinTiming[]> {
-    const read = this.read(this.set, this.pending, this.lastStamp, this.stepT0);
+    const read = this.read(this.set, this.pending, this.stepT0);
     // Handled here too, so a caller that never awaits a step's joins cannot crash the process
     // with an unhandled rejection; one that does await still sees the error.
     read.catch(() => undefined);
@@ -125,15 +149,23 @@ export class JoinProfiler {
     return read;
   }
 
-  private async read(set: EventSet, done: Pending[], lastStamp: [number, number], stepT0: number): Promise<JoinTiming[]> {
+  private async read(set: EventSet, done: Pending[], stepT0: number): Promise<JoinTiming[]> {
     if (done.length === 0) return [];
-    // The step's completion is rank 0's; the peer's worker may reach its last stamp a moment later.
+    // The step's completion is rank 0's; the peer's worker may enqueue its last join a moment
+    // later. Its stamps must be read before its ring wraps onto their slots.
+    const lastSeq = [done[done.length - 1]!.last0, done[done.length - 1]!.last1];
     const deadline = performance.now() + 10_000;
-    while (!lastStamp.every((seq, r) => this.rt.ranks[r]!.enqueued(seq))) {
+    while (!lastSeq.every((seq, r) => this.rt.ranks[r]!.enqueued(seq))) {
       if (this.rt.failure) throw this.rt.failure;
-      if (performance.now() > deadline) throw new Error('join profile: a worker did not reach its stamp records within 10 s');
+      if (performance.now() > deadline) throw new Error('join profile: a worker did not enqueue the step\'s last join within 10 s');
       await new Promise((res) => setImmediate(res));
     }
+    const stampOf = (rank: 0 | 1, seq: number): number => {
+      const ring = this.rt.ranks[rank].ring;
+      if (seqDiff(ring.lastSeq(), seq) >= ring.view.capacity) throw new Error(`join profile: ring ${rank} wrapped past record ${seq >>> 0} before its stamp was read`);
+      return this.boards[rank]!.stamps[seq & (ring.view.capacity - 1)]!;
+    };
+    for (const j of done) j.enqueuedAt = Math.max(stampOf(0, j.last0), stampOf(1, j.last1));
     // Both ranks' events are read at once: one control round trip each, in parallel.
     const out: JoinTiming[] = [];
     await Promise.all(([0, 1] as const).map(async (rank) => {
@@ -144,7 +176,7 @@ export class JoinProfiler {
       mine.forEach((j, i) => out.push({
         token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
         hostStartUs: j.t0 - stepT0,
-        hostEnqueueUs: Math.max(this.board[j.word]!, this.board[j.word + 1]!) - j.t0,
+        hostEnqueueUs: j.enqueuedAt - j.t0,
         deviceUs: ms[2 * i]! * 1000,
         deviceStartUs: ms[2 * i + 1]! * 1000,
       }));
@@ -155,7 +187,10 @@ export class JoinProfiler {
   /** Waits for reads in flight, then releases every event and the workers' boards. */
   async close(): Promise<void> {
     for (const set of this.sets) await set.reading.catch(() => undefined);
-    for (const r of this.rt.ranks) await r.control.call('setStampBoard', undefined, this.base).catch(() => undefined);
+    for (const r of this.rt.ranks) {
+      r.ring.attachMarks(undefined);
+      await r.control.call('setProfileBoard', undefined, this.base).catch(() => undefined);
+    }
     for (const set of this.sets) {
       for (const e of [...set.pairs.flat(), ...set.stepStart]) {
         await this.rt.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);

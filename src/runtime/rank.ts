@@ -106,7 +106,6 @@ export class Rank {
   beginCapture(): number { return this.emit(Op.BeginCapture); }
   endCapture(slot: number): number { return this.emit(Op.EndCapture, slot); }
   endCaptureChild(slot: number): number { return this.emit(Op.EndCaptureChild, slot); }
-  stamp(index: number): number { return this.emit(Op.Stamp, index); }
   graphLaunch(slot: number): number { return this.emit(Op.GraphLaunch, slot); }
 
   ncclAllReduce(send: number, recv: number, count: number): number { return this.emit(Op.NcclAllReduce, send, recv, count); }

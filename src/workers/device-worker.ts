@@ -22,6 +22,7 @@ import { loadBinding } from '../runtime/binding.js';
 import { CpuDevice } from '../runtime/cpu-device.js';
 import { hostMicros } from '../runtime/host-clock.js';
 import { executeModelOp, type Mailbox } from './model-dispatch.js';
+import { ProfileBoard } from './profile-board.js';
 
 const init = workerData as WorkerInit;
 const tag = `worker ${init.rank} (device ${init.ordinal})`;
@@ -59,8 +60,12 @@ const graphs = new Map<number, number>();
 const children = new Map<number, number>();
 /** True between BeginCapture and EndCapture: the stream may not be queried or synchronised. */
 let capturing = false;
-/** The profiler's stamp board (Op.Stamp) and the host clock's base it counts from. */
-let stamps: { words: Float64Array; base: bigint } | undefined;
+/**
+ * The profiler's board for this worker's ring (workers/profile-board.ts), and the offset that
+ * turns `performance.now()` into the shared host clock: a stamp per record must cost tens of
+ * nanoseconds, and `process.hrtime.bigint()` allocates a BigInt.
+ */
+let board: { marks: Float64Array; stamps: Float64Array; offsetUs: number } | undefined;
 /** This rank's NCCL communicator, once `ncclInit` made it. */
 let comm = 0;
 
@@ -150,14 +155,6 @@ function execute(r: RecordRef, a: Float64Array): void {
       children.set(slot, dev.streamEndCaptureChild(stream));
       return;
     }
-    case Op.Stamp: {
-      const index = a[i]!;
-      if (!stamps || !Number.isInteger(index) || index < 0 || index >= stamps.words.length) {
-        throw new Refusal(`Stamp: word ${index} is outside the stamp board (${stamps ? `${stamps.words.length} words` : 'none set: call setStampBoard first'})`, 'ERR_BAD_RECORD');
-      }
-      stamps.words[index] = hostMicros(stamps.base);
-      return;
-    }
     case Op.GraphLaunch: {
       const g = graphs.get(a[i]!);
       if (g === undefined) throw new Refusal(`GraphLaunch: no graph in slot ${a[i]}`, 'ERR_BAD_RECORD');
@@ -180,6 +177,14 @@ function execute(r: RecordRef, a: Float64Array): void {
   }
 }
 
+/** The profiler's events for this slot (a join's start, the join before's end), in stream order. */
+function recordMarks(slot: number): void {
+  if (!board) throw new Refusal('a record carries profile marks, but no profile board is set: call setProfileBoard first', 'ERR_BAD_RECORD');
+  const e0 = board.marks[2 * slot]!, e1 = board.marks[2 * slot + 1]!;
+  dev.eventRecord(e0, stream);
+  if (e1 !== 0) dev.eventRecord(e1, stream);
+}
+
 /** Run available records for up to ~1 ms; false once the ring is faulted. */
 function runBatch(): boolean {
   const end = performance.now() + 1;
@@ -188,7 +193,10 @@ function runBatch(): boolean {
     const r = ring.peek();
     try {
       if (r.afterPeer !== undefined) awaitPeer(r.afterPeer, r.seq);
+      if (r.marked) recordMarks(r.slot);
       execute(r, args);
+      // Before advance(): whoever sees `tail` reach this record sees its stamp too.
+      if (board) board.stamps[r.slot] = performance.now() * 1000 + board.offsetUs;
     } catch (e) {
       refuse(r, e);
       return false;
@@ -257,6 +265,17 @@ async function drain(timeoutMs: number): Promise<void> {
       throw new Error(`${tag}: drain timed out after ${timeoutMs} ms (${ring.available()} records not enqueued)`);
     }
     await sleep(pending() ? 0 : 0.05);
+  }
+}
+
+/** Until every event in `events` has completed (its newest enqueued record has passed). */
+async function eventsDone(events: readonly number[], timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (let i = 0; i < events.length;) {
+    if (faulted) throw new Error(`${tag}: the ring is faulted; these events may never complete`);
+    if (dev.eventQuery(events[i]!)) { i++; continue; }
+    if (performance.now() > deadline) throw new Error(`${tag}: event ${events[i]} did not complete within ${timeoutMs} ms`);
+    await sleep(0.05);
   }
 }
 
@@ -330,11 +349,18 @@ const control = {
     return dev.eventElapsedMs(start, end);
   },
 
-  /** Milliseconds between each pair [start0, end0, start1, end1, ...]: one call for a step's joins. */
+  /**
+   * Milliseconds between each pair [start0, end0, start1, end1, ...]: one call for a step's joins.
+   * The caller has seen every record of these events ENQUEUED (the profiler waits for its stamp
+   * records). This waits for the events themselves, never for the stream: the profiler reads a
+   * step while the next one runs, and a drain here waited for that next step too, then held up
+   * the step after it behind this worker's once-a-millisecond event-loop turn (profiling cost
+   * 31% of tokens/s on bench, decode-2xH200-2026-11-30).
+   */
   async elapsedMsPairs(events: number[]): Promise<number[]> {
     needOpen('elapsedMsPairs');
     if (events.length % 2 !== 0) throw new Error(`elapsedMsPairs: an even number of events (start, end pairs), got ${events.length}`);
-    await drain(10_000);
+    await eventsDone(events, 10_000);
     const out: number[] = [];
     for (let i = 0; i < events.length; i += 2) out.push(dev.eventElapsedMs(events[i]!, events[i + 1]!));
     return out;
@@ -374,9 +400,11 @@ const control = {
     return loadBinding().threadAffinity();
   },
 
-  /** Where Op.Stamp writes, and the host clock base the main thread counts from. */
-  async setStampBoard(board: SharedArrayBuffer | undefined, base: bigint): Promise<void> {
-    stamps = board ? { words: new Float64Array(board), base } : undefined;
+  /** This ring's profile board (or none), and the host clock base the main thread counts from. */
+  async setProfileBoard(buffer: SharedArrayBuffer | undefined, base: bigint): Promise<void> {
+    if (!buffer) { board = undefined; return; }
+    const b = new ProfileBoard(buffer, ring.view.capacity);
+    board = { marks: b.marks, stamps: b.stamps, offsetUs: hostMicros(base) - performance.now() * 1000 };
   },
 
   /** The native handle of child graph `slot`, for the peer's thread to build a parent with. */

@@ -87,13 +87,9 @@ export enum Op {
   /** slot: end the capture WITHOUT instantiating it: a child graph that a parent graph
    *  (seed 003's EP step) will hold. */
   EndCaptureChild = 37,
-  /** index: a host stamp, not device work. The worker writes the host clock (runtime/host-clock.ts)
-   *  into word `index` of the stamp board when it reaches this record, i.e. once every earlier
-   *  record of its ring is enqueued on the device: the profiler's "both workers have enqueued it". */
-  Stamp = 38,
 }
 
-export const OP_COUNT = 39;
+export const OP_COUNT = 38;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

@@ -14,7 +14,7 @@
  * and the producer pays for `Atomics.notify` only when somebody actually sleeps.
  */
 import {
-  FAULT_TEXT_MAX, FAULT_TEXT_OFFSET, FLAG_AFTER_PEER, HEADER_BYTES, LAYOUT_VERSION, RECORD_BYTES, RECORD_F64, RECORD_I32, RING_MAGIC,
+  FAULT_TEXT_MAX, FAULT_TEXT_OFFSET, FLAG_AFTER_PEER, FLAG_MARKS, HEADER_BYTES, LAYOUT_VERSION, RECORD_BYTES, RECORD_F64, RECORD_I32, RING_MAGIC,
   R_AFTER_PEER, R_ARG0_F64, R_FLAGS, R_OP, R_SEQ, RingState, W_CAPACITY, W_CONSUMER_SLEEPING,
   W_FAULT_OP, W_FAULT_SEQ, W_FAULT_TEXT_BYTES, W_HEAD, W_MAGIC, W_RECORD_BYTES, W_STATE, W_TAIL, W_TAIL_WAITERS,
   W_VERSION, isPowerOfTwo, ringBytes, seqDiff,
@@ -119,6 +119,10 @@ export class RingProducer {
   /** Last `tail` we read; refreshed only when the ring looks full (saves a shared-line read). */
   private tailSeen: number;
   private open = -1;
+  /** The profile board's marks and the events waiting for the next record (0: none). */
+  private marks: Float64Array | undefined;
+  private mark0 = 0;
+  private mark1 = 0;
 
   constructor(readonly view: RingView, private readonly wait: BoundedWait) {
     this.i32 = view.i32;
@@ -132,6 +136,31 @@ export class RingProducer {
 
   /** Seq the next published record will get. */
   nextSeq(): number { return (this.next + 1) | 0; }
+
+  /** Seq of the newest published record. */
+  lastSeq(): number { return this.next; }
+
+  /** Where `mark` writes (a ProfileBoard's marks), or undefined to stop marking. */
+  attachMarks(marks: Float64Array | undefined): void {
+    if (marks && marks.length !== 2 * this.capacity) throw new RingError(`${this.view.name}: a marks board of ${marks.length} words for a ring of ${this.capacity} records`, 'ERR_RING_MISUSE');
+    this.marks = marks;
+    this.mark0 = this.mark1 = 0;
+  }
+
+  /**
+   * Have the worker record `event` on its stream just before the next record runs. False when two
+   * marks already wait: the caller records this one with a record of its own.
+   */
+  mark(event: number): boolean {
+    if (!this.marks) throw new RingError(`${this.view.name}: mark() with no profile board attached`, 'ERR_RING_MISUSE');
+    if (this.mark0 === 0) this.mark0 = event;
+    else if (this.mark1 === 0) this.mark1 = event;
+    else return false;
+    return true;
+  }
+
+  /** True while marks wait for a record to carry them. */
+  marksPending(): boolean { return this.mark0 !== 0; }
 
   /**
    * Start a record: waits (bounded) while the ring is full, then returns the record's f64 index
@@ -147,7 +176,14 @@ export class RingProducer {
     this.rec32[w + R_OP] = op;
     this.rec32[w + R_SEQ] = seq;
     this.rec32[w + R_AFTER_PEER] = afterPeer ?? 0;
-    this.rec32[w + R_FLAGS] = afterPeer === undefined ? 0 : FLAG_AFTER_PEER;
+    let flags = afterPeer === undefined ? 0 : FLAG_AFTER_PEER;
+    if (this.mark0 !== 0) {
+      this.marks![2 * slot] = this.mark0;
+      this.marks![2 * slot + 1] = this.mark1;
+      this.mark0 = this.mark1 = 0;
+      flags |= FLAG_MARKS;
+    }
+    this.rec32[w + R_FLAGS] = flags;
     this.open = slot;
     return slot * RECORD_F64 + R_ARG0_F64;
   }
@@ -223,6 +259,9 @@ export interface RecordRef {
   afterPeer: number | undefined;
   /** f64 index of argument 0 in `consumer.args`. */
   arg: number;
+  /** The record's ring slot, and whether the profile board holds events to record before it. */
+  slot: number;
+  marked: boolean;
 }
 
 /** The device worker's end. */
@@ -234,7 +273,7 @@ export class RingConsumer {
   /** Our own copy of `tail`. */
   private done: number;
   private headSeen: number;
-  private readonly ref: RecordRef = { op: 0, seq: 0, afterPeer: undefined, arg: 0 };
+  private readonly ref: RecordRef = { op: 0, seq: 0, afterPeer: undefined, arg: 0, slot: 0, marked: false };
 
   constructor(readonly view: RingView) {
     this.i32 = view.i32;
@@ -259,8 +298,11 @@ export class RingConsumer {
     const r = this.ref;
     r.op = this.rec32[w + R_OP]!;
     r.seq = this.rec32[w + R_SEQ]!;
-    r.afterPeer = (this.rec32[w + R_FLAGS]! & FLAG_AFTER_PEER) !== 0 ? this.rec32[w + R_AFTER_PEER]! : undefined;
+    const flags = this.rec32[w + R_FLAGS]!;
+    r.afterPeer = (flags & FLAG_AFTER_PEER) !== 0 ? this.rec32[w + R_AFTER_PEER]! : undefined;
     r.arg = slot * RECORD_F64 + 2;
+    r.slot = slot;
+    r.marked = (flags & FLAG_MARKS) !== 0;
     if (r.seq !== seq) {
       throw new RingError(`${this.view.name}: record at slot ${slot} has seq ${r.seq >>> 0}, expected ${seq >>> 0} (torn or overwritten record)`, 'ERR_RING_CORRUPT');
     }

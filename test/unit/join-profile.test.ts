@@ -58,6 +58,25 @@ describe('join profile', function () {
     }
   });
 
+  it('writes no ring record of its own: a profiled step writes at most one more record a ring (the flush) than an unprofiled one', async () => {
+    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 2, config: { ...DEFAULT_CONFIG, transport: { default: 'push', layers: [] } } });
+    try {
+      const rings = s.runtime.ranks.map((r) => r.ring);
+      const recordsOf = async (profile: boolean): Promise<number[]> => {
+        await s.setConfig({ ...s.decodeConfig, profile });
+        const before = rings.map((r) => r.lastSeq());
+        const r = await s.stepDetailed([randomInt(0, s.model.vocab), randomInt(0, s.model.vocab)]);
+        if (profile) assert.equal((await r.joins!).length, s.model.layers * HOPS.length);
+        return rings.map((ring, k) => (ring.lastSeq() - before[k]!) | 0);
+      };
+      const off = await recordsOf(false), on = await recordsOf(true), offAgain = await recordsOf(false);
+      assert.deepEqual(offAgain, off, 'the same step writes the same records');
+      on.forEach((n, k) => assert.ok(n - off[k]! >= 0 && n - off[k]! <= 1, `ring ${k}: ${n} records profiled, ${off[k]} not`));
+    } finally {
+      await s.close();
+    }
+  });
+
   it('reads each step while later ones run: joins awaited only after five steps are all there, each with its own step', async () => {
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: { ...DEFAULT_CONFIG, profile: true } });
     try {

@@ -1,6 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { Worker } from 'node:worker_threads';
 import { RingConsumer, RingError, RingProducer, RingView } from '../../src/workers/ring.js';
+import { ProfileBoard } from '../../src/workers/profile-board.js';
 import { FAULT_TEXT_MAX, FAULT_TEXT_OFFSET, HEADER_BYTES, RECORD_BYTES, W_HEAD, W_TAIL, seqDiff } from '../../src/workers/ring-layout.js';
 
 const wait = { spinMicros: 50, timeoutMs: 200 };
@@ -72,6 +73,37 @@ describe('command ring', () => {
     assert.equal(c.peek().op, 3, 'the refused record is intact');
     assert.throws(() => p.push(1, [2]), (e: RingError) =>
       e.code === 'ERR_RING_FAULTED' && e.message.includes(`refused record ${seq >>> 0} (op 3): é`));
+  });
+
+  it('carries profile marks on the next record, two at most, in the order they were asked for', () => {
+    const v = RingView.create(8, 'marks', -3);
+    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    assert.throws(() => p.mark(11), /no profile board attached/);
+    assert.throws(() => p.attachMarks(new Float64Array(8)), /marks board of 8 words for a ring of 8 records/);
+    const board = ProfileBoard.create(8);
+    p.attachMarks(board.marks);
+    const seen: Array<[number, number] | undefined> = [];
+    for (let i = 0; i < 40; i++) {
+      // Every third record carries one mark, every fifth two; a third mark is refused.
+      if (i % 3 === 0) assert.ok(p.mark(100 + i));
+      if (i % 5 === 0) { assert.ok(p.mark(200 + i)); assert.equal(p.mark(300 + i), i % 3 === 0 ? false : true); }
+      assert.equal(p.marksPending(), i % 3 === 0 || i % 5 === 0);
+      p.push(7, [i]);
+      assert.equal(p.marksPending(), false);
+      const r = c.peek();
+      assert.equal(c.args[r.arg], i);
+      seen.push(r.marked ? [board.marks[2 * r.slot]!, board.marks[2 * r.slot + 1]!] : undefined);
+      c.advance();
+    }
+    seen.forEach((m, i) => {
+      const want = i % 3 === 0 && i % 5 === 0 ? [100 + i, 200 + i] : i % 3 === 0 ? [100 + i, 0] : i % 5 === 0 ? [200 + i, 300 + i] : undefined;
+      assert.deepEqual(m, want, `record ${i}`);
+    });
+    // Detaching drops marks not yet carried.
+    p.mark(1);
+    p.attachMarks(undefined);
+    p.push(7, [0]);
+    assert.equal(c.peek().marked, false);
   });
 
   it('refuses begin() twice and publish() without begin()', () => {

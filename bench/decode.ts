@@ -68,6 +68,14 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
       const withProfile = (await timeSteps(walk, profiled, 'decode ll, profiled', progress)).host;
       rows.push(row({ ...base, transport: 'll+profile', method: `${method}; every join profiled (events, stamps, read-back)` }, withProfile));
       rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll', method: 'profiled step time / unprofiled step time at the same position, minus 1, in percent' }, withProfile.map((v, i) => (v / plain[i]! - 1) * 100)));
+      // What the device events cost, apart from the rest: the same profile with host times only.
+      await walk.prepare(ll);
+      walk.profileDeviceEvents = false;
+      await walk.prepare(profiled);
+      const hostOnly = (await timeSteps(walk, profiled, 'decode ll, profiled without device events', progress)).host;
+      walk.profileDeviceEvents = true;
+      await walk.prepare(ll);
+      rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll (host times only)', method: 'as above, with the profile\'s device events left out (host enqueue times and stamps only)' }, hostOnly.map((v, i) => (v / plain[i]! - 1) * 100)));
     } catch (e) {
       console.error(`decode: profile overhead: ${(e as Error).message}`);
     }

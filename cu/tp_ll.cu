@@ -12,8 +12,12 @@
 // that take chunk c on each rank (both ranks launch the same grid for a join, so the twins are
 // well defined). No block ever waits for another block of its own grid: the first version
 // published one epoch per join through a cross-block count, so a join either ran on one SM or
-// paid for the count (measured 2026-11-30, notes/perf.md). A local copy (broadcast's root, the
-// gathers' own part) waits on nothing and runs in extra blocks past the exchanging ones.
+// paid for the count (measured 2026-11-30, notes/perf.md).
+//
+// A local copy (broadcast's root, the gathers' own part) covers the same element indices as the
+// exchange, so the exchanging thread makes it: from the values it already loaded to send when the
+// copy's source is the send buffer, stored before it polls. Extra copy blocks cost the 8 KB
+// all-gather 0.17 us against an all-reduce with the same exchange (2.13 against 1.96, run11).
 //
 // A chunk's slots rotate over kLlDepth epochs. Before writing chunk c's slots for epoch e a
 // sender waits until the peer's twin has COMPLETED epoch e - kLlDepth of chunk c (their last
@@ -95,7 +99,6 @@ struct LlJob {
   uint4* selfRecv;       // kLlDepth x (cap / 2) lines
   uint4* peerRecv;
   unsigned capLines;     // lines per epoch's slot set
-  unsigned exchangeGrid; // blocks [0, exchangeGrid) exchange; the rest make the local copy
   LlState* self;
   LlState* peer;
   int rank;
@@ -144,21 +147,14 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const unsigned total = j.rows * j.rowLen;
-  if (blockIdx.x >= j.exchangeGrid) {
-    // The local copy (broadcast's root, the gathers' own part) waits on nothing, so it runs in
-    // blocks of its own, off the exchanging threads' path.
-    const unsigned stride = (gridDim.x - j.exchangeGrid) * blockDim.x;
-    for (unsigned i = (blockIdx.x - j.exchangeGrid) * blockDim.x + threadIdx.x; i < total; i += stride) {
-      j.localDst[Strided(j, i)] = j.localSrc[i];
-    }
-    return;
-  }
   const unsigned lines = (total + 1) / 2;  // an odd count's last line carries one value
   const unsigned chunks = (lines + kChunkLines - 1) / kChunkLines;
-  // This rank's values, loaded once per line: sent and, in a reduce, added to the peer's.
+  // This rank's values, loaded once per line: sent, copied locally when the copy's source is the
+  // send buffer, and in a reduce added to the peer's.
   const float* src = j.sendSrc;
+  const float* copySrc = j.localSrc == src ? nullptr : j.localSrc;
 
-  for (unsigned c = blockIdx.x; c < chunks; c += j.exchangeGrid) {
+  for (unsigned c = blockIdx.x; c < chunks; c += gridDim.x) {
     // Independent loads first, all in flight at once: the chunk's epoch (written by the block
     // that last took it, in an earlier kernel), the twin's ack, this thread's values.
     const unsigned e = j.self->epoch[c] + 1;
@@ -168,9 +164,16 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
     const unsigned i0 = 2 * line, i1 = i0 + 1;
     const float mine0 = has && src != nullptr ? src[i0] : 0.f;
     const float mine1 = has && src != nullptr && i1 < total ? src[i1] : 0.f;
+    const float copy0 = has && copySrc != nullptr ? copySrc[i0] : mine0;
+    const float copy1 = has && copySrc != nullptr && i1 < total ? copySrc[i1] : mine1;
     const unsigned slot = (e & (kLlDepth - 1)) * j.capLines + line;
     bool ok = true;
 
+    // The local copy waits on nothing: stored before any spin, off the crossing's path.
+    if (has && j.localSrc != nullptr) {
+      j.localDst[Strided(j, i0)] = copy0;
+      if (i1 < total) j.localDst[Strided(j, i1)] = copy1;
+    }
     if (j.sendSrc != nullptr) {
       ok = AwaitAck(j, c, ack, e - kLlDepth);
       if (ok && has) StoreLine(&j.peerRecv[slot], mine0, mine1, e);
@@ -224,11 +227,9 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
   if ((sendSrc != nullptr || recvDst != nullptr) && total > cap) return cudaErrorInvalidValue;
   const uint64_t chunks = ((total + 1) / 2 + kChunkLines - 1) / kChunkLines;
   const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
-  const uint64_t copies = localSrc == nullptr ? 0 : (total + kLlThreads - 1) / kLlThreads;
-  const unsigned copyBlocks = static_cast<unsigned>(copies > kMaxGrid ? kMaxGrid : copies);
   LlJob j{reduce, static_cast<unsigned>(rows), static_cast<unsigned>(rowLen), sendSrc, localSrc,
           localDst, recvDst, dstStride, static_cast<uint4*>(selfRecv),
-          static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2), blocks,
+          static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2),
           static_cast<LlState*>(selfState), static_cast<LlState*>(peerState), rank, err,
           spinLimit};
   // Launched with programmatic stream serialization: the grid is scheduled while the previous
@@ -238,7 +239,7 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks + copyBlocks);
+  cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(kLlThreads);
   cfg.stream = stream;
   cfg.attrs = attr;

@@ -82,6 +82,8 @@ export class DeviceWalk {
   private stepSeq = 0;
   private override: Transport | undefined;
   private profiler: JoinProfiler | undefined;
+  /** False only to measure the profiler itself (bench/decode.ts): joins get no device times. */
+  profileDeviceEvents = true;
   private readonly epSlots: EpGraphSlots;
   /** The expert split the EP workspaces (pack, act, contrib buffers) were built for. */
   private readonly builtFor: ReadonlyArray<{ e0: number; nE: number }>;
@@ -217,7 +219,7 @@ export class DeviceWalk {
     if (dc.wo === 'allreduce') {
       await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
     }
-    if (dc.profile && !this.profiler) this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers);
+    if (dc.profile && !this.profiler) this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, { deviceEvents: this.profileDeviceEvents });
     // Off means off: the workers stop stamping their records once the board is gone.
     if (!dc.profile && this.profiler) { await this.profiler.close(); this.profiler = undefined; }
     // A captured EP step holds its layer's transport: a new transport mapping or gate empties

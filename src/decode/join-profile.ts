@@ -69,12 +69,16 @@ export class JoinProfiler {
   /** The host clock when this step's profile began. */
   private stepT0 = 0;
 
-  private constructor(private readonly rt: Runtime) {
+  private constructor(private readonly rt: Runtime, private readonly deviceEvents: boolean) {
     this.boards = rt.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
   }
 
-  static async create(rt: Runtime, layers: number): Promise<JoinProfiler> {
-    const p = new JoinProfiler(rt);
+  /**
+   * `deviceEvents: false` is for measuring the profiler (bench/decode.ts): joins keep their host
+   * times, their device times are NaN, and no event is recorded or read.
+   */
+  static async create(rt: Runtime, layers: number, opts: { deviceEvents?: boolean } = {}): Promise<JoinProfiler> {
+    const p = new JoinProfiler(rt, opts.deviceEvents ?? true);
     try {
       for (let k = 0; k < 2; k++) {
         const set: EventSet = { pairs: [], stepStart: [], reading: Promise.resolve() };
@@ -104,7 +108,7 @@ export class JoinProfiler {
     await this.set.reading.catch(() => undefined);
     this.pending = [];
     this.stepT0 = hostMicros(this.base);
-    for (const r of this.rt.ranks) this.mark(r, this.set.stepStart[r.rank]!);
+    if (this.deviceEvents) for (const r of this.rt.ranks) this.mark(r, this.set.stepStart[r.rank]!);
   }
 
   /**
@@ -115,9 +119,9 @@ export class JoinProfiler {
     const [start, end] = this.set.pairs[layer * HOPS.length + HOPS.indexOf(hop)]!;
     const r = this.rt.ranks[RECEIVER[hop]];
     const t0 = hostMicros(this.base);
-    this.mark(r, start);
+    if (this.deviceEvents) this.mark(r, start);
     join();
-    this.mark(r, end);
+    if (this.deviceEvents) this.mark(r, end);
     this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, last0: this.rt.ranks[0].ring.lastSeq(), last1: this.rt.ranks[1].ring.lastSeq(), enqueuedAt: 0 });
   }
 
@@ -172,13 +176,16 @@ export class JoinProfiler {
       const mine = done.filter((j) => RECEIVER[j.hop] === rank);
       if (mine.length === 0) return;
       const origin = set.stepStart[rank]!.handle;
-      const ms: number[] = await this.rt.ranks[rank].control.call('elapsedMsPairs', mine.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]));
+      // The newest of them all is the last join's end: this rank's stream recorded them in order.
+      const ms: number[] = this.deviceEvents
+        ? await this.rt.ranks[rank].control.call('elapsedMsPairs', mine.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]), mine[mine.length - 1]!.end.handle)
+        : [];
       mine.forEach((j, i) => out.push({
         token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
         hostStartUs: j.t0 - stepT0,
         hostEnqueueUs: j.enqueuedAt - j.t0,
-        deviceUs: ms[2 * i]! * 1000,
-        deviceStartUs: ms[2 * i + 1]! * 1000,
+        deviceUs: this.deviceEvents ? ms[2 * i]! * 1000 : NaN,
+        deviceStartUs: this.deviceEvents ? ms[2 * i + 1]! * 1000 : NaN,
       }));
     }));
     return out.sort((a, b) => a.layer - b.layer || HOPS.indexOf(a.hop) - HOPS.indexOf(b.hop));

@@ -31,10 +31,38 @@ Napi::Value LlMaxValues(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(memra_tp_ll_max_values()));
 }
 
+// The link's buffers, once per thread (the link sets them again when it grows them).
+Napi::Value LlConfigure(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "llConfigure";
+  ThreadState::LlLink l;
+  l.selfRecv = ReadAlignedAddress(info, 0, fn, "selfRecv", 16, "LL slot pairs");
+  l.peerRecv = ReadAlignedAddress(info, 1, fn, "peerRecv", 16, "LL slot pairs");
+  l.cap = ReadPositiveSafeUint(info, 2, fn, "cap");
+  l.selfState = ReadAlignedAddress(info, 3, fn, "selfState", 4, "LL state");
+  l.peerState = ReadAlignedAddress(info, 4, fn, "peerState", 4, "LL state");
+  l.rank = static_cast<int>(ReadIntInRange(info, 5, fn, "rank", 0, 1));
+  l.err = ReadAlignedAddress(info, 6, fn, "err", 4, "an i32 refusal word");
+  l.spinLimit = ReadPositiveSafeUint(info, 7, fn, "spinLimit");
+  if (l.cap % 2 != 0 || l.cap > 0xffffffffull) {
+    ThrowTypeError(env, std::string(fn) + ": argument 'cap' (" + std::to_string(l.cap) +
+                            ") must be even (slots travel in 16-byte pairs) and fit 32 bits");
+  }
+  l.set = true;
+  ts.ll = l;
+  return env.Undefined();
+}
+
 Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const char* fn = "launchLl";
+  if (!ts.ll.set) {
+    ThrowError(env, "launchLl: no LL link on this thread: call llConfigure first (open the ll transport)",
+               "MEMRA_NO_LL_LINK");
+  }
+  const ThreadState::LlLink& l = ts.ll;
   const int reduce = static_cast<int>(ReadIntInRange(info, 0, fn, "reduce", 0, 1));
   const uint64_t rows = ReadPositiveSafeUint(info, 1, fn, "rows");
   const uint64_t rowLen = ReadPositiveSafeUint(info, 2, fn, "rowLen");
@@ -43,15 +71,8 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   const uintptr_t localDst = ReadOptionalF32(info, 5, fn, "localDst");
   const uintptr_t recvDst = ReadOptionalF32(info, 6, fn, "recvDst");
   const uint64_t dstStride = ReadSafeUint(info, 7, fn, "dstStride");
-  const uintptr_t selfRecv = ReadAlignedAddress(info, 8, fn, "selfRecv", 16, "LL slot pairs");
-  const uintptr_t peerRecv = ReadAlignedAddress(info, 9, fn, "peerRecv", 16, "LL slot pairs");
-  const uint64_t cap = ReadPositiveSafeUint(info, 10, fn, "cap");
-  const uintptr_t selfState = ReadAlignedAddress(info, 11, fn, "selfState", 4, "LL state");
-  const uintptr_t peerState = ReadAlignedAddress(info, 12, fn, "peerState", 4, "LL state");
-  const int rank = static_cast<int>(ReadIntInRange(info, 13, fn, "rank", 0, 1));
-  const uintptr_t err = ReadAlignedAddress(info, 14, fn, "err", 4, "an i32 refusal word");
-  const uint64_t spinLimit = ReadPositiveSafeUint(info, 15, fn, "spinLimit");
-  const auto s = ReadHandle<cudaStream_t>(info, 16, fn, "stream");
+  const auto s = ReadHandle<cudaStream_t>(info, 8, fn, "stream");
+  const uint64_t cap = l.cap;
 
   // Wiring mistakes that would corrupt memory or hang the peer: refused before any launch.
   if (rows > 1 && dstStride < rowLen && (localSrc != 0 || recvDst != 0)) {
@@ -76,10 +97,9 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
                             " elements exceed the " + std::to_string(memra_tp_ll_max_values()) +
                             " one LL join may move; split the join or use another transport");
   }
-  if (cap % 2 != 0 || cap > 0xffffffffull || rows * rowLen > 0xffffffffull) {
-    ThrowTypeError(env, std::string(fn) + ": argument 'cap' (" + std::to_string(cap) +
-                            ") must be even (slots travel in 16-byte pairs) and it and rows x "
-                            "rowLen must fit 32 bits");
+  if (rows * rowLen > 0xffffffffull) {
+    ThrowTypeError(env, std::string(fn) + ": rows x rowLen (" + std::to_string(rows * rowLen) +
+                            ") must fit 32 bits");
   }
 
   const int device = RequireBoundStream(env, ts, s, fn);
@@ -88,14 +108,14 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
       memra_tp_ll_exchange(reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
                            reinterpret_cast<const float*>(localSrc),
                            reinterpret_cast<float*>(localDst), reinterpret_cast<float*>(recvDst),
-                           dstStride, reinterpret_cast<void*>(selfRecv),
-                           reinterpret_cast<void*>(peerRecv), cap,
-                           reinterpret_cast<void*>(selfState), reinterpret_cast<void*>(peerState),
-                           rank, reinterpret_cast<int*>(err), static_cast<long long>(spinLimit),
+                           dstStride, reinterpret_cast<void*>(l.selfRecv),
+                           reinterpret_cast<void*>(l.peerRecv), cap,
+                           reinterpret_cast<void*>(l.selfState), reinterpret_cast<void*>(l.peerState),
+                           l.rank, reinterpret_cast<int*>(l.err), static_cast<long long>(l.spinLimit),
                            s),
       "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +
           ", rowLen=" + std::to_string(rowLen) + ", sendSrc=" + Hex(sendSrc) +
-          ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(rank) + ", stream=" + Hex(s) +
+          ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(l.rank) + ", stream=" + Hex(s) +
           ")");
   return env.Undefined();
 }
@@ -106,6 +126,7 @@ void RegisterLinkLl(Napi::Env env, Napi::Object exports) {
   exports.Set("llStateBytes", Napi::Function::New(env, LlStateBytes, "llStateBytes"));
   exports.Set("llMaxValues", Napi::Function::New(env, LlMaxValues, "llMaxValues"));
   exports.Set("llDepth", Napi::Function::New(env, LlDepth, "llDepth"));
+  exports.Set("llConfigure", Napi::Function::New(env, LlConfigure, "llConfigure"));
   exports.Set("launchLl", Napi::Function::New(env, LaunchLl, "launchLl"));
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -64,6 +65,15 @@ class ThreadState {
   std::unordered_set<cudaStream_t> capturing;
   // ncclComm_t values (opaque pointers; the type lives in addon/nccl_abi.h).
   std::unordered_set<void*> ncclComms;
+  // The LL link's buffers as `llConfigure` set them: the same for every join of the link, so a
+  // launch reads only the join's own eight arguments (each argument read through N-API costs
+  // tens of nanoseconds on the eager join's critical path).
+  struct LlLink {
+    bool set = false;
+    uintptr_t selfRecv = 0, peerRecv = 0, selfState = 0, peerState = 0, err = 0;
+    uint64_t cap = 0, spinLimit = 0;
+    int rank = 0;
+  } ll;
 
  private:
   napi_env env_;

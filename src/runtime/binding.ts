@@ -201,22 +201,24 @@ export interface NativeBinding {
   /** The most values (f32) one LL join may move. */
   llMaxValues(): number;
   /**
-   * One low-latency join on this rank, one kernel, no events: optionally copy `localSrc` to
-   * `localDst`; send `sendSrc` into the peer's receive slots as {value, epoch} words; receive the
-   * peer's values into `recvDst` (with `reduce`, the rank-order sum with `sendSrc`, which may alias
-   * `recvDst`). `rows` x `rowLen` elements, dense at the source, `dstStride` apart at the
-   * destinations; a role whose pointer is 0 is absent. BOTH ranks launch for every join (that
-   * keeps their epochs in step). `selfRecv`/`peerRecv` (16-byte aligned) hold `llDepth()` x `cap`
-   * 8-byte slots, zeroed, `cap` even;
-   * `selfState`/`peerState` are LL state blocks, zeroed. Waits longer than `spinLimit` SM ticks
-   * store 40043 (the peer's values never came) or 40044 (the peer never finished the epoch that last
-   * used these slots) into `*err`; the link must then be drained and reset.
+   * This thread's LL link, used by every `launchLl` after it: `selfRecv`/`peerRecv` (16-byte
+   * aligned) hold `llDepth()` x `cap` 8-byte slots, zeroed, `cap` even; `selfState`/`peerState`
+   * are LL state blocks, zeroed. Waits longer than `spinLimit` SM ticks store 40043 (the peer's
+   * values never came) or 40044 (the peer never finished the epoch that last used these slots)
+   * into `*err`; the link must then be drained and reset.
+   */
+  llConfigure(selfRecv: DevicePtr, peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number, err: DevicePtr, spinLimit: number): void;
+  /**
+   * One low-latency join on this rank, one kernel, no events, over the link `llConfigure` set:
+   * optionally copy `localSrc` to `localDst`; send `sendSrc` into the peer's receive slots as
+   * {value, epoch} words; receive the peer's values into `recvDst` (with `reduce`, the rank-order
+   * sum with `sendSrc`, which may alias `recvDst`). `rows` x `rowLen` elements, dense at the
+   * source, `dstStride` apart at the destinations; a role whose pointer is 0 is absent. BOTH ranks
+   * launch for every join (that keeps their epochs in step).
    */
   launchLl(
     reduce: number, rows: number, rowLen: number, sendSrc: DevicePtr, localSrc: DevicePtr,
-    localDst: DevicePtr, recvDst: DevicePtr, dstStride: number, selfRecv: DevicePtr,
-    peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number,
-    err: DevicePtr, spinLimit: number, stream: StreamHandle,
+    localDst: DevicePtr, recvDst: DevicePtr, dstStride: number, stream: StreamHandle,
   ): void;
 
   // ---- the synthetic model's kernels (cu/model.h states each one's exact computation) ----

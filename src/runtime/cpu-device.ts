@@ -87,6 +87,8 @@ export class CpuDevice implements DeviceApi {
   private readonly timing = new Set<number>();
   /** First-fit free lists this thread owns, per arena: [offset, bytes] sorted by offset. */
   private readonly heaps = new Map<number, Array<[number, number]>>();
+  /** This thread's LL link, as `llConfigure` set it. */
+  private llLink: { selfRecv: number; peerRecv: number; cap: number; selfState: number; peerState: number; rank: number; err: number; spinLimit: number } | undefined;
   /** Live allocations this thread made: arena * MAX_ALLOCS + slot -> offset. */
   private readonly allocBySlot = new Map<number, number>();
   private readonly hostRegs = new Map<number, Uint32Array>();
@@ -510,12 +512,19 @@ export class CpuDevice implements DeviceApi {
    * state words are synchronisation memory (atomics), not race-tracked; the data each rank reads
    * and writes is its own and is.
    */
-  launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, selfRecv: number, peerRecv: number, cap: number, selfState: number, peerState: number, rank: number, err: number, spinLimit: number, stream: number): void {
+  llConfigure(selfRecv: number, peerRecv: number, cap: number, selfState: number, peerState: number, rank: number, err: number, spinLimit: number): void {
+    if (cap % 2 !== 0 || cap > 0xffffffff) throw new TypeError(`llConfigure: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and fit 32 bits`);
+    this.llLink = { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit };
+  }
+
+  launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stream: number): void {
     this.stream('launchLl', stream);
+    if (!this.llLink) throw new Error('launchLl: no LL link on this thread: call llConfigure first (open the ll transport)');
+    const { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit } = this.llLink;
     const total = rows * rowLen;
     if ((sendSrc !== 0 || recvDst !== 0) && total > cap) throw new TypeError(`launchLl: ${total} elements exceed the receive buffer's ${cap} slots per epoch; reserve a larger link`);
     if (total > LL_MAX_VALUES) throw new TypeError(`launchLl: ${total} elements exceed the ${LL_MAX_VALUES} one LL join may move; split the join or use another transport`);
-    if (cap % 2 !== 0 || cap > 0xffffffff || total > 0xffffffff) throw new TypeError(`launchLl: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and it and rows x rowLen must fit 32 bits`);
+    if (total > 0xffffffff) throw new TypeError(`launchLl: rows x rowLen (${total}) must fit 32 bits`);
     const ep = this.tick();
     const words = (ptr: number, n: number, call: string): Int32Array => {
       const [d, off] = this.resolve(call, ptr, n * 4);

@@ -69,13 +69,12 @@ let board: { marks: Float64Array; stamps: Float64Array; offsetUs: number } | und
 /** This rank's NCCL communicator, once `ncclInit` made it. */
 let comm = 0;
 
-/** The link's low-latency buffers, as `llConfigure` set them. */
+/** The link's low-latency buffers, as `llConfigure` set them (held by the device, per thread). */
 export interface LlConfig { selfRecv: number; peerRecv: number; cap: number; selfState: number; peerState: number; err: number; spinLimit: number }
-let ll: LlConfig | undefined;
+let llReady = false;
 
-function needLl(): LlConfig {
-  if (!ll) throw new Refusal('an LL join before llConfigure: open the ll transport first', 'ERR_BAD_RECORD');
-  return ll;
+function needLl(): void {
+  if (!llReady) throw new Refusal('an LL join before llConfigure: open the ll transport first', 'ERR_BAD_RECORD');
 }
 
 function needComm(): number {
@@ -165,9 +164,8 @@ function execute(r: RecordRef, a: Float64Array): void {
     case Op.NcclBroadcast: dev.ncclBroadcastF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, needComm(), stream); return;
     case Op.NcclAllGather: dev.ncclAllGatherF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
     case Op.Ll: {
-      const c = needLl();
-      dev.launchLl(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!,
-        c.selfRecv, c.peerRecv, c.cap, c.selfState, c.peerState, init.rank, c.err, c.spinLimit, stream);
+      needLl();
+      dev.launchLl(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, stream);
       return;
     }
     case Op.NcclSendRecv: dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream); return;
@@ -385,7 +383,12 @@ const control = {
   },
 
   /** Where this rank's LL joins find their buffers (set again when the link grows them). */
-  async llConfigure(config: LlConfig): Promise<void> { needOpen('llConfigure'); await drain(10_000); ll = config; },
+  async llConfigure(c: LlConfig): Promise<void> {
+    needOpen('llConfigure');
+    await drain(10_000);
+    dev.llConfigure(c.selfRecv, c.peerRecv, c.cap, c.selfState, c.peerState, init.rank, c.err, c.spinLimit);
+    llReady = true;
+  },
 
   /**
    * Generate a bf16 weight slice on this rank's stream (cold: model load). Ordered with ring work

@@ -8,7 +8,7 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderBenchReport } from './report-html.js';
 import type { NamedResults, ResultsFile } from './results-types.js';
-import { newestLines } from './newest-results.js';
+import { byDateThenName, newestLines } from './newest-results.js';
 import { targetsTable } from './report-targets.js';
 
 const root = new URL('../../', import.meta.url).pathname;
@@ -54,7 +54,26 @@ function pivot(entries: NamedResults[]): string {
   return out.join('\n');
 }
 
-const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = { joins: pivot };
+/**
+ * Decode and EP: every row of the newest file, with its transport (the variant) and metric; the
+ * older files stay in bench/results/ and on the HTML page.
+ */
+function newestFile(entries: Array<{ file: string; data: ResultsFile }>): string {
+  const { file, data } = [...entries].sort(byDateThenName).at(-1)!;
+  const out = [
+    `From \`${file}\` (${data.machine.label}, ${data.date.slice(0, 10)}, node ${data.machine.node}).`,
+    '',
+    '| op | variant | metric | median | p90 | p99 | n | unit |',
+    '| --- | --- | --- | ---: | ---: | ---: | ---: | --- |',
+  ];
+  for (const r of data.rows) {
+    const variant = r.op === 'memory' ? `${r.transport}, device ${r.bytes}` : r.transport;
+    out.push(`| ${r.op} | ${variant} | ${r.metric ?? ''} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
+  }
+  return out.join('\n');
+}
+
+const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = { joins: pivot, decode: newestFile, ep: newestFile };
 
 const readmePath = join(root, 'README.md');
 let readme = readFileSync(readmePath, 'utf8');

@@ -54,6 +54,29 @@ Napi::Value EventRecord(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// A profiler's mark: an ordinary record, or, while the stream is being captured (the step graph),
+// an event record NODE, so every replay records it. A plain record during capture only marks a
+// capture dependency and records nothing; cudaEventRecordExternal is refused outside a capture.
+// The stream may be capturing without this thread having begun it (it joined a multi-device
+// capture by waiting on an event), so the stream is asked, not this thread's own bookkeeping.
+Napi::Value EventRecordMark(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const auto e = ReadHandle<cudaEvent_t>(info, 0, "eventRecordMark", "event");
+  const auto s = ReadHandle<cudaStream_t>(info, 1, "eventRecordMark", "stream");
+  const int device = ts.RequireBound(env, "eventRecordMark");
+  RequireOwnedEvent(env, ts, e, "eventRecordMark");
+  RequireOwnedStream(env, ts, s, "eventRecordMark");
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  MEMRA_CUDA_CHECK(env, device, cudaStreamIsCapturing(s, &status),
+                   "cudaStreamIsCapturing(stream=" + Hex(s) + ")");
+  const unsigned flags = status == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault;
+  MEMRA_CUDA_CHECK(env, device, cudaEventRecordWithFlags(e, s, flags),
+                   "cudaEventRecordWithFlags(event=" + Hex(e) + ", stream=" + Hex(s) + ", " +
+                       (flags ? "cudaEventRecordExternal" : "cudaEventRecordDefault") + ")");
+  return env.Undefined();
+}
+
 Napi::Value StreamWaitEvent(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
@@ -94,6 +117,7 @@ void RegisterEvent(Napi::Env env, Napi::Object exports) {
   exports.Set("eventCreate", Napi::Function::New(env, EventCreate, "eventCreate"));
   exports.Set("eventDestroy", Napi::Function::New(env, EventDestroy, "eventDestroy"));
   exports.Set("eventRecord", Napi::Function::New(env, EventRecord, "eventRecord"));
+  exports.Set("eventRecordMark", Napi::Function::New(env, EventRecordMark, "eventRecordMark"));
   exports.Set("streamWaitEvent", Napi::Function::New(env, StreamWaitEvent, "streamWaitEvent"));
   exports.Set("eventQuery", Napi::Function::New(env, EventQuery, "eventQuery"));
   exports.Set("eventElapsedMs", Napi::Function::New(env, EventElapsedMs, "eventElapsedMs"));

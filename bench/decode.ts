@@ -76,6 +76,19 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
       walk.profileDeviceEvents = true;
       await walk.prepare(ll);
       rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll (host times only)', method: 'as above, with the profile\'s device events left out (host enqueue times and stamps only)' }, hostOnly.map((v, i) => (v / plain[i]! - 1) * 100)));
+      // The same on the fast path, the step graph: there the events are nodes of the profiled
+      // graphs, so the host pays nothing a join and what is left is the events on the device.
+      const llGraph: DecodeConfig = { ...ll, stepGraph: true };
+      await walk.prepare(llGraph);
+      const plainGraph = await graphedSteps(walk, llGraph, 'decode ll, step graph, unprofiled', progress);
+      const profiledGraph: DecodeConfig = { ...llGraph, profile: true };
+      await walk.prepare(profiledGraph);
+      const withProfileGraph = await graphedSteps(walk, profiledGraph, 'decode ll, step graph, profiled', progress);
+      await walk.prepare(ll);
+      if (plainGraph && withProfileGraph) {
+        rows.push(row({ ...base, transport: 'll+graph+profile', method: `${method}; the step replayed from its profiled graph (the events are graph nodes)` }, withProfileGraph));
+        rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll+graph', method: 'profiled step-graph step time / unprofiled step-graph step time at the same position, minus 1, in percent' }, withProfileGraph.map((v, i) => (v / plainGraph[i]! - 1) * 100)));
+      }
     } catch (e) {
       console.error(`decode: profile overhead: ${(e as Error).message}`);
     }

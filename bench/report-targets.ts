@@ -96,10 +96,15 @@ export function targetLines(files: StoredResults[]): Line[] {
   lines.push(line('MoE step, EP graph against the eager twin (bench, t = 1)', '≥ 1.5× faster', graph && eager ? [graph, eager] : undefined,
     ([g, e]) => `graph ${us(g!.row.median)}, eager ${us(e!.row.median)}: ${(e!.row.median / g!.row.median).toFixed(2)}×${perToken}`, ([g, e]) => e!.row.median / g!.row.median >= 1.5));
   // Issue 6: profiling's cost.
+  // Measured on both paths; the verdict is the step graph's (the fast path, where the events are
+  // graph nodes), and the eager figure stands beside it.
   const prof = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll');
+  const profGraph = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll+graph');
   const hostOnly = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll (host times only)');
-  const apart = hostOnly ? `; without the device events ${hostOnly.row.median.toFixed(2)}%` : '';
-  lines.push(line('profiling on, cost in tokens/s', '≤ 3%', prof && [prof], ([f]) => `${f!.row.median.toFixed(2)}% median${apart}`, ([f]) => f!.row.median <= 3));
+  const apart = hostOnly ? ` (without the device events ${hostOnly.row.median.toFixed(2)}%)` : '';
+  const pctOf = (f: Found): string => `${f.row.median.toFixed(2)}%`;
+  lines.push(line('profiling on, cost in tokens/s (step graph; eager beside it)', '≤ 3%', prof && [prof, ...(profGraph ? [profGraph] : [])],
+    ([e, g]) => `${g ? `step graph ${pctOf(g)}; ` : ''}eager ${pctOf(e!)}${apart}`, ([e, g]) => (g ?? e)!.row.median <= 3));
   return lines;
 }
 

@@ -33,7 +33,7 @@ import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
 import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
-import { JoinProfiler, type Hop, type JoinTiming } from './join-profile.js';
+import { JoinProfiler, type CapturedJoin, type Hop, type JoinTiming } from './join-profile.js';
 import { EpGraphSlots } from './ep-graph-slot.js';
 import { checkRoutes } from './route-check.js';
 import { EpStepTimer } from './ep-step-timer.js';
@@ -61,6 +61,13 @@ function routesAt(cfg: ModelConfig, maxBatch: number, layer: number): number {
 
 export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
   return routesAt(cfg, maxBatch, cfg.layers);
+}
+
+/** One batch size's step graph, or why there is none; a profiled one keeps its joins. */
+interface StepGraph {
+  t: number;
+  graph: CapturedGraph | { refused: string };
+  joins?: CapturedJoin[];
 }
 
 export interface StepResult {
@@ -92,8 +99,12 @@ export class DeviceWalk {
   /** Set for the step being enqueued when its config asks for profiling. */
   private profiling = false;
   private epTimer: EpStepTimer | undefined;
-  /** Per batch size t: the whole step captured (config stepGraph), or why not (latched). */
-  private stepGraphs = new Map<number, CapturedGraph | { refused: string }>();
+  /**
+   * The whole step captured (config stepGraph), or why not (latched), per batch size t and, for a
+   * profiled step, per event set (`t/profile k`): a profiled graph holds its set's events as
+   * nodes, with the joins they bracket.
+   */
+  private stepGraphs = new Map<string, StepGraph>();
   /** The config the step graphs were captured under: a different one destroys them. */
   private stepGraphKey = '';
   /** Step-graph launches and capture attempts so far. */
@@ -220,8 +231,13 @@ export class DeviceWalk {
       await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
     }
     if (dc.profile && !this.profiler) this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, { deviceEvents: this.profileDeviceEvents });
-    // Off means off: the workers stop stamping their records once the board is gone.
-    if (!dc.profile && this.profiler) { await this.profiler.close(); this.profiler = undefined; }
+    // Off means off: the workers stop stamping their records once the board is gone. The step
+    // graphs that hold the profiler's events go first (a replay would record destroyed events).
+    if (!dc.profile && this.profiler) {
+      await this.dropStepGraphs(true);
+      await this.profiler.close();
+      this.profiler = undefined;
+    }
     // A captured EP step holds its layer's transport: a new transport mapping or gate empties
     // the slots (and lifts latched refusals, whose reasons may no longer hold).
     const key = JSON.stringify({ t: Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l)), g: dc.epGraph, o: everyLayer !== undefined });
@@ -248,7 +264,7 @@ export class DeviceWalk {
     root.setI32(b0.tokIn, tokens);
     root.setI32(posAt(0), positions);
     const trs = this.transportsFor(dc);
-    if (dc.stepGraph && !this.profiling && !this.validation && !this.epTimer) await this.runStepGraph(t, dc, trs, posAt);
+    if (dc.stepGraph && !this.validation && !this.epTimer) await this.runStepGraph(t, dc, trs, posAt);
     else {
       this.head(t);
       for (let l = 0; l < this.cfg.layers; l++) {
@@ -308,6 +324,7 @@ export class DeviceWalk {
    * capture crashed the process).
    */
   private async runStepGraph(t: number, dc: DecodeConfig, trs: Array<Transport | undefined>, posAt: (r: number) => number): Promise<void> {
+    const profiler = this.profiling ? this.profiler! : undefined;
     const body = (): void => {
       this.head(t);
       for (let l = 0; l < this.cfg.layers; l++) {
@@ -315,26 +332,36 @@ export class DeviceWalk {
         this.moeEager(l, t, trs[l]);
       }
       this.tail(t);
+      profiler?.flush();
     };
-    let g = this.stepGraphs.get(t);
-    if (!g) {
-      const mode = this.stepGraphMode(trs);
-      if (typeof mode !== 'string') g = mode;
-      else {
-        this.stepGraphCounts.captures++;
-        try {
-          g = await CapturedGraph.capture(this.rt, body, mode);
-        } catch (e) {
-          g = { refused: `capture failed: ${(e as Error).message}` };
-        }
-      }
-      this.stepGraphs.set(t, g);
+    const key = profiler ? `${t}/profile ${profiler.setIndex}` : `${t}`;
+    let entry = this.stepGraphs.get(key);
+    if (!entry) {
+      entry = await this.captureStep(t, trs, body, profiler);
+      this.stepGraphs.set(key, entry);
     }
-    if (g instanceof CapturedGraph) {
-      g.launch();
+    if (entry.graph instanceof CapturedGraph) {
+      const t0 = profiler?.now() ?? 0;
+      entry.graph.launch();
+      if (entry.joins) profiler!.replayed(entry.joins, t0, this.token);
       this.stepGraphCounts.launches++;
     } else {
       body();
+    }
+  }
+
+  private async captureStep(t: number, trs: Array<Transport | undefined>, body: () => void, profiler: JoinProfiler | undefined): Promise<StepGraph> {
+    const mode = this.stepGraphMode(trs);
+    if (typeof mode !== 'string') return { t, graph: mode };
+    this.stepGraphCounts.captures++;
+    const from = profiler?.bracketed ?? 0;
+    try {
+      const graph = await CapturedGraph.capture(this.rt, body, mode);
+      // A graph that issues its body again (the CPU reference) brackets its joins then.
+      return { t, graph, joins: profiler && !graph.reissuesBody ? profiler.takeCaptured(from) : undefined };
+    } catch (e) {
+      profiler?.takeCaptured(from);
+      return { t, graph: { refused: `capture failed: ${(e as Error).message}` } };
     }
   }
 
@@ -346,15 +373,18 @@ export class DeviceWalk {
     return 'multi-device';
   }
 
-  private async dropStepGraphs(): Promise<void> {
-    const old = [...this.stepGraphs.values()];
-    this.stepGraphs.clear();
-    for (const g of old) if (g instanceof CapturedGraph) await g.destroy();
+  /** Destroy the step graphs (`profiledOnly`: those holding the profiler's events). */
+  private async dropStepGraphs(profiledOnly = false): Promise<void> {
+    for (const [key, { graph }] of [...this.stepGraphs]) {
+      if (profiledOnly && !key.includes('profile')) continue;
+      this.stepGraphs.delete(key);
+      if (graph instanceof CapturedGraph) await graph.destroy();
+    }
   }
 
   /** The step graphs' counters and each batch size's refusal (for the profile and the CLI). */
   stepGraphStats(): { launches: number; captures: number; refused: Array<{ t: number; reason: string }> } {
-    const refused = [...this.stepGraphs.entries()].filter((e): e is [number, { refused: string }] => !(e[1] instanceof CapturedGraph)).map(([t, g]) => ({ t, reason: g.refused }));
+    const refused = [...this.stepGraphs.values()].filter((e) => !(e.graph instanceof CapturedGraph)).map(({ t, graph }) => ({ t, reason: (graph as { refused: string }).refused }));
     return { ...this.stepGraphCounts, refused };
   }
 

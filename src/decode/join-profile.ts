@@ -34,6 +34,9 @@ export { HOPS, type Hop };
 /** What the walk knows of a join (the step number is the caller's). */
 export type JoinTiming = Omit<JoinSample, 'step'>;
 
+/** A join as a step graph captured it: its identity and its events, replayed every launch. */
+export type CapturedJoin = Readonly<Pick<Pending, 'hop' | 'layer' | 'transport' | 'bytes' | 'start' | 'end'>>;
+
 
 interface Pending {
   hop: Hop; layer: number; transport: string; bytes: number; token: number;
@@ -124,6 +127,33 @@ export class JoinProfiler {
     if (this.deviceEvents) this.mark(r, end);
     this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, last0: this.rt.ranks[0].ring.lastSeq(), last1: this.rt.ranks[1].ring.lastSeq(), enqueuedAt: 0 });
   }
+
+  /** Which of the two event sets this step uses: a step graph captures one graph per set. */
+  get setIndex(): number { return this.sets.indexOf(this.set); }
+
+  /** How many joins this step has bracketed so far. */
+  get bracketed(): number { return this.pending.length; }
+
+  /**
+   * The joins bracketed since `from`, taken out of this step: a capture enqueued them into a
+   * graph, not onto the streams, so they are this step's only once the graph is launched.
+   */
+  takeCaptured(from: number): CapturedJoin[] {
+    return this.pending.splice(from).map(({ hop, layer, transport, bytes, start, end }) => ({ hop, layer, transport, bytes, start, end }));
+  }
+
+  /**
+   * A step graph holding `joins` was just launched (its launch began at host time `t0`): they are
+   * this step's joins. Their events are the graph's nodes; their host enqueue is the launch's,
+   * one ring record per rank for the whole step.
+   */
+  replayed(joins: readonly CapturedJoin[], t0: number, token: number): void {
+    const last0 = this.rt.ranks[0].ring.lastSeq(), last1 = this.rt.ranks[1].ring.lastSeq();
+    for (const j of joins) this.pending.push({ ...j, token, t0, last0, last1, enqueuedAt: 0 });
+  }
+
+  /** The host clock the profile counts in (µs since this profiler's base). */
+  now(): number { return hostMicros(this.base); }
 
   /**
    * End the step's enqueue: a mark still waiting for a record (the receiving ring's last join of

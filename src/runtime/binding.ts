@@ -101,6 +101,11 @@ export interface NativeBinding {
   eventCreate(timing: boolean): EventHandle;
   eventDestroy(event: EventHandle): void;
   eventRecord(event: EventHandle, stream: StreamHandle): void;
+  /**
+   * The profiler's record: as `eventRecord`, except that while `stream` is being captured it
+   * becomes an event record node of the graph (cudaEventRecordExternal), recorded by every replay.
+   */
+  eventRecordMark(event: EventHandle, stream: StreamHandle): void;
   /** Stream `stream` waits for `event`'s latest record, which may be on another device. */
   streamWaitEvent(stream: StreamHandle, event: EventHandle): void;
   /** True when the event's latest record has completed. Never blocks. */

@@ -199,6 +199,9 @@ export class CpuDevice implements DeviceApi {
     Atomics.add(this.i32, this.layout.eventGen + event - 1, 1);
   }
 
+  /** No graphs here (a captured sequence is issued again), so a mark is a record. */
+  eventRecordMark(event: number, stream: number): void { this.eventRecord(event, stream); }
+
   streamWaitEvent(stream: number, event: number, expectedRecords?: number): void {
     this.stream('streamWaitEvent', stream);
     const gen = this.eventGenOf(event, 'streamWaitEvent');

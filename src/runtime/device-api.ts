@@ -11,7 +11,7 @@ export type DeviceApi = Pick<
   NativeBinding,
   | 'bindDevice' | 'boundDevice' | 'releaseDevice' | 'memGetInfo' | 'enablePeerAccess'
   | 'disablePeerAccess' | 'streamCreate' | 'streamDestroy' | 'streamQuery' | 'streamSynchronize'
-  | 'eventCreate' | 'eventDestroy' | 'eventRecord' | 'eventQuery' | 'eventElapsedMs' | 'malloc'
+  | 'eventCreate' | 'eventDestroy' | 'eventRecord' | 'eventRecordMark' | 'eventQuery' | 'eventElapsedMs' | 'malloc'
   | 'free' | 'memsetAsync' | 'memcpyAsync' | 'memcpyPeerAsync' | 'upload' | 'download'
   | 'hostRegister' | 'hostUnregister' | 'launchFillF32' | 'launchAxpyF32' | 'launchSignal'
   | 'launchProbeWrite' | 'launchSpin' | 'hostAlloc' | 'hostFree'

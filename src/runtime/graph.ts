@@ -105,6 +105,9 @@ export class CapturedGraph {
     return new CapturedGraph(rt, slot, body, undefined, ranks);
   }
 
+  /** True where a launch issues the body again (the CPU reference, which has no graphs). */
+  get reissuesBody(): boolean { return !this.fences && this.perRank.length === 0; }
+
   /** One replay of the whole captured sequence (CUDA: the launch and its two fences). */
   launch(): void {
     if (this.destroyed) throw new Error('graph launch after destroy()');

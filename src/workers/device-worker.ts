@@ -179,8 +179,8 @@ function execute(r: RecordRef, a: Float64Array): void {
 function recordMarks(slot: number): void {
   if (!board) throw new Refusal('a record carries profile marks, but no profile board is set: call setProfileBoard first', 'ERR_BAD_RECORD');
   const e0 = board.marks[2 * slot]!, e1 = board.marks[2 * slot + 1]!;
-  dev.eventRecord(e0, stream);
-  if (e1 !== 0) dev.eventRecord(e1, stream);
+  dev.eventRecordMark(e0, stream);
+  if (e1 !== 0) dev.eventRecordMark(e1, stream);
 }
 
 /** Run available records for up to ~1 ms; false once the ring is faulted. */

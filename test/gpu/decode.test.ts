@@ -145,6 +145,28 @@ describe('the model on the GPU', function () {
             assert.equal(after.launches - before.launches, steps);
             assert.equal(after.captures - before.captures, 1);
           }
+          // Profiled and replayed from the step graph: the profiler's events are nodes of graphs
+          // of their own, one per event set. The walk is the same bits, and every join of every
+          // step has a device time from those nodes.
+          await s.setConfig({ ...configWith('ll'), stepGraph: true, profile: true });
+          const pBefore = s.stepGraph();
+          s.reset();
+          let cur = start;
+          const profiledSteps = Math.min(steps, 6);
+          for (let i = 0; i < profiledSteps; i++) {
+            const r = await s.stepDetailed(cur, { hidden: true });
+            assert.deepEqual(r.next, ref.next[i], `profiled step graph step ${i}: tokens differ`);
+            assert.ok(sameBits(r.hidden!, ref.hidden[i]!), `profiled step graph step ${i}: hidden state not bit-identical`);
+            const joins = await r.joins!;
+            assert.equal(joins.length, L * 5, `profiled step graph step ${i}: five joins a layer`);
+            for (const j of joins) {
+              assert.ok(Number.isFinite(j.deviceUs) && j.deviceUs > 0 && j.deviceStartUs >= 0, `profiled step graph step ${i}, layer ${j.layer} ${j.hop}: device ${j.deviceUs} µs from ${j.deviceStartUs}`);
+            }
+            cur = r.next;
+          }
+          const pAfter = s.stepGraph();
+          assert.equal(pAfter.launches - pBefore.launches, profiledSteps, 'a launch per profiled step');
+          assert.equal(pAfter.captures - pBefore.captures, 2, 'one capture per event set');
           await s.setConfig(configWith('ll', 'allreduce'));
           const force = [start, ...ref.next.slice(0, -1)];
           const ar = await run(s, start, steps, force);

@@ -77,6 +77,35 @@ describe('join profile', function () {
     }
   });
 
+  it('profiles steps replayed from the step graph: every join of every step, the same tokens as the eager walk', async () => {
+    const t = 2, steps = 4;
+    const start = Array.from({ length: t }, () => randomInt(0, 256));
+    const run = async (stepGraph: boolean): Promise<{ next: number[][]; joins: Array<Awaited<NonNullable<Awaited<ReturnType<Session['stepDetailed']>>['joins']>>>; launches: number }> => {
+      const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true, stepGraph } });
+      try {
+        const next: number[][] = [], joins = [];
+        let tokens = start;
+        for (let i = 0; i < steps; i++) {
+          const r = await s.stepDetailed(tokens);
+          next.push(r.next);
+          joins.push(await r.joins!);
+          tokens = r.next;
+        }
+        return { next, joins, launches: s.stepGraph().launches };
+      } finally {
+        await s.close();
+      }
+    };
+    const eager = await run(false), graphed = await run(true);
+    assert.equal(eager.launches, 0);
+    assert.equal(graphed.launches, steps, 'every step replayed from its graph');
+    assert.deepEqual(graphed.next, eager.next);
+    graphed.joins.forEach((joins, i) => {
+      assert.deepEqual(joins.map((j) => [j.layer, j.hop, j.bytes, j.rank, j.token]), eager.joins[i]!.map((j) => [j.layer, j.hop, j.bytes, j.rank, j.token]), `step ${i}: the same joins`);
+      for (const j of joins) assert.ok(Number.isFinite(j.deviceUs) && j.deviceUs >= 0 && j.hostEnqueueUs > 0, `step ${i} ${j.hop} of layer ${j.layer}`);
+    });
+  });
+
   it('reads each step while later ones run: joins awaited only after five steps are all there, each with its own step', async () => {
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: { ...DEFAULT_CONFIG, profile: true } });
     try {

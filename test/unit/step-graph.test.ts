@@ -1,7 +1,7 @@
 /**
  * The step graph (config `stepGraph`) on the CPU reference, where a "graph" replays the captured
  * body: one capture per batch size, a launch per step after it, the tokens and hidden states of
- * the in-process model bit for bit; profiled steps run eagerly; a new config recaptures.
+ * the in-process model bit for bit; profiled steps replay graphs of their own; a new config recaptures.
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
@@ -45,19 +45,22 @@ describe('step graph', function () {
     });
   }
 
-  it('profiled steps run eagerly; a new config recaptures', async () => {
+  it('profiled steps replay graphs of their own, one per event set; a new config recaptures', async () => {
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: graphed('ll') });
     try {
       await s.step([5]);
       await s.step([6]);
       assert.deepEqual(s.stepGraph(), { launches: 2, captures: 1, refused: [] });
       await s.setConfig(graphed('ll', { profile: true }));
-      const r = await s.stepDetailed([7]);
-      assert.ok((await r.joins!).length > 0, 'the profiled step timed its joins');
-      assert.equal(s.stepGraph().launches, 2, 'no graph launch for a profiled step');
+      for (const [i, tok] of [7, 8, 9].entries()) {
+        const r = await s.stepDetailed([tok]);
+        assert.equal((await r.joins!).length, s.model.layers * 5, `profiled step ${i} timed its joins`);
+      }
+      // The two event sets alternate by step: two more captures, then replays.
+      assert.deepEqual(s.stepGraph(), { launches: 5, captures: 3, refused: [] });
       await s.setConfig(graphed('oneshot'));
-      await s.step([8]);
-      assert.deepEqual(s.stepGraph(), { launches: 3, captures: 2, refused: [] });
+      await s.step([10]);
+      assert.deepEqual(s.stepGraph(), { launches: 6, captures: 4, refused: [] });
     } finally {
       await s.close();
     }

@@ -41,16 +41,28 @@ Napi::Value EventDestroy(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// (event, stream) of a record call, both this thread's, on its bound device.
+struct RecordArgs {
+  cudaEvent_t event;
+  cudaStream_t stream;
+  int device;
+};
+
+RecordArgs ReadRecordArgs(const Napi::CallbackInfo& info, ThreadState& ts, const char* fn) {
+  Napi::Env env = info.Env();
+  const auto e = ReadHandle<cudaEvent_t>(info, 0, fn, "event");
+  const auto s = ReadHandle<cudaStream_t>(info, 1, fn, "stream");
+  const int device = ts.RequireBound(env, fn);
+  RequireOwnedEvent(env, ts, e, fn);
+  RequireOwnedStream(env, ts, s, fn);
+  return {e, s, device};
+}
+
 Napi::Value EventRecord(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  const auto e = ReadHandle<cudaEvent_t>(info, 0, "eventRecord", "event");
-  const auto s = ReadHandle<cudaStream_t>(info, 1, "eventRecord", "stream");
-  const int device = ts.RequireBound(env, "eventRecord");
-  RequireOwnedEvent(env, ts, e, "eventRecord");
-  RequireOwnedStream(env, ts, s, "eventRecord");
-  MEMRA_CUDA_CHECK(env, device, cudaEventRecord(e, s),
-                   "cudaEventRecord(event=" + Hex(e) + ", stream=" + Hex(s) + ")");
+  const RecordArgs a = ReadRecordArgs(info, ThreadState::Of(env), "eventRecord");
+  MEMRA_CUDA_CHECK(env, a.device, cudaEventRecord(a.event, a.stream),
+                   "cudaEventRecord(event=" + Hex(a.event) + ", stream=" + Hex(a.stream) + ")");
   return env.Undefined();
 }
 
@@ -61,19 +73,15 @@ Napi::Value EventRecord(const Napi::CallbackInfo& info) {
 // capture by waiting on an event), so the stream is asked, not this thread's own bookkeeping.
 Napi::Value EventRecordMark(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  const auto e = ReadHandle<cudaEvent_t>(info, 0, "eventRecordMark", "event");
-  const auto s = ReadHandle<cudaStream_t>(info, 1, "eventRecordMark", "stream");
-  const int device = ts.RequireBound(env, "eventRecordMark");
-  RequireOwnedEvent(env, ts, e, "eventRecordMark");
-  RequireOwnedStream(env, ts, s, "eventRecordMark");
+  const RecordArgs a = ReadRecordArgs(info, ThreadState::Of(env), "eventRecordMark");
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  MEMRA_CUDA_CHECK(env, device, cudaStreamIsCapturing(s, &status),
-                   "cudaStreamIsCapturing(stream=" + Hex(s) + ")");
-  const unsigned flags = status == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault;
-  MEMRA_CUDA_CHECK(env, device, cudaEventRecordWithFlags(e, s, flags),
-                   "cudaEventRecordWithFlags(event=" + Hex(e) + ", stream=" + Hex(s) + ", " +
-                       (flags ? "cudaEventRecordExternal" : "cudaEventRecordDefault") + ")");
+  MEMRA_CUDA_CHECK(env, a.device, cudaStreamIsCapturing(a.stream, &status),
+                   "cudaStreamIsCapturing(stream=" + Hex(a.stream) + ")");
+  const bool capturing = status == cudaStreamCaptureStatusActive;
+  MEMRA_CUDA_CHECK(env, a.device,
+                   cudaEventRecordWithFlags(a.event, a.stream, capturing ? cudaEventRecordExternal : cudaEventRecordDefault),
+                   "cudaEventRecordWithFlags(event=" + Hex(a.event) + ", stream=" + Hex(a.stream) + ", " +
+                       (capturing ? "cudaEventRecordExternal" : "cudaEventRecordDefault") + ")");
   return env.Undefined();
 }
 

@@ -60,6 +60,18 @@ Napi::Value LaunchSignal(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value LaunchStampNow(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  auto* dst = reinterpret_cast<unsigned long long*>(
+      ReadAlignedAddress(info, 0, "launchStampNow", "dst", 8, "a u64 store"));
+  const auto s = ReadHandle<cudaStream_t>(info, 1, "launchStampNow", "stream");
+  const int device = RequireBoundStream(env, ts, s, "launchStampNow");
+  MEMRA_CUDA_CHECK(env, device, memra_launch_stamp_now(dst, s),
+                   "launchStampNow(dst=" + Hex(dst) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
 Napi::Value LaunchProbeWrite(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
@@ -93,6 +105,7 @@ void RegisterKernels(Napi::Env env, Napi::Object exports) {
   exports.Set("launchFillF32", Napi::Function::New(env, LaunchFillF32, "launchFillF32"));
   exports.Set("launchAxpyF32", Napi::Function::New(env, LaunchAxpyF32, "launchAxpyF32"));
   exports.Set("launchSignal", Napi::Function::New(env, LaunchSignal, "launchSignal"));
+  exports.Set("launchStampNow", Napi::Function::New(env, LaunchStampNow, "launchStampNow"));
   exports.Set("launchProbeWrite", Napi::Function::New(env, LaunchProbeWrite, "launchProbeWrite"));
   exports.Set("launchSpin", Napi::Function::New(env, LaunchSpin, "launchSpin"));
 }

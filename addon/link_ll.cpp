@@ -71,7 +71,11 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   const uintptr_t localDst = ReadOptionalF32(info, 5, fn, "localDst");
   const uintptr_t recvDst = ReadOptionalF32(info, 6, fn, "recvDst");
   const uint64_t dstStride = ReadSafeUint(info, 7, fn, "dstStride");
-  const auto s = ReadHandle<cudaStream_t>(info, 8, fn, "stream");
+  // 0, or two u64 in device memory the join stores its own start and end times into.
+  const uintptr_t stamp = info[8].IsNumber() && info[8].As<Napi::Number>().DoubleValue() == 0
+                              ? 0
+                              : ReadAlignedAddress(info, 8, fn, "stamp", 8, "two u64 (or 0 for none)");
+  const auto s = ReadHandle<cudaStream_t>(info, 9, fn, "stream");
   const uint64_t cap = l.cap;
 
   // Wiring mistakes that would corrupt memory or hang the peer: refused before any launch.
@@ -112,7 +116,7 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
                            reinterpret_cast<void*>(l.peerRecv), cap,
                            reinterpret_cast<void*>(l.selfState), reinterpret_cast<void*>(l.peerState),
                            l.rank, reinterpret_cast<int*>(l.err), static_cast<long long>(l.spinLimit),
-                           s),
+                           reinterpret_cast<unsigned long long*>(stamp), s),
       "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +
           ", rowLen=" + std::to_string(rowLen) + ", sendSrc=" + Hex(sendSrc) +
           ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(l.rank) + ", stream=" + Hex(s) +

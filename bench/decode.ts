@@ -68,14 +68,19 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
       const withProfile = (await timeSteps(walk, profiled, 'decode ll, profiled', progress)).host;
       rows.push(row({ ...base, transport: 'll+profile', method: `${method}; every join profiled (events, stamps, read-back)` }, withProfile));
       rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll', method: 'profiled step time / unprofiled step time at the same position, minus 1, in percent' }, withProfile.map((v, i) => (v / plain[i]! - 1) * 100)));
-      // What the device events cost, apart from the rest: the same profile with host times only.
-      await walk.prepare(ll);
-      walk.profileDeviceEvents = false;
-      await walk.prepare(profiled);
-      const hostOnly = (await timeSteps(walk, profiled, 'decode ll, profiled without device events', progress)).host;
-      walk.profileDeviceEvents = true;
-      await walk.prepare(ll);
-      rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll (host times only)', method: 'as above, with the profile\'s device events left out (host enqueue times and stamps only)' }, hostOnly.map((v, i) => (v / plain[i]! - 1) * 100)));
+      // What the device times cost, apart from the rest: the same profile with host times only,
+      // and with every join bracketed by timing events instead of timing itself.
+      const variant = async (label: string, transport: string, method: string, set: (on: boolean) => void): Promise<void> => {
+        await walk.prepare(ll);
+        set(false);
+        await walk.prepare(profiled);
+        const s = (await timeSteps(walk, profiled, `decode ll, profiled ${label}`, progress)).host;
+        set(true);
+        await walk.prepare(ll);
+        rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport, method }, s.map((v, i) => (v / plain[i]! - 1) * 100)));
+      };
+      await variant('without device times', 'll (host times only)', 'as above, with the profile\'s device times left out (host enqueue times only)', (on) => { walk.profileDeviceEvents = on; });
+      await variant('with events', 'll (timing events)', 'as above, every join bracketed by a timing-event pair instead of timing itself', (on) => { walk.profileSelfTimed = on; });
       // The same on the fast path, the step graph: there the events are nodes of the profiled
       // graphs, so the host pays nothing a join and what is left is the events on the device.
       const llGraph: DecodeConfig = { ...ll, stepGraph: true };

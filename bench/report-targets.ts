@@ -101,10 +101,12 @@ export function targetLines(files: StoredResults[]): Line[] {
   const prof = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll');
   const profGraph = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll+graph');
   const hostOnly = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll (host times only)');
-  const apart = hostOnly ? ` (without the device events ${hostOnly.row.median.toFixed(2)}%)` : '';
+  const withEvents = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll (timing events)');
+  const apart = [hostOnly && `without device times ${hostOnly.row.median.toFixed(2)}%`, withEvents && `with timing events ${withEvents.row.median.toFixed(2)}%`].filter(Boolean).join(', ');
+  const aside = apart ? ` (${apart})` : '';
   const pctOf = (f: Found): string => `${f.row.median.toFixed(2)}%`;
   lines.push(line('profiling on, cost in tokens/s (step graph; eager beside it)', '≤ 3%', prof && [prof, ...(profGraph ? [profGraph] : [])],
-    ([e, g]) => `${g ? `step graph ${pctOf(g)}; ` : ''}eager ${pctOf(e!)}${apart}`, ([e, g]) => (g ?? e)!.row.median <= 3));
+    ([e, g]) => `${g ? `step graph ${pctOf(g)}; ` : ''}eager ${pctOf(e!)}${aside}`, ([e, g]) => (g ?? e)!.row.median <= 3));
   return lines;
 }
 

@@ -21,6 +21,8 @@ cudaError_t memra_launch_signal(unsigned int* counter, unsigned int value, cudaS
 // dst[i] = (uint32)(i * 0x9E3779B1) ^ seed, as probePattern in src/runtime/binding.ts.
 cudaError_t memra_launch_probe_write(unsigned int* dst, uint64_t n, unsigned int seed,
                                      cudaStream_t stream);
+// One thread: *dst = %globaltimer (ns) once the stream's earlier work is done (cu/stamp.cu).
+cudaError_t memra_launch_stamp_now(unsigned long long* dst, cudaStream_t stream);
 // One thread spinning on %globaltimer for `microseconds`.
 cudaError_t memra_launch_spin(uint64_t microseconds, cudaStream_t stream);
 
@@ -68,7 +70,7 @@ cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t row_len,
                                  float* recv_dst, uint64_t dst_stride, void* self_recv,
                                  void* peer_recv, uint64_t cap, void* self_state,
                                  void* peer_state, int rank, int* err, long long spin_limit,
-                                 cudaStream_t stream);
+                                 unsigned long long* stamp, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

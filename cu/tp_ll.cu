@@ -34,6 +34,13 @@
 // before the block barrier that precedes the store. A system-scope release there waited for this
 // rank's own NVLink stores to be acknowledged.
 //
+// A profiled join times itself (`stamp`, two u64 in device memory): block 0 stores %globaltimer
+// once the kernel ahead has finished (after griddepcontrol.wait: the moment the stream reached
+// the join), and every block folds its exit time into stamp[1] with atomicMax. The timer only
+// grows, so a slot reused two steps later needs no reset. A timing-event pair around the join
+// would cost the stream 3.5 us (scripts/probes/timing-probe.cu); these stores cost nothing that
+// is measurable next to the crossing.
+//
 // Epochs live in device memory (advanced by each chunk's block), so graph replays stay paired.
 // Waits are bounded by `spin_limit` SM clock ticks: a value that never arrives stores 40043 into
 // *err, a twin that never finished epoch e - kLlDepth stores 40044; that chunk's epoch is then
@@ -59,6 +66,12 @@ struct LlState {
   unsigned ack[kMaxChunks];
 };
 static_assert(sizeof(LlState) == 65536, "LL state layout");
+
+__device__ __forceinline__ unsigned long long GlobalTimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __device__ __forceinline__ bool Reached(unsigned flag, unsigned e) {
   return static_cast<int>(flag - e) >= 0;
@@ -105,6 +118,7 @@ struct LlJob {
   int rank;
   int* err;
   long long spinLimit;
+  unsigned long long* stamp;  // null: not profiled; else [start, end] in ns (see above)
 };
 
 // Element i of a rows x rowLen block, dense, into a destination whose rows are dstStride apart.
@@ -149,6 +163,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   // first; once past it, let the next kernel on the stream be scheduled in turn.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (j.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) j.stamp[0] = GlobalTimer();
 
   const unsigned total = j.rows * j.rowLen;
   const unsigned lines = (total + 1) / 2;  // an odd count's last line carries one value
@@ -210,6 +225,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
       StoreVolatile(&j.peer->ack[c], e);
     }
   }
+  if (j.stamp != nullptr && threadIdx.x == 0) atomicMax(&j.stamp[1], GlobalTimer());
 }
 
 }  // namespace
@@ -225,7 +241,8 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
                                             float* localDst, float* recvDst, uint64_t dstStride,
                                             void* selfRecv, void* peerRecv, uint64_t cap,
                                             void* selfState, void* peerState, int rank, int* err,
-                                            long long spinLimit, cudaStream_t stream) {
+                                            long long spinLimit, unsigned long long* stamp,
+                                            cudaStream_t stream) {
   const uint64_t total = rows * rowLen;
   if (total > memra_tp_ll_max_values() || (cap & 1) != 0 || cap > 0xffffffffull) {
     return cudaErrorInvalidValue;
@@ -237,7 +254,7 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
           localDst, recvDst, dstStride, static_cast<uint4*>(selfRecv),
           static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2),
           static_cast<LlState*>(selfState), static_cast<LlState*>(peerState), rank, err,
-          spinLimit};
+          spinLimit, stamp};
   // Launched with programmatic stream serialization: the grid is scheduled while the previous
   // kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the stream's
   // full kernel boundary: 0.45 us less per join in a graph (2026-11-30, notes/perf.md).

@@ -33,7 +33,7 @@ import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
 import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
-import { JoinProfiler, type CapturedJoin, type Hop, type JoinTiming } from './join-profile.js';
+import { JoinProfiler, stampBlockBytes, type CapturedJoin, type Hop, type JoinTiming } from './join-profile.js';
 import { EpGraphSlots } from './ep-graph-slot.js';
 import { checkRoutes } from './route-check.js';
 import { EpStepTimer } from './ep-step-timer.js';
@@ -47,7 +47,7 @@ interface Buffers {
   fin: number; logitsV: number; tokIn: number; tokOut: number; cache: number;
 }
 
-/** The completion counter a step's last record advances on rank 0. */
+/** The completion counter a step's last record advances on rank 0 (rank 1's PROFILE_SLOT is 1). */
 const STEP_SLOT = 0;
 /**
  * Mailbox layout: next tokens (i32 × t) at 0, the hidden state (f32 × t·H) from HIDDEN_AT, then
@@ -59,8 +59,13 @@ function routesAt(cfg: ModelConfig, maxBatch: number, layer: number): number {
   return HIDDEN_AT + maxBatch * cfg.hidden * 4 + layer * maxBatch * cfg.topk * 8;
 }
 
+/** Then the join profile's two stamp blocks (join-profile.ts), 8-byte aligned. */
+function stampsAt(cfg: ModelConfig, maxBatch: number): number {
+  return Math.ceil(routesAt(cfg, maxBatch, cfg.layers) / 8) * 8;
+}
+
 export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
-  return routesAt(cfg, maxBatch, cfg.layers);
+  return stampsAt(cfg, maxBatch) + 2 * stampBlockBytes(cfg.layers);
 }
 
 /** One batch size's step graph, or why there is none; a profiled one keeps its joins. */
@@ -91,6 +96,8 @@ export class DeviceWalk {
   private profiler: JoinProfiler | undefined;
   /** False only to measure the profiler itself (bench/decode.ts): joins get no device times. */
   profileDeviceEvents = true;
+  /** False only to compare (bench/decode.ts, the GPU tests): every join timed by events, `ll` too. */
+  profileSelfTimed = true;
   private readonly epSlots: EpGraphSlots;
   /** The expert split the EP workspaces (pack, act, contrib buffers) were built for. */
   private readonly builtFor: ReadonlyArray<{ e0: number; nE: number }>;
@@ -230,7 +237,10 @@ export class DeviceWalk {
     if (dc.wo === 'allreduce') {
       await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
     }
-    if (dc.profile && !this.profiler) this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, { deviceEvents: this.profileDeviceEvents });
+    if (dc.profile && !this.profiler) {
+      const mailbox = { offset: stampsAt(this.cfg, this.maxBatch), copy: (rank: number, src: number, offset: number, bytes: number): void => { this.ops[rank]!.toMailbox(src, offset, bytes); } };
+      this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, { deviceEvents: this.profileDeviceEvents, mailbox: this.layout === 'sharded' ? mailbox : undefined });
+    }
     // Off means off: the workers stop stamping their records once the board is gone. The step
     // graphs that hold the profiler's events go first (a replay would record destroyed events).
     if (!dc.profile && this.profiler) {
@@ -274,6 +284,7 @@ export class DeviceWalk {
       this.tail(t);
       if (this.profiling) this.profiler!.flush();
     }
+    if (this.profiling) this.profiler!.copyStamps();
     root.toMailbox(b0.tokOut, 0, 4 * t);
     if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
     const seq = ++this.stepSeq;
@@ -393,7 +404,7 @@ export class DeviceWalk {
    * what the join delivers to its receiving rank (the profile's bytes / 4).
    */
   private join(hop: Hop, l: number, tr: Transport, floats: number, issue: () => void): void {
-    if (this.profiling) this.profiler!.around(hop, l, tr.name, floats * 4, this.token, issue);
+    if (this.profiling) this.profiler!.around(hop, l, tr.name, floats * 4, this.token, issue, this.profileSelfTimed ? tr.timeNext?.bind(tr) : undefined);
     else issue();
   }
 

@@ -19,8 +19,15 @@
  * join and read the events behind a stream drain: profiling cost 31% of bench's tokens/s
  * (decode-2xH200-2026-11-30).
  *
- * Events are made once, in two sets that alternate by step, and reused; a step's are read (one
- * control call per rank, in parallel) while the next step runs, never on the walk.
+ * A join whose transport times itself (Transport.timeNext: `ll`, one kernel a rank) costs no
+ * event either: its receiving kernel stores its own start and end (%globaltimer) into the step's
+ * stamp block on that rank, a stamp kernel at the step's start places it on the rank's timeline,
+ * and the block is copied into the rank's mailbox after the step. A timing event costs the stream
+ * 3.5 us (scripts/probes/timing-probe.cu), 300 a bench step: 26% of its tokens/s. Other
+ * transports are bracketed by a timing-event pair.
+ *
+ * Events and stamp blocks are made once, in two sets that alternate by step, and reused; a
+ * step's are read while the next step runs, never on the walk.
  */
 import type { Runtime } from '../runtime/runtime.js';
 import type { DeviceEvent } from '../runtime/rank.js';
@@ -35,12 +42,27 @@ export { HOPS, type Hop };
 export type JoinTiming = Omit<JoinSample, 'step'>;
 
 /** A join as a step graph captured it: its identity and its events, replayed every launch. */
-export type CapturedJoin = Readonly<Pick<Pending, 'hop' | 'layer' | 'transport' | 'bytes' | 'start' | 'end'>>;
+export type CapturedJoin = Readonly<Pick<Pending, 'hop' | 'layer' | 'transport' | 'bytes' | 'start' | 'end' | 'selfTimed'>>;
+
+/** The completion counter rank 1 advances once its stamp block is in its mailbox. */
+export const PROFILE_SLOT = 1;
+
+/** Bytes of one step's stamp block: the step's start, then [start, end] per (layer, hop). */
+export function stampBlockBytes(layers: number): number { return 8 * (1 + 2 * layers * HOPS.length); }
+
+/** Where the walk's mailboxes hold the stamp blocks (two, one per set), and how it copies into them. */
+export interface StampMailbox {
+  /** Mailbox offset of set 0's block; set 1's follows it. */
+  offset: number;
+  copy(rank: number, src: number, offset: number, bytes: number): void;
+}
 
 
 interface Pending {
   hop: Hop; layer: number; transport: string; bytes: number; token: number;
   start: DeviceEvent; end: DeviceEvent; t0: number;
+  /** True when the join timed itself into the stamp block (slot = its index) instead of events. */
+  selfTimed: boolean;
   /** Each ring's newest record once the join was written: the join's last on that ring. */
   last0: number; last1: number;
   /** The later of the two workers' stamps for those records, once read. */
@@ -56,6 +78,10 @@ interface EventSet {
   /** The event pair of join `layer * HOPS.length + hop index`. */
   pairs: Array<[DeviceEvent, DeviceEvent]>;
   stepStart: DeviceEvent[];
+  /** Per rank: this set's stamp block in device memory (0: none allocated). */
+  stamps: number[];
+  /** The value rank 1's PROFILE_SLOT takes once this set's block is in its mailbox. */
+  copied: number;
   /** The read of the step that last used this set; awaited before the set is reused. */
   reading: Promise<unknown>;
 }
@@ -72,19 +98,23 @@ export class JoinProfiler {
   /** The host clock when this step's profile began. */
   private stepT0 = 0;
 
-  private constructor(private readonly rt: Runtime, private readonly deviceEvents: boolean) {
+  private readonly blockBytes: number;
+  private copies = 0;
+
+  private constructor(private readonly rt: Runtime, layers: number, private readonly deviceEvents: boolean, private readonly mailbox: StampMailbox | undefined) {
     this.boards = rt.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
+    this.blockBytes = stampBlockBytes(layers);
   }
 
   /**
    * `deviceEvents: false` is for measuring the profiler (bench/decode.ts): joins keep their host
    * times, their device times are NaN, and no event is recorded or read.
    */
-  static async create(rt: Runtime, layers: number, opts: { deviceEvents?: boolean } = {}): Promise<JoinProfiler> {
-    const p = new JoinProfiler(rt, opts.deviceEvents ?? true);
+  static async create(rt: Runtime, layers: number, opts: { deviceEvents?: boolean; mailbox?: StampMailbox } = {}): Promise<JoinProfiler> {
+    const p = new JoinProfiler(rt, layers, opts.deviceEvents ?? true, opts.mailbox);
     try {
       for (let k = 0; k < 2; k++) {
-        const set: EventSet = { pairs: [], stepStart: [], reading: Promise.resolve() };
+        const set: EventSet = { pairs: [], stepStart: [], stamps: [0, 0], copied: 0, reading: Promise.resolve() };
         p.sets.push(set);
         for (let l = 0; l < layers; l++) {
           for (const hop of HOPS) {
@@ -93,6 +123,7 @@ export class JoinProfiler {
           }
         }
         for (const r of rt.ranks) set.stepStart.push(await r.createEvent(true));
+        if (p.mailbox) for (const r of rt.ranks) set.stamps[r.rank] = await r.alloc(p.blockBytes);
       }
       for (const r of rt.ranks) {
         await r.control.call('setProfileBoard', p.boards[r.rank]!.buffer, p.base);
@@ -111,21 +142,41 @@ export class JoinProfiler {
     await this.set.reading.catch(() => undefined);
     this.pending = [];
     this.stepT0 = hostMicros(this.base);
-    if (this.deviceEvents) for (const r of this.rt.ranks) this.mark(r, this.set.stepStart[r.rank]!);
+    if (this.deviceEvents) {
+      for (const r of this.rt.ranks) {
+        this.mark(r, this.set.stepStart[r.rank]!);
+        if (this.mailbox) r.stampNow(this.set.stamps[r.rank]!);
+      }
+    }
   }
 
   /**
    * Issue `join` between this hop's two events on its receiving rank: marks carried by the
    * receiving ring's next records, not records of their own.
    */
-  around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void): void {
-    const [start, end] = this.set.pairs[layer * HOPS.length + HOPS.indexOf(hop)]!;
+  around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void, timeNext?: (rank: number, stamp: number) => void): void {
+    const at = layer * HOPS.length + HOPS.indexOf(hop);
+    const [start, end] = this.set.pairs[at]!;
     const r = this.rt.ranks[RECEIVER[hop]];
     const t0 = hostMicros(this.base);
-    if (this.deviceEvents) this.mark(r, start);
+    const selfTimed = this.deviceEvents && this.mailbox !== undefined && timeNext !== undefined;
+    if (selfTimed) timeNext(r.rank, this.set.stamps[r.rank]! + 8 * (1 + 2 * at));
+    else if (this.deviceEvents) this.mark(r, start);
     join();
-    if (this.deviceEvents) this.mark(r, end);
-    this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, last0: this.rt.ranks[0].ring.lastSeq(), last1: this.rt.ranks[1].ring.lastSeq(), enqueuedAt: 0 });
+    if (this.deviceEvents && !selfTimed) this.mark(r, end);
+    this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, selfTimed, last0: this.rt.ranks[0].ring.lastSeq(), last1: this.rt.ranks[1].ring.lastSeq(), enqueuedAt: 0 });
+  }
+
+  /**
+   * After the step's last join, before its read-back: each rank's stamp block into its mailbox,
+   * and rank 1 says when (rank 0's copy is ordered before the step's own completion).
+   */
+  copyStamps(): void {
+    if (!this.mailbox || !this.deviceEvents) return;
+    const at = this.mailbox.offset + this.setIndex * this.blockBytes;
+    for (const r of this.rt.ranks) this.mailbox.copy(r.rank, this.set.stamps[r.rank]!, at, this.blockBytes);
+    this.set.copied = ++this.copies;
+    this.rt.ranks[1].signal(PROFILE_SLOT, this.set.copied);
   }
 
   /** Which of the two event sets this step uses: a step graph captures one graph per set. */
@@ -139,7 +190,7 @@ export class JoinProfiler {
    * graph, not onto the streams, so they are this step's only once the graph is launched.
    */
   takeCaptured(from: number): CapturedJoin[] {
-    return this.pending.splice(from).map(({ hop, layer, transport, bytes, start, end }) => ({ hop, layer, transport, bytes, start, end }));
+    return this.pending.splice(from).map(({ hop, layer, transport, bytes, start, end, selfTimed }) => ({ hop, layer, transport, bytes, start, end, selfTimed }));
   }
 
   /**
@@ -200,25 +251,47 @@ export class JoinProfiler {
       return this.boards[rank]!.stamps[seq & (ring.view.capacity - 1)]!;
     };
     for (const j of done) j.enqueuedAt = Math.max(stampOf(0, j.last0), stampOf(1, j.last1));
-    // Both ranks' events are read at once: one control round trip each, in parallel.
+    const selfTimed = done.some((j) => j.selfTimed);
+    if (selfTimed) await this.rt.waitCompleted(1, PROFILE_SLOT, set.copied, 10_000);
+    // Both ranks at once: for the event-timed joins one control round trip each, in parallel.
     const out: JoinTiming[] = [];
     await Promise.all(([0, 1] as const).map(async (rank) => {
       const mine = done.filter((j) => RECEIVER[j.hop] === rank);
       if (mine.length === 0) return;
+      const timed = this.deviceEvents ? mine.filter((j) => !j.selfTimed) : [];
       const origin = set.stepStart[rank]!.handle;
       // The newest of them all is the last join's end: this rank's stream recorded them in order.
-      const ms: number[] = this.deviceEvents
-        ? await this.rt.ranks[rank].control.call('elapsedMsPairs', mine.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]), mine[mine.length - 1]!.end.handle)
+      const ms: number[] = timed.length > 0
+        ? await this.rt.ranks[rank].control.call('elapsedMsPairs', timed.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]), timed[timed.length - 1]!.end.handle)
         : [];
-      mine.forEach((j, i) => out.push({
-        token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
-        hostStartUs: j.t0 - stepT0,
-        hostEnqueueUs: j.enqueuedAt - j.t0,
-        deviceUs: this.deviceEvents ? ms[2 * i]! * 1000 : NaN,
-        deviceStartUs: this.deviceEvents ? ms[2 * i + 1]! * 1000 : NaN,
-      }));
+      const stamps = selfTimed ? this.stampsOf(rank, set) : undefined;
+      for (const j of mine) {
+        const k = timed.indexOf(j);
+        const [deviceUs, deviceStartUs] = !this.deviceEvents ? [NaN, NaN]
+          : j.selfTimed ? stamps!(j.layer * HOPS.length + HOPS.indexOf(j.hop))
+          : [ms[2 * k]! * 1000, ms[2 * k + 1]! * 1000];
+        out.push({
+          token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
+          hostStartUs: j.t0 - stepT0,
+          hostEnqueueUs: j.enqueuedAt - j.t0,
+          deviceUs,
+          deviceStartUs,
+        });
+      }
     }));
     return out.sort((a, b) => a.layer - b.layer || HOPS.indexOf(a.hop) - HOPS.indexOf(b.hop));
+  }
+
+  /** Join `at`'s [device µs, µs from the step's start] from `rank`'s stamp block for `set`. */
+  private stampsOf(rank: number, set: EventSet): (at: number) => [number, number] {
+    const box = this.rt.mailboxes[rank]!;
+    const v = new BigUint64Array(box.buffer, box.byteOffset + this.mailbox!.offset + this.sets.indexOf(set) * this.blockBytes, this.blockBytes / 8);
+    const stepStart = v[0]!;
+    return (at) => {
+      const start = v[1 + 2 * at]!, end = v[2 + 2 * at]!;
+      if (start < stepStart || end < start) throw new Error(`join profile: rank ${rank}'s stamps for join ${at} are out of order (step ${stepStart}, start ${start}, end ${end} ns): the join did not time itself this step`);
+      return [Number(end - start) / 1000, Number(start - stepStart) / 1000];
+    };
   }
 
   /** Waits for reads in flight, then releases every event and the workers' boards. */
@@ -232,6 +305,7 @@ export class JoinProfiler {
       for (const e of [...set.pairs.flat(), ...set.stepStart]) {
         await this.rt.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);
       }
+      for (const r of this.rt.ranks) if (set.stamps[r.rank]) await r.free(set.stamps[r.rank]!).catch(() => undefined);
     }
     this.sets.length = 0;
   }

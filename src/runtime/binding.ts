@@ -155,6 +155,8 @@ export interface NativeBinding {
    * after everything earlier on the stream: the GPU's own completion report.
    */
   launchSignal(counter: DevicePtr, value: number, stream: StreamHandle): void;
+  /** One thread stores %globaltimer (u64 ns) into `dst` once the stream's earlier work is done. */
+  launchStampNow(dst: DevicePtr, stream: StreamHandle): void;
   /** `dst[i] = probePattern(seed, i)` for i < n u32 words; `dst` may be a peer's pointer. */
   launchProbeWrite(dst: DevicePtr, n: number, seed: number, stream: StreamHandle): void;
   /** Occupy the stream for about `microseconds` (a kernel that spins on the global timer). */
@@ -219,11 +221,13 @@ export interface NativeBinding {
    * {value, epoch} words; receive the peer's values into `recvDst` (with `reduce`, the rank-order
    * sum with `sendSrc`, which may alias `recvDst`). `rows` x `rowLen` elements, dense at the
    * source, `dstStride` apart at the destinations; a role whose pointer is 0 is absent. BOTH ranks
-   * launch for every join (that keeps their epochs in step).
+   * launch for every join (that keeps their epochs in step). `stamp` (0, or two u64 in device
+   * memory, 8-byte aligned): the join stores its start (%globaltimer, ns, once the work ahead is
+   * done) and folds its end into the second with a max.
    */
   launchLl(
     reduce: number, rows: number, rowLen: number, sendSrc: DevicePtr, localSrc: DevicePtr,
-    localDst: DevicePtr, recvDst: DevicePtr, dstStride: number, stream: StreamHandle,
+    localDst: DevicePtr, recvDst: DevicePtr, dstStride: number, stamp: DevicePtr, stream: StreamHandle,
   ): void;
 
   // ---- the synthetic model's kernels (cu/model.h states each one's exact computation) ----

@@ -394,6 +394,19 @@ export class CpuDevice implements DeviceApi {
     Atomics.store(view, word, value >>> 0);
   }
 
+  /** `*dst = now`, in nanoseconds of the process's monotonic clock (the CPU's %globaltimer). */
+  launchStampNow(dst: number, stream: number): void {
+    this.stream('launchStampNow', stream);
+    this.storeNs('launchStampNow', dst, this.tick());
+  }
+
+  private storeNs(call: string, ptr: number, ep: number): void {
+    const [d, off] = this.access(call, ptr, 8, WRITE, ep, true);
+    const ns = process.hrtime.bigint();
+    this.u32[d]![off / 4] = Number(ns & 0xffffffffn);
+    this.u32[d]![off / 4 + 1] = Number(ns >> 32n);
+  }
+
   launchProbeWrite(dst: number, n: number, seed: number, stream: number): void {
     this.stream('launchProbeWrite', stream);
     const ep = this.tick();
@@ -520,8 +533,9 @@ export class CpuDevice implements DeviceApi {
     this.llLink = { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit };
   }
 
-  launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stream: number): void {
+  launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stamp: number, stream: number): void {
     this.stream('launchLl', stream);
+    if (stamp !== 0 && stamp % 8 !== 0) throw new TypeError(`launchLl: argument 'stamp' (${hex(stamp)}) must be 8-byte aligned (two u64), or 0`);
     if (!this.llLink) throw new Error('launchLl: no LL link on this thread: call llConfigure first (open the ll transport)');
     const { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit } = this.llLink;
     const total = rows * rowLen;
@@ -529,6 +543,7 @@ export class CpuDevice implements DeviceApi {
     if (total > LL_MAX_VALUES) throw new TypeError(`launchLl: ${total} elements exceed the ${LL_MAX_VALUES} one LL join may move; split the join or use another transport`);
     if (total > 0xffffffff) throw new TypeError(`launchLl: rows x rowLen (${total}) must fit 32 bits`);
     const ep = this.tick();
+    if (stamp !== 0) this.storeNs('launchLl(stamp)', stamp, ep);
     const words = (ptr: number, n: number, call: string): Int32Array => {
       const [d, off] = this.resolve(call, ptr, n * 4);
       if (d !== this.dev && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
@@ -596,6 +611,7 @@ export class CpuDevice implements DeviceApi {
     state[0] = e;
     Atomics.store(peer, LL_ACK, e);
     Atomics.notify(peer, LL_ACK);
+    if (stamp !== 0) this.storeNs('launchLl(stamp)', stamp + 8, ep);
   }
 
   // ---- the model's kernels (cpu-model-kernels.ts: the f32 operations of the in-process model) ----

@@ -13,7 +13,7 @@ export type DeviceApi = Pick<
   | 'disablePeerAccess' | 'streamCreate' | 'streamDestroy' | 'streamQuery' | 'streamSynchronize'
   | 'eventCreate' | 'eventDestroy' | 'eventRecord' | 'eventRecordMark' | 'eventQuery' | 'eventElapsedMs' | 'malloc'
   | 'free' | 'memsetAsync' | 'memcpyAsync' | 'memcpyPeerAsync' | 'upload' | 'download'
-  | 'hostRegister' | 'hostUnregister' | 'launchFillF32' | 'launchAxpyF32' | 'launchSignal'
+  | 'hostRegister' | 'hostUnregister' | 'launchFillF32' | 'launchAxpyF32' | 'launchSignal' | 'launchStampNow'
   | 'launchProbeWrite' | 'launchSpin' | 'hostAlloc' | 'hostFree'
   | 'arSignalBytes' | 'arMaxBlocks' | 'llStateBytes' | 'llDepth' | 'llMaxValues' | 'llConfigure' | 'launchLl' | 'launchPush' | 'launchPush2d' | 'launchFold' | 'launchOneShot'
   | 'modelMaxRows' | 'launchGenWeights' | 'launchSetI32' | 'launchEmbed' | 'launchRmsnorm' | 'launchGemv'

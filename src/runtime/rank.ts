@@ -94,14 +94,18 @@ export class Rank {
 
   /**
    * One low-latency join on this rank (the link configured the buffers). Every LL join needs a
-   * record on BOTH ranks. Eight arguments: written out.
+   * record on BOTH ranks. Nine arguments: written out. `stamp` (0: none): where the join stores
+   * its own start and end times (the join profile).
    */
-  ll(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number): number {
+  ll(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stamp = 0): number {
     const a = this.ring.begin(Op.Ll), v = this.ring.args;
     v[a] = reduce; v[a + 1] = rows; v[a + 2] = rowLen; v[a + 3] = sendSrc;
-    v[a + 4] = localSrc; v[a + 5] = localDst; v[a + 6] = recvDst; v[a + 7] = dstStride;
+    v[a + 4] = localSrc; v[a + 5] = localDst; v[a + 6] = recvDst; v[a + 7] = dstStride; v[a + 8] = stamp;
     return this.ring.publish();
   }
+
+  /** Store the device clock (u64 ns) at `dst` once the stream's earlier work is done. */
+  stampNow(dst: number): number { return this.emit(Op.StampNow, dst); }
 
   beginCapture(): number { return this.emit(Op.BeginCapture); }
   endCapture(slot: number): number { return this.emit(Op.EndCapture, slot); }

@@ -131,6 +131,7 @@ function execute(r: RecordRef, a: Float64Array): void {
       dev.launchSignal(signalBase + slot * 4, a[i + 1]!, stream);
       return;
     }
+    case Op.StampNow: dev.launchStampNow(a[i]!, stream); return;
     case Op.ProbeWrite: dev.launchProbeWrite(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
     case Op.Spin: dev.launchSpin(a[i]!, stream); return;
     case Op.Push: dev.launchPush(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
@@ -165,7 +166,7 @@ function execute(r: RecordRef, a: Float64Array): void {
     case Op.NcclAllGather: dev.ncclAllGatherF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
     case Op.Ll: {
       needLl();
-      dev.launchLl(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, stream);
+      dev.launchLl(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, stream);
       return;
     }
     case Op.NcclSendRecv: dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream); return;

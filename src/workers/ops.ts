@@ -51,8 +51,8 @@ export enum Op {
   NcclAllGather = 20,
   /** send, sendCount, recv, recvCount, peer: grouped NCCL send/recv. */
   NcclSendRecv = 21,
-  /** reduce, rows, rowLen, sendSrc, localSrc, localDst, recvDst, dstStride: one LL join (the
-   *  link's buffers come from `llConfigure`). */
+  /** reduce, rows, rowLen, sendSrc, localSrc, localDst, recvDst, dstStride, stamp: one LL join
+   *  (the link's buffers come from `llConfigure`; stamp 0 or where the join times itself). */
   Ll = 22,
   // ---- the synthetic model's kernels (cu/model.h); arguments as in binding.ts's launchers ----
   /** dst, n, v0 .. v11: i32 values (a step's tokens or positions) into device memory. */
@@ -87,9 +87,12 @@ export enum Op {
   /** slot: end the capture WITHOUT instantiating it: a child graph that a parent graph
    *  (seed 003's EP step) will hold. */
   EndCaptureChild = 37,
+  /** dst: store the device clock (u64 ns) once the stream's earlier work is done: where the join
+   *  profile's self-timed joins start their rank's step. */
+  StampNow = 38,
 }
 
-export const OP_COUNT = 38;
+export const OP_COUNT = 39;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

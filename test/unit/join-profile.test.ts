@@ -58,7 +58,7 @@ describe('join profile', function () {
     }
   });
 
-  it('writes no ring record of its own: a profiled step writes at most one more record a ring (the flush) than an unprofiled one', async () => {
+  it('writes no ring record per join: a profiled step writes at most four more records a ring (its clock, the stamp copy, rank 1\'s signal, the flush) than an unprofiled one', async () => {
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 2, config: { ...DEFAULT_CONFIG, transport: { default: 'push', layers: [] } } });
     try {
       const rings = s.runtime.ranks.map((r) => r.ring);
@@ -71,7 +71,8 @@ describe('join profile', function () {
       };
       const off = await recordsOf(false), on = await recordsOf(true), offAgain = await recordsOf(false);
       assert.deepEqual(offAgain, off, 'the same step writes the same records');
-      on.forEach((n, k) => assert.ok(n - off[k]! >= 0 && n - off[k]! <= 1, `ring ${k}: ${n} records profiled, ${off[k]} not`));
+      // Ten joins a step here: the first version wrote forty more records a ring.
+      on.forEach((n, k) => assert.ok(n - off[k]! >= 0 && n - off[k]! <= 4, `ring ${k}: ${n} records profiled, ${off[k]} not`));
     } finally {
       await s.close();
     }

@@ -18,42 +18,64 @@ export class LlTransport implements Transport {
   readonly name = 'll' as const;
   /** No events between the ranks: each captures its own stream. */
   readonly graphMode = 'per-rank' as const;
+  /** The next op's self-timed rank and where its launch stores the times (timeNext). */
+  private stampRank = -1;
+  private stamp = 0;
+
   constructor(private readonly link: ArLink) {}
 
+  timeNext(rank: number, stamp: number): void {
+    checkRank('timeNext', rank);
+    this.stampRank = rank;
+    this.stamp = stamp;
+  }
+
+  /** Each rank's stamp for the op being issued: the request is spent by this op, whatever it does. */
+  private takeStamps(): [number, number] {
+    const out: [number, number] = [this.stampRank === 0 ? this.stamp : 0, this.stampRank === 1 ? this.stamp : 0];
+    this.stampRank = -1;
+    this.stamp = 0;
+    return out;
+  }
+
   broadcast(from: number, src: number, dst: PerRank, n: number): void {
+    const stamp = this.takeStamps();
     checkRank('broadcast', from);
     checkCount('broadcast', n);
     if (n === 0) return;
     this.link.llFor(n);
     const to = 1 - from;
     const local = dst[from] !== src ? src : 0;
-    this.link.ranks[from]!.ll(0, 1, n, src, local, local ? dst[from]! : 0, 0, n);
-    this.link.ranks[to]!.ll(0, 1, n, 0, 0, 0, dst[to]!, n);
+    this.link.ranks[from]!.ll(0, 1, n, src, local, local ? dst[from]! : 0, 0, n, stamp[from]);
+    this.link.ranks[to]!.ll(0, 1, n, 0, 0, 0, dst[to]!, n, stamp[to]);
   }
 
   allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
+    const stamp = this.takeStamps();
     checkGather('allGather', span, rows);
     this.link.llFor(rows * span);
     for (const r of [0, 1]) {
       const local = gatherInPlace(parts[r]!, full[r]!, r, span, rows) ? 0 : parts[r]!;
-      this.link.ranks[r]!.ll(0, rows, span, parts[r]!, local, local ? full[r]! + slotOffset(r, span) : 0, full[r]! + slotOffset(1 - r, span), 2 * span);
+      this.link.ranks[r]!.ll(0, rows, span, parts[r]!, local, local ? full[r]! + slotOffset(r, span) : 0, full[r]! + slotOffset(1 - r, span), 2 * span, stamp[r]);
     }
   }
 
   gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
+    const stamp = this.takeStamps();
     checkRank('gather', root);
     checkGather('gather', span, rows);
     this.link.llFor(rows * span);
     const peer = 1 - root;
     const local = gatherInPlace(parts[root]!, full, root, span, rows) ? 0 : parts[root]!;
-    this.link.ranks[peer]!.ll(0, rows, span, parts[peer]!, 0, 0, 0, 2 * span);
-    this.link.ranks[root]!.ll(0, rows, span, 0, local, local ? full + slotOffset(root, span) : 0, full + slotOffset(peer, span), 2 * span);
+    this.link.ranks[peer]!.ll(0, rows, span, parts[peer]!, 0, 0, 0, 2 * span, stamp[peer]);
+    this.link.ranks[root]!.ll(0, rows, span, 0, local, local ? full + slotOffset(root, span) : 0, full + slotOffset(peer, span), 2 * span, stamp[root]);
   }
 
   allReduce(x: PerRank, n: number, out: PerRank = x): void {
+    const stamp = this.takeStamps();
     checkCount('allReduce', n);
     if (n === 0) return;
     this.link.llFor(n);
-    for (const r of [0, 1]) this.link.ranks[r]!.ll(1, 1, n, x[r]!, 0, 0, out[r]!, n);
+    for (const r of [0, 1]) this.link.ranks[r]!.ll(1, 1, n, x[r]!, 0, 0, out[r]!, n, stamp[r]);
   }
 }

@@ -25,6 +25,12 @@ export interface Transport {
   allGather(parts: PerRank, full: PerRank, span: number, rows?: number): void;
   gather(root: number, parts: PerRank, full: number, span: number, rows?: number): void;
   allReduce(x: PerRank, n: number, out?: PerRank): void;
+  /**
+   * Transports whose joins are single kernels can time themselves (the join profile): the NEXT
+   * op's launch on `rank` stores its start and end (u64 ns, device clock) at `stamp`. Absent: the
+   * profile brackets the join with timing events instead.
+   */
+  timeNext?(rank: number, stamp: number): void;
 }
 
 function count(what: string, v: number, min: number): void {

@@ -96,8 +96,7 @@ export function targetLines(files: StoredResults[]): Line[] {
   lines.push(line('MoE step, EP graph against the eager twin (bench, t = 1)', '≥ 1.5× faster', graph && eager ? [graph, eager] : undefined,
     ([g, e]) => `graph ${us(g!.row.median)}, eager ${us(e!.row.median)}: ${(e!.row.median / g!.row.median).toFixed(2)}×${perToken}`, ([g, e]) => e!.row.median / g!.row.median >= 1.5));
   // Issue 6: profiling's cost.
-  // Measured on both paths; the verdict is the step graph's (the fast path, where the events are
-  // graph nodes), and the eager figure stands beside it.
+  // Measured on both paths, eagerly and from the step graph; met only where both are.
   const prof = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll');
   const profGraph = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll+graph');
   const hostOnly = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll (host times only)');
@@ -105,8 +104,8 @@ export function targetLines(files: StoredResults[]): Line[] {
   const apart = [hostOnly && `without device times ${hostOnly.row.median.toFixed(2)}%`, withEvents && `with timing events ${withEvents.row.median.toFixed(2)}%`].filter(Boolean).join(', ');
   const aside = apart ? ` (${apart})` : '';
   const pctOf = (f: Found): string => `${f.row.median.toFixed(2)}%`;
-  lines.push(line('profiling on, cost in tokens/s (step graph; eager beside it)', '≤ 3%', prof && [prof, ...(profGraph ? [profGraph] : [])],
-    ([e, g]) => `${g ? `step graph ${pctOf(g)}; ` : ''}eager ${pctOf(e!)}${aside}`, ([e, g]) => (g ?? e)!.row.median <= 3));
+  lines.push(line('profiling on, cost in tokens/s (eager and step graph)', '≤ 3%', prof && [prof, ...(profGraph ? [profGraph] : [])],
+    ([e, g]) => `eager ${pctOf(e!)}${aside}${g ? `; step graph ${pctOf(g)}` : ''}`, (f) => f.every((x) => x.row.median <= 3)));
   return lines;
 }
 

@@ -72,6 +72,32 @@ describe('transports on the CPU reference', function () {
     assert.throws(() => ll.allGather([0, 0], [0, 0], link.llMaxValues / 2, 3), /one low-latency join moves at most/);
   });
 
+  it('an LL join times itself on the rank asked, for that one op: start, then end, on the device clock', async () => {
+    const ll = await openTransport('ll', link);
+    const [a, b] = rt.ranks;
+    const n = 777;
+    const src = await a.alloc(n * 4), dst = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+    const stamps = [await a.alloc(16), await b.alloc(16)] as const;
+    for (const [r, p] of stamps.entries()) rt.ranks[r]!.memset(p, 0, 16);
+    a.fill(src, n, 3);
+    const clock = async (r: number): Promise<[bigint, bigint]> => {
+      const v = new BigUint64Array((await rt.ranks[r]!.download(stamps[r]!, 16)).buffer.slice(0));
+      return [v[0]!, v[1]!];
+    };
+    ll.timeNext!(1, stamps[1]);
+    ll.broadcast(0, src, dst, n);
+    await rt.drain();
+    const [start, end] = await clock(1);
+    assert.ok(start > 0n && end >= start, `rank 1 timed its join: ${start} .. ${end}`);
+    assert.deepEqual(await clock(0), [0n, 0n], 'rank 0 was not asked');
+    assert.ok((await b.downloadF32(dst[1], n)).every((v) => v === 3), 'the join still moved its values');
+    // The request is spent: the next op times nothing.
+    ll.allReduce(dst, n);
+    await rt.drain();
+    assert.deepEqual(await clock(1), [start, end]);
+    assert.throws(() => ll.timeNext!(2, stamps[1]), /timeNext: rank must be 0 or 1, got 2/);
+  });
+
   it('an LL join launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
     await refusalThenRecovery(rt, link, 'll', 1000, (x) => rt.ranks[0].ll(0, 1, 1000, 0, 0, 0, x[0], 1000));
   });

@@ -5,7 +5,7 @@
  * the consumer finished reading it), and it does not drain a stream either.
  */
 import type { ArLink } from '../link.js';
-import { checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
+import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
 
 export class HostTransport implements Transport {
   readonly name = 'host' as const;
@@ -34,7 +34,7 @@ export class HostTransport implements Transport {
 
   allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
     checkGather('allGather', span, rows);
-    for (const r of [0, 1]) this.local(r, parts[r]!, full[r]!, span, rows);
+    for (const r of RANKS) this.local(r, parts[r]!, full[r]!, span, rows);
     for (const from of [0, 1]) this.bounce(from, parts[from]!, full[1 - from]! + slotOffset(from, span), rows, span, span, 2 * span);
   }
 
@@ -51,7 +51,7 @@ export class HostTransport implements Transport {
     if (n === 0) return;
     const stage = this.link.stageFor(n);
     for (const from of [0, 1]) this.bounce(from, x[from]!, stage[1 - from]!, 1, n, n, n);
-    for (const r of [0, 1]) {
+    for (const r of RANKS) {
       const rank = this.link.ranks[r]!;
       if (out[r] !== x[r]) rank.push(x[r]!, out[r]!, n);
       rank.fold(out[r]!, stage[r]!, n); // after the bounce landed: same stream

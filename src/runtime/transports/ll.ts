@@ -12,30 +12,33 @@
  * last used them.
  */
 import type { ArLink } from '../link.js';
-import { checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
+import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
 
 export class LlTransport implements Transport {
   readonly name = 'll' as const;
   /** No events between the ranks: each captures its own stream. */
   readonly graphMode = 'per-rank' as const;
-  /** The next op's self-timed rank and where its launch stores the times (timeNext). */
-  private stampRank = -1;
-  private stamp = 0;
+  /** Per rank, where the next op's launch stores its times (timeNext; 0: not timed). */
+  private readonly requested = [0, 0];
+  /**
+   * The op being issued's stamps, per rank. Reused, not allocated: this is the per-join path,
+   * which stays a ring write and a launch.
+   */
+  private readonly taken = [0, 0];
 
   constructor(private readonly link: ArLink) {}
 
   timeNext(rank: number, stamp: number): void {
     checkRank('timeNext', rank);
-    this.stampRank = rank;
-    this.stamp = stamp;
+    this.requested[rank] = stamp;
   }
 
   /** Each rank's stamp for the op being issued: the request is spent by this op, whatever it does. */
-  private takeStamps(): [number, number] {
-    const out: [number, number] = [this.stampRank === 0 ? this.stamp : 0, this.stampRank === 1 ? this.stamp : 0];
-    this.stampRank = -1;
-    this.stamp = 0;
-    return out;
+  private takeStamps(): readonly number[] {
+    this.taken[0] = this.requested[0]!;
+    this.taken[1] = this.requested[1]!;
+    this.requested[0] = this.requested[1] = 0;
+    return this.taken;
   }
 
   broadcast(from: number, src: number, dst: PerRank, n: number): void {
@@ -54,7 +57,7 @@ export class LlTransport implements Transport {
     const stamp = this.takeStamps();
     checkGather('allGather', span, rows);
     this.link.llFor(rows * span);
-    for (const r of [0, 1]) {
+    for (const r of RANKS) {
       const local = gatherInPlace(parts[r]!, full[r]!, r, span, rows) ? 0 : parts[r]!;
       this.link.ranks[r]!.ll(0, rows, span, parts[r]!, local, local ? full[r]! + slotOffset(r, span) : 0, full[r]! + slotOffset(1 - r, span), 2 * span, stamp[r]);
     }
@@ -76,6 +79,6 @@ export class LlTransport implements Transport {
     checkCount('allReduce', n);
     if (n === 0) return;
     this.link.llFor(n);
-    for (const r of [0, 1]) this.link.ranks[r]!.ll(1, 1, n, x[r]!, 0, 0, out[r]!, n, stamp[r]);
+    for (const r of RANKS) this.link.ranks[r]!.ll(1, 1, n, x[r]!, 0, 0, out[r]!, n, stamp[r]);
   }
 }

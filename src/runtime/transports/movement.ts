@@ -6,9 +6,7 @@
  */
 import type { ArLink } from '../link.js';
 import type { Rank } from '../rank.js';
-import {
-  checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport, type TransportName,
-} from './transport.js';
+import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport, type TransportName } from './transport.js';
 
 /** How a transport moves `rows` x `rowLen` f32 on `from`'s stream into `to`'s memory. */
 export interface Mover {
@@ -59,8 +57,8 @@ export class MovementTransport implements Transport {
     // not wait for each other: both consumers publish "ready" before either producer waits, and
     // the two pushes run at once (measured serialised, the seed's order, at 17 us for 8 KB: a
     // chain of four kernels and three edges).
-    for (const r of [0, 1]) this.link.ranks[r]!.record(this.link.ready[r]!);
-    for (const r of [0, 1]) this.link.ranks[r]!.wait(this.link.ready[1 - r]!);
+    for (const r of RANKS) this.link.ranks[r]!.record(this.link.ready[r]!);
+    for (const r of RANKS) this.link.ranks[r]!.wait(this.link.ready[1 - r]!);
     for (const from of [0, 1]) {
       const to = 1 - from;
       const r = this.link.ranks[from]!, peer = this.link.ranks[to]!;
@@ -70,7 +68,7 @@ export class MovementTransport implements Transport {
       this.mover.move(r, peer, parts[from]!, full[to]! + slotOffset(from, span), rows, span, span, width);
       r.record(this.link.pushed[from]!);
     }
-    for (const r of [0, 1]) this.link.ranks[r]!.wait(this.link.pushed[1 - r]!);
+    for (const r of RANKS) this.link.ranks[r]!.wait(this.link.pushed[1 - r]!);
   }
 
   gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
@@ -104,7 +102,7 @@ export class MovementTransport implements Transport {
       this.mover.move(this.link.ranks[from]!, this.link.ranks[to]!, x[from]!, stage[to]!, 1, n, n, n);
       this.link.ranks[from]!.record(this.link.pushed[from]!);
     }
-    for (const r of [0, 1]) {
+    for (const r of RANKS) {
       const rank = this.link.ranks[r]!;
       rank.wait(this.link.pushed[1 - r]!);
       if (out[r] !== x[r]) rank.push(x[r]!, out[r]!, n);

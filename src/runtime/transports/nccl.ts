@@ -5,7 +5,7 @@
  * ring record on its own stream.
  */
 import type { ArLink } from '../link.js';
-import { checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
+import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
 
 export class NcclTransport implements Transport {
   readonly name = 'nccl' as const;
@@ -25,7 +25,7 @@ export class NcclTransport implements Transport {
   allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
     checkGather('allGather', span, rows);
     if (rows === 1) {
-      for (const r of [0, 1]) {
+      for (const r of RANKS) {
         gatherInPlace(parts[r]!, full[r]!, r, span, rows);
         this.link.ranks[r]!.ncclAllGather(parts[r]!, full[r]!, span);
       }
@@ -34,7 +34,7 @@ export class NcclTransport implements Transport {
     // NCCL gathers rank-major; the walk wants token-major rows: gather into scratch, then
     // interleave locally.
     const scratch = this.link.scratchFor(2 * rows * span);
-    for (const r of [0, 1]) {
+    for (const r of RANKS) {
       const rank = this.link.ranks[r]!;
       rank.ncclAllGather(parts[r]!, scratch[r]!, rows * span);
       for (const q of [0, 1]) rank.push2d(scratch[r]! + q * rows * span * 4, full[r]! + slotOffset(q, span), rows, span, span, 2 * span);
@@ -61,6 +61,6 @@ export class NcclTransport implements Transport {
   allReduce(x: PerRank, n: number, out: PerRank = x): void {
     checkCount('allReduce', n);
     if (n === 0) return;
-    for (const r of [0, 1]) this.link.ranks[r]!.ncclAllReduce(x[r]!, out[r]!, n);
+    for (const r of RANKS) this.link.ranks[r]!.ncclAllReduce(x[r]!, out[r]!, n);
   }
 }

@@ -6,7 +6,7 @@
  */
 import type { ArLink } from '../link.js';
 import { MovementTransport, kernelMover } from './movement.js';
-import { checkCount, type PerRank } from './transport.js';
+import { RANKS, checkCount, type PerRank } from './transport.js';
 
 export class OneShotTransport extends MovementTransport {
   constructor(link: ArLink) { super('oneshot', link, kernelMover); }
@@ -22,7 +22,7 @@ export class OneShotTransport extends MovementTransport {
     // sum (the seed saw a wrong number at n = 1). The kernel stages x itself, block by block,
     // before its entry barrier (one launch per rank instead of two); the exit barrier keeps the
     // next round's staging from landing while the peer still reads this one.
-    for (const r of [0, 1]) {
+    for (const r of RANKS) {
       link.ranks[r]!.oneShot(x[r]!, stage[0]!, stage[1]!, out[r]!, link.signal[r]!, link.signal[1 - r]!, n, link.err[r]!, link.spinLimit, blocks);
     }
   }

@@ -17,6 +17,9 @@ export type PerRank = readonly [number, number];
 export const TRANSPORTS = ['host', 'peer', 'push', 'oneshot', 'll', 'nccl'] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
 
+/** Both ranks, in order: one array for every join to iterate, none allocated per join. */
+export const RANKS = [0, 1] as const;
+
 export interface Transport {
   readonly name: TransportName;
   /** How a graph holding this transport's joins must be captured (see graph.ts). */

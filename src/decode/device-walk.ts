@@ -404,7 +404,7 @@ export class DeviceWalk {
    * what the join delivers to its receiving rank (the profile's bytes / 4).
    */
   private join(hop: Hop, l: number, tr: Transport, floats: number, issue: () => void): void {
-    if (this.profiling) this.profiler!.around(hop, l, tr.name, floats * 4, this.token, issue, this.profileSelfTimed ? tr.timeNext?.bind(tr) : undefined);
+    if (this.profiling) this.profiler!.around(hop, l, tr.name, floats * 4, this.token, issue, this.profileSelfTimed ? tr : undefined);
     else issue();
   }
 

@@ -35,6 +35,7 @@ import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
 import { HOPS, RECEIVER, type Hop, type JoinSample } from '../profile/profile-data.js';
 import { ProfileBoard } from '../workers/profile-board.js';
 import { seqDiff } from '../workers/ring-layout.js';
+import type { Transport } from '../runtime/transports/transport.js';
 
 export { HOPS, type Hop };
 
@@ -154,13 +155,13 @@ export class JoinProfiler {
    * Issue `join` between this hop's two events on its receiving rank: marks carried by the
    * receiving ring's next records, not records of their own.
    */
-  around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void, timeNext?: (rank: number, stamp: number) => void): void {
+  around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void, timer?: Pick<Transport, 'timeNext'>): void {
     const at = layer * HOPS.length + HOPS.indexOf(hop);
     const [start, end] = this.set.pairs[at]!;
     const r = this.rt.ranks[RECEIVER[hop]];
     const t0 = hostMicros(this.base);
-    const selfTimed = this.deviceEvents && this.mailbox !== undefined && timeNext !== undefined;
-    if (selfTimed) timeNext(r.rank, this.set.stamps[r.rank]! + 8 * (1 + 2 * at));
+    const selfTimed = this.deviceEvents && this.mailbox !== undefined && timer?.timeNext !== undefined;
+    if (selfTimed) timer!.timeNext!(r.rank, this.set.stamps[r.rank]! + 8 * (1 + 2 * at));
     else if (this.deviceEvents) this.mark(r, start);
     join();
     if (this.deviceEvents && !selfTimed) this.mark(r, end);
@@ -265,11 +266,16 @@ export class JoinProfiler {
         ? await this.rt.ranks[rank].control.call('elapsedMsPairs', timed.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]), timed[timed.length - 1]!.end.handle)
         : [];
       const stamps = selfTimed ? this.stampsOf(rank, set) : undefined;
+      // `timed` is `mine` without the self-timed joins, in order: k walks it alongside.
+      let k = 0;
+      const device = (j: Pending): [number, number] => {
+        if (!this.deviceEvents) return [NaN, NaN];
+        if (j.selfTimed) return stamps!(j.layer * HOPS.length + HOPS.indexOf(j.hop));
+        k++;
+        return [ms[2 * k - 2]! * 1000, ms[2 * k - 1]! * 1000];
+      };
       for (const j of mine) {
-        const k = timed.indexOf(j);
-        const [deviceUs, deviceStartUs] = !this.deviceEvents ? [NaN, NaN]
-          : j.selfTimed ? stamps!(j.layer * HOPS.length + HOPS.indexOf(j.hop))
-          : [ms[2 * k]! * 1000, ms[2 * k + 1]! * 1000];
+        const [deviceUs, deviceStartUs] = device(j);
         out.push({
           token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
           hostStartUs: j.t0 - stepT0,

@@ -12,11 +12,17 @@ namespace memra {
 
 namespace {
 
+// 0 (absent) or an address aligned for what it holds.
+uintptr_t ReadOptionalAddress(const Napi::CallbackInfo& info, size_t index, const char* fn,
+                              const char* name, uintptr_t alignment, const char* what) {
+  if (info[index].IsNumber() && info[index].As<Napi::Number>().DoubleValue() == 0) return 0;
+  return ReadAlignedAddress(info, index, fn, name, alignment, what);
+}
+
 // 0 (the role is absent: nothing to send, copy or receive) or a 4-byte aligned f32 pointer.
 uintptr_t ReadOptionalF32(const Napi::CallbackInfo& info, size_t index, const char* fn,
                           const char* name) {
-  if (info[index].IsNumber() && info[index].As<Napi::Number>().DoubleValue() == 0) return 0;
-  return ReadAlignedAddress(info, index, fn, name, 4, "f32 (or 0 for none)");
+  return ReadOptionalAddress(info, index, fn, name, 4, "f32 (or 0 for none)");
 }
 
 Napi::Value LlStateBytes(const Napi::CallbackInfo& info) {
@@ -72,9 +78,7 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   const uintptr_t recvDst = ReadOptionalF32(info, 6, fn, "recvDst");
   const uint64_t dstStride = ReadSafeUint(info, 7, fn, "dstStride");
   // 0, or two u64 in device memory the join stores its own start and end times into.
-  const uintptr_t stamp = info[8].IsNumber() && info[8].As<Napi::Number>().DoubleValue() == 0
-                              ? 0
-                              : ReadAlignedAddress(info, 8, fn, "stamp", 8, "two u64 (or 0 for none)");
+  const uintptr_t stamp = ReadOptionalAddress(info, 8, fn, "stamp", 8, "two u64 (or 0 for none)");
   const auto s = ReadHandle<cudaStream_t>(info, 9, fn, "stream");
   const uint64_t cap = l.cap;
 

@@ -267,23 +267,15 @@ async function drain(timeoutMs: number): Promise<void> {
   }
 }
 
-/** Until this worker has enqueued record `seq` (the serve loop runs while this waits). */
-async function enqueuedUpTo(seq: number, timeoutMs: number): Promise<void> {
+/**
+ * Poll `done` until it holds (the serve loop runs between polls), refusing when the ring faults
+ * or `timeoutMs` pass.
+ */
+async function until(done: () => boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = performance.now() + timeoutMs;
-  while (seqDiff(seq, ring.view.tail()) > 0) {
-    if (faulted) throw new Error(`${tag}: the ring is faulted before record ${seq >>> 0}`);
-    if (performance.now() > deadline) throw new Error(`${tag}: record ${seq >>> 0} not enqueued within ${timeoutMs} ms`);
-    await sleep(0.05);
-  }
-}
-
-/** Until every event in `events` has completed (its newest enqueued record has passed). */
-async function eventsDone(events: readonly number[], timeoutMs: number): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  for (let i = 0; i < events.length;) {
-    if (faulted) throw new Error(`${tag}: the ring is faulted; these events may never complete`);
-    if (dev.eventQuery(events[i]!)) { i++; continue; }
-    if (performance.now() > deadline) throw new Error(`${tag}: event ${events[i]} did not complete within ${timeoutMs} ms`);
+  while (!done()) {
+    if (faulted) throw new Error(`${tag}: the ring is faulted while waiting for ${what}`);
+    if (performance.now() > deadline) throw new Error(`${tag}: ${what}: not within ${timeoutMs} ms`);
     await sleep(0.05);
   }
 }
@@ -372,8 +364,10 @@ const control = {
     // Records published before this call are enqueued first, so no event is queried on an older
     // record; then, when the caller names the newest event (one stream records them in order,
     // so its completion is everyone's), one query instead of one per event.
-    await enqueuedUpTo(ring.view.head(), 10_000);
-    await eventsDone(newest === undefined ? events : [newest], 10_000);
+    const head = ring.view.head();
+    await until(() => seqDiff(head, ring.view.tail()) <= 0, 10_000, `record ${head >>> 0} enqueued`);
+    const awaited = newest === undefined ? events : [newest];
+    await until(() => awaited.every((e) => dev.eventQuery(e)), 10_000, `${awaited.length} event(s) completed`);
     const out: number[] = [];
     for (let i = 0; i < events.length; i += 2) out.push(dev.eventElapsedMs(events[i]!, events[i + 1]!));
     return out;

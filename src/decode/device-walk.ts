@@ -107,9 +107,9 @@ export class DeviceWalk {
   private profiling = false;
   private epTimer: EpStepTimer | undefined;
   /**
-   * The whole step captured (config stepGraph), or why not (latched), per batch size t and, for a
-   * profiled step, per event set (`t/profile k`): a profiled graph holds its set's events as
-   * nodes, with the joins they bracket.
+   * The whole step captured (config stepGraph), or why not (latched), per batch size t; for a
+   * profiled step one more (`t/profile`), or one per event set (`t/profile k`) when its joins are
+   * bracketed by events, which the graph holds as nodes. A profiled graph keeps its joins.
    */
   private stepGraphs = new Map<string, StepGraph>();
   /** The config the step graphs were captured under: a different one destroys them. */
@@ -345,7 +345,8 @@ export class DeviceWalk {
       this.tail(t);
       profiler?.flush();
     };
-    const key = profiler ? `${t}/profile ${profiler.setIndex}` : `${t}`;
+    const allSelfTimed = this.profileSelfTimed && trs.every((tr) => tr?.timeNext !== undefined);
+    const key = !profiler ? `${t}` : profiler.graphPerSet(allSelfTimed) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
     let entry = this.stepGraphs.get(key);
     if (!entry) {
       entry = await this.captureStep(t, trs, body, profiler);

@@ -79,9 +79,7 @@ interface EventSet {
   /** The event pair of join `layer * HOPS.length + hop index`. */
   pairs: Array<[DeviceEvent, DeviceEvent]>;
   stepStart: DeviceEvent[];
-  /** Per rank: this set's stamp block in device memory (0: none allocated). */
-  stamps: number[];
-  /** The value rank 1's PROFILE_SLOT takes once this set's block is in its mailbox. */
+  /** The value rank 1's PROFILE_SLOT takes once this set's stamps are in its mailbox. */
   copied: number;
   /** The read of the step that last used this set; awaited before the set is reused. */
   reading: Promise<unknown>;
@@ -101,6 +99,12 @@ export class JoinProfiler {
 
   private readonly blockBytes: number;
   private copies = 0;
+  /**
+   * Per rank, the one stamp block every step writes (0: none). One is enough: a step's copy into
+   * the mailbox (its set's region) is ordered on the rank's stream before the next step's stamps,
+   * so a step graph of self-timed joins holds nothing that changes with the event set.
+   */
+  private readonly stampBlocks = [0, 0];
 
   private constructor(private readonly rt: Runtime, layers: number, private readonly deviceEvents: boolean, private readonly mailbox: StampMailbox | undefined) {
     this.boards = rt.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
@@ -115,7 +119,7 @@ export class JoinProfiler {
     const p = new JoinProfiler(rt, layers, opts.deviceEvents ?? true, opts.mailbox);
     try {
       for (let k = 0; k < 2; k++) {
-        const set: EventSet = { pairs: [], stepStart: [], stamps: [0, 0], copied: 0, reading: Promise.resolve() };
+        const set: EventSet = { pairs: [], stepStart: [], copied: 0, reading: Promise.resolve() };
         p.sets.push(set);
         for (let l = 0; l < layers; l++) {
           for (const hop of HOPS) {
@@ -124,8 +128,8 @@ export class JoinProfiler {
           }
         }
         for (const r of rt.ranks) set.stepStart.push(await r.createEvent(true));
-        if (p.mailbox) for (const r of rt.ranks) set.stamps[r.rank] = await r.alloc(p.blockBytes);
       }
+      if (p.mailbox) for (const r of rt.ranks) p.stampBlocks[r.rank] = await r.alloc(p.blockBytes);
       for (const r of rt.ranks) {
         await r.control.call('setProfileBoard', p.boards[r.rank]!.buffer, p.base);
         r.ring.attachMarks(p.boards[r.rank]!.marks);
@@ -146,7 +150,7 @@ export class JoinProfiler {
     if (this.deviceEvents) {
       for (const r of this.rt.ranks) {
         this.mark(r, this.set.stepStart[r.rank]!);
-        if (this.mailbox) r.stampNow(this.set.stamps[r.rank]!);
+        if (this.mailbox) r.stampNow(this.stampBlocks[r.rank]!);
       }
     }
   }
@@ -161,7 +165,7 @@ export class JoinProfiler {
     const r = this.rt.ranks[RECEIVER[hop]];
     const t0 = hostMicros(this.base);
     const selfTimed = this.deviceEvents && this.mailbox !== undefined && timer?.timeNext !== undefined;
-    if (selfTimed) timer!.timeNext!(r.rank, this.set.stamps[r.rank]! + 8 * (1 + 2 * at));
+    if (selfTimed) timer!.timeNext!(r.rank, this.stampBlocks[r.rank]! + 8 * (1 + 2 * at));
     else if (this.deviceEvents) this.mark(r, start);
     join();
     if (this.deviceEvents && !selfTimed) this.mark(r, end);
@@ -175,13 +179,23 @@ export class JoinProfiler {
   copyStamps(): void {
     if (!this.mailbox || !this.deviceEvents) return;
     const at = this.mailbox.offset + this.setIndex * this.blockBytes;
-    for (const r of this.rt.ranks) this.mailbox.copy(r.rank, this.set.stamps[r.rank]!, at, this.blockBytes);
+    for (const r of this.rt.ranks) this.mailbox.copy(r.rank, this.stampBlocks[r.rank]!, at, this.blockBytes);
     this.set.copied = ++this.copies;
     this.rt.ranks[1].signal(PROFILE_SLOT, this.set.copied);
   }
 
-  /** Which of the two event sets this step uses: a step graph captures one graph per set. */
+  /** Which of the two event sets this step uses. */
   get setIndex(): number { return this.sets.indexOf(this.set); }
+
+  /**
+   * Whether a step graph of these joins must be captured once per event set: only when some join
+   * is bracketed by events, which become the graph's nodes. Self-timed joins and host times put
+   * nothing set-specific into the graph (two graphs alternating by step cost the bench step graph
+   * 11%, decode-2xH200-2026-11-30-run6, before this was known to be avoidable).
+   */
+  graphPerSet(allSelfTimed: boolean): boolean {
+    return this.deviceEvents && !(allSelfTimed && this.mailbox !== undefined);
+  }
 
   /** How many joins this step has bracketed so far. */
   get bracketed(): number { return this.pending.length; }
@@ -311,8 +325,8 @@ export class JoinProfiler {
       for (const e of [...set.pairs.flat(), ...set.stepStart]) {
         await this.rt.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);
       }
-      for (const r of this.rt.ranks) if (set.stamps[r.rank]) await r.free(set.stamps[r.rank]!).catch(() => undefined);
     }
+    for (const r of this.rt.ranks) if (this.stampBlocks[r.rank]) await r.free(this.stampBlocks[r.rank]!).catch(() => undefined);
     this.sets.length = 0;
   }
 }

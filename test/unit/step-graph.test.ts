@@ -45,22 +45,29 @@ describe('step graph', function () {
     });
   }
 
-  it('profiled steps replay graphs of their own, one per event set; a new config recaptures', async () => {
+  it('profiled steps replay a graph of their own: one for self-timed joins, one per event set for event-timed ones; a new config recaptures', async () => {
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: graphed('ll') });
     try {
       await s.step([5]);
       await s.step([6]);
       assert.deepEqual(s.stepGraph(), { launches: 2, captures: 1, refused: [] });
+      const profiledSteps = async (from: number): Promise<void> => {
+        for (const [i, tok] of [from, from + 1, from + 2].entries()) {
+          const r = await s.stepDetailed([tok]);
+          assert.equal((await r.joins!).length, s.model.layers * 5, `profiled step ${i} timed its joins`);
+        }
+      };
+      // ll joins time themselves: nothing in the graph changes with the event set.
       await s.setConfig(graphed('ll', { profile: true }));
-      for (const [i, tok] of [7, 8, 9].entries()) {
-        const r = await s.stepDetailed([tok]);
-        assert.equal((await r.joins!).length, s.model.layers * 5, `profiled step ${i} timed its joins`);
-      }
-      // The two event sets alternate by step: two more captures, then replays.
-      assert.deepEqual(s.stepGraph(), { launches: 5, captures: 3, refused: [] });
+      await profiledSteps(7);
+      assert.deepEqual(s.stepGraph(), { launches: 5, captures: 2, refused: [] });
+      // push joins are bracketed by events, graph nodes of one set: a graph per set.
+      await s.setConfig(graphed('push', { profile: true }));
+      await profiledSteps(10);
+      assert.deepEqual(s.stepGraph(), { launches: 8, captures: 4, refused: [] });
       await s.setConfig(graphed('oneshot'));
-      await s.step([10]);
-      assert.deepEqual(s.stepGraph(), { launches: 6, captures: 4, refused: [] });
+      await s.step([13]);
+      assert.deepEqual(s.stepGraph(), { launches: 9, captures: 5, refused: [] });
     } finally {
       await s.close();
     }

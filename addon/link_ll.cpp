@@ -111,6 +111,9 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   }
 
   const int device = RequireBoundStream(env, ts, s, fn);
+  // Programmatic dependent launch only into a graph: eagerly it costs the host more than it saves
+  // the device (cu/tp_ll.cu).
+  const int pdl = ts.capturing.count(s) != 0 ? 1 : 0;
   MEMRA_CUDA_CHECK(
       env, device,
       memra_tp_ll_exchange(reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
@@ -120,7 +123,7 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
                            reinterpret_cast<void*>(l.peerRecv), cap,
                            reinterpret_cast<void*>(l.selfState), reinterpret_cast<void*>(l.peerState),
                            l.rank, reinterpret_cast<int*>(l.err), static_cast<long long>(l.spinLimit),
-                           reinterpret_cast<unsigned long long*>(stamp), s),
+                           reinterpret_cast<unsigned long long*>(stamp), pdl, s),
       "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +
           ", rowLen=" + std::to_string(rowLen) + ", sendSrc=" + Hex(sendSrc) +
           ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(l.rank) + ", stream=" + Hex(s) +

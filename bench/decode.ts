@@ -17,7 +17,7 @@ import { presetByName } from '../src/decode/model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
-import { presetFor, timeSteps, withWalk } from './walk-run.js';
+import { presetFor, timeSteps, withWalk, type StepTimes } from './walk-run.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
@@ -85,22 +85,43 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
       // graphs, so the host pays nothing a join and what is left is the events on the device.
       const llGraph: DecodeConfig = { ...ll, stepGraph: true };
       await walk.prepare(llGraph);
-      const plainGraph = await graphedSteps(walk, llGraph, 'decode ll, step graph, unprofiled', progress);
+      const plainSplit = await graphedSplit(walk, llGraph, 'decode ll, step graph, unprofiled', progress);
+      const plainGraph = plainSplit?.host;
       const profiledGraph: DecodeConfig = { ...llGraph, profile: true };
       await walk.prepare(profiledGraph);
-      const withProfileGraph = await graphedSteps(walk, profiledGraph, 'decode ll, step graph, profiled', progress);
+      const profiledSplit = await graphedSplit(walk, profiledGraph, 'decode ll, step graph, profiled', progress);
+      const withProfileGraph = profiledSplit?.host;
       await walk.prepare(ll);
       if (plainGraph && withProfileGraph) {
         rows.push(row({ ...base, transport: 'll+graph+profile', method: `${method}; the step replayed from its profiled graph (the joins time themselves)` }, withProfileGraph));
         rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll+graph', method: 'profiled step-graph step time / unprofiled step-graph step time at the same position, minus 1, in percent' }, withProfileGraph.map((v, i) => (v / plainGraph[i]! - 1) * 100)));
+        rows.push(...splitRows(base, 'll+graph', plainSplit!), ...splitRows(base, 'll+graph+profile', profiledSplit!));
         // The same graph profile without device times: what the profiled graphs cost apart from
         // the stamps (two graphs alternating by step, the per-step reads).
         walk.profileDeviceEvents = false;
         await walk.prepare(profiledGraph);
-        const hostOnlyGraph = await graphedSteps(walk, profiledGraph, 'decode ll, step graph, profiled without device times', progress);
+        const hostOnlySplit = await graphedSplit(walk, profiledGraph, 'decode ll, step graph, profiled without device times', progress);
         walk.profileDeviceEvents = true;
         await walk.prepare(ll);
-        if (hostOnlyGraph) rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll+graph (host times only)', method: 'as above, with the profile\'s device times left out' }, hostOnlyGraph.map((v, i) => (v / plainGraph[i]! - 1) * 100)));
+        if (hostOnlySplit) {
+          rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll+graph (host times only)', method: 'as above, with the profile\'s device times left out' }, hostOnlySplit.host.map((v, i) => (v / plainGraph[i]! - 1) * 100)));
+          rows.push(...splitRows(base, 'll+graph+profile (host times only)', hostOnlySplit));
+        }
+        // Diagnosis of the profiled step graph's cost (decode-...-run7: 9.4% with host times only,
+        // whose graph has the unprofiled one's nodes): the same profile replaying the unprofiled
+        // graph itself, recording no joins. Near 0% says the second graph costs it; ~9% says the
+        // host side does.
+        walk.profileDeviceEvents = false;
+        walk.profileOwnGraph = false;
+        await walk.prepare(profiledGraph);
+        const sharedSplit = await graphedSplit(walk, profiledGraph, 'decode ll, step graph, profiled, the unprofiled graph', progress);
+        walk.profileDeviceEvents = true;
+        walk.profileOwnGraph = true;
+        await walk.prepare(ll);
+        if (sharedSplit) {
+          rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: 'll+graph (unprofiled graph, no joins)', method: 'as above, host times only, replaying the unprofiled step graph and recording no joins (a diagnosis)' }, sharedSplit.host.map((v, i) => (v / plainGraph[i]! - 1) * 100)));
+          rows.push(...splitRows(base, 'll+graph+profile (unprofiled graph, no joins)', sharedSplit));
+        }
       }
     } catch (e) {
       console.error(`decode: profile overhead: ${(e as Error).message}`);
@@ -140,8 +161,25 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
 
 /** Timed steps through the step graph; undefined (and why, on stderr) when it was refused. */
 async function graphedSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<number[] | undefined> {
-  const host = (await timeSteps(walk, dc, label, progress)).host;
+  return (await graphedSplit(walk, dc, label, progress))?.host;
+}
+
+/** The same, with each step's enqueue and wait kept apart. */
+async function graphedSplit(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<StepTimes | undefined> {
+  const times = await timeSteps(walk, dc, label, progress);
   const refused = walk.stepGraphStats().refused;
   if (refused.length > 0) { console.error(`decode: ${label}: refused: ${refused[0]!.reason}`); return undefined; }
-  return host;
+  return times;
+}
+
+/**
+ * Where a step's host time went: enqueueing it (step() until the completion signal is written)
+ * and waiting for its completion counter; the rest is reading the tokens and ending the profile.
+ */
+function splitRows(base: Pick<Row, 'suite' | 'bytes' | 'preset' | 'metric'>, transport: string, t: StepTimes): Row[] {
+  const b = { ...base, unit: 'us', transport };
+  return [
+    row({ ...b, op: 'step enqueue', method: 'main-thread time from step() until the step\'s completion signal is enqueued' }, t.enqueue),
+    row({ ...b, op: 'step wait', method: 'main-thread time waiting for the step\'s completion counter after enqueueing it' }, t.wait),
+  ];
 }

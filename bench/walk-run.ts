@@ -17,6 +17,9 @@ export const presetFor = (backend: BackendKind): string => (backend === 'cuda' ?
 export interface StepTimes {
   /** Main-thread wall time of each timed step, ms. */
   host: number[];
+  /** Of that, enqueueing the step and waiting for its completion counter, µs. */
+  enqueue: number[];
+  wait: number[];
   /** What `each` returned after each timed step (device samples read back between steps). */
   extra: number[][];
 }
@@ -27,14 +30,15 @@ export interface StepTimes {
  * tokens are back, outside the timed span.
  */
 export async function timeSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress, steps = 48, warm = 4, each?: () => Promise<number[]>): Promise<StepTimes> {
-  const out: StepTimes = { host: [], extra: [] };
+  const out: StepTimes = { host: [], enqueue: [], wait: [], extra: [] };
   let tok = [1];
   for (let i = 0; i < warm + steps; i++) {
     const t0 = performance.now();
-    tok = (await walk.step(tok, [i], dc, false)).next;
+    const { next, timing } = await walk.step(tok, [i], dc, false);
     const ms = performance.now() - t0;
+    tok = next;
     const x = each ? await each() : [];
-    if (i >= warm) { out.host.push(ms); out.extra.push(x); }
+    if (i >= warm) { out.host.push(ms); out.enqueue.push(timing.hostEnqueueUs); out.wait.push(timing.waitUs); out.extra.push(x); }
     progress.tick(`${label}`, i + 1, warm + steps);
   }
   return out;

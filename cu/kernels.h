@@ -70,7 +70,7 @@ cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t row_len,
                                  float* recv_dst, uint64_t dst_stride, void* self_recv,
                                  void* peer_recv, uint64_t cap, void* self_state,
                                  void* peer_state, int rank, int* err, long long spin_limit,
-                                 unsigned long long* stamp, cudaStream_t stream);
+                                 unsigned long long* stamp, int pdl, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -242,7 +242,7 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
                                             void* selfRecv, void* peerRecv, uint64_t cap,
                                             void* selfState, void* peerState, int rank, int* err,
                                             long long spinLimit, unsigned long long* stamp,
-                                            cudaStream_t stream) {
+                                            int pdl, cudaStream_t stream) {
   const uint64_t total = rows * rowLen;
   if (total > memra_tp_ll_max_values() || (cap & 1) != 0 || cap > 0xffffffffull) {
     return cudaErrorInvalidValue;
@@ -255,9 +255,12 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
           static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2),
           static_cast<LlState*>(selfState), static_cast<LlState*>(peerState), rank, err,
           spinLimit, stamp};
-  // Launched with programmatic stream serialization: the grid is scheduled while the previous
-  // kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the stream's
-  // full kernel boundary: 0.45 us less per join in a graph (2026-11-30, notes/perf.md).
+  // Launched with programmatic stream serialization when `pdl`: the grid is scheduled while the
+  // previous kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the
+  // stream's full kernel boundary: 0.45 us less per join in a graph (2026-11-30, notes/perf.md).
+  // Eagerly the host's launch is the join's bottleneck, and the attribute put about 1 us on it
+  // (eager all-reduce 4.77 -> 5.80 us host, joins run4 -> run5), so callers ask for it only while
+  // capturing. Without it griddepcontrol.wait returns at once: the kernel is correct either way.
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -266,6 +269,6 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
   cfg.blockDim = dim3(kLlThreads);
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, ll_exchange, j);
 }

@@ -83,8 +83,11 @@ export interface StepResult {
    * which overlaps the next step rather than delaying this one's tokens.
    */
   joins?: Promise<JoinTiming[]>;
-  /** Host: when the step began (performance.now(), ms), enqueueing it, and until its tokens were read (µs). */
-  timing: { hostStartMs: number; hostEnqueueUs: number; wallUs: number };
+  /**
+   * Host: when the step began (performance.now(), ms), enqueueing it, waiting for its completion
+   * counter, and until its tokens were read (µs).
+   */
+  timing: { hostStartMs: number; hostEnqueueUs: number; waitUs: number; wallUs: number };
 }
 
 export class DeviceWalk {
@@ -98,6 +101,11 @@ export class DeviceWalk {
   profileDeviceEvents = true;
   /** False only to compare (bench/decode.ts, the GPU tests): every join timed by events, `ll` too. */
   profileSelfTimed = true;
+  /**
+   * False only to diagnose the profiled step graph's cost (bench/decode.ts): with host times only,
+   * replay the unprofiled step graph (same nodes) and record no joins for the step.
+   */
+  profileOwnGraph = true;
   private readonly epSlots: EpGraphSlots;
   /** The expert split the EP workspaces (pack, act, contrib buffers) were built for. */
   private readonly builtFor: ReadonlyArray<{ e0: number; nE: number }>;
@@ -291,10 +299,11 @@ export class DeviceWalk {
     root.rank.signal(STEP_SLOT, seq);
     const hostEnqueueUs = (performance.now() - hostStartMs) * 1000;
     await this.rt.waitCompleted(0, STEP_SLOT, seq, timeoutMs);
+    const waitUs = (performance.now() - hostStartMs) * 1000 - hostEnqueueUs;
     const box = this.rt.mailboxes[0]!;
     const next = Array.from(new Int32Array(box.buffer, box.byteOffset, t));
     const hidden = wantHidden ? new Float32Array(box.buffer.slice(box.byteOffset + HIDDEN_AT, box.byteOffset + HIDDEN_AT + 4 * t * H)) : undefined;
-    const out: StepResult = { next, timing: { hostStartMs, hostEnqueueUs, wallUs: (performance.now() - hostStartMs) * 1000 } };
+    const out: StepResult = { next, timing: { hostStartMs, hostEnqueueUs, waitUs, wallUs: (performance.now() - hostStartMs) * 1000 } };
     if (hidden) out.hidden = hidden;
     if (this.profiling) out.joins = this.profiler!.endStep();
     if (this.validation) this.checkRoutes(t);
@@ -346,10 +355,18 @@ export class DeviceWalk {
       profiler?.flush();
     };
     const allSelfTimed = this.profileSelfTimed && trs.every((tr) => tr?.timeNext !== undefined);
-    const key = !profiler ? `${t}` : profiler.graphPerSet(allSelfTimed) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
+    const shared = profiler !== undefined && !this.profileOwnGraph && !this.profileDeviceEvents;
+    const key = !profiler || shared ? `${t}` : profiler.graphPerSet(allSelfTimed) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
     let entry = this.stepGraphs.get(key);
     if (!entry) {
-      entry = await this.captureStep(t, trs, body, profiler);
+      // The diagnosis captures the unprofiled graph as an unprofiled step would.
+      const profiling = this.profiling;
+      if (shared) this.profiling = false;
+      try {
+        entry = await this.captureStep(t, trs, body, shared ? undefined : profiler);
+      } finally {
+        this.profiling = profiling;
+      }
       this.stepGraphs.set(key, entry);
     }
     if (entry.graph instanceof CapturedGraph) {

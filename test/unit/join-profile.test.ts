@@ -8,6 +8,8 @@ import { randomInt } from 'node:crypto';
 import { Session } from '../../src/decode/session.js';
 import { DEFAULT_CONFIG } from '../../src/decode/decode-config.js';
 import { HOPS } from '../../src/profile/profile-data.js';
+import { Runtime } from '../../src/runtime/runtime.js';
+import { JoinProfiler } from '../../src/decode/join-profile.js';
 
 describe('join profile', function () {
   this.timeout(60_000);
@@ -127,6 +129,39 @@ describe('join profile', function () {
       });
     } finally {
       await s.close();
+    }
+  });
+
+  it('costs the host microseconds, not a millisecond, to take and read a replayed step graph\'s 150 joins', async () => {
+    // A step replayed from its graph leaves the host nothing to do but this; built with an object
+    // spread, these 150 joins cost ~0.75 ms a step (the profiled bench step graph's 7%,
+    // decode-2xH200-2026-11-30-run8). Here that was a 1.5 ms median and is now 0.17 ms: the
+    // bound sits between, with room for a slower CI machine.
+    const layers = 30;
+    const rt = await Runtime.open({ backend: 'cpu' });
+    const p = await JoinProfiler.create(rt, layers, { deviceEvents: false });
+    try {
+      await p.beginStep();
+      for (let l = 0; l < layers; l++) for (const hop of HOPS) p.around(hop, l, 'll', 4 * (l + 1), 0, () => undefined);
+      const captured = p.takeCaptured(0);
+      assert.equal(captured.length, layers * HOPS.length);
+      await p.endStep();
+      const costs: number[] = [];
+      for (let step = 1; step <= 60; step++) {
+        await p.beginStep();
+        const t0 = performance.now();
+        p.replayed(captured, p.now(), step);
+        const read = p.endStep();
+        costs.push((performance.now() - t0) * 1000);
+        const joins = await read;
+        assert.equal(joins.length, layers * HOPS.length, `step ${step}: every join`);
+        assert.ok(joins.every((j) => j.token === step && j.bytes === 4 * (j.layer + 1)), `step ${step}: its own token and each join's bytes`);
+      }
+      const median = costs.sort((a, b) => a - b)[costs.length >> 1]!;
+      assert.ok(median < 800, `taking and reading 150 replayed joins: median ${median.toFixed(1)} µs a step (bound 800 µs)`);
+    } finally {
+      await p.close();
+      await rt.close();
     }
   });
 });

@@ -101,11 +101,6 @@ export class DeviceWalk {
   profileDeviceEvents = true;
   /** False only to compare (bench/decode.ts, the GPU tests): every join timed by events, `ll` too. */
   profileSelfTimed = true;
-  /**
-   * False only to diagnose the profiled step graph's cost (bench/decode.ts): with host times only,
-   * replay the unprofiled step graph (same nodes) and record no joins for the step.
-   */
-  profileOwnGraph = true;
   private readonly epSlots: EpGraphSlots;
   /** The expert split the EP workspaces (pack, act, contrib buffers) were built for. */
   private readonly builtFor: ReadonlyArray<{ e0: number; nE: number }>;
@@ -355,18 +350,10 @@ export class DeviceWalk {
       profiler?.flush();
     };
     const allSelfTimed = this.profileSelfTimed && trs.every((tr) => tr?.timeNext !== undefined);
-    const shared = profiler !== undefined && !this.profileOwnGraph && !this.profileDeviceEvents;
-    const key = !profiler || shared ? `${t}` : profiler.graphPerSet(allSelfTimed) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
+    const key = !profiler ? `${t}` : profiler.graphPerSet(allSelfTimed) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
     let entry = this.stepGraphs.get(key);
     if (!entry) {
-      // The diagnosis captures the unprofiled graph as an unprofiled step would.
-      const profiling = this.profiling;
-      if (shared) this.profiling = false;
-      try {
-        entry = await this.captureStep(t, trs, body, shared ? undefined : profiler);
-      } finally {
-        this.profiling = profiling;
-      }
+      entry = await this.captureStep(t, trs, body, profiler);
       this.stepGraphs.set(key, entry);
     }
     if (entry.graph instanceof CapturedGraph) {

@@ -257,6 +257,11 @@ export class JoinProfiler {
 
   private async read(set: EventSet, done: Pending[], stepT0: number): Promise<JoinTiming[]> {
     if (done.length === 0) return [];
+    // All of it in a later turn of the event loop: the caller's next step() reaches its launch
+    // through microtasks only, so this work overlaps that step on the device instead of running
+    // between the two, with the GPU idle (from the step graph it added ~50 us to each step's
+    // enqueue, decode-2xH200-2026-11-30-run9). Stamps stay valid for a ring's capacity of records.
+    await new Promise((res) => setImmediate(res));
     // The step's completion is rank 0's; the peer's worker may enqueue its last join a moment
     // later. Its stamps must be read before its ring wraps onto their slots.
     const lastSeq = [done[done.length - 1]!.last0, done[done.length - 1]!.last1];
@@ -273,7 +278,8 @@ export class JoinProfiler {
     };
     for (const j of done) j.enqueuedAt = Math.max(stampOf(0, j.last0), stampOf(1, j.last1));
     const selfTimed = done.some((j) => j.selfTimed);
-    if (selfTimed) await this.rt.waitCompleted(1, PROFILE_SLOT, set.copied, 10_000);
+    // No spin: this read runs behind the next step's enqueue, on the same thread.
+    if (selfTimed) await this.rt.waitCompleted(1, PROFILE_SLOT, set.copied, 10_000, 0);
     // Both ranks at once: for the event-timed joins one control round trip each, in parallel.
     const out: JoinTiming[] = [];
     await Promise.all(([0, 1] as const).map(async (rank) => {

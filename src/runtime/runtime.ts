@@ -209,11 +209,15 @@ export class Runtime {
     }
   }
 
-  /** Like `spinUntilCompleted`, but yields to the event loop between polls. */
-  async waitCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000): Promise<void> {
+  /**
+   * Like `spinUntilCompleted`, but yields to the event loop between polls, after spinning first
+   * for `spinMicros` (the runtime's, unless given: 0 for a wait in the background, which must not
+   * hold the thread the caller's next step is enqueued from).
+   */
+  async waitCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000, spinMicros = this.opts.spinMicros): Promise<void> {
     const end = performance.now() + timeoutMs;
     const c = this.counters[rank]!;
-    const spinEnd = performance.now() + this.opts.spinMicros / 1000;
+    const spinEnd = performance.now() + spinMicros / 1000;
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
       const t = performance.now();

@@ -11,6 +11,7 @@
 #   decode-bench  the same on bench
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
+#   ring    the ring suite (a join's host cost: the handshake, one launch, two at once)
 #
 # A step gets its own bound or what is left of the budget (default 570 s, under the device tool's
 # 600 s a call), whichever is less; one that would get under 20 s is skipped and says so. Logs go
@@ -22,8 +23,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench or joins)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins or ring)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -66,5 +67,7 @@ for phase in "${phases[@]}"; do
       step sanitize 130 bash scripts/sanitize.sh "$logs/sanitize" ;;
     joins)
       step bench-joins 540 node dist/bench/main.js joins --out "$logs" ;;
+    ring)
+      step bench-ring 100 node dist/bench/main.js ring --out "$logs" ;;
   esac
 done

@@ -14,7 +14,7 @@ import type { DeviceWalk } from '../src/decode/device-walk.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
-import { timeSteps, type StepTimes } from './walk-run.js';
+import { stepSplitRows, timeSteps, type StepTimes } from './walk-run.js';
 
 const ROUNDS = 6;
 const STEPS = 8;
@@ -65,14 +65,6 @@ async function interleave(walk: DeviceWalk, variants: Variant[], label: string, 
   return out;
 }
 
-function splitRows(base: Pick<Row, 'suite' | 'bytes' | 'preset' | 'metric'>, transport: string, t: StepTimes): Row[] {
-  const b = { ...base, unit: 'us', transport };
-  return [
-    row({ ...b, op: 'step enqueue', method: 'main-thread time from step() until the step\'s completion signal is enqueued' }, t.enqueue),
-    row({ ...b, op: 'step wait', method: 'main-thread time waiting for the step\'s completion counter after enqueueing it' }, t.wait),
-  ];
-}
-
 export async function benchProfileOverhead(walk: DeviceWalk, base: Pick<Row, 'suite' | 'op' | 'bytes' | 'preset' | 'unit' | 'metric'>, stepMethod: string, progress: Progress): Promise<Row[]> {
   const eager: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] } };
   const graph: DecodeConfig = { ...eager, stepGraph: true };
@@ -99,12 +91,12 @@ export async function benchProfileOverhead(walk: DeviceWalk, base: Pick<Row, 'su
   const rows: Row[] = [];
   for (const [label, g] of groups) {
     const [plain, ...profiled] = await interleave(walk, [g.plain, ...g.profiled], `profile overhead, ${label}`, progress);
-    if (g.split) rows.push(...splitRows(base, g.plain.stepName, plain!));
+    if (g.split) rows.push(...stepSplitRows(base, g.plain.stepName, plain!));
     g.profiled.forEach((v, i) => {
       const t = profiled[i]!;
       rows.push(row({ ...base, transport: v.stepName, method: `${stepMethod}; ${v.name}, every join profiled (interleaved rounds)` }, t.host));
       rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: v.name, method: v.method }, t.host.map((ms, k) => (ms / plain!.host[k]! - 1) * 100)));
-      if (g.split) rows.push(...splitRows(base, v.stepName, t));
+      if (g.split) rows.push(...stepSplitRows(base, v.stepName, t));
     });
   }
   return rows;

@@ -11,6 +11,7 @@ import { presetByName } from '../src/decode/model-config.js';
 import type { DecodeConfig } from '../src/decode/decode-config.js';
 import type { Layout } from '../src/decode/device-weights.js';
 import type { Progress } from '../src/cli/progress.js';
+import { row, type Row } from './results-file.js';
 
 export const presetFor = (backend: BackendKind): string => (backend === 'cuda' ? 'bench' : 'tiny');
 
@@ -59,4 +60,16 @@ export async function withWalk<T>(backend: BackendKind, layout: Layout, fn: (wal
     await link?.close().catch(() => undefined);
     await rt.close().catch(() => undefined);
   }
+}
+
+/**
+ * Where a variant's step time went: enqueueing the step (step() until its completion signal is
+ * written) and waiting for its completion counter; what is left is reading the tokens.
+ */
+export function stepSplitRows(base: Pick<Row, 'suite' | 'bytes' | 'preset' | 'metric'>, transport: string, t: StepTimes): Row[] {
+  const b = { ...base, unit: 'us', transport };
+  return [
+    row({ ...b, op: 'step enqueue', method: 'main-thread time from step() until the step\'s completion signal is enqueued' }, t.enqueue),
+    row({ ...b, op: 'step wait', method: 'main-thread time waiting for the step\'s completion counter after enqueueing it' }, t.wait),
+  ];
 }

@@ -48,10 +48,13 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
   }, progress);
   await withWalk(backend, 'sharded', async (walk, rt) => {
     await memory(rt, 'sharded');
+    // Every variant's joins are its step time minus this walk's. It runs on what real steps leave
+    // in rank 1's buffers (no join fills them): run straight after the weights' load it took 6.02
+    // ms a step, and 4.69 after the other transports had run (decode-2xH200-2026-11-30-run11);
+    // before that was known, the eager joins could not be told from the walk.
+    await walk.prepare(DEFAULT_CONFIG);
+    await timeSteps(walk, DEFAULT_CONFIG, 'decode real steps first (not recorded)', progress);
     await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
-    // Every variant's joins are its step time minus this walk's, so it must not pay for being
-    // first: unwarmed, it took 6.00 ms against ll's 5.44 (decode-2xH200-2026-11-30).
-    await timeSteps(walk, DEFAULT_CONFIG, 'decode warm-up (not recorded)', progress);
     const bareTimes = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', progress);
     const bare = bareTimes.host;
     rows.push(row({ ...base, transport: 'no-joins', method: `${method}; the sharded walk with joins that move nothing` }, bare), ...stepSplitRows(base, 'no-joins', bareTimes));
@@ -75,9 +78,8 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
         console.error(`decode: ${name}: ${(e as Error).message}`);
       }
     }
-    // The eager walk without joins once more, now that real steps have filled rank 1's inputs (the
-    // first run followed the weights' load): is the first figure, slower than the ll walk's
-    // (decode-2xH200-2026-11-30-run6 to run10), about what it ran on, or about running first?
+    // The eager walk without joins once more, after every transport's: the baseline should not
+    // depend on when it ran.
     await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
     const again = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins, after the others', progress);
     rows.push(row({ ...base, transport: 'no-joins (after the others)', method: `${method}; the sharded walk with joins that move nothing, run after every transport's` }, again.host), ...stepSplitRows(base, 'no-joins (after the others)', again));

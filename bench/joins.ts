@@ -28,6 +28,12 @@ export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
 type JoinOp = (typeof OPS)[number];
 const JOINS_PER_GRAPH = 100;
+/**
+ * Untimed eager joins before each host row. With 100, the first row after each size's setup
+ * (its reserve and allocations) came out 1 to 3 us above the rest, whatever the op: `ll`
+ * broadcast at 4 KB 8.4 to 9.4 us against 5.9 to 7.6 for the other ops (joins runs 14 to 17).
+ */
+const HOST_WARM = 1000;
 const REPLAYS = 48;
 
 interface Buffers { src: PerRank; dst: PerRank }
@@ -101,7 +107,7 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
           rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of ${JOINS_PER_GRAPH} ops (${joinedBy}); sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
         }
         const host: number[] = [];
-        for (let i = -100; i < hostJoins; i++) {
+        for (let i = -HOST_WARM; i < hostJoins; i++) {
           const t0 = performance.now();
           issue(t, op, bufs, bytes);
           const h0 = a.ring.view.head(), h1 = b.ring.view.head();

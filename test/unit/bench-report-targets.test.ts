@@ -63,4 +63,15 @@ describe('bench report: targets table', () => {
     const table = targetsTable(files);
     assert.equal(table.split('\n').length, 2 + byTarget.size);
   });
+
+  it('meets the joins\' share only when both paths are within 10%, each by either transport', () => {
+    const ms = { unit: 'ms', metric: 'host' };
+    const share = (graphJoins: number): boolean | undefined => targetLines([file('decode-b', 'decode', '2026-11-30', [
+      r('step', 'push', [5, 5, 5], ms), r('joins', 'push', [0.9, 1, 1.1], ms),
+      r('step', 'oneshot', [5, 5, 5], ms), r('joins', 'oneshot', [0.4, 0.45, 0.5], ms),
+      r('step', 'push+graph', [4, 4, 4], ms), r('joins', 'push+graph', [graphJoins, graphJoins, graphJoins], ms),
+    ])]).find((l) => l.target.startsWith('joins\' share'))!.met;
+    assert.equal(share(0.4), true, 'eager oneshot 9%, step graph push 10%');
+    assert.equal(share(0.44), false, 'step graph push 11%');
+  });
 });

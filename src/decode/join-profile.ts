@@ -26,8 +26,9 @@
  * 3.5 us (scripts/probes/timing-probe.cu), 300 a bench step: 26% of its tokens/s. Other
  * transports are bracketed by a timing-event pair.
  *
- * Events and stamp blocks are made once, in two sets that alternate by step, and reused; a
- * step's are read while the next step runs, never on the walk.
+ * Events are made once, in two sets that alternate by step, and reused, as is one stamp block per
+ * rank (each step's copy lands in its set's region of the mailbox); a step's are read while the
+ * next step runs, never on the walk.
  */
 import type { Runtime } from '../runtime/runtime.js';
 import type { DeviceEvent } from '../runtime/rank.js';
@@ -190,8 +191,8 @@ export class JoinProfiler {
   /**
    * Whether a step graph of these joins must be captured once per event set: only when some join
    * is bracketed by events, which become the graph's nodes. Self-timed joins and host times put
-   * nothing set-specific into the graph (two graphs alternating by step cost the bench step graph
-   * 11%, decode-2xH200-2026-11-30-run6, before this was known to be avoidable).
+   * nothing set-specific into the graph, so one graph serves every step. (This was first taken
+   * for the profiled step graph's 11%; that was the object spread in replayed(), run8.)
    */
   graphPerSet(allSelfTimed: boolean): boolean {
     return this.deviceEvents && !(allSelfTimed && this.mailbox !== undefined);

@@ -17,7 +17,7 @@ import { presetByName } from '../src/decode/model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
-import { presetFor, stepSplitRows, timeSteps, withWalk } from './walk-run.js';
+import { presetFor, stepRows, timeSteps, withWalk } from './walk-run.js';
 import { benchProfileOverhead } from './profile-overhead.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
 
@@ -57,7 +57,7 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
     await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
     const bareTimes = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', progress);
     const bare = bareTimes.host;
-    rows.push(row({ ...base, transport: 'no-joins', method: `${method}; the sharded walk with joins that move nothing` }, bare), ...stepSplitRows(base, 'no-joins', bareTimes));
+    rows.push(...stepRows(base, 'no-joins', `${method}; the sharded walk with joins that move nothing`, bareTimes));
     const mixedPath = new URL('../../bench/configs/mixed.json', import.meta.url).pathname;
     const variants: Array<[string, DecodeConfig]> = TRANSPORTS.map((t): [string, DecodeConfig] => [t, { ...DEFAULT_CONFIG, transport: { default: t, layers: [] } }]);
     // The mixed config is written for bench's 30 layers.
@@ -72,7 +72,7 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
         await walk.prepare(dc);
         const times = await timeSteps(walk, dc, `decode ${name}`, progress);
         const s = times.host;
-        rows.push(row({ ...base, transport: name, method }, s), ...stepSplitRows(base, name, times));
+        rows.push(...stepRows(base, name, method, times));
         rows.push(row({ ...base, op: 'joins', transport: name, method: 'step time minus the no-joins step at the same position (paired by step index)' }, s.map((v, i) => v - bare[i]!)));
       } catch (e) {
         console.error(`decode: ${name}: ${(e as Error).message}`);
@@ -82,7 +82,7 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
     // depend on when it ran.
     await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
     const again = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins, after the others', progress);
-    rows.push(row({ ...base, transport: 'no-joins (after the others)', method: `${method}; the sharded walk with joins that move nothing, run after every transport's` }, again.host), ...stepSplitRows(base, 'no-joins (after the others)', again));
+    rows.push(...stepRows(base, 'no-joins (after the others)', `${method}; the sharded walk with joins that move nothing, run after every transport's`, again));
     // The same walk with each step replayed from its graph (config stepGraph): the host's enqueue
     // leaves the step, so what is left is the device's time; joins again by difference, against
     // the no-joins walk replayed the same way.

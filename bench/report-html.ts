@@ -33,12 +33,7 @@ const OTHER_METRIC_DASH = '2 3';
 
 export function renderBenchReport(files: Array<{ file: string; data: ResultsFile }>): string {
   const ordered = [...files].sort(byDateThenName);
-  const bySuite = new Map<string, NamedResults[]>();
-  for (const f of ordered) {
-    const suite = String(f.data.suite);
-    if (!bySuite.has(suite)) bySuite.set(suite, []);
-    bySuite.get(suite)!.push(f);
-  }
+  const bySuite = groupBy(ordered, (f) => String(f.data.suite));
   const suites = [...bySuite.keys()].sort((a, b) => rank(SUITE_ORDER, a) - rank(SUITE_ORDER, b) || (a < b ? -1 : a > b ? 1 : 0));
   const colours = seriesColours(ordered.flatMap((f) => rowsOf(f.data).map((r) => String(r.transport))));
   const body = suites.map((suite) => suite === 'joins' ? joinsSection(bySuite.get(suite)!, colours) : suiteSection(suite, bySuite.get(suite)!, colours));

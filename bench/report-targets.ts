@@ -70,15 +70,16 @@ export function targetLines(files: StoredResults[]): Line[] {
   lines.push(line('decode step, two GPUs against one (bench, t = 1)', 'two faster', versus.length ? versus.flatMap((v) => [v.one, v.two]) : undefined,
     () => versus.map((v) => `${v.label}: one GPU ${v.one.row.median.toFixed(2)} ms, two ${v.two.row.median.toFixed(2)} ms (\`${v.two.row.transport}\`)`).join('; '),
     () => versus.some((v) => v.two.row.median < v.one.row.median)));
-  const share = modes.flatMap(({ suffix }) => ['push', 'oneshot'].map((t) => {
+  // Per path, [joins, step] of push and oneshot where both were measured.
+  const shareOf = (suffix: string): Found[][] => ['push', 'oneshot'].map((t) => {
     const j = newest(files, 'decode', (r) => r.op === 'joins' && r.transport === `${t}${suffix}`), s = step(`${t}${suffix}`);
     return j && s ? [j, s] : undefined;
-  })).filter((x): x is Found[] => x !== undefined);
+  }).filter((x): x is Found[] => x !== undefined);
   // Met where both paths meet it (either transport), eagerly and from the step graph. Eager
   // differences count only from decode-2xH200-2026-11-30-run12 on: before, the walk without joins
   // ran first, on buffers no real step had filled, and was the slower walk (run11).
-  const graphShare = share.filter(([j]) => j!.row.transport.endsWith('+graph'));
-  const eagerShare = share.filter((x) => !graphShare.includes(x));
+  const eagerShare = shareOf(''), graphShare = shareOf('+graph');
+  const share = [...eagerShare, ...graphShare];
   const pct = ([j, s]: Found[]): string => `${j!.row.transport} ${((j!.row.median / s!.row.median) * 100).toFixed(1)}%`;
   const within = (f: Found[][]): boolean => f.length > 0 && f.some(([j, s]) => j!.row.median / s!.row.median <= 0.1);
   lines.push(line('joins\' share of a decode step, push or one-shot (eager and step graph)', '≤ 10%', share.flat(),

@@ -73,3 +73,8 @@ export function stepSplitRows(base: Pick<Row, 'suite' | 'bytes' | 'preset' | 'me
     row({ ...b, op: 'step wait', method: 'main-thread time waiting for the step\'s completion counter after enqueueing it' }, t.wait),
   ];
 }
+
+/** A variant's step-time row (`base.op`, ms) followed by its enqueue and wait rows. */
+export function stepRows(base: Pick<Row, 'suite' | 'op' | 'bytes' | 'preset' | 'unit' | 'metric'>, transport: string, method: string, t: StepTimes): Row[] {
+  return [row({ ...base, transport, method }, t.host), ...stepSplitRows(base, transport, t)];
+}

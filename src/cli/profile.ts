@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { decode, printDecode, type DecodeOptions, type DecodeReport } from './decode.js';
 import { describeMachine } from './machine.js';
 import { ProfileRecorder } from '../profile/recorder.js';
-import { profileToJson } from '../profile/json-export.js';
+import { documentToJson, profileDocument } from '../profile/json-export.js';
 import { chromeTraceJson } from '../profile/chrome-trace.js';
 import { renderHtmlReport } from '../profile/html-report.js';
 import type { Profile } from '../profile/profile-data.js';
@@ -17,9 +17,10 @@ import type { Profile } from '../profile/profile-data.js';
 export interface ProfileRun { report: DecodeReport; profile: Profile; files: string[] }
 
 export async function profile(o: Omit<DecodeOptions, 'profile' | 'onStep' | 'json'>, outDir: string): Promise<ProfileRun> {
+  // Before the run, not after it: the session takes exactly the layout it is given.
+  if (o.layout !== 'sharded') throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
   const recorder = new ProfileRecorder();
   const report = await decode({ ...o, json: false, profile: true, onStep: (rows, out) => recorder.record(rows, out) });
-  if (report.layout !== 'sharded') throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
   const machine = describeMachine(report.backend);
   const p = await recorder.finish({
     preset: report.preset,
@@ -31,10 +32,12 @@ export async function profile(o: Omit<DecodeOptions, 'profile' | 'onStep' | 'jso
   }, report.epGraph);
   const dir = resolve(outDir);
   mkdirSync(dir, { recursive: true });
+  // One aggregate for both the JSON and the HTML: the two cannot disagree.
+  const doc = profileDocument(p);
   const files = [
-    [join(dir, 'profile.json'), profileToJson(p, { indent: 1 })],
+    [join(dir, 'profile.json'), documentToJson(doc, 1)],
     [join(dir, 'trace.json'), chromeTraceJson(p)],
-    [join(dir, 'report.html'), renderHtmlReport(p)],
+    [join(dir, 'report.html'), renderHtmlReport(p, { aggregate: doc.aggregate })],
   ] as const;
   for (const [path, body] of files) writeFileSync(path, body);
   return { report, profile: p, files: files.map(([path]) => path) };

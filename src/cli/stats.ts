@@ -1,4 +1,6 @@
 /** Order statistics over raw samples: the numbers every benchmark row reports. */
+import { nearestRank } from '../profile/hdr-histogram.js';
+
 export interface Summary {
   n: number;
   median: number;
@@ -9,10 +11,9 @@ export interface Summary {
   mean: number;
 }
 
+/** Nearest rank, the same rule the profile's histograms use. */
 function quantile(sorted: Float64Array, q: number): number {
-  if (sorted.length === 0) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
-  return sorted[i]!;
+  return sorted.length === 0 ? NaN : sorted[nearestRank(q * 100, sorted.length) - 1]!;
 }
 
 export function summarize(samples: ArrayLike<number>): Summary {

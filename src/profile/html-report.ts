@@ -22,10 +22,12 @@ import { emptyPlot, legendSwatch, px as f, svg } from './svg-figure.js';
 export interface HtmlReportOptions {
   /** Steps in the moving tokens/s (default 8). */
   window?: number;
+  /** The profile's aggregate when the caller made it already (for the JSON export, say). */
+  aggregate?: Aggregate;
 }
 
 export function renderHtmlReport(profile: Profile, options: HtmlReportOptions = {}): string {
-  const agg = aggregate(profile, options.window === undefined ? {} : { window: options.window });
+  const agg = options.aggregate ?? aggregate(profile, options.window === undefined ? {} : { window: options.window });
   const m = profile.meta;
   return `<!doctype html>
 <html lang="en">

@@ -20,7 +20,12 @@ export function profileDocument(profile: Profile, options: AggregateOptions = {}
 
 export function profileToJson(profile: Profile, options: AggregateOptions & { indent?: number } = {}): string {
   const { indent, ...agg } = options;
-  return JSON.stringify(profileDocument(profile, agg), refuseNonFinite, indent);
+  return documentToJson(profileDocument(profile, agg), indent);
+}
+
+/** A document already made (its aggregate shared with another export) as JSON. */
+export function documentToJson(doc: ProfileDocument, indent?: number): string {
+  return JSON.stringify(doc, refuseNonFinite, indent);
 }
 
 /** Reads a document back, refusing one of another format rather than misreading it. */

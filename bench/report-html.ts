@@ -11,7 +11,7 @@
  * Results files are data from disk, so every string from them is escaped, and numbers go
  * through formatters that print 'n/a' for anything that is not one.
  */
-import { PAGE_STYLE } from '../src/profile/page-style.js';
+import { PAGE_STYLE, htmlPage } from '../src/profile/page-style.js';
 import { ColourScale } from '../src/profile/colour-scale.js';
 import { esc } from '../src/profile/html-escape.js';
 import { fmtByteSize, fmtFigure, fmtInUnit } from '../src/profile/number-format.js';
@@ -37,21 +37,9 @@ export function renderBenchReport(files: Array<{ file: string; data: ResultsFile
   const suites = [...bySuite.keys()].sort((a, b) => rank(SUITE_ORDER, a) - rank(SUITE_ORDER, b) || (a < b ? -1 : a > b ? 1 : 0));
   const colours = seriesColours(ordered.flatMap((f) => rowsOf(f.data).map((r) => String(r.transport))));
   const body = suites.map((suite) => suite === 'joins' ? joinsSection(bySuite.get(suite)!, colours) : suiteSection(suite, bySuite.get(suite)!, colours));
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>memra benchmarks</title>
-<style>${STYLE}</style>
-</head>
-<body>
-<h1>memra benchmarks</h1>
+  return htmlPage('memra benchmarks', STYLE, `<h1>memra benchmarks</h1>
 ${machinesSection(ordered)}
-${body.join('\n')}
-</body>
-</html>
-`;
+${body.join('\n')}`);
 }
 
 // The shared page style, plus what only this page has: spacing for its many tables, heat cells.

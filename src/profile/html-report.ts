@@ -10,7 +10,7 @@
  * Every string that comes from the profile goes through `esc`, since a preset name or a refusal
  * reason is free text.
  */
-import { PAGE_STYLE } from './page-style.js';
+import { PAGE_STYLE, htmlPage } from './page-style.js';
 import { aggregate, type Aggregate, type JoinStats, type LatencySummary, type ThroughputPoint } from './aggregate.js';
 import { ColourScale, VIRIDIS } from './colour-scale.js';
 import { esc } from './html-escape.js';
@@ -29,23 +29,11 @@ export interface HtmlReportOptions {
 export function renderHtmlReport(profile: Profile, options: HtmlReportOptions = {}): string {
   const agg = options.aggregate ?? aggregate(profile, options.window === undefined ? {} : { window: options.window });
   const m = profile.meta;
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>memra profile: ${esc(m.preset)}</title>
-<style>${STYLE}</style>
-</head>
-<body>
-<h1>memra decode profile: ${esc(m.preset)}</h1>
+  return htmlPage(`memra profile: ${esc(m.preset)}`, STYLE, `<h1>memra decode profile: ${esc(m.preset)}</h1>
 ${summarySection(profile, agg)}
 ${latencySection(agg)}
 ${heatMapSection(agg, m.layers)}
-${throughputSection(agg)}
-</body>
-</html>
-`;
+${throughputSection(agg)}`);
 }
 
 // The shared page style, plus the config's <pre>.

@@ -18,3 +18,20 @@ svg .grid { stroke: #e2e8f0; stroke-width: 1; }
 svg .muted { fill: #718096; }
 .note { color: #4a5568; font-size: 13px; }
 `;
+
+/** A whole self-contained page: the shared head (with `style`, PAGE_STYLE plus the page's own) and `body`. */
+export function htmlPage(title: string, style: string, body: string): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title}</title>
+<style>${style}</style>
+</head>
+<body>
+${body}
+</body>
+</html>
+`;
+}

@@ -27,7 +27,7 @@
  */
 import type { Runtime } from '../runtime/runtime.js';
 import type { ArLink } from '../runtime/link.js';
-import type { Transport, TransportName } from '../runtime/transports/transport.js';
+import type { PerRank, Transport, TransportName } from '../runtime/transports/transport.js';
 import { openTransport } from '../runtime/transports/open.js';
 import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
@@ -102,6 +102,11 @@ export class DeviceWalk {
   /** False only to compare (bench/decode.ts, the GPU tests): every join timed by events, `ll` too. */
   profileSelfTimed = true;
   private readonly epSlots: EpGraphSlots;
+  /**
+   * Each join's per-rank buffers (sharded only), made once: the buffers never move, and a join
+   * builds no array. `contrib` is where the EP return lands on each rank.
+   */
+  private readonly pairs: Record<'hx' | 'pack' | 'uPart' | 'uFull' | 'yPart' | 'yAr' | 'contrib', PerRank> | undefined;
   /** The expert split the EP workspaces (pack, act, contrib buffers) were built for. */
   private readonly builtFor: ReadonlyArray<{ e0: number; nE: number }>;
   /** The config the EP graphs were captured under: a different one empties the slots. */
@@ -138,6 +143,13 @@ export class DeviceWalk {
     this.own = [ownership(cfg, layout, 0), ownership(cfg, layout, 1)];
     this.builtFor = this.own.map((o) => ({ e0: o.e0, nE: o.nE }));
     this.epSlots = new EpGraphSlots(cfg.layers);
+    if (layout === 'sharded') {
+      const [b0, b1] = [bufs[0]!, bufs[1]!];
+      this.pairs = {
+        hx: [b0.hx, b1.hx], pack: [b0.pack, b1.pack], uPart: [b0.uPart, b1.uPart], uFull: [b0.uFull, b1.uFull],
+        yPart: [b0.yPart, b1.yPart], yAr: [b0.yAr, b1.yAr], contrib: [b0.contribPeer, b1.contrib],
+      };
+    }
   }
 
   private get ranksUsed(): number { return this.layout === 'sharded' ? 2 : 1; }
@@ -405,19 +417,28 @@ export class DeviceWalk {
   }
 
   /**
-   * Issue one join, bracketed by the profiler's events when this step is profiled. `floats` is
-   * what the join delivers to its receiving rank (the profile's bytes / 4).
+   * Open one join: bracketed by the profiler's events (or timed by its transport) when this step
+   * is profiled. The caller issues the join, then calls joinEnd(); no closure, so the per-join
+   * path stays a ring write and a launch. `floats` is what the join delivers to its receiving
+   * rank (the profile's bytes / 4).
    */
-  private join(hop: Hop, l: number, tr: Transport, floats: number, issue: () => void): void {
-    if (this.profiling) this.profiler!.around(hop, l, tr.name, floats * 4, this.token, issue, this.profileSelfTimed ? tr : undefined);
-    else issue();
+  private joinBegin(hop: Hop, l: number, tr: Transport, floats: number): void {
+    if (this.profiling) this.profiler!.beginJoin(hop, l, tr.name, floats * 4, this.token, this.profileSelfTimed ? tr : undefined);
+  }
+
+  private joinEnd(): void {
+    if (this.profiling) this.profiler!.endJoin();
   }
 
   private attention(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig, posAt: (r: number) => number): void {
     const { hidden: H, heads: N, latent: R, headDim: Dv, layers: L, maxPos: P } = this.cfg;
     const n = this.ranksUsed;
     const b = this.bufs, w = this.weights;
-    if (tr) this.join('fan-out', l, tr, t * H + t, () => tr.broadcast(0, b[0]!.hx, [b[0]!.hx, b[1]!.hx], t * H + t));
+    if (tr) {
+      this.joinBegin('fan-out', l, tr, t * H + t);
+      tr.broadcast(0, b[0]!.hx, this.pairs!.hx, t * H + t);
+      this.joinEnd();
+    }
     for (let r = 0; r < n; r++) {
       const o = this.ops[r]!, br = b[r]!, lw = w[r]!.layers[l]!, nh = this.own[r]!.nh;
       o.rmsnorm(br.a, br.hx, lw.g1, t, H);
@@ -436,14 +457,20 @@ export class DeviceWalk {
     const nh = N / 2;
     if (dc.wo === 'allreduce') {
       for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yAr, H, b[r]!.uPart, nh * Dv, w[r]!.layers[l]!.woRows, H, nh * Dv, H, t);
-      this.join('wo', l, tr, t * H, () => tr.allReduce([b[0]!.yAr, b[1]!.yAr], t * H));
+      this.joinBegin('wo', l, tr, t * H);
+      tr.allReduce(this.pairs!.yAr, t * H);
+      this.joinEnd();
       root.rank.axpy(b[0]!.hx, b[0]!.yAr, t * H, 1);
       return;
     }
-    this.join('head all-gather', l, tr, t * nh * Dv, () => tr.allGather([b[0]!.uPart, b[1]!.uPart], [b[0]!.uFull, b[1]!.uFull], nh * Dv, t));
+    this.joinBegin('head all-gather', l, tr, t * nh * Dv);
+    tr.allGather(this.pairs!.uPart, this.pairs!.uFull, nh * Dv, t);
+    this.joinEnd();
     const half = H / 2;
     for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yPart, half, b[r]!.uFull, N * Dv, w[r]!.layers[l]!.woCols, half, N * Dv, half, t);
-    this.join('wo', l, tr, t * half, () => tr.gather(0, [b[0]!.yPart, b[1]!.yPart], b[0]!.yFull, half, t));
+    this.joinBegin('wo', l, tr, t * half);
+    tr.gather(0, this.pairs!.yPart, b[0]!.yFull, half, t);
+    this.joinEnd();
     root.rank.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
   }
 
@@ -512,10 +539,14 @@ export class DeviceWalk {
     const { hidden: H, topk: K } = this.cfg;
     const b = this.bufs;
     const words = DeviceWalk.packWords(this.cfg, t);
-    this.join('ep fan-out', l, tr, words, () => tr.broadcast(0, b[0]!.pack, [b[0]!.pack, b[1]!.pack], words));
+    this.joinBegin('ep fan-out', l, tr, words);
+    tr.broadcast(0, b[0]!.pack, this.pairs!.pack, words);
+    this.joinEnd();
     this.epPeer(l, t);
     this.experts(0, l, t);
-    this.join('ep return', l, tr, t * K * H, () => tr.broadcast(1, b[1]!.contrib, [b[0]!.contribPeer, b[1]!.contrib], t * K * H));
+    this.joinBegin('ep return', l, tr, t * K * H);
+    tr.broadcast(1, b[1]!.contrib, this.pairs!.contrib, t * K * H);
+    this.joinEnd();
     this.epPost(t);
   }
 

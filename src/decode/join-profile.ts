@@ -97,6 +97,8 @@ export class JoinProfiler {
   private pending: Pending[] = [];
   /** The host clock when this step's profile began. */
   private stepT0 = 0;
+  /** The join between beginJoin and endJoin. */
+  private open: Pending | undefined;
 
   private readonly blockBytes: number;
   private copies = 0;
@@ -161,16 +163,36 @@ export class JoinProfiler {
    * receiving ring's next records, not records of their own.
    */
   around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void, timer?: Pick<Transport, 'timeNext'>): void {
+    this.beginJoin(hop, layer, transport, bytes, token, timer);
+    join();
+    this.endJoin();
+  }
+
+  /**
+   * The join about to be issued (the caller issues it, then calls endJoin): its start mark, or
+   * its transport told to time it. Split from `around` so the walk's per-join path needs no
+   * closure; joins never nest, so one open join is all there is.
+   */
+  beginJoin(hop: Hop, layer: number, transport: string, bytes: number, token: number, timer?: Pick<Transport, 'timeNext'>): void {
     const at = layer * HOPS.length + HOPS.indexOf(hop);
     const [start, end] = this.set.pairs[at]!;
     const r = this.rt.ranks[RECEIVER[hop]];
-    const t0 = hostMicros(this.base);
     const selfTimed = this.deviceEvents && this.mailbox !== undefined && timer?.timeNext !== undefined;
+    // In around()'s field order, so every Pending shares one map (see replayed()).
+    this.open = { hop, layer, transport, bytes, token, start, end, t0: hostMicros(this.base), selfTimed, last0: 0, last1: 0, enqueuedAt: 0 };
     if (selfTimed) timer!.timeNext!(r.rank, this.stampBlocks[r.rank]! + 8 * (1 + 2 * at));
     else if (this.deviceEvents) this.mark(r, start);
-    join();
-    if (this.deviceEvents && !selfTimed) this.mark(r, end);
-    this.pending.push({ hop, layer, transport, bytes, token, start, end, t0, selfTimed, last0: this.rt.ranks[0].ring.lastSeq(), last1: this.rt.ranks[1].ring.lastSeq(), enqueuedAt: 0 });
+  }
+
+  /** The open join has been issued: its end mark, and each ring's newest record is its last. */
+  endJoin(): void {
+    const j = this.open;
+    if (!j) throw new Error('join profile: endJoin() without beginJoin()');
+    this.open = undefined;
+    if (this.deviceEvents && !j.selfTimed) this.mark(this.rt.ranks[RECEIVER[j.hop]], j.end);
+    j.last0 = this.rt.ranks[0].ring.lastSeq();
+    j.last1 = this.rt.ranks[1].ring.lastSeq();
+    this.pending.push(j);
   }
 
   /**
@@ -216,7 +238,7 @@ export class JoinProfiler {
    */
   replayed(joins: readonly CapturedJoin[], t0: number, token: number): void {
     const last0 = this.rt.ranks[0].ring.lastSeq(), last1 = this.rt.ranks[1].ring.lastSeq();
-    // Field by field, in around()'s order, not `{ ...j, token, ... }`: V8 gives a spread object
+    // Field by field, in beginJoin()'s order, not `{ ...j, token, ... }`: V8 gives a spread object
     // with properties added after it a dictionary map, which made this loop and read()'s accesses
     // cost ~5 us a join, 0.75 ms of a bench step (decode-2xH200-2026-11-30-run8: the profiled step
     // graph's 7%, all of it in the host's enqueue and read).

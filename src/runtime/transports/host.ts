@@ -35,7 +35,7 @@ export class HostTransport implements Transport {
   allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
     checkGather('allGather', span, rows);
     for (const r of RANKS) this.local(r, parts[r]!, full[r]!, span, rows);
-    for (const from of [0, 1]) this.bounce(from, parts[from]!, full[1 - from]! + slotOffset(from, span), rows, span, span, 2 * span);
+    for (const from of RANKS) this.bounce(from, parts[from]!, full[1 - from]! + slotOffset(from, span), rows, span, span, 2 * span);
   }
 
   gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
@@ -50,7 +50,7 @@ export class HostTransport implements Transport {
     checkCount('allReduce', n);
     if (n === 0) return;
     const stage = this.link.stageFor(n);
-    for (const from of [0, 1]) this.bounce(from, x[from]!, stage[1 - from]!, 1, n, n, n);
+    for (const from of RANKS) this.bounce(from, x[from]!, stage[1 - from]!, 1, n, n, n);
     for (const r of RANKS) {
       const rank = this.link.ranks[r]!;
       if (out[r] !== x[r]) rank.push(x[r]!, out[r]!, n);

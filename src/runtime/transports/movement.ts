@@ -59,7 +59,7 @@ export class MovementTransport implements Transport {
     // chain of four kernels and three edges).
     for (const r of RANKS) this.link.ranks[r]!.record(this.link.ready[r]!);
     for (const r of RANKS) this.link.ranks[r]!.wait(this.link.ready[1 - r]!);
-    for (const from of [0, 1]) {
+    for (const from of RANKS) {
       const to = 1 - from;
       const r = this.link.ranks[from]!, peer = this.link.ranks[to]!;
       if (!gatherInPlace(parts[from]!, full[from]!, from, span, rows)) {
@@ -95,7 +95,7 @@ export class MovementTransport implements Transport {
     checkCount('allReduce', n);
     if (n === 0) return;
     const stage = this.link.stageFor(n);
-    for (const from of [0, 1]) {
+    for (const from of RANKS) {
       const to = 1 - from;
       // The peer's staging was READ by its fold last round: the same write-after-write edge.
       this.link.waitForConsumer(from, to);

@@ -37,7 +37,7 @@ export class NcclTransport implements Transport {
     for (const r of RANKS) {
       const rank = this.link.ranks[r]!;
       rank.ncclAllGather(parts[r]!, scratch[r]!, rows * span);
-      for (const q of [0, 1]) rank.push2d(scratch[r]! + q * rows * span * 4, full[r]! + slotOffset(q, span), rows, span, span, 2 * span);
+      for (const q of RANKS) rank.push2d(scratch[r]! + q * rows * span * 4, full[r]! + slotOffset(q, span), rows, span, span, 2 * span);
     }
   }
 

@@ -240,13 +240,13 @@ export class DeviceWalk {
    * that moves nothing times the walk without its joins).
    */
   async prepare(dc: DecodeConfig, everyLayer?: Transport): Promise<void> {
+    const names = Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l));
     // A step graph holds every layer's transport and the wo variant: another config needs new ones.
-    const sgKey = JSON.stringify({ t: Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l)), wo: dc.wo, on: dc.stepGraph, o: everyLayer?.name ?? null, x: everyLayer !== undefined });
+    const sgKey = JSON.stringify({ t: names, wo: dc.wo, on: dc.stepGraph, o: everyLayer?.name ?? null });
     if (sgKey !== this.stepGraphKey) { await this.dropStepGraphs(); this.stepGraphKey = sgKey; }
     if (this.layout !== 'sharded') return;
     this.override = everyLayer;
-    for (let l = 0; l < this.cfg.layers && !everyLayer; l++) {
-      const name = transportForLayer(dc, l);
+    for (const name of everyLayer ? [] : new Set(names)) {
       if (!this.transports.has(name)) this.transports.set(name, await openTransport(name, this.link!));
     }
     if (dc.wo === 'allreduce') {
@@ -265,7 +265,7 @@ export class DeviceWalk {
     }
     // A captured EP step holds its layer's transport: a new transport mapping or gate empties
     // the slots (and lifts latched refusals, whose reasons may no longer hold).
-    const key = JSON.stringify({ t: Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l)), g: dc.epGraph, o: everyLayer !== undefined });
+    const key = JSON.stringify({ t: names, g: dc.epGraph, o: everyLayer !== undefined });
     if (key !== this.epConfigKey) { await this.epSlots.reset(); this.epConfigKey = key; }
     await this.link!.setSpinLimit(dc.spin.deviceTicks);
   }

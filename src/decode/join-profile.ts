@@ -77,6 +77,8 @@ interface Pending {
  * to the time between tokens.
  */
 interface EventSet {
+  /** Which of the two sets this is (its region of the mailbox's stamp blocks). */
+  index: number;
   /** The event pair of join `layer * HOPS.length + hop index`. */
   pairs: Array<[DeviceEvent, DeviceEvent]>;
   stepStart: DeviceEvent[];
@@ -122,7 +124,7 @@ export class JoinProfiler {
     const p = new JoinProfiler(rt, layers, opts.deviceEvents ?? true, opts.mailbox);
     try {
       for (let k = 0; k < 2; k++) {
-        const set: EventSet = { pairs: [], stepStart: [], copied: 0, reading: Promise.resolve() };
+        const set: EventSet = { index: k, pairs: [], stepStart: [], copied: 0, reading: Promise.resolve() };
         p.sets.push(set);
         for (let l = 0; l < layers; l++) {
           for (const hop of HOPS) {
@@ -208,7 +210,7 @@ export class JoinProfiler {
   }
 
   /** Which of the two event sets this step uses. */
-  get setIndex(): number { return this.sets.indexOf(this.set); }
+  get setIndex(): number { return this.set.index; }
 
   /**
    * Whether a step graph of these joins must be captured once per event set: only when some join
@@ -287,13 +289,8 @@ export class JoinProfiler {
     await new Promise((res) => setImmediate(res));
     // The step's completion is rank 0's; the peer's worker may enqueue its last join a moment
     // later. Its stamps must be read before its ring wraps onto their slots.
-    const lastSeq = [done[done.length - 1]!.last0, done[done.length - 1]!.last1];
-    const deadline = performance.now() + 10_000;
-    while (!lastSeq.every((seq, r) => this.rt.ranks[r]!.enqueued(seq))) {
-      if (this.rt.failure) throw this.rt.failure;
-      if (performance.now() > deadline) throw new Error('join profile: a worker did not enqueue the step\'s last join within 10 s');
-      await new Promise((res) => setImmediate(res));
-    }
+    const last = done[done.length - 1]!;
+    await this.rt.waitEnqueued([last.last0, last.last1], 10_000, 'join profile: a worker did not enqueue the step\'s last join within 10 s');
     const stampOf = (rank: 0 | 1, seq: number): number => {
       const ring = this.rt.ranks[rank].ring;
       if (seqDiff(ring.lastSeq(), seq) >= ring.view.capacity) throw new Error(`join profile: ring ${rank} wrapped past record ${seq >>> 0} before its stamp was read`);
@@ -340,7 +337,7 @@ export class JoinProfiler {
   /** Join `at`'s [device µs, µs from the step's start] from `rank`'s stamp block for `set`. */
   private stampsOf(rank: number, set: EventSet): (at: number) => [number, number] {
     const box = this.rt.mailboxes[rank]!;
-    const v = new BigUint64Array(box.buffer, box.byteOffset + this.mailbox!.offset + this.sets.indexOf(set) * this.blockBytes, this.blockBytes / 8);
+    const v = new BigUint64Array(box.buffer, box.byteOffset + this.mailbox!.offset + set.index * this.blockBytes, this.blockBytes / 8);
     const stepStart = v[0]!;
     return (at) => {
       const start = v[1 + 2 * at]!, end = v[2 + 2 * at]!;

@@ -40,12 +40,21 @@ export async function createFences(rt: Runtime): Promise<LaunchFences> {
 }
 
 export function launchFenced(rt: Runtime, slot: number, f: LaunchFences): void {
-  const [a, b] = rt.ranks;
-  b.record(f.before);
-  a.wait(f.before);
-  a.graphLaunch(slot);
-  a.record(f.after);
-  b.wait(f.after);
+  fenceIn(rt, f);
+  rt.ranks[0].graphLaunch(slot);
+  fenceOut(rt, f);
+}
+
+/** Rank 0's stream waits for what rank 1 enqueued so far (before a fenced launch). */
+export function fenceIn(rt: Runtime, f: LaunchFences): void {
+  rt.ranks[1].record(f.before);
+  rt.ranks[0].wait(f.before);
+}
+
+/** Rank 1's later work waits for rank 0's stream (after a fenced launch). */
+export function fenceOut(rt: Runtime, f: LaunchFences): void {
+  rt.ranks[0].record(f.after);
+  rt.ranks[1].wait(f.after);
 }
 
 export async function destroyFences(rt: Runtime, f: LaunchFences): Promise<void> {
@@ -54,13 +63,7 @@ export async function destroyFences(rt: Runtime, f: LaunchFences): Promise<void>
 
 /** Until each rank has enqueued its end-of-capture record, then until both are idle. */
 export async function untilCaptured(rt: Runtime, ends: ReadonlyArray<number | undefined>): Promise<void> {
-  const deadline = performance.now() + 60_000;
-  const done = (): boolean => ends.every((s, r) => s === undefined || rt.ranks[r]!.enqueued(s));
-  while (!done()) {
-    if (rt.failure) throw rt.failure;
-    if (performance.now() > deadline) throw new Error('graph capture: the ranks did not finish capturing in 60 s');
-    await new Promise((r) => setImmediate(r));
-  }
+  await rt.waitEnqueued(ends, 60_000, 'graph capture: the ranks did not finish capturing in 60 s');
   await rt.drain();
 }
 

@@ -23,7 +23,7 @@
  */
 import type { Runtime } from './runtime.js';
 import type { DeviceEvent } from './rank.js';
-import { createFences, destroyFences, launchFenced, nextGraphSlot, untilCaptured, type LaunchFences } from './graph.js';
+import { createFences, destroyFences, fenceIn, fenceOut, launchFenced, nextGraphSlot, untilCaptured, type LaunchFences } from './graph.js';
 
 /** `bytes` from `src` to `dst`, one contiguous range. */
 export interface PeerCopy { dst: number; src: number; bytes: number }
@@ -104,8 +104,7 @@ export class ParentGraph {
     if (this.cuda) { launchFenced(this.rt, this.cuda.exec, this.fences); return; }
     const [a, b] = this.rt.ranks;
     const { tx, rx } = this.edges!;
-    b.record(this.fences.before);
-    a.wait(this.fences.before);
+    fenceIn(this.rt, this.fences);
     for (const c of this.parts.tx) a.copy(c.dst, c.src, c.bytes);
     a.record(tx);
     this.parts.owner();
@@ -115,8 +114,7 @@ export class ParentGraph {
     b.record(rx);
     a.wait(rx);
     this.parts.post();
-    a.record(this.fences.after);
-    b.wait(this.fences.after);
+    fenceOut(this.rt, this.fences);
   }
 
   /** Parent first, then its children (a held child refuses to go), then the events. */

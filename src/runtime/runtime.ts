@@ -181,7 +181,7 @@ export class Runtime {
     try {
       const opened = await Promise.all(workers.map((w) => w.call('open')));
       opened.forEach((x, r) => {
-        rt!.placement.push({ rank: r, cpu: x.pinned.cpu, ...(x.pinned.cpu === null ? { why: x.pinned.why ?? cpus.why ?? 'unknown' } : {}) });
+        rt!.placement.push({ rank: r, cpu: x.pinned.cpu, ...(x.pinned.cpu === null ? { why: x.pinned.why ?? cpus.why ?? 'not asked (RuntimeOptions.pinWorkers, or no core to spare)' } : {}) });
         rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots));
         rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
       });
@@ -206,6 +206,19 @@ export class Runtime {
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
       if (performance.now() > end) throw new Error(`completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`);
+    }
+  }
+
+  /**
+   * Until each rank r has enqueued its record seqs[r] (undefined: no wait on that rank), yielding
+   * to the event loop between polls; throws the runtime's failure, or `timeout` after `timeoutMs`.
+   */
+  async waitEnqueued(seqs: ReadonlyArray<number | undefined>, timeoutMs: number, timeout: string): Promise<void> {
+    const deadline = performance.now() + timeoutMs;
+    while (!seqs.every((s, r) => s === undefined || this.ranks[r]!.enqueued(s))) {
+      if (this.failure) throw this.failure;
+      if (performance.now() > deadline) throw new Error(timeout);
+      await new Promise((res) => setImmediate(res));
     }
   }
 

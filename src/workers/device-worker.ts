@@ -290,7 +290,8 @@ const control = {
   async open(): Promise<{ ordinal: number; backend: string; deviceCount: number; completionOffset: number; pinned: { cpu: number | null; why?: string } }> {
     // Pinned before the device is bound, so what the context allocates for this thread is
     // first touched on the core (and NUMA node) the thread will stay on.
-    let pinned: { cpu: number | null; why?: string } = { cpu: null, why: init.cpu === undefined ? 'not asked (RuntimeOptions.pinWorkers, or no core to spare)' : undefined };
+    // Unasked, the runtime knows why (its placement plan); the worker reports only what it saw.
+    let pinned: { cpu: number | null; why?: string } = { cpu: null };
     if (init.cpu !== undefined) {
       try {
         loadBinding().setThreadAffinity([init.cpu]);

@@ -12,6 +12,8 @@
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
 #   ring    the ring suite (a join's host cost: the handshake, one launch, two at once)
+#   probe   scripts/probes/launch-probe.cu without Node (build it first, here:
+#           nvcc -O2 -std=c++17 -arch=sm_90 -o build/probes/launch-probe scripts/probes/launch-probe.cu)
 #
 # A step gets its own bound or what is left of the budget (default 570 s, under the device tool's
 # 600 s a call), whichever is less; one that would get under 20 s is skipped and says so. Logs go
@@ -23,8 +25,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins or ring)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|probe) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring or probe)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -69,5 +71,7 @@ for phase in "${phases[@]}"; do
       step bench-joins 540 node dist/bench/main.js joins --out "$logs" ;;
     ring)
       step bench-ring 100 node dist/bench/main.js ring --out "$logs" ;;
+    probe)
+      step launch-probe 60 build/probes/launch-probe ;;
   esac
 done

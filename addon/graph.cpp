@@ -50,25 +50,38 @@ Napi::Value StreamBeginCapture(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+}  // namespace
+
+cudaGraph_t EndCaptureOrThrow(Napi::Env env, ThreadState& ts, cudaStream_t s, int device,
+                              const char* what) {
+  // Whatever happens next the stream is no longer capturing: a failed end still ends it.
+  ts.capturing.erase(s);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t err = cudaStreamEndCapture(s, &graph);
+  if (err != cudaSuccess) {
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    std::string call = "cudaStreamEndCapture(stream=" + Hex(s) + ") of a " + what;
+    if (err == cudaErrorStreamCaptureInvalidated || err == cudaErrorStreamCaptureUnjoined) {
+      call += ": the capture was invalidated (a call in it is not capturable, or a cross-stream "
+              "dependency was never joined back)";
+    }
+    ThrowCudaError(env, err, call, device);
+  }
+  if (graph == nullptr) {
+    ThrowError(env, std::string("cudaStreamEndCapture(stream=") + Hex(s) + ") produced no " + what,
+               "MEMRA_EMPTY_CAPTURE");
+  }
+  return graph;
+}
+
+namespace {
+
 Napi::Value StreamEndCapture(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamEndCapture", "stream");
   const int device = RequireBoundStream(env, ts, s, "streamEndCapture");
-  // Whatever happens next the stream is no longer capturing: a failed end still ends it.
-  ts.capturing.erase(s);
-
-  cudaGraph_t graph = nullptr;
-  const cudaError_t endErr = cudaStreamEndCapture(s, &graph);
-  if (endErr != cudaSuccess) {
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);
-    std::string call = "cudaStreamEndCapture(stream=" + Hex(s) + ")";
-    if (endErr == cudaErrorStreamCaptureInvalidated || endErr == cudaErrorStreamCaptureUnjoined) {
-      call += ": the capture was invalidated (a call in it is not capturable, or a cross-stream "
-              "dependency was never joined back)";
-    }
-    ThrowCudaError(env, endErr, call, device);
-  }
+  cudaGraph_t graph = EndCaptureOrThrow(env, ts, s, device, "graph");
 
   cudaGraphExec_t exec = nullptr;
   const cudaError_t instErr = cudaGraphInstantiateWithFlags(&exec, graph, 0);

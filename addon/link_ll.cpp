@@ -95,19 +95,17 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
     ThrowTypeError(env, std::string(fn) + ": a reduce sends its input (sendSrc), receives into "
                                           "recvDst, and has rows = 1");
   }
+  // Compared by division: rows x rowLen of two safe integers can overflow 64 bits.
+  if (rows > memra_tp_ll_max_values() / rowLen) {
+    ThrowTypeError(env, std::string(fn) + ": rows x rowLen (" + std::to_string(rows) + " x " +
+                            std::to_string(rowLen) + ") exceed the " +
+                            std::to_string(memra_tp_ll_max_values()) +
+                            " values one LL join may move; split the join or use another transport");
+  }
   if ((sendSrc != 0 || recvDst != 0) && rows * rowLen > cap) {
     ThrowTypeError(env, std::string(fn) + ": " + std::to_string(rows * rowLen) +
                             " elements exceed the receive buffer's " + std::to_string(cap) +
                             " slots per epoch; reserve a larger link");
-  }
-  if (rows * rowLen > memra_tp_ll_max_values()) {
-    ThrowTypeError(env, std::string(fn) + ": " + std::to_string(rows * rowLen) +
-                            " elements exceed the " + std::to_string(memra_tp_ll_max_values()) +
-                            " one LL join may move; split the join or use another transport");
-  }
-  if (rows * rowLen > 0xffffffffull) {
-    ThrowTypeError(env, std::string(fn) + ": rows x rowLen (" + std::to_string(rows * rowLen) +
-                            ") must fit 32 bits");
   }
 
   const int device = RequireBoundStream(env, ts, s, fn);

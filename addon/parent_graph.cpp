@@ -8,6 +8,7 @@
 #include "addon/args.h"
 #include "addon/child_graphs.h"
 #include "addon/errors.h"
+#include "addon/graph.h"
 #include "addon/stream.h"
 #include "addon/thread_state.h"
 
@@ -97,18 +98,7 @@ Napi::Value StreamEndCaptureChild(const Napi::CallbackInfo& info) {
   const char* fn = "streamEndCaptureChild";
   const auto s = ReadHandle<cudaStream_t>(info, 0, fn, "stream");
   const int device = RequireBoundStream(env, ts, s, fn);
-  ts.capturing.erase(s);  // a failed end still ends the capture
-  cudaGraph_t graph = nullptr;
-  const cudaError_t err = cudaStreamEndCapture(s, &graph);
-  if (err != cudaSuccess) {
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);
-    ThrowCudaError(env, err, "cudaStreamEndCapture(stream=" + Hex(s) + ") of a child graph",
-                   device);
-  }
-  if (graph == nullptr) {
-    ThrowError(env, std::string(fn) + ": the capture on stream " + Hex(s) + " produced no graph",
-               "MEMRA_EMPTY_CAPTURE");
-  }
+  cudaGraph_t graph = EndCaptureOrThrow(env, ts, s, device, "child graph");
   try {
     ts.childGraphs.insert(graph);
     child_graphs::Add(graph, device, &ts);

@@ -1,17 +1,12 @@
 #include <stdint.h>
 
+#include "cu/globaltimer.cuh"
 #include "cu/kernels.h"
 
 namespace {
 
-__device__ __forceinline__ uint64_t GlobalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// %globaltimer counts nanoseconds (updated about every microsecond), independent of SM clock
-// changes, so the bound is wall time. The sleep keeps the spinning warp from hogging issue slots.
+// The bound is wall time (cu/globaltimer.cuh). The sleep keeps the spinning warp from hogging
+// issue slots.
 __global__ void spin_ns(uint64_t ns) {
   const uint64_t start = GlobalTimerNs();
   while (GlobalTimerNs() - start < ns) __nanosleep(256);

@@ -2,15 +2,12 @@
 // %globaltimer (nanoseconds, 32 ns steps on H200: scripts/probes/timing-probe.cu) once the work
 // ahead of it on the stream is done. It places self-timed joins (cu/tp_ll.cu) on the rank's
 // timeline, where a timing event would cost the stream 3.5 us (the same probe).
+#include "cu/globaltimer.cuh"
 #include "cu/kernels.h"
 
 namespace {
 
-__global__ void stamp_now(unsigned long long* dst) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  *dst = t;
-}
+__global__ void stamp_now(unsigned long long* dst) { *dst = GlobalTimerNs(); }
 
 }  // namespace
 

@@ -47,6 +47,7 @@
 // NOT advanced and the link must be drained and reset.
 #include <stdint.h>
 
+#include "cu/globaltimer.cuh"
 #include "cu/kernels.h"
 
 namespace {
@@ -66,12 +67,8 @@ struct LlState {
   unsigned ack[kMaxChunks];
 };
 static_assert(sizeof(LlState) == 65536, "LL state layout");
-
-__device__ __forceinline__ unsigned long long GlobalTimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+// rows x rowLen travels as 32-bit counts: llMaxValues must fit them (so no caller checks it).
+static_assert(uint64_t(kMaxChunks) * kChunkLines * 2 <= 0xffffffffull, "one LL join's values fit 32 bits");
 
 __device__ __forceinline__ bool Reached(unsigned flag, unsigned e) {
   return static_cast<int>(flag - e) >= 0;
@@ -163,7 +160,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   // first; once past it, let the next kernel on the stream be scheduled in turn.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  if (j.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) j.stamp[0] = GlobalTimer();
+  if (j.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) j.stamp[0] = GlobalTimerNs();
 
   const unsigned total = j.rows * j.rowLen;
   const unsigned lines = (total + 1) / 2;  // an odd count's last line carries one value
@@ -225,7 +222,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
       StoreVolatile(&j.peer->ack[c], e);
     }
   }
-  if (j.stamp != nullptr && threadIdx.x == 0) atomicMax(&j.stamp[1], GlobalTimer());
+  if (j.stamp != nullptr && threadIdx.x == 0) atomicMax(&j.stamp[1], GlobalTimerNs());
 }
 
 }  // namespace

@@ -71,6 +71,8 @@ export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
 /** One batch size's step graph, or why there is none; a profiled one keeps its joins. */
 interface StepGraph {
   t: number;
+  /** Captured for a profiled step (it may hold the profiler's events). */
+  profiled: boolean;
   graph: CapturedGraph | { refused: string };
   joins?: CapturedJoin[];
 }
@@ -365,7 +367,7 @@ export class DeviceWalk {
     const key = !profiler ? `${t}` : profiler.graphPerSet(allSelfTimed) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
     let entry = this.stepGraphs.get(key);
     if (!entry) {
-      entry = await this.captureStep(t, trs, body, profiler);
+      entry = { ...await this.captureStep(t, trs, body, profiler), profiled: profiler !== undefined };
       this.stepGraphs.set(key, entry);
     }
     if (entry.graph instanceof CapturedGraph) {
@@ -378,7 +380,7 @@ export class DeviceWalk {
     }
   }
 
-  private async captureStep(t: number, trs: Array<Transport | undefined>, body: () => void, profiler: JoinProfiler | undefined): Promise<StepGraph> {
+  private async captureStep(t: number, trs: Array<Transport | undefined>, body: () => void, profiler: JoinProfiler | undefined): Promise<Omit<StepGraph, 'profiled'>> {
     const mode = this.stepGraphMode(trs);
     if (typeof mode !== 'string') return { t, graph: mode };
     this.stepGraphCounts.captures++;
@@ -403,8 +405,8 @@ export class DeviceWalk {
 
   /** Destroy the step graphs (`profiledOnly`: those holding the profiler's events). */
   private async dropStepGraphs(profiledOnly = false): Promise<void> {
-    for (const [key, { graph }] of [...this.stepGraphs]) {
-      if (profiledOnly && !key.includes('profile')) continue;
+    for (const [key, { graph, profiled }] of [...this.stepGraphs]) {
+      if (profiledOnly && !profiled) continue;
       this.stepGraphs.delete(key);
       if (graph instanceof CapturedGraph) await graph.destroy();
     }

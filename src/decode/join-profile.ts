@@ -36,7 +36,7 @@ import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
 import { HOPS, RECEIVER, type Hop, type JoinSample } from '../profile/profile-data.js';
 import { ProfileBoard } from '../workers/profile-board.js';
 import { seqDiff } from '../workers/ring-layout.js';
-import type { Transport } from '../runtime/transports/transport.js';
+import { RANKS, type Transport } from '../runtime/transports/transport.js';
 
 export { HOPS, type Hop };
 
@@ -44,7 +44,7 @@ export { HOPS, type Hop };
 export type JoinTiming = Omit<JoinSample, 'step'>;
 
 /** A join as a step graph captured it: its identity and its events, replayed every launch. */
-export type CapturedJoin = Readonly<Pick<Pending, 'hop' | 'layer' | 'transport' | 'bytes' | 'start' | 'end' | 'selfTimed'>>;
+export type CapturedJoin = Readonly<Pick<Pending, 'hop' | 'layer' | 'at' | 'transport' | 'bytes' | 'start' | 'end' | 'selfTimed'>>;
 
 /** The completion counter rank 1 advances once its stamp block is in its mailbox. */
 export const PROFILE_SLOT = 1;
@@ -61,7 +61,8 @@ export interface StampMailbox {
 
 
 interface Pending {
-  hop: Hop; layer: number; transport: string; bytes: number; token: number;
+  /** `at`: the join's index in the step, layer * HOPS.length + hop (its event pair, its stamps). */
+  hop: Hop; layer: number; at: number; transport: string; bytes: number; token: number;
   start: DeviceEvent; end: DeviceEvent; t0: number;
   /** True when the join timed itself into the stamp block (slot = its index) instead of events. */
   selfTimed: boolean;
@@ -179,9 +180,9 @@ export class JoinProfiler {
     const at = layer * HOPS.length + HOPS.indexOf(hop);
     const [start, end] = this.set.pairs[at]!;
     const r = this.rt.ranks[RECEIVER[hop]];
-    const selfTimed = this.deviceEvents && this.mailbox !== undefined && timer?.timeNext !== undefined;
-    // In around()'s field order, so every Pending shares one map (see replayed()).
-    this.open = { hop, layer, transport, bytes, token, start, end, t0: hostMicros(this.base), selfTimed, last0: 0, last1: 0, enqueuedAt: 0 };
+    const selfTimed = this.canSelfTime && timer?.timeNext !== undefined;
+    // In replayed()'s field order, so every Pending shares one map (see there).
+    this.open = { hop, layer, at, transport, bytes, token, start, end, t0: hostMicros(this.base), selfTimed, last0: 0, last1: 0, enqueuedAt: 0 };
     if (selfTimed) timer!.timeNext!(r.rank, this.stampBlocks[r.rank]! + 8 * (1 + 2 * at));
     else if (this.deviceEvents) this.mark(r, start);
   }
@@ -219,8 +220,11 @@ export class JoinProfiler {
    * for the profiled step graph's 11%; that was the object spread in replayed(), run8.)
    */
   graphPerSet(allSelfTimed: boolean): boolean {
-    return this.deviceEvents && !(allSelfTimed && this.mailbox !== undefined);
+    return this.deviceEvents && !(allSelfTimed && this.canSelfTime);
   }
+
+  /** Whether a join whose transport can time itself does: device times wanted, and a mailbox to read them from. */
+  private get canSelfTime(): boolean { return this.deviceEvents && this.mailbox !== undefined; }
 
   /** How many joins this step has bracketed so far. */
   get bracketed(): number { return this.pending.length; }
@@ -230,7 +234,7 @@ export class JoinProfiler {
    * graph, not onto the streams, so they are this step's only once the graph is launched.
    */
   takeCaptured(from: number): CapturedJoin[] {
-    return this.pending.splice(from).map(({ hop, layer, transport, bytes, start, end, selfTimed }) => ({ hop, layer, transport, bytes, start, end, selfTimed }));
+    return this.pending.splice(from).map(({ hop, layer, at, transport, bytes, start, end, selfTimed }) => ({ hop, layer, at, transport, bytes, start, end, selfTimed }));
   }
 
   /**
@@ -245,7 +249,7 @@ export class JoinProfiler {
     // cost ~5 us a join, 0.75 ms of a bench step (decode-2xH200-2026-11-30-run8: the profiled step
     // graph's 7%, all of it in the host's enqueue and read).
     for (const j of joins) {
-      this.pending.push({ hop: j.hop, layer: j.layer, transport: j.transport, bytes: j.bytes, token, start: j.start, end: j.end, t0, selfTimed: j.selfTimed, last0, last1, enqueuedAt: 0 });
+      this.pending.push({ hop: j.hop, layer: j.layer, at: j.at, transport: j.transport, bytes: j.bytes, token, start: j.start, end: j.end, t0, selfTimed: j.selfTimed, last0, last1, enqueuedAt: 0 });
     }
   }
 
@@ -302,7 +306,7 @@ export class JoinProfiler {
     if (selfTimed) await this.rt.waitCompleted(1, PROFILE_SLOT, set.copied, 10_000, 0);
     // Both ranks at once: for the event-timed joins one control round trip each, in parallel.
     const out: JoinTiming[] = [];
-    await Promise.all(([0, 1] as const).map(async (rank) => {
+    await Promise.all(RANKS.map(async (rank) => {
       const mine = done.filter((j) => RECEIVER[j.hop] === rank);
       if (mine.length === 0) return;
       const timed = this.deviceEvents ? mine.filter((j) => !j.selfTimed) : [];
@@ -316,7 +320,7 @@ export class JoinProfiler {
       let k = 0;
       const device = (j: Pending): [number, number] => {
         if (!this.deviceEvents) return [NaN, NaN];
-        if (j.selfTimed) return stamps!(j.layer * HOPS.length + HOPS.indexOf(j.hop));
+        if (j.selfTimed) return stamps!(j.at);
         k++;
         return [ms[2 * k - 2]! * 1000, ms[2 * k - 1]! * 1000];
       };

@@ -539,9 +539,8 @@ export class CpuDevice implements DeviceApi {
     if (!this.llLink) throw new Error('launchLl: no LL link on this thread: call llConfigure first (open the ll transport)');
     const { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit } = this.llLink;
     const total = rows * rowLen;
+    if (total > LL_MAX_VALUES) throw new TypeError(`launchLl: rows x rowLen (${rows} x ${rowLen}) exceed the ${LL_MAX_VALUES} values one LL join may move; split the join or use another transport`);
     if ((sendSrc !== 0 || recvDst !== 0) && total > cap) throw new TypeError(`launchLl: ${total} elements exceed the receive buffer's ${cap} slots per epoch; reserve a larger link`);
-    if (total > LL_MAX_VALUES) throw new TypeError(`launchLl: ${total} elements exceed the ${LL_MAX_VALUES} one LL join may move; split the join or use another transport`);
-    if (total > 0xffffffff) throw new TypeError(`launchLl: rows x rowLen (${total}) must fit 32 bits`);
     const ep = this.tick();
     if (stamp !== 0) this.storeNs('launchLl(stamp)', stamp, ep);
     const words = (ptr: number, n: number, call: string): Int32Array => {

@@ -19,6 +19,7 @@ import {
   W_FAULT_OP, W_FAULT_SEQ, W_FAULT_TEXT_BYTES, W_HEAD, W_MAGIC, W_RECORD_BYTES, W_STATE, W_TAIL, W_TAIL_WAITERS,
   W_VERSION, isPowerOfTwo, ringBytes, seqDiff,
 } from './ring-layout.js';
+import { MARKS_PER_RECORD } from './profile-board.js';
 
 export class RingError extends Error {
   constructor(message: string, readonly code: string) {
@@ -142,7 +143,7 @@ export class RingProducer {
 
   /** Where `mark` writes (a ProfileBoard's marks), or undefined to stop marking. */
   attachMarks(marks: Float64Array | undefined): void {
-    if (marks && marks.length !== 2 * this.capacity) throw new RingError(`${this.view.name}: a marks board of ${marks.length} words for a ring of ${this.capacity} records`, 'ERR_RING_MISUSE');
+    if (marks && marks.length !== MARKS_PER_RECORD * this.capacity) throw new RingError(`${this.view.name}: a marks board of ${marks.length} words for a ring of ${this.capacity} records`, 'ERR_RING_MISUSE');
     this.marks = marks;
     this.mark0 = this.mark1 = 0;
   }

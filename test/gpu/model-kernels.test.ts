@@ -13,6 +13,7 @@ import { loadBinding, type DevicePtr, type StreamHandle } from '../../src/runtim
 import * as F from '../../src/decode/f32-ops.js';
 import { presetByName, type ModelConfig } from '../../src/decode/model-config.js';
 import { bf16ToF32, generateTensor, tensorSpecs, widenBf16 } from '../../src/decode/weights.js';
+import { seededRandom } from '../support/seeded-random.js';
 
 before(function () {
   const n = loadBinding().deviceCount();
@@ -27,16 +28,7 @@ const fail = (msg: string): never => assert.fail(`${msg} [MEMRA_TEST_SEED=${SEED
 const check = (ok: boolean, msg: () => string): void => { if (!ok) fail(msg()); };
 
 // ---- inputs: a seeded generator, reset before each test so one test replays alone
-function mulberry32(seed: number): () => number {
-  let a = seed | 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let z = Math.imul(a ^ (a >>> 15), 1 | a);
-    z = (z + Math.imul(z ^ (z >>> 7), 61 | z)) ^ z;
-    return ((z ^ (z >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-let rnd = mulberry32(SEED);
+let rnd = seededRandom(SEED);
 const u32 = (): number => Math.floor(rnd() * 2 ** 32);
 const u64 = (): bigint => (BigInt(u32()) << 32n) | BigInt(u32());
 const randF = (n: number, scale = 1): Float32Array => Float32Array.from({ length: n }, () => (rnd() * 2 - 1) * scale);
@@ -125,7 +117,7 @@ describe('model kernels on one GPU', function () {
     bound = true;
     s = b.streamCreate();
   });
-  beforeEach(() => { rnd = mulberry32(SEED); });
+  beforeEach(() => { rnd = seededRandom(SEED); });
   afterEach(freeAll);
   after(() => {
     if (!bound) return;

@@ -129,11 +129,10 @@ Napi::Value StreamEndCaptureChild(const Napi::CallbackInfo& info) {
   cudaGraph_t graph = EndCaptureOrThrow(env, ts, s, device, "child graph");
   try {
     ts.childGraphs.insert(graph);
-    child_graphs::Add(graph, device, &ts);
+    child_graphs::Add(graph, device);
     return AddressToValue(env, graph);
   } catch (...) {
-    std::string ignored;
-    child_graphs::Remove(graph, &ts, true, &ignored);
+    child_graphs::Remove(graph, true, nullptr);
     ts.childGraphs.erase(graph);
     (void)cudaGraphDestroy(graph);
     throw;
@@ -148,7 +147,7 @@ Napi::Value ChildGraphDestroy(const Napi::CallbackInfo& info) {
   const int device = ts.RequireBound(env, fn);
   RequireOwnedChild(env, ts, g, fn);
   std::string why;
-  if (!child_graphs::Remove(g, &ts, false, &why)) {
+  if (!child_graphs::Remove(g, false, &why)) {
     ThrowError(env, std::string(fn) + ": child graph " + Hex(g) + ": " + why, "MEMRA_GRAPH_HELD");
   }
   ts.childGraphs.erase(g);

@@ -80,7 +80,7 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
     // Forced: a parent on the peer's thread may still hold one of these if that thread tears
     // down later, but CUDA cloned each child into its parents, so the parents stay valid.
     for (cudaGraph_t c : childGraphs) {
-      child_graphs::Remove(c, this, true, nullptr);
+      child_graphs::Remove(c, true, nullptr);
       note(cudaGraphDestroy(c), "cudaGraphDestroy(child)");
     }
     // After the drain no collective of ours is in flight, so a destroy has nothing to wait for.

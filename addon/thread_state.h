@@ -55,8 +55,9 @@ class ThreadState {
   std::unordered_map<void*, HostRegistrationRecord> registrations;
   // Executable graph -> the graph it was instantiated from, destroyed together.
   std::unordered_map<cudaGraphExec_t, cudaGraph_t> graphs;
-  // Child graphs this thread captured and never instantiated (seed 003's per-device children;
-  // registered process-wide in addon/child_graphs.h, since the peer's parent graph uses them).
+  // Child graphs this thread captured and never instantiated (seed 003's per-device children):
+  // the one record of which thread owns a child. The process-wide table (addon/child_graphs.h)
+  // keeps only each child's device and holders, which the peer's parent graph needs.
   std::unordered_set<cudaGraph_t> childGraphs;
   // Parent executable graph -> the child graphs it holds, dropped when it is destroyed.
   std::unordered_map<cudaGraphExec_t, std::vector<cudaGraph_t>> parentHolds;

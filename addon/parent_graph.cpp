@@ -31,18 +31,13 @@ CopySpec ReadCopy(Napi::Env env, const Napi::Array& copies, uint32_t i, const ch
   const std::string at = "copies[" + std::to_string(i) + "]";
   if (!v.IsObject()) ThrowArgError(env, fn, at.c_str(), "an object { dst, src, bytes }", v);
   const Napi::Object o = v.As<Napi::Object>();
-  auto field = [&](const char* name, double lo) -> uint64_t {
-    const Napi::Value f = o.Get(name);
-    const std::string what = at + "." + name;
-    if (!f.IsNumber()) ThrowArgError(env, fn, what.c_str(), "a positive safe integer", f);
-    const double d = f.As<Napi::Number>().DoubleValue();
-    if (!(d >= lo && d < kTwoPow53) || static_cast<double>(static_cast<uint64_t>(d)) != d) {
-      ThrowArgError(env, fn, what.c_str(), "a positive safe integer", f);
-    }
-    return static_cast<uint64_t>(d);
+  auto field = [&](const char* name) -> uint64_t {
+    const std::string where = at + "." + name;
+    return static_cast<uint64_t>(ReadIntValue(env, o.Get(name), fn, where.c_str(), 1,
+                                              kMaxSafeInt, "a positive safe integer"));
   };
-  return CopySpec{static_cast<uintptr_t>(field("dst", 1)), static_cast<uintptr_t>(field("src", 1)),
-                  field("bytes", 1)};
+  return CopySpec{static_cast<uintptr_t>(field("dst")), static_cast<uintptr_t>(field("src")),
+                  field("bytes")};
 }
 
 // The device `p` lives on, or -1 when CUDA does not know it as device memory.

@@ -100,7 +100,7 @@ class PartialParent {
   }
   PartialParent(const PartialParent&) = delete;
   PartialParent& operator=(const PartialParent&) = delete;
-  // The graph tables own it all from here.
+  // The thread's graph table owns it all from here.
   void Keep() { kept_ = true; }
 
   std::vector<cudaGraph_t> held;  // children this build holds (child_graphs::Hold)
@@ -244,13 +244,8 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
   MEMRA_CUDA_CHECK(env, device, cudaGraphUpload(build.exec, s),
                    "cudaGraphUpload(EP parent graph, stream=" + Hex(s) + ")");
   const Napi::Value out = AddressToValue(env, build.exec);
-  ts.graphs.emplace(build.exec, parent);
-  try {
-    ts.parentHolds.emplace(build.exec, build.held);
-  } catch (...) {
-    ts.graphs.erase(build.exec);
-    throw;
-  }
+  // A copy of the holds: if the insert throws, the guard still has them to drop.
+  ts.graphs.emplace(build.exec, ThreadState::GraphRecord{parent, build.held});
   build.Keep();
   return out;
 }

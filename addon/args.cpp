@@ -56,11 +56,17 @@ uint32_t ReadU32(const Napi::CallbackInfo& info, size_t index, const char* fn, c
 
 int64_t ReadIntInRange(const Napi::CallbackInfo& info, size_t index, const char* fn,
                        const char* name, int64_t lo, int64_t hi) {
+  return ReadIntValue(info.Env(), info[index], fn, name, lo, hi);
+}
+
+int64_t ReadIntValue(Napi::Env env, const Napi::Value& value, const char* fn, const char* name,
+                     int64_t lo, int64_t hi, const char* what) {
   double d;
-  if (!IntegerIn(info[index], static_cast<double>(lo), static_cast<double>(hi), &d)) {
-    const std::string what =
+  if (!IntegerIn(value, static_cast<double>(lo), static_cast<double>(hi), &d)) {
+    if (what != nullptr) ThrowArgError(env, fn, name, what, value);
+    const std::string range =
         "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    ThrowArgError(info.Env(), fn, name, what.c_str(), info[index]);
+    ThrowArgError(env, fn, name, range.c_str(), value);
   }
   return static_cast<int64_t>(d);
 }

@@ -11,6 +11,7 @@
 namespace memra {
 
 constexpr double kTwoPow53 = 9007199254740992.0;
+constexpr int64_t kMaxSafeInt = (int64_t{1} << 53) - 1;
 
 // [0, 2^53).
 uint64_t ReadSafeUint(const Napi::CallbackInfo& info, size_t index, const char* fn,
@@ -25,6 +26,11 @@ uint32_t ReadU32(const Napi::CallbackInfo& info, size_t index, const char* fn, c
 // Integer in [lo, hi].
 int64_t ReadIntInRange(const Napi::CallbackInfo& info, size_t index, const char* fn,
                        const char* name, int64_t lo, int64_t hi);
+// The same check on a value that is not itself an argument (an array element, an object's
+// field), `name` spelling out where it sits ("copies[2].dst"). `what` describes the range in the
+// message; null gives "an integer in [lo, hi]".
+int64_t ReadIntValue(Napi::Env env, const Napi::Value& value, const char* fn, const char* name,
+                     int64_t lo, int64_t hi, const char* what = nullptr);
 // Any number, NaN and infinities included (a fill value may poison on purpose).
 double ReadNumber(const Napi::CallbackInfo& info, size_t index, const char* fn, const char* name);
 bool ReadBool(const Napi::CallbackInfo& info, size_t index, const char* fn, const char* name);

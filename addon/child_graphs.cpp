@@ -9,7 +9,6 @@ namespace {
 
 struct Entry {
   int device;
-  const void* owner;
   int holders;
 };
 
@@ -27,10 +26,10 @@ Table& TheTable() {
 
 }  // namespace
 
-void Add(cudaGraph_t g, int device, const void* owner) {
+void Add(cudaGraph_t g, int device) {
   Table& t = TheTable();
   std::lock_guard<std::mutex> lock(t.mutex);
-  t.children[g] = Entry{device, owner, 0};
+  t.children[g] = Entry{device, 0};
 }
 
 int DeviceOf(cudaGraph_t g) {
@@ -61,15 +60,12 @@ void Drop(cudaGraph_t g) noexcept {
   }
 }
 
-bool Remove(cudaGraph_t g, const void* owner, bool force, std::string* why) {
+bool Remove(cudaGraph_t g, bool force, std::string* why) {
   try {
     Table& t = TheTable();
     std::lock_guard<std::mutex> lock(t.mutex);
     auto it = t.children.find(g);
-    if (it == t.children.end() || it->second.owner != owner) {
-      if (why) *why = "not a child graph this thread captured (or it was already destroyed)";
-      return force;
-    }
+    if (it == t.children.end()) return true;
     if (it->second.holders > 0 && !force) {
       if (why) {
         *why = std::to_string(it->second.holders) +

@@ -102,7 +102,7 @@ Napi::Value StreamEndCapture(const Napi::CallbackInfo& info) {
                    device);
   }
   try {
-    ts.graphs.emplace(exec, graph);
+    ts.graphs.emplace(exec, ThreadState::GraphRecord{graph, {}});
     return AddressToValue(env, exec);
   } catch (...) {
     ts.graphs.erase(exec);
@@ -132,13 +132,10 @@ Napi::Value GraphDestroy(const Napi::CallbackInfo& info) {
   const int device = ts.RequireBound(env, "graphDestroy");
   RequireOwnedGraph(env, ts, g, "graphDestroy");
   RequireNoCapture(env, ts, "graphDestroy");
-  const cudaGraph_t graph = ts.graphs.at(g);
-  ts.graphs.erase(g);
+  const auto entry = ts.graphs.extract(g);
+  const cudaGraph_t graph = entry.mapped().graph;
   // A parent graph (addon/parent_graph.cpp) lets go of its children once it is gone.
-  if (auto h = ts.parentHolds.find(g); h != ts.parentHolds.end()) {
-    for (cudaGraph_t c : h->second) child_graphs::Drop(c);
-    ts.parentHolds.erase(h);
-  }
+  for (cudaGraph_t c : entry.mapped().heldChildren) child_graphs::Drop(c);
   // An executable graph may still be running from an earlier graphLaunch. CUDA itself would
   // defer the free of an in-flight graph, but the caller's next step after destroying one is to
   // free or re-zero what its nodes point at (staging buffers, the one-shot signal blocks and err

@@ -31,18 +31,13 @@ CopySpec ReadCopy(Napi::Env env, const Napi::Array& copies, uint32_t i, const ch
   const std::string at = "copies[" + std::to_string(i) + "]";
   if (!v.IsObject()) ThrowArgError(env, fn, at.c_str(), "an object { dst, src, bytes }", v);
   const Napi::Object o = v.As<Napi::Object>();
-  auto field = [&](const char* name, double lo) -> uint64_t {
-    const Napi::Value f = o.Get(name);
-    const std::string what = at + "." + name;
-    if (!f.IsNumber()) ThrowArgError(env, fn, what.c_str(), "a positive safe integer", f);
-    const double d = f.As<Napi::Number>().DoubleValue();
-    if (!(d >= lo && d < kTwoPow53) || static_cast<double>(static_cast<uint64_t>(d)) != d) {
-      ThrowArgError(env, fn, what.c_str(), "a positive safe integer", f);
-    }
-    return static_cast<uint64_t>(d);
+  auto field = [&](const char* name) -> uint64_t {
+    const std::string where = at + "." + name;
+    return static_cast<uint64_t>(ReadIntValue(env, o.Get(name), fn, where.c_str(), 1,
+                                              kMaxSafeInt, "a positive safe integer"));
   };
-  return CopySpec{static_cast<uintptr_t>(field("dst", 1)), static_cast<uintptr_t>(field("src", 1)),
-                  field("bytes", 1)};
+  return CopySpec{static_cast<uintptr_t>(field("dst")), static_cast<uintptr_t>(field("src")),
+                  field("bytes")};
 }
 
 // The device `p` lives on, or -1 when CUDA does not know it as device memory.
@@ -88,6 +83,34 @@ class ScopedDevice {
   cudaError_t err_;
 };
 
+// What a parent build has made so far. Any way out of ParentGraphBuild short of Keep(), a throw
+// at any step, undoes all of it once: nothing is left half-built or held by a parent that never
+// came to be.
+class PartialParent {
+ public:
+  PartialParent() { held.reserve(3); }
+  ~PartialParent() {
+    if (kept_) return;
+    for (cudaGraph_t c : held) child_graphs::Drop(c);
+    bool failed = exec != nullptr && cudaGraphExecDestroy(exec) != cudaSuccess;
+    failed = (parent != nullptr && cudaGraphDestroy(parent) != cudaSuccess) || failed;
+    // This runs after ThrowCudaError cleared the last error: a failed undo must not surface as
+    // the next launch's error (the launchers return cudaGetLastError).
+    if (failed) (void)cudaGetLastError();
+  }
+  PartialParent(const PartialParent&) = delete;
+  PartialParent& operator=(const PartialParent&) = delete;
+  // The thread's graph table owns it all from here.
+  void Keep() { kept_ = true; }
+
+  std::vector<cudaGraph_t> held;  // children this build holds (child_graphs::Hold)
+  cudaGraph_t parent = nullptr;
+  cudaGraphExec_t exec = nullptr;
+
+ private:
+  bool kept_ = false;
+};
+
 void RequireOwnedChild(Napi::Env env, const ThreadState& ts, cudaGraph_t g, const char* fn) {
   RequireOwned(env, ts.childGraphs, g, fn, "child graph");
 }
@@ -101,11 +124,10 @@ Napi::Value StreamEndCaptureChild(const Napi::CallbackInfo& info) {
   cudaGraph_t graph = EndCaptureOrThrow(env, ts, s, device, "child graph");
   try {
     ts.childGraphs.insert(graph);
-    child_graphs::Add(graph, device, &ts);
+    child_graphs::Add(graph, device);
     return AddressToValue(env, graph);
   } catch (...) {
-    std::string ignored;
-    child_graphs::Remove(graph, &ts, true, &ignored);
+    child_graphs::Remove(graph, true, nullptr);
     ts.childGraphs.erase(graph);
     (void)cudaGraphDestroy(graph);
     throw;
@@ -120,7 +142,7 @@ Napi::Value ChildGraphDestroy(const Napi::CallbackInfo& info) {
   const int device = ts.RequireBound(env, fn);
   RequireOwnedChild(env, ts, g, fn);
   std::string why;
-  if (!child_graphs::Remove(g, &ts, false, &why)) {
+  if (!child_graphs::Remove(g, false, &why)) {
     ThrowError(env, std::string(fn) + ": child graph " + Hex(g) + ": " + why, "MEMRA_GRAPH_HELD");
   }
   ts.childGraphs.erase(g);
@@ -165,21 +187,15 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
 
   // Hold the children BEFORE touching them: the peer's thread could otherwise destroy its child
   // between a check here and its use below. A held child refuses to be destroyed.
-  std::vector<cudaGraph_t> held;
-  held.reserve(3);
-  auto release = [&]() {
-    for (cudaGraph_t c : held) child_graphs::Drop(c);
-  };
+  PartialParent build;
   for (cudaGraph_t c : {ownerChild, postChild, peerChild}) {
     if (!child_graphs::Hold(c)) {
-      release();
       ThrowError(env, std::string(fn) + ": child graph " + Hex(c) + " is not a live child graph (captured and not destroyed)", "MEMRA_BAD_CHILD");
     }
-    held.push_back(c);
+    build.held.push_back(c);
   }
   const int peerOf = child_graphs::DeviceOf(peerChild);
   if (peerOf != peerDevice) {
-    release();
     ThrowError(env,
                std::string(fn) + ": peerChild " + Hex(peerChild) + " was captured on device " +
                    std::to_string(peerOf) + ", not the peer device " + std::to_string(peerDevice),
@@ -187,67 +203,51 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
   }
 
   cudaGraph_t parent = nullptr;
-  const cudaError_t createErr = cudaGraphCreate(&parent, 0);
-  if (createErr != cudaSuccess) {
-    release();
-    ThrowCudaError(env, createErr, "cudaGraphCreate (EP parent graph)", device);
-  }
-  cudaGraphExec_t exec = nullptr;
-  // Every failure below destroys what was made so far; nothing is left half-built.
-  auto undo = [&]() {
-    release();
-    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
-    (void)cudaGraphDestroy(parent);
-  };
-  auto fail = [&](cudaError_t err, const std::string& call) {
-    undo();
-    ThrowCudaError(env, err, call, device);
-  };
+  MEMRA_CUDA_CHECK(env, device, cudaGraphCreate(&parent, 0), "cudaGraphCreate (EP parent graph)");
+  build.parent = parent;
   auto copyCall = [&](uint32_t i) {
     return "cudaGraphAddMemcpyNode1D(copies[" + std::to_string(i) + "]: " + Hex(copies[i].src) +
            " -> " + Hex(copies[i].dst) + ", " + std::to_string(copies[i].bytes) + " bytes)";
   };
   cudaGraphNode_t ownerNode = nullptr, peerNode = nullptr, rxNode = nullptr, postNode = nullptr;
   cudaGraphNode_t tx[kTxCopies] = {};
-  cudaError_t err = cudaGraphAddChildGraphNode(&ownerNode, parent, nullptr, 0, ownerChild);
-  if (err != cudaSuccess) fail(err, "cudaGraphAddChildGraphNode(ownerChild=" + Hex(ownerChild) + ")");
+  MEMRA_CUDA_CHECK(env, device, cudaGraphAddChildGraphNode(&ownerNode, parent, nullptr, 0, ownerChild),
+                   "cudaGraphAddChildGraphNode(ownerChild=" + Hex(ownerChild) + ")");
   for (uint32_t i = 0; i < kTxCopies; ++i) {
-    err = cudaGraphAddMemcpyNode1D(&tx[i], parent, nullptr, 0, reinterpret_cast<void*>(copies[i].dst),
-                                   reinterpret_cast<const void*>(copies[i].src), copies[i].bytes,
-                                   cudaMemcpyDefault);
-    if (err != cudaSuccess) fail(err, copyCall(i));
+    const CopySpec& c = copies[i];
+    MEMRA_CUDA_CHECK(env, device,
+                     cudaGraphAddMemcpyNode1D(&tx[i], parent, nullptr, 0, reinterpret_cast<void*>(c.dst),
+                                              reinterpret_cast<const void*>(c.src), c.bytes, cudaMemcpyDefault),
+                     copyCall(i));
   }
-  err = cudaGraphAddChildGraphNode(&peerNode, parent, tx, kTxCopies, peerChild);
-  if (err != cudaSuccess) fail(err, "cudaGraphAddChildGraphNode(peerChild=" + Hex(peerChild) + ")");
+  MEMRA_CUDA_CHECK(env, device, cudaGraphAddChildGraphNode(&peerNode, parent, tx, kTxCopies, peerChild),
+                   "cudaGraphAddChildGraphNode(peerChild=" + Hex(peerChild) + ")");
+  cudaError_t rxErr = cudaSuccess;
   {
     ScopedDevice under(peerDevice, device);
-    if (under.error() != cudaSuccess) fail(under.error(), "cudaSetDevice(" + std::to_string(peerDevice) + ") to add the peer->owner copy");
+    MEMRA_CUDA_CHECK(env, device, under.error(),
+                     "cudaSetDevice(" + std::to_string(peerDevice) + ") to add the peer->owner copy");
     const CopySpec& rx = copies[kTxCopies];
-    err = cudaGraphAddMemcpyNode1D(&rxNode, parent, &peerNode, 1, reinterpret_cast<void*>(rx.dst),
-                                   reinterpret_cast<const void*>(rx.src), rx.bytes, cudaMemcpyDefault);
+    rxErr = cudaGraphAddMemcpyNode1D(&rxNode, parent, &peerNode, 1, reinterpret_cast<void*>(rx.dst),
+                                     reinterpret_cast<const void*>(rx.src), rx.bytes, cudaMemcpyDefault);
   }
-  if (err != cudaSuccess) fail(err, copyCall(kTxCopies) + " under device " + std::to_string(peerDevice));
+  // Checked once the bound device is back: ThrowCudaError's clearing of the last error then
+  // covers a failed restore too.
+  MEMRA_CUDA_CHECK(env, device, rxErr, copyCall(kTxCopies) + " under device " + std::to_string(peerDevice));
   const cudaGraphNode_t postDeps[2] = {ownerNode, rxNode};
-  err = cudaGraphAddChildGraphNode(&postNode, parent, postDeps, 2, postChild);
-  if (err != cudaSuccess) fail(err, "cudaGraphAddChildGraphNode(postChild=" + Hex(postChild) + ")");
+  MEMRA_CUDA_CHECK(env, device, cudaGraphAddChildGraphNode(&postNode, parent, postDeps, 2, postChild),
+                   "cudaGraphAddChildGraphNode(postChild=" + Hex(postChild) + ")");
 
-  err = cudaGraphInstantiateWithFlags(&exec, parent, 0);
-  if (err != cudaSuccess) fail(err, "cudaGraphInstantiateWithFlags (EP parent graph)");
+  MEMRA_CUDA_CHECK(env, device, cudaGraphInstantiateWithFlags(&build.exec, parent, 0),
+                   "cudaGraphInstantiateWithFlags (EP parent graph)");
   // One-time setup now, not inside the first timed decode step.
-  err = cudaGraphUpload(exec, s);
-  if (err != cudaSuccess) fail(err, "cudaGraphUpload(EP parent graph, stream=" + Hex(s) + ")");
-  try {
-    ts.graphs.emplace(exec, parent);
-    ts.parentHolds.emplace(exec, held);
-    return AddressToValue(env, exec);
-  } catch (...) {
-    ts.graphs.erase(exec);
-    ts.parentHolds.erase(exec);
-    for (cudaGraph_t c : held) child_graphs::Drop(c);
-    (void)cudaGraphExecDestroy(exec);
-    (void)cudaGraphDestroy(parent);
-    throw;
-  }
+  MEMRA_CUDA_CHECK(env, device, cudaGraphUpload(build.exec, s),
+                   "cudaGraphUpload(EP parent graph, stream=" + Hex(s) + ")");
+  const Napi::Value out = AddressToValue(env, build.exec);
+  // A copy of the holds: if the insert throws, the guard still has them to drop.
+  ts.graphs.emplace(build.exec, ThreadState::GraphRecord{parent, build.held});
+  build.Keep();
+  return out;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "addon/args.h"
 #include "addon/errors.h"
 
 namespace memra {
@@ -24,13 +25,10 @@ Napi::Value SetThreadAffinity(const Napi::CallbackInfo& info) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (uint32_t i = 0; i < cpus.Length(); ++i) {
-    const Napi::Value v = cpus.Get(i);
     const std::string at = "cpus[" + std::to_string(i) + "]";
-    const double d = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
-    if (!(d >= 0 && d < CPU_SETSIZE) || static_cast<double>(static_cast<int>(d)) != d) {
-      ThrowArgError(env, fn, at.c_str(), "a CPU number in [0, CPU_SETSIZE)", v);
-    }
-    CPU_SET(static_cast<int>(d), &set);
+    const int64_t cpu = ReadIntValue(env, cpus.Get(i), fn, at.c_str(), 0, CPU_SETSIZE - 1,
+                                     "a CPU number in [0, CPU_SETSIZE)");
+    CPU_SET(static_cast<int>(cpu), &set);
   }
   const int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
   if (err != 0) {

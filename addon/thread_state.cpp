@@ -72,15 +72,15 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
     note(drained, "cudaDeviceSynchronize");
     // Graphs before communicators: a graph that captured NCCL calls holds resources NCCL
     // releases when the graph goes, which must not happen after the communicator is gone.
-    for (auto& [exec, graph] : graphs) {
+    for (auto& [exec, rec] : graphs) {
       note(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
-      note(cudaGraphDestroy(graph), "cudaGraphDestroy");
+      note(cudaGraphDestroy(rec.graph), "cudaGraphDestroy");
+      for (cudaGraph_t c : rec.heldChildren) child_graphs::Drop(c);
     }
-    for (auto& [exec, held] : parentHolds) for (cudaGraph_t c : held) child_graphs::Drop(c);
     // Forced: a parent on the peer's thread may still hold one of these if that thread tears
     // down later, but CUDA cloned each child into its parents, so the parents stay valid.
     for (cudaGraph_t c : childGraphs) {
-      child_graphs::Remove(c, this, true, nullptr);
+      child_graphs::Remove(c, true, nullptr);
       note(cudaGraphDestroy(c), "cudaGraphDestroy(child)");
     }
     // After the drain no collective of ours is in flight, so a destroy has nothing to wait for.
@@ -104,7 +104,6 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
   hostAllocs.clear();
   registrations.clear();
   graphs.clear();
-  parentHolds.clear();
   childGraphs.clear();
   capturing.clear();
   ncclComms.clear();

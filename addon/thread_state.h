@@ -53,13 +53,18 @@ class ThreadState {
   std::unordered_set<void*> deviceAllocs;
   std::unordered_set<void*> hostAllocs;
   std::unordered_map<void*, HostRegistrationRecord> registrations;
-  // Executable graph -> the graph it was instantiated from, destroyed together.
-  std::unordered_map<cudaGraphExec_t, cudaGraph_t> graphs;
-  // Child graphs this thread captured and never instantiated (seed 003's per-device children;
-  // registered process-wide in addon/child_graphs.h, since the peer's parent graph uses them).
+  // Executable graph -> the graph it was instantiated from, destroyed together, and for a parent
+  // graph (addon/parent_graph.cpp) the children it holds, dropped with it: one entry, so no
+  // release path can let a graph and its holds part.
+  struct GraphRecord {
+    cudaGraph_t graph;
+    std::vector<cudaGraph_t> heldChildren;
+  };
+  std::unordered_map<cudaGraphExec_t, GraphRecord> graphs;
+  // Child graphs this thread captured and never instantiated (seed 003's per-device children):
+  // the one record of which thread owns a child. The process-wide table (addon/child_graphs.h)
+  // keeps only each child's device and holders, which the peer's parent graph needs.
   std::unordered_set<cudaGraph_t> childGraphs;
-  // Parent executable graph -> the child graphs it holds, dropped when it is destroyed.
-  std::unordered_map<cudaGraphExec_t, std::vector<cudaGraph_t>> parentHolds;
   // Streams this thread began a capture on and has not ended. A device drain is an illegal
   // synchronisation while one of the device's streams is capturing, so teardown ends these first.
   std::unordered_set<cudaStream_t> capturing;

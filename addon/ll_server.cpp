@@ -54,8 +54,6 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
   std::unique_ptr<LlServer> s(new LlServer(device));
   MEMRA_CUDA_CHECK(env, device, cudaMalloc(reinterpret_cast<void**>(&s->ctl_), sizeof(MemraLlServerCtl)),
                    "cudaMalloc(LL server control block)");
-  MEMRA_CUDA_CHECK(env, device, cudaMemset(s->ctl_, 0, sizeof(MemraLlServerCtl)),
-                   "cudaMemset(LL server control block)");
   MEMRA_CUDA_CHECK(env, device,
                    cudaHostAlloc(reinterpret_cast<void**>(&s->host_), sizeof(MemraLlServerHost),
                                  cudaHostAllocMapped | cudaHostAllocPortable),
@@ -63,6 +61,11 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
   std::memset(static_cast<void*>(s->host_), 0, sizeof(MemraLlServerHost));  // state: Stopped
   MEMRA_CUDA_CHECK(env, device, cudaStreamCreateWithFlags(&s->stream_, cudaStreamNonBlocking),
                    "cudaStreamCreateWithFlags(LL server stream)");
+  // Zeroed on the server's own stream and waited for: a memset on the legacy stream does not
+  // order with a non-blocking stream, and the first grid must not read what was there before.
+  MEMRA_CUDA_CHECK(env, device, cudaMemsetAsync(s->ctl_, 0, sizeof(MemraLlServerCtl), s->stream_),
+                   "cudaMemsetAsync(LL server control block)");
+  MEMRA_CUDA_CHECK(env, device, cudaStreamSynchronize(s->stream_), "cudaStreamSynchronize(LL server stream)");
   return s;
 }
 

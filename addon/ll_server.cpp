@@ -59,6 +59,9 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
                                  cudaHostAllocMapped | cudaHostAllocPortable),
                    "cudaHostAlloc(LL server job slots, cudaHostAllocMapped)");
   std::memset(static_cast<void*>(s->host_), 0, sizeof(MemraLlServerHost));  // state: Stopped
+  MEMRA_CUDA_CHECK(env, device,
+                   cudaHostGetDevicePointer(reinterpret_cast<void**>(&s->hostOnDevice_), s->host_, 0),
+                   "cudaHostGetDevicePointer(LL server job slots)");
   MEMRA_CUDA_CHECK(env, device, cudaStreamCreateWithFlags(&s->stream_, cudaStreamNonBlocking),
                    "cudaStreamCreateWithFlags(LL server stream)");
   // Zeroed on the server's own stream and waited for: a memset on the legacy stream does not
@@ -104,7 +107,7 @@ void LlServer::EnsureRunning(Napi::Env env, uint32_t seq) {
   if (state == kMemraLlServerRunning) return;
   // Stopped. The new generation queues behind the old grid on stream_, so they never overlap.
   host_->state = kMemraLlServerRunning;
-  const cudaError_t e = memra_tp_ll_server_launch(ctl_, host_, generation_ + 1, idleNs_, stream_);
+  const cudaError_t e = memra_tp_ll_server_launch(ctl_, hostOnDevice_, generation_ + 1, idleNs_, stream_);
   if (e != cudaSuccess) {
     host_->state = kMemraLlServerStopped;
     Withdraw(env, seq, e, "memra_tp_ll_server_launch(generation " + std::to_string(generation_ + 1) + ")");

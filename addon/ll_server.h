@@ -71,7 +71,10 @@ class LlServer {
   int device_;
   uint64_t idleNs_ = 1000000;
   MemraLlServerCtl* ctl_ = nullptr;    // device memory
-  MemraLlServerHost* host_ = nullptr;  // mapped pinned host memory (one address on both sides)
+  MemraLlServerHost* host_ = nullptr;  // mapped pinned host memory, as the host addresses it
+  // The same memory as the device addresses it (cudaHostGetDevicePointer): on the two-H200
+  // machine the grid read other bytes through the host address (seen 2026-11-30, memcheck).
+  MemraLlServerHost* hostOnDevice_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaStream_t walk_ = nullptr;  // the stream jobs are submitted on (Serves)
   uint32_t issued_ = 0;      // the newest job submitted (this thread's copy of host_->issued)

@@ -11,6 +11,7 @@
 //
 // The other blocks never read ctl->cmd, only the ticket: a block that read cmd directly could see
 // a job released to the NEXT generation after block 0 decided to stop, and run it twice.
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cu/kernels.h"
@@ -22,6 +23,9 @@ namespace {
 static_assert(sizeof(LlJob) <= MEMRA_LL_SERVER_SLOT_BYTES, "an LL job must fit a server slot");
 static_assert(sizeof(LlJob) % 4 == 0, "jobs are copied as 32-bit words");
 static_assert(MEMRA_LL_SERVER_BLOCKS * kChunkLines * 2 <= kLlMaxValues, "server jobs are LL joins");
+// Both compilation passes see one layout (a mismatch would fail one of them).
+static_assert(offsetof(MemraLlServerHost, slots) == 384 && sizeof(MemraLlServerCtl) == 512, "server layout");
+static_assert(offsetof(LlJob, stamp) == 120 && sizeof(LlJob) == 128, "LL job layout");
 
 // The ticket passes on what block 0 acquired from the walk stream's release (cmd): stored with
 // release and read with acquire, so a block that sees the ticket sees every store the stream's

@@ -3,8 +3,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <immintrin.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -42,19 +40,6 @@ PFN_cuStreamBatchMemOp_v11070 BatchMemOp(cudaError_t* status) {
 
 bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
-// Writes these bytes' cache lines back to memory and waits for that. The grid's loads from mapped
-// host memory read stale bytes on the two-H200 machine (a job's words came back as old heap
-// pointers, memcheck, 2026-11-30): its reads there do not see what sits in the CPU's caches, so
-// whatever the grid must read (a job, `issued`) is flushed after it is written. The other
-// direction needs nothing: the CPU sees the grid's stores (as it sees the completion counters').
-void FlushToMemory(const volatile void* p, size_t bytes) {
-  const uintptr_t line = 64;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(line - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
-  for (uintptr_t a = begin; a < end; a += line) _mm_clflush(reinterpret_cast<const void*>(a));
-  _mm_mfence();
-}
-
 }  // namespace
 
 std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
@@ -74,7 +59,6 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
                                  cudaHostAllocMapped | cudaHostAllocPortable),
                    "cudaHostAlloc(LL server job slots, cudaHostAllocMapped)");
   std::memset(static_cast<void*>(s->host_), 0, sizeof(MemraLlServerHost));  // state: Stopped
-  FlushToMemory(s->host_, sizeof(MemraLlServerHost));
   MEMRA_CUDA_CHECK(env, device,
                    cudaHostGetDevicePointer(reinterpret_cast<void**>(&s->hostOnDevice_), s->host_, 0),
                    "cudaHostGetDevicePointer(LL server job slots)");
@@ -106,7 +90,6 @@ LlServer::~LlServer() {
 void LlServer::Withdraw(Napi::Env env, uint32_t seq, cudaError_t err, const std::string& call) {
   issued_ = seq - 1;
   host_->issued = issued_;
-  FlushToMemory(&host_->issued, sizeof host_->issued);
   if (err != cudaSuccess) ThrowCudaError(env, err, call, device_);
   ThrowError(env, call, "MEMRA_LL_SERVER");
 }
@@ -124,7 +107,6 @@ void LlServer::EnsureRunning(Napi::Env env, uint32_t seq) {
   if (state == kMemraLlServerRunning) return;
   // Stopped. The new generation queues behind the old grid on stream_, so they never overlap.
   host_->state = kMemraLlServerRunning;
-  FlushToMemory(&host_->state, sizeof host_->state);
   const cudaError_t e = memra_tp_ll_server_launch(ctl_, hostOnDevice_, generation_ + 1, idleNs_, stream_);
   if (e != cudaSuccess) {
     host_->state = kMemraLlServerStopped;
@@ -158,13 +140,13 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
                                           a.recvDst, a.dstStride, a.selfRecv, a.peerRecv, a.cap,
                                           a.selfState, a.peerState, a.rank, a.err, a.spinLimit, a.stamp, slot),
                    "memra_tp_ll_server_job(rows=" + std::to_string(a.rows) + ", rowLen=" + std::to_string(a.rowLen) + ")");
-  // The job's words in memory before `issued`; then `issued` in memory before `state` is read
-  // (the Dekker pair of the grid's stop, cu/tp_ll_server.h). FlushToMemory ends with a full fence,
-  // which x86 needs anyway: it lets a load pass an earlier store.
-  FlushToMemory(slot, MEMRA_LL_SERVER_SLOT_BYTES);
+  // The job's words before `issued`; then `issued` before `state` is read (the Dekker pair of the
+  // grid's stop, cu/tp_ll_server.h): a full fence, since x86 lets a load pass an earlier store.
+  // (The grid's reads of this memory see the CPU's stores: scripts/probes/ll-server-probe.cu.)
+  std::atomic_thread_fence(std::memory_order_release);
   issued_ = seq;
   host_->issued = seq;
-  FlushToMemory(&host_->issued, sizeof host_->issued);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (host_->state != kMemraLlServerRunning) EnsureRunning(env, seq);
 
   // One driver call for both: release the job once the stream's earlier work is done (the write's

@@ -72,8 +72,8 @@ class LlServer {
   uint64_t idleNs_ = 1000000;
   MemraLlServerCtl* ctl_ = nullptr;    // device memory
   MemraLlServerHost* host_ = nullptr;  // mapped pinned host memory, as the host addresses it
-  // The same memory as the device addresses it (cudaHostGetDevicePointer): on the two-H200
-  // machine the grid read other bytes through the host address (seen 2026-11-30, memcheck).
+  // The same memory as the device addresses it (cudaHostGetDevicePointer: equal to host_ under
+  // unified addressing, as the probe shows on the two-H200 machine, but that is CUDA's to say).
   MemraLlServerHost* hostOnDevice_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaStream_t walk_ = nullptr;  // the stream jobs are submitted on (Serves)

@@ -13,6 +13,7 @@
 // a job released to the NEXT generation after block 0 decided to stop, and run it twice.
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cu/kernels.h"
 #include "cu/tp_ll_chunks.cuh"
@@ -93,7 +94,13 @@ __device__ void Arrive(MemraLlServerCtl* ctl, MemraLlServerHost* host, unsigned 
 
 __global__ void __launch_bounds__(kLlThreads) ll_serve(MemraLlServerCtl* ctl, MemraLlServerHost* host,
                                                        unsigned gen, unsigned long long idleNs) {
-  __shared__ LlJob job;
+  // The job is copied in as words and read as an LlJob: a union, not a cast, so the compiler
+  // knows the two views share their bytes.
+  __shared__ union {
+    LlJob job;
+    unsigned words[sizeof(LlJob) / 4];
+  } in;
+  const LlJob& job = in.job;
   __shared__ unsigned k;
   __shared__ bool run;
   __shared__ unsigned long long released;
@@ -109,9 +116,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_serve(MemraLlServerCtl* ctl, Me
     // block before any of them reads the job's inputs (written after this grid started).
     __threadfence();
     const unsigned* slot = reinterpret_cast<const unsigned*>(host->slots[k % MEMRA_LL_SERVER_SLOTS]);
-    if (threadIdx.x < sizeof(LlJob) / 4) {
-      reinterpret_cast<unsigned*>(&job)[threadIdx.x] = reinterpret_cast<const volatile unsigned*>(slot)[threadIdx.x];
-    }
+    if (threadIdx.x < sizeof(LlJob) / 4) in.words[threadIdx.x] = reinterpret_cast<const volatile unsigned*>(slot)[threadIdx.x];
     __syncthreads();
     if (job.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) job.stamp[0] = released;
     // A refused wait wrote its refusal word and the job still counts as done, so the walk stream
@@ -146,11 +151,15 @@ extern "C" cudaError_t memra_tp_ll_server_job(int reduce, uint64_t rows, uint64_
                  peer_recv, cap, self_state, peer_state, rank, err, spin_limit, stamp, &j)) {
     return cudaErrorInvalidValue;
   }
-  // Word by word through a volatile pointer: the slot is mapped memory the GPU reads, and the
-  // compiler must not defer or merge these stores past the host's release of `issued`.
-  const unsigned* from = reinterpret_cast<const unsigned*>(&j);
+  // The job's bytes as words through memcpy: reading `j` through an unsigned* instead broke the
+  // aliasing rule, and at -O2 the compiler dropped the stores that built `j` (the grid read stack
+  // garbage as the job's stamp, 2026-11-30, scripts/probes/ll-server-probe.cu). Then word by word
+  // through a volatile pointer: the compiler must not defer or merge these stores past the
+  // host's release of `issued`.
+  unsigned words[sizeof j / 4];
+  memcpy(words, &j, sizeof j);
   volatile unsigned* to = static_cast<volatile unsigned*>(slot);
-  for (size_t i = 0; i < sizeof j / 4; i++) to[i] = from[i];
+  for (size_t i = 0; i < sizeof j / 4; i++) to[i] = words[i];
   return cudaSuccess;
 }
 

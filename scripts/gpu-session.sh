@@ -12,7 +12,8 @@
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
 #   ring    the ring suite (a join's host cost: the handshake, one launch, two at once)
-#   smoke   the GPU suite's LL server tests alone; if they fail, the session stops there (a new
+#   smoke   the LL server probe (scripts/probes/ll-server-probe.cu, built like launch-probe) and
+#           the GPU suite's LL server tests alone; if either fails, the session stops there (a new
 #           device-side protocol that hangs would otherwise spend every later step's bound)
 #   probe   scripts/probes/launch-probe.cu without Node (build it first, here:
 #           nvcc -O2 -std=c++17 -arch=sm_90 -o build/probes/launch-probe scripts/probes/launch-probe.cu)
@@ -77,6 +78,7 @@ for phase in "${phases[@]}"; do
     probe)
       step launch-probe 60 build/probes/launch-probe ;;
     smoke)
+      step ll-server-probe 40 build/probes/ll-server-probe &&
       step smoke 120 npx mocha --timeout 120000 --grep 'LL server' dist/test/gpu/transports.test.js ||
         { echo "== smoke failed: the session stops here"; break; } ;;
   esac

@@ -198,16 +198,18 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
   for (unsigned c = first; c < chunks; c += stride) {
     // Independent loads first, all in flight at once: the chunk's epoch (written by the block
     // that last took it, in an earlier kernel or an earlier job of the server), the twin's ack,
-    // this thread's values.
-    const unsigned e = j.self->epoch[c] + 1;
+    // this thread's values. None of them may come from this SM's L1: the server's grid outlives
+    // the kernels that write them (a launched join's epochs, the producer's values), so the epoch
+    // is a volatile load and the values are loaded at L2 (ld.global.cg).
+    const unsigned e = LoadVolatile(&j.self->epoch[c]) + 1;
     const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
     const unsigned line = c * kChunkLines + threadIdx.x;
     const bool has = line < lines;
     const unsigned i0 = 2 * line, i1 = i0 + 1;
-    const float mine0 = has && src != nullptr ? src[i0] : 0.f;
-    const float mine1 = has && src != nullptr && i1 < total ? src[i1] : 0.f;
-    const float copy0 = has && copySrc != nullptr ? copySrc[i0] : mine0;
-    const float copy1 = has && copySrc != nullptr && i1 < total ? copySrc[i1] : mine1;
+    const float mine0 = has && src != nullptr ? __ldcg(&src[i0]) : 0.f;
+    const float mine1 = has && src != nullptr && i1 < total ? __ldcg(&src[i1]) : 0.f;
+    const float copy0 = has && copySrc != nullptr ? __ldcg(&copySrc[i0]) : mine0;
+    const float copy1 = has && copySrc != nullptr && i1 < total ? __ldcg(&copySrc[i1]) : mine1;
     const unsigned slot = (e & (kLlDepth - 1)) * j.capLines + line;
     bool ok = true;
 

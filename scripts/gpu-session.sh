@@ -79,6 +79,7 @@ for phase in "${phases[@]}"; do
       step launch-probe 60 build/probes/launch-probe ;;
     smoke)
       step ll-server-probe 40 build/probes/ll-server-probe &&
+      step ll-server-node 60 node scripts/probes/ll-server-node.mjs &&
       step smoke 120 npx mocha --timeout 120000 --grep 'LL server' dist/test/gpu/transports.test.js ||
         { echo "== smoke failed: the session stops here"; break; } ;;
   esac

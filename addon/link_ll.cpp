@@ -70,6 +70,9 @@ Napi::Value LlServeStats(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("jobs", Napi::Number::New(env, ts.llServer ? static_cast<double>(ts.llServer->jobs()) : 0));
   o.Set("launches", Napi::Number::New(env, ts.llServer ? static_cast<double>(ts.llServer->launches()) : 0));
+  o.Set("issued", Napi::Number::New(env, ts.llServer ? ts.llServer->issued() : 0));
+  o.Set("done", Napi::Number::New(env, ts.llServer ? ts.llServer->done() : 0));
+  o.Set("state", Napi::Number::New(env, ts.llServer ? ts.llServer->state() : 0));
   return o;
 }
 

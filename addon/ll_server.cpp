@@ -28,7 +28,7 @@ PFN_cuStreamBatchMemOp_v11070 BatchMemOp(cudaError_t* status) {
   static const PFN_cuStreamBatchMemOp_v11070 fn = [] {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    resolved = cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", &p, 11070, cudaEnableDefault, &q);
+    resolved = cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", &p, 12000, cudaEnableDefault, &q);
     if (resolved == cudaSuccess && (q != cudaDriverEntryPointSuccess || p == nullptr)) {
       resolved = cudaErrorSymbolNotFound;
     }

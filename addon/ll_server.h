@@ -58,6 +58,10 @@ class LlServer {
   void set_idle_ns(uint64_t ns) { idleNs_ = ns; }
   uint64_t jobs() const { return jobs_; }
   uint64_t launches() const { return launches_; }
+  // The mapped block as the host sees it now: what was issued, what the grid finished, its state.
+  uint32_t issued() const { return host_->issued; }
+  uint32_t done() const { return host_->done; }
+  uint32_t state() const { return host_->state; }
 
  private:
   explicit LlServer(int device) : device_(device) {}

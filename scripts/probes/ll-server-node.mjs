@@ -28,8 +28,12 @@ for (const { serve, op } of cases) {
     failed = true;
     console.log(`${serve ? 'served  ' : 'launched'} ${op}: FAILED after ${(performance.now() - t0).toFixed(1)} ms: ${e.message}`);
     for (const f of rt.faults) console.log(`  fault: ${f.message}`);
+    // Control calls still answer while a rank's stream is stuck: issued against done says whether
+    // the grid ran the jobs (then the stream's wait is what hangs) or never saw them.
+    for (const [i, r] of rt.ranks.entries()) console.log(`  rank ${i}: ${JSON.stringify(await r.control.call('llServeStats'))}`);
     break;
   }
 }
 console.log(failed ? 'FAIL' : 'ok');
-process.exit(failed ? 1 : 0);
+// A stuck job keeps the grid running, and the addon's teardown waits for it: leave without it.
+process.reallyExit(failed ? 1 : 0);

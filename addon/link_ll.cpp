@@ -73,6 +73,19 @@ Napi::Value LlServeStats(const Napi::CallbackInfo& info) {
   o.Set("issued", Napi::Number::New(env, ts.llServer ? ts.llServer->issued() : 0));
   o.Set("done", Napi::Number::New(env, ts.llServer ? ts.llServer->done() : 0));
   o.Set("state", Napi::Number::New(env, ts.llServer ? ts.llServer->state() : 0));
+  if (ts.llServer && info.Length() > 0 && info[0].ToBoolean().Value()) {
+    MemraLlServerCtl c;
+    bool running = false;
+    if (ts.llServer->ReadControl(&c, &running)) {
+      o.Set("cmd", Napi::Number::New(env, c.cmd));
+      o.Set("ctlDone", Napi::Number::New(env, c.done));
+      o.Set("ticket", Napi::Number::New(env, c.ticket));
+      o.Set("exitGen", Napi::Number::New(env, c.exit_gen));
+      o.Set("arrived", Napi::Number::New(env, c.arrived));
+    }
+    o.Set("generation", Napi::Number::New(env, ts.llServer->generation()));
+    o.Set("gridRunning", Napi::Boolean::New(env, running));
+  }
   return o;
 }
 

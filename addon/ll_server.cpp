@@ -87,6 +87,17 @@ LlServer::~LlServer() {
   if (ctl_ != nullptr) (void)cudaFree(ctl_);
 }
 
+bool LlServer::ReadControl(MemraLlServerCtl* out, bool* gridRunning) const {
+  cudaStream_t s = nullptr;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return false;
+  const bool ok = cudaMemcpyAsync(out, ctl_, sizeof *out, cudaMemcpyDeviceToHost, s) == cudaSuccess &&
+                  cudaStreamSynchronize(s) == cudaSuccess;
+  (void)cudaStreamDestroy(s);
+  *gridRunning = cudaStreamQuery(stream_) == cudaErrorNotReady;
+  (void)cudaGetLastError();
+  return ok;
+}
+
 void LlServer::Withdraw(Napi::Env env, uint32_t seq, cudaError_t err, const std::string& call) {
   issued_ = seq - 1;
   host_->issued = issued_;

@@ -62,6 +62,10 @@ class LlServer {
   uint32_t issued() const { return host_->issued; }
   uint32_t done() const { return host_->done; }
   uint32_t state() const { return host_->state; }
+  uint32_t generation() const { return generation_; }
+  // For diagnosis only: the control block as the device holds it (a copy on a stream of its own,
+  // so it answers while the walk stream or the grid is stuck), and whether a grid is running.
+  bool ReadControl(MemraLlServerCtl* out, bool* gridRunning) const;
 
  private:
   explicit LlServer(int device) : device_(device) {}

@@ -387,9 +387,9 @@ const control = {
   },
 
   /** What this rank's LL server has done (zeros on the CPU reference, which has none). */
-  async llServeStats(): Promise<{ jobs: number; launches: number }> {
+  async llServeStats(deep = false): Promise<{ jobs: number; launches: number }> {
     needOpen('llServeStats');
-    return dev.llServeStats();
+    return (dev.llServeStats as (deep: boolean) => { jobs: number; launches: number })(deep);
   },
 
   /**

@@ -30,7 +30,7 @@ for (const { serve, op } of cases) {
     for (const f of rt.faults) console.log(`  fault: ${f.message}`);
     // Control calls still answer while a rank's stream is stuck: issued against done says whether
     // the grid ran the jobs (then the stream's wait is what hangs) or never saw them.
-    for (const [i, r] of rt.ranks.entries()) console.log(`  rank ${i}: ${JSON.stringify(await r.control.call('llServeStats', true))}`);
+    for (const [i, r] of rt.ranks.entries()) console.log(`  rank ${i}: ${JSON.stringify(await r.control.call('llServeStats'))}`);
     break;
   }
 }

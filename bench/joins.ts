@@ -103,6 +103,8 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
     for (let i = 0; i < REPLAYS; i++) peerEnds.push(await b.createEvent());
     const hostJoins = Math.max(1000, joins / 20);
     const t = await openTransport(name, link);
+    // Diagnosis (branch next/ll-server): the LL server's idle bound for this run.
+    if (process.env.MEMRA_LL_SERVE_IDLE_US) await link.setLlServe(Number(process.env.MEMRA_LL_SERVE_IDLE_US));
     for (const op of OPS) {
       for (const bytes of JOIN_BYTES) {
         progress.tick(`joins ${name}`, counter.done++, counter.total);

@@ -12,7 +12,8 @@ await link.reserve(1 << 20);
 await link.setSpinLimit(2e8); // ~0.1 s: a mismatched epoch refuses fast instead of hanging
 const t = await openTransport('ll', link);
 const cases = [];
-for (const serve of [1000, 0, 1000, 0, 1000]) for (const op of ['broadcast', 'allReduce', 'allGather', 'gather']) cases.push({ serve, op });
+const idle = Number(process.env.MEMRA_LL_SERVE_IDLE_US ?? 1000);
+for (const serve of [idle, 0, idle, 0, idle]) for (const op of ['broadcast', 'allReduce', 'allGather', 'gather']) cases.push({ serve, op });
 let failed = false;
 for (const { serve, op } of cases) {
   const t0 = performance.now();

@@ -4,8 +4,9 @@
 //
 // Block 0 dispatches: it waits until every block finished the job before (so no block ever runs
 // ahead into the next job: the arrival count below then needs no per-job slots), then until the
-// walk stream has released the next one (ctl->cmd), and posts it as the ticket. Every block then
-// reads the job from its slot in mapped host memory and runs its chunk with the launched kernel's
+// walk stream has released the next one (ctl->cmd), copies the job into device memory and posts
+// it as the ticket. Every block then
+// reads that copy and runs its chunk with the launched kernel's
 // protocol (cu/tp_ll_chunks.cuh). The block that completes a job's count publishes ctl->done,
 // which the walk stream waits on.
 //
@@ -19,13 +20,22 @@
 #include "cu/tp_ll_chunks.cuh"
 #include "cu/tp_ll_server.h"
 
+#ifdef MEMRA_LL_SERVER_TRACE
+// Probe builds only (scripts/probes/ll-server-timing.cu): per job (mod 64), per block, when
+// thread 0 got the ticket, read the job, ended its chunks and arrived.
+__device__ unsigned long long g_llServerTrace[64][MEMRA_LL_SERVER_BLOCKS][4];
+#define LL_TRACE(k, phase) (g_llServerTrace[(k) % 64][blockIdx.x][phase] = GlobalTimer())
+#else
+#define LL_TRACE(k, phase) ((void)0)
+#endif
+
 namespace {
 
 static_assert(sizeof(LlJob) <= MEMRA_LL_SERVER_SLOT_BYTES, "an LL job must fit a server slot");
 static_assert(sizeof(LlJob) % 4 == 0, "jobs are copied as 32-bit words");
 static_assert(MEMRA_LL_SERVER_BLOCKS * kChunkLines * 2 <= kLlMaxValues, "server jobs are LL joins");
 // Both compilation passes see one layout (a mismatch would fail one of them).
-static_assert(offsetof(MemraLlServerHost, slots) == 384 && sizeof(MemraLlServerCtl) == 512, "server layout");
+static_assert(offsetof(MemraLlServerHost, slots) == 384 && sizeof(MemraLlServerCtl) == 640, "server layout");
 static_assert(offsetof(LlJob, stamp) == 120 && sizeof(LlJob) == 128, "LL job layout");
 
 // The ticket passes on what block 0 acquired from the walk stream's release (cmd): stored with
@@ -51,8 +61,7 @@ __device__ bool Dispatch(MemraLlServerCtl* ctl, MemraLlServerHost* host, unsigne
   for (;;) {
     if (Reached(LoadAcquire(&ctl->cmd), next)) {
       t = GlobalTimer();
-      StoreRelease(&ctl->ticket, next);
-      return true;
+      return true;  // the caller copies the job to device memory, then posts the ticket
     }
     const unsigned long long now = GlobalTimer();
     if (now - idleSince < idleNs) continue;
@@ -112,20 +121,44 @@ __global__ void __launch_bounds__(kLlThreads) ll_serve(MemraLlServerCtl* ctl, Me
     }
     __syncthreads();
     if (!run) return;
-    // Thread 0 acquired the ticket; the barrier and this fence extend that to every thread of the
-    // block before any of them reads the job's inputs (written after this grid started).
+    if (threadIdx.x == 0) LL_TRACE(next, 0);
+    // Thread 0 acquired the walk stream's release (block 0) or the ticket; the barrier and this
+    // fence extend that to every thread of the block before any of them reads the job's inputs.
     __threadfence();
-    const unsigned* slot = reinterpret_cast<const unsigned*>(host->slots[k % MEMRA_LL_SERVER_SLOTS]);
-    if (threadIdx.x < sizeof(LlJob) / 4) in.words[threadIdx.x] = reinterpret_cast<const volatile unsigned*>(slot)[threadIdx.x];
+    // Block 0 alone reads the job from mapped host memory and hands it on in device memory: when
+    // all sixteen blocks read the slot over PCIe, the reads were served one after another, about
+    // 1 us each, and a job took 17 us (scripts/probes/ll-server-timing.cu, call 35). ctl->job is
+    // rewritten only after every block finished the job before (Dispatch waits for its `done`),
+    // so no block can still be reading it.
+    constexpr unsigned kJobWords = sizeof(LlJob) / 4;
+    if (blockIdx.x == 0) {
+      const unsigned* slot = reinterpret_cast<const unsigned*>(host->slots[k % MEMRA_LL_SERVER_SLOTS]);
+      if (threadIdx.x < kJobWords) {
+        in.words[threadIdx.x] = reinterpret_cast<const volatile unsigned*>(slot)[threadIdx.x];
+        StoreVolatile(&ctl->job[threadIdx.x], in.words[threadIdx.x]);
+      }
+      __syncthreads();
+      // The job's words before the ticket: the fence orders this block's stores, the release
+      // publishes them to any block that acquires the ticket.
+      if (threadIdx.x == 0) {
+        __threadfence();
+        StoreRelease(&ctl->ticket, k);
+      }
+    } else if (threadIdx.x < kJobWords) {
+      in.words[threadIdx.x] = LoadVolatile(&ctl->job[threadIdx.x]);
+    }
     __syncthreads();
+    if (threadIdx.x == 0) LL_TRACE(k, 1);
     if (job.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) job.stamp[0] = released;
     // A refused wait wrote its refusal word and the job still counts as done, so the walk stream
     // never waits on a job that will not finish: as after a refused launch, the host reads the
     // word and resets the link, and until then every job is bounded by the spin limit.
     const bool ok = LlChunks(job, blockIdx.x, MEMRA_LL_SERVER_BLOCKS);
     if (threadIdx.x == 0) {
+      LL_TRACE(k, 2);
       if (ok && job.stamp != nullptr) atomicMax(&job.stamp[1], GlobalTimer());
       Arrive(ctl, host, k);
+      LL_TRACE(k, 3);
     }
     next = k + 1;
     __syncthreads();  // `job` and `k` are rewritten next round only after every thread read them
@@ -169,3 +202,9 @@ extern "C" cudaError_t memra_tp_ll_server_launch(MemraLlServerCtl* ctl, MemraLlS
   ll_serve<<<MEMRA_LL_SERVER_BLOCKS, kLlThreads, 0, stream>>>(ctl, host, gen, idle_ns);
   return cudaGetLastError();
 }
+
+#ifdef MEMRA_LL_SERVER_TRACE
+extern "C" cudaError_t memra_tp_ll_server_trace(unsigned long long* out) {
+  return cudaMemcpyFromSymbol(out, g_llServerTrace, sizeof g_llServerTrace);
+}
+#endif

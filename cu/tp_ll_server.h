@@ -52,6 +52,7 @@ struct MemraLlServerCtl {
   alignas(128) uint32_t ticket;   // block 0's release of a job to the other blocks
   uint32_t exit_gen;              // the generation told to stop
   alignas(128) uint32_t arrived;  // blocks finished, all jobs together (BLOCKS per job)
+  alignas(128) uint32_t job[MEMRA_LL_SERVER_SLOT_BYTES / 4];  // block 0's copy of the job running
 };
 
 #ifdef __cplusplus

@@ -4,6 +4,7 @@
 
 #include "addon/args.h"
 #include "addon/errors.h"
+#include "addon/ll_server.h"
 #include "addon/stream.h"
 #include "addon/thread_state.h"
 #include "cu/kernels.h"
@@ -51,13 +52,41 @@ Napi::Value LlConfigure(const Napi::CallbackInfo& info) {
   l.rank = static_cast<int>(ReadIntInRange(info, 5, fn, "rank", 0, 1));
   l.err = ReadAlignedAddress(info, 6, fn, "err", 4, "an i32 refusal word");
   l.spinLimit = ReadPositiveSafeUint(info, 7, fn, "spinLimit");
+  l.serveIdleNs = ReadSafeUint(info, 8, fn, "serveIdleMicros") * 1000;
   if (l.cap % 2 != 0 || l.cap > 0xffffffffull) {
     ThrowTypeError(env, std::string(fn) + ": argument 'cap' (" + std::to_string(l.cap) +
                             ") must be even (slots travel in 16-byte pairs) and fit 32 bits");
   }
   l.set = true;
   ts.ll = l;
+  if (ts.llServer) ts.llServer->set_idle_ns(l.serveIdleNs);
   return env.Undefined();
+}
+
+// What the LL server has done on this thread: jobs it ran, grids launched for them.
+Napi::Value LlServeStats(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("jobs", Napi::Number::New(env, ts.llServer ? static_cast<double>(ts.llServer->jobs()) : 0));
+  o.Set("launches", Napi::Number::New(env, ts.llServer ? static_cast<double>(ts.llServer->launches()) : 0));
+  o.Set("issued", Napi::Number::New(env, ts.llServer ? ts.llServer->issued() : 0));
+  o.Set("done", Napi::Number::New(env, ts.llServer ? ts.llServer->done() : 0));
+  o.Set("state", Napi::Number::New(env, ts.llServer ? ts.llServer->state() : 0));
+  if (ts.llServer && info.Length() > 0 && info[0].ToBoolean().Value()) {
+    MemraLlServerCtl c;
+    bool running = false;
+    if (ts.llServer->ReadControl(&c, &running)) {
+      o.Set("cmd", Napi::Number::New(env, c.cmd));
+      o.Set("ctlDone", Napi::Number::New(env, c.done));
+      o.Set("ticket", Napi::Number::New(env, c.ticket));
+      o.Set("exitGen", Napi::Number::New(env, c.exit_gen));
+      o.Set("arrived", Napi::Number::New(env, c.arrived));
+    }
+    o.Set("generation", Napi::Number::New(env, ts.llServer->generation()));
+    o.Set("gridRunning", Napi::Boolean::New(env, running));
+  }
+  return o;
 }
 
 Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
@@ -109,19 +138,31 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   }
 
   const int device = RequireBoundStream(env, ts, s, fn);
+  const bool capturing = ts.capturing.count(s) != 0;
+  const LlJobArgs job{reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
+                      reinterpret_cast<const float*>(localSrc), reinterpret_cast<float*>(localDst),
+                      reinterpret_cast<float*>(recvDst), dstStride, reinterpret_cast<void*>(l.selfRecv),
+                      reinterpret_cast<void*>(l.peerRecv), cap, reinterpret_cast<void*>(l.selfState),
+                      reinterpret_cast<void*>(l.peerState), l.rank, reinterpret_cast<int*>(l.err),
+                      static_cast<long long>(l.spinLimit), reinterpret_cast<unsigned long long*>(stamp)};
+  // Eagerly, a join that fits goes to the LL server: a stream memory operation instead of a launch
+  // (cu/tp_ll_server.h). A capture always takes the kernel: a graph replays without the host.
+  if (!capturing && l.serveIdleNs != 0 && memra_tp_ll_server_fits(rows, rowLen) &&
+      (!ts.llServer || ts.llServer->Serves(s))) {
+    if (!ts.llServer) {
+      ts.llServer = LlServer::Create(env, device);
+      ts.llServer->set_idle_ns(l.serveIdleNs);
+    }
+    ts.llServer->Submit(env, job, s);
+    return env.Undefined();
+  }
   // Programmatic dependent launch only into a graph: eagerly it costs the host more than it saves
   // the device (cu/tp_ll.cu).
-  const int pdl = ts.capturing.count(s) != 0 ? 1 : 0;
   MEMRA_CUDA_CHECK(
       env, device,
-      memra_tp_ll_exchange(reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
-                           reinterpret_cast<const float*>(localSrc),
-                           reinterpret_cast<float*>(localDst), reinterpret_cast<float*>(recvDst),
-                           dstStride, reinterpret_cast<void*>(l.selfRecv),
-                           reinterpret_cast<void*>(l.peerRecv), cap,
-                           reinterpret_cast<void*>(l.selfState), reinterpret_cast<void*>(l.peerState),
-                           l.rank, reinterpret_cast<int*>(l.err), static_cast<long long>(l.spinLimit),
-                           reinterpret_cast<unsigned long long*>(stamp), pdl, s),
+      memra_tp_ll_exchange(job.reduce, rows, rowLen, job.sendSrc, job.localSrc, job.localDst, job.recvDst,
+                           dstStride, job.selfRecv, job.peerRecv, cap, job.selfState, job.peerState,
+                           job.rank, job.err, job.spinLimit, job.stamp, capturing ? 1 : 0, s),
       "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +
           ", rowLen=" + std::to_string(rowLen) + ", sendSrc=" + Hex(sendSrc) +
           ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(l.rank) + ", stream=" + Hex(s) +
@@ -137,6 +178,7 @@ void RegisterLinkLl(Napi::Env env, Napi::Object exports) {
   exports.Set("llDepth", Napi::Function::New(env, LlDepth, "llDepth"));
   exports.Set("llConfigure", Napi::Function::New(env, LlConfigure, "llConfigure"));
   exports.Set("launchLl", Napi::Function::New(env, LaunchLl, "launchLl"));
+  exports.Set("llServeStats", Napi::Function::New(env, LlServeStats, "llServeStats"));
 }
 
 }  // namespace memra

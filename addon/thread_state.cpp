@@ -70,6 +70,9 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
     // Everything below may still be in use by queued work: drain first.
     const cudaError_t drained = cudaDeviceSynchronize();
     note(drained, "cudaDeviceSynchronize");
+    // The drain waited for the LL server's grid to stop (it stops once idle with nothing issued),
+    // so its memory can go now.
+    llServer.reset();
     // Graphs before communicators: a graph that captured NCCL calls holds resources NCCL
     // releases when the graph goes, which must not happen after the communicator is gone.
     for (auto& [exec, rec] : graphs) {

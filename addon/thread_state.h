@@ -10,12 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "addon/args.h"
+#include "addon/ll_server.h"
 
 namespace memra {
 
@@ -78,7 +80,12 @@ class ThreadState {
     uintptr_t selfRecv = 0, peerRecv = 0, selfState = 0, peerState = 0, err = 0;
     uint64_t cap = 0, spinLimit = 0;
     int rank = 0;
+    // 0: every eager join is a launch; else eager joins that fit go to the LL server, whose grid
+    // stops after this long idle.
+    uint64_t serveIdleNs = 0;
   } ll;
+  // The LL server (addon/ll_server.h), made on the first eager join that uses it.
+  std::unique_ptr<LlServer> llServer;
 
  private:
   napi_env env_;

@@ -9,7 +9,9 @@
  *   the sender, which may run a few joins ahead of the receiver. The wait's own cost (one
  *   cross-device event per replay) is counted, spread over JOINS_PER_GRAPH ops.
  * - host: eager joins; one sample = the main thread's clock from the op's first ring record until
- *   both workers have published "enqueued" for their last record of it.
+ *   both workers have published "enqueued" for their last record of it. For `ll` that is the LL
+ *   server's path (a stream memory operation per join, joins up to 32 KB); `host-launch` is the
+ *   same with the server off (a launch per join), for comparison.
  *
  * `bytes` is what each rank holds after the op: the vector for broadcast and all-reduce, the full
  * gathered buffer for the gathers (each rank's part is half of it).
@@ -46,6 +48,22 @@ function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
     case 'gather': t.gather(0, b.src, b.dst[0], n / 2); break;
     case 'allReduce': t.allReduce(b.src, n, b.dst); break;
   }
+}
+
+/** Host time per eager join, after HOST_WARM untimed ones; drains and checks for faults after. */
+async function hostSamples(rt: Runtime, t: Transport, op: JoinOp, bufs: Buffers, bytes: number, joins: number): Promise<number[]> {
+  const [a, b] = rt.ranks;
+  const host: number[] = [];
+  for (let i = -HOST_WARM; i < joins; i++) {
+    const t0 = performance.now();
+    issue(t, op, bufs, bytes);
+    const h0 = a.ring.view.head(), h1 = b.ring.view.head();
+    while (!(a.enqueued(h0) && b.enqueued(h1))) { /* spin */ }
+    if (i >= 0) host.push((performance.now() - t0) * 1000);
+  }
+  await rt.drain();
+  if (rt.failure) throw rt.failure;
+  return host;
 }
 
 export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[], flush?: (rows: Row[]) => void): Promise<Row[]> {
@@ -85,6 +103,8 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
     for (let i = 0; i < REPLAYS; i++) peerEnds.push(await b.createEvent());
     const hostJoins = Math.max(1000, joins / 20);
     const t = await openTransport(name, link);
+    // Diagnosis (branch next/ll-server): the LL server's idle bound for this run.
+    if (process.env.MEMRA_LL_SERVE_IDLE_US) await link.setLlServe(Number(process.env.MEMRA_LL_SERVE_IDLE_US));
     for (const op of OPS) {
       for (const bytes of JOIN_BYTES) {
         progress.tick(`joins ${name}`, counter.done++, counter.total);
@@ -106,17 +126,14 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
           const joinedBy = t.graphMode === 'per-rank' ? 'per-rank graphs, rank 0 waiting on rank 1\'s end event' : 'a multi-device graph';
           rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of ${JOINS_PER_GRAPH} ops (${joinedBy}); sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
         }
-        const host: number[] = [];
-        for (let i = -HOST_WARM; i < hostJoins; i++) {
-          const t0 = performance.now();
-          issue(t, op, bufs, bytes);
-          const h0 = a.ring.view.head(), h1 = b.ring.view.head();
-          while (!(a.enqueued(h0) && b.enqueued(h1))) { /* spin */ }
-          if (i >= 0) host.push((performance.now() - t0) * 1000);
+        const hostMethod = `main-thread clock per eager join: first ring record until both workers published enqueued for their last; ${placementNote(rt.placement)}`;
+        rows.push(row({ ...base, metric: 'host', method: hostMethod }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
+        if (name === 'll') {
+          const serving = link.llServeIdleMicros;
+          await link.setLlServe(0);
+          rows.push(row({ ...base, metric: 'host-launch', method: `${hostMethod}; LL server off: a launch per join` }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
+          await link.setLlServe(serving);
         }
-        await rt.drain();
-        if (rt.failure) throw rt.failure;
-        rows.push(row({ ...base, metric: 'host', method: `main-thread clock per eager join: first ring record until both workers published enqueued for their last; ${placementNote(rt.placement)}` }, host));
       }
     }
   } catch (e) {

@@ -1,157 +1,12 @@
-// Low-latency (LL) two-rank exchange: every TP join as ONE kernel per rank, no events, no
-// separate barrier. PERF.md: "a design whose readers poll the data itself, instead of a separate
-// barrier, saves a crossing". NCCL's LL protocol is the model.
-//
-// Values cross NVLink in 16-byte lines {v0, epoch, v1, epoch} written with one vector store into
-// the peer's receive slots; the reader polls its OWN memory until both halves of the line carry
-// the epoch it expects. Each {value, epoch} half is one single-copy-atomic 8-byte word, so no
-// fence orders data and flag: seeing the flag is seeing the value. One crossing per join.
-//
-// A join is cut into chunks of kChunkLines lines, and each chunk is its own protocol: its own
-// epoch, its own ack, its own slots, exchanged between the two ranks' "twin" blocks, the blocks
-// that take chunk c on each rank (both ranks launch the same grid for a join, so the twins are
-// well defined). No block ever waits for another block of its own grid: the first version
-// published one epoch per join through a cross-block count, so a join either ran on one SM or
-// paid for the count (measured 2026-11-30, notes/perf.md).
-//
-// A local copy (broadcast's root, the gathers' own part) covers the same element indices as the
-// exchange, so the exchanging thread makes it: from the values it already loaded to send when the
-// copy's source is the send buffer, stored after its send and before it polls. Extra copy blocks
-// cost the 8 KB all-gather 0.17 us against an all-reduce with the same exchange (2.13 against
-// 1.96, run11).
-//
-// A chunk's slots rotate over kLlDepth epochs. Before writing chunk c's slots for epoch e a
-// sender waits until the peer's twin has COMPLETED epoch e - kLlDepth of chunk c (their last
-// use): the twin stores `ack[c] = e` into the sender's state when it is done. Depth two made a
-// one-way join (broadcast, gather) run at one ack round trip per two joins; four lets the sender
-// run ahead. Every LL join launches on both ranks (a rank with nothing to send or receive still
-// runs and acks), so the ranks' per-chunk epochs advance in lockstep.
-//
-// Latency, not bandwidth, is what a TP join pays for, so the dependent memory trips are few: a
-// thread issues its epoch, ack and source loads together and polls only after its store is on its
-// way; the ack is a plain volatile store. It needs no release fence: all it publishes is "my
-// reads of these slots are done", and every such read has returned (its flag was compared)
-// before the block barrier that precedes the store. A system-scope release there waited for this
-// rank's own NVLink stores to be acknowledged.
-//
-// A profiled join times itself (`stamp`, two u64 in device memory): block 0 stores %globaltimer
-// once the kernel ahead has finished (after griddepcontrol.wait: the moment the stream reached
-// the join), and every block folds its exit time into stamp[1] with atomicMax. The timer only
-// grows, so a slot reused two steps later needs no reset. A timing-event pair around the join
-// would cost the stream 3.5 us (scripts/probes/timing-probe.cu); these stores cost nothing that
-// is measurable next to the crossing.
-//
-// Epochs live in device memory (advanced by each chunk's block), so graph replays stay paired.
-// Waits are bounded by `spin_limit` SM clock ticks: a value that never arrives stores 40043 into
-// *err, a twin that never finished epoch e - kLlDepth stores 40044; that chunk's epoch is then
-// NOT advanced and the link must be drained and reset.
+// The LL join as one launch per rank and join (the protocol: cu/tp_ll_chunks.cuh). Graph
+// capture always takes this path; eagerly the addon may hand small joins to the persistent server
+// instead (cu/tp_ll_server.cu), which costs the host a stream memory operation, not a launch.
 #include <stdint.h>
 
-#include "cu/globaltimer.cuh"
 #include "cu/kernels.h"
+#include "cu/tp_ll_chunks.cuh"
 
 namespace {
-
-constexpr unsigned kChunkLines = 256;  // one line (two values) per thread of a block
-constexpr unsigned kLlThreads = kChunkLines;
-constexpr unsigned kMaxChunks = 8192;  // 4M values (16 MB) per join
-constexpr unsigned kMaxGrid = 264;     // two blocks an SM; each loops over its chunks
-constexpr unsigned kLlDepth = 4;       // a power of two: the slot set is e & (kLlDepth - 1)
-constexpr int kRefusedData = 40043;
-constexpr int kRefusedAck = 40044;
-
-// One per rank, zeroed before first use. `epoch` is this rank's; `ack` is written by the peer,
-// in its own region so the peer's stores never share a cache line with our epochs.
-struct LlState {
-  unsigned epoch[kMaxChunks];
-  unsigned ack[kMaxChunks];
-};
-static_assert(sizeof(LlState) == 65536, "LL state layout");
-// rows x rowLen travels as 32-bit counts: llMaxValues must fit them (so no caller checks it).
-static_assert(uint64_t(kMaxChunks) * kChunkLines * 2 <= 0xffffffffull, "one LL join's values fit 32 bits");
-
-__device__ __forceinline__ bool Reached(unsigned flag, unsigned e) {
-  return static_cast<int>(flag - e) >= 0;
-}
-
-__device__ __forceinline__ unsigned LoadVolatile(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void StoreVolatile(unsigned* p, unsigned v) {
-  asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ __forceinline__ void StoreLine(uint4* line, float v0, float v1, unsigned e) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line),
-               "r"(__float_as_uint(v0)), "r"(e), "r"(__float_as_uint(v1)), "r"(e)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 LoadLine(const uint4* line) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(line)
-               : "memory");
-  return v;
-}
-
-struct LlJob {
-  int reduce;            // 1: recvDst[i] = rank-order sum of sendSrc[i] and the peer's value
-  unsigned rows, rowLen;
-  const float* sendSrc;  // rows x rowLen, dense; null: sends nothing
-  const float* localSrc; // rows x rowLen, dense, copied to localDst; null: no local copy
-  float* localDst;
-  float* recvDst;        // null: receives nothing
-  uint64_t dstStride;    // row stride of localDst and recvDst
-  uint4* selfRecv;       // kLlDepth x (cap / 2) lines
-  uint4* peerRecv;
-  unsigned capLines;     // lines per epoch's slot set
-  LlState* self;
-  LlState* peer;
-  int rank;
-  int* err;
-  long long spinLimit;
-  unsigned long long* stamp;  // null: not profiled; else [start, end] in ns (see above)
-};
-
-// Element i of a rows x rowLen block, dense, into a destination whose rows are dstStride apart.
-// One row (every t = 1 join) is the identity: the integer division by a run-time rowLen is a
-// chain of dependent instructions on the path to the receive's stores, so it is skipped there.
-__device__ __forceinline__ uint64_t Strided(const LlJob& j, unsigned i) {
-  if (j.rows == 1) return i;
-  const unsigned r = i / j.rowLen;
-  return uint64_t(r) * j.dstStride + (i - r * j.rowLen);
-}
-
-// Spin (bounded) until the twin has finished epoch `need` of this chunk. False: refused.
-__device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned ack, unsigned need) {
-  const long long t0 = clock64();
-  while (!Reached(ack, need)) {
-    if (clock64() - t0 > j.spinLimit) {
-      atomicCAS(j.err, 0, kRefusedAck);
-      return false;
-    }
-    ack = LoadVolatile(&j.self->ack[c]);
-  }
-  return true;
-}
-
-// Spin (bounded) until both halves of the line carry epoch e. False: refused.
-__device__ bool AwaitLine(const LlJob& j, const uint4* slot, uint4& got, unsigned e) {
-  const long long t0 = clock64();
-  while (got.y != e || got.w != e) {
-    if (clock64() - t0 > j.spinLimit) {
-      atomicCAS(j.err, 0, kRefusedData);
-      return false;
-    }
-    got = LoadLine(slot);
-  }
-  return true;
-}
 
 __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   // Programmatic dependent launch (see memra_tp_ll_exchange): this grid may be resident before
@@ -162,66 +17,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (j.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) j.stamp[0] = GlobalTimerNs();
 
-  const unsigned total = j.rows * j.rowLen;
-  const unsigned lines = (total + 1) / 2;  // an odd count's last line carries one value
-  const unsigned chunks = (lines + kChunkLines - 1) / kChunkLines;
-  // This rank's values, loaded once per line: sent, copied locally when the copy's source is the
-  // send buffer, and in a reduce added to the peer's.
-  const float* src = j.sendSrc;
-  const float* copySrc = j.localSrc == src ? nullptr : j.localSrc;
-
-  for (unsigned c = blockIdx.x; c < chunks; c += gridDim.x) {
-    // Independent loads first, all in flight at once: the chunk's epoch (written by the block
-    // that last took it, in an earlier kernel), the twin's ack, this thread's values.
-    const unsigned e = j.self->epoch[c] + 1;
-    const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
-    const unsigned line = c * kChunkLines + threadIdx.x;
-    const bool has = line < lines;
-    const unsigned i0 = 2 * line, i1 = i0 + 1;
-    const float mine0 = has && src != nullptr ? src[i0] : 0.f;
-    const float mine1 = has && src != nullptr && i1 < total ? src[i1] : 0.f;
-    const float copy0 = has && copySrc != nullptr ? copySrc[i0] : mine0;
-    const float copy1 = has && copySrc != nullptr && i1 < total ? copySrc[i1] : mine1;
-    const unsigned slot = (e & (kLlDepth - 1)) * j.capLines + line;
-    bool ok = true;
-
-    if (j.sendSrc != nullptr) {
-      ok = AwaitAck(j, c, ack, e - kLlDepth);
-      if (ok && has) StoreLine(&j.peerRecv[slot], mine0, mine1, e);
-    }
-    // The local copy waits on nothing: stored once the line is on its way and before the poll,
-    // so it overlaps the crossing. (Stored before the send it cost the 8 KB all-gather 0.11 us,
-    // run12.)
-    if (has && j.localSrc != nullptr) {
-      j.localDst[Strided(j, i0)] = copy0;
-      if (i1 < total) j.localDst[Strided(j, i1)] = copy1;
-    }
-    if (ok && has && j.recvDst != nullptr) {
-      uint4 got = LoadLine(&j.selfRecv[slot]);
-      ok = AwaitLine(j, &j.selfRecv[slot], got, e);
-      if (ok) {
-        const float theirs0 = __uint_as_float(got.x), theirs1 = __uint_as_float(got.z);
-        if (j.reduce) {
-          // Global rank order: rank 0's operand first on both ranks, so both hold the same bits.
-          // mine0/mine1 were read before recvDst (which may alias sendSrc) is written.
-          j.recvDst[i0] = j.rank == 0 ? mine0 + theirs0 : theirs0 + mine0;
-          if (i1 < total) j.recvDst[i1] = j.rank == 0 ? mine1 + theirs1 : theirs1 + mine1;
-        } else {
-          j.recvDst[Strided(j, i0)] = theirs0;
-          if (i1 < total) j.recvDst[Strided(j, i1)] = theirs1;
-        }
-      }
-    }
-
-    // Publish the chunk's epoch, locally for its next use and as the ack that lets the twin
-    // reuse this slot set, once every thread's reads of it are done (the barrier gathers them;
-    // each read already returned its flag). A refused chunk publishes nothing and ends the block.
-    if (__syncthreads_or(!ok)) return;
-    if (threadIdx.x == 0) {
-      j.self->epoch[c] = e;
-      StoreVolatile(&j.peer->ack[c], e);
-    }
-  }
+  if (!LlChunks(j, blockIdx.x, gridDim.x)) return;
   if (j.stamp != nullptr && threadIdx.x == 0) atomicMax(&j.stamp[1], GlobalTimerNs());
 }
 
@@ -229,9 +25,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
 
 extern "C" size_t memra_tp_ll_state_bytes(void) { return sizeof(LlState); }
 extern "C" unsigned memra_tp_ll_depth(void) { return kLlDepth; }
-extern "C" uint64_t memra_tp_ll_max_values(void) {
-  return uint64_t(kMaxChunks) * kChunkLines * 2;
-}
+extern "C" uint64_t memra_tp_ll_max_values(void) { return kLlMaxValues; }
 
 extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t rowLen,
                                             const float* sendSrc, const float* localSrc,
@@ -240,18 +34,13 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
                                             void* selfState, void* peerState, int rank, int* err,
                                             long long spinLimit, unsigned long long* stamp,
                                             int pdl, cudaStream_t stream) {
-  const uint64_t total = rows * rowLen;
-  if (total > memra_tp_ll_max_values() || (cap & 1) != 0 || cap > 0xffffffffull) {
+  LlJob j;
+  if (!MakeLlJob(reduce, rows, rowLen, sendSrc, localSrc, localDst, recvDst, dstStride, selfRecv,
+                 peerRecv, cap, selfState, peerState, rank, err, spinLimit, stamp, &j)) {
     return cudaErrorInvalidValue;
   }
-  if ((sendSrc != nullptr || recvDst != nullptr) && total > cap) return cudaErrorInvalidValue;
-  const uint64_t chunks = ((total + 1) / 2 + kChunkLines - 1) / kChunkLines;
+  const uint64_t chunks = LlChunkCount(rows * rowLen);
   const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
-  LlJob j{reduce, static_cast<unsigned>(rows), static_cast<unsigned>(rowLen), sendSrc, localSrc,
-          localDst, recvDst, dstStride, static_cast<uint4*>(selfRecv),
-          static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2),
-          static_cast<LlState*>(selfState), static_cast<LlState*>(peerState), rank, err,
-          spinLimit, stamp};
   // Launched with programmatic stream serialization when `pdl`: the grid is scheduled while the
   // previous kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the
   // stream's full kernel boundary: 0.45 us less per join in a graph (2026-11-30, notes/perf.md).

@@ -12,6 +12,9 @@
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
 #   ring    the ring suite (a join's host cost: the handshake, one launch, two at once)
+#   smoke   the LL server probe (scripts/probes/ll-server-probe.cu, built like launch-probe) and
+#           the GPU suite's LL server tests alone; if either fails, the session stops there (a new
+#           device-side protocol that hangs would otherwise spend every later step's bound)
 #   probe   scripts/probes/launch-probe.cu without Node (build it first, here:
 #           nvcc -O2 -std=c++17 -arch=sm_90 -o build/probes/launch-probe scripts/probes/launch-probe.cu)
 #
@@ -25,8 +28,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|probe) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring or probe)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|probe|smoke) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe or smoke)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -41,12 +44,13 @@ step() { # name seconds command...
   local name=$1 secs=$2; shift 2
   local left=$((deadline - SECONDS - 10))
   [ "$secs" -le "$left" ] || secs=$left
-  if [ "$secs" -lt 20 ]; then echo "== $name: skipped, ${left} s of the budget left"; return; fi
+  if [ "$secs" -lt 20 ]; then echo "== $name: skipped, ${left} s of the budget left"; return 1; fi
   local t0=$SECONDS
   timeout --kill-after=5 "$secs" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - t0)) s (bound $secs s)"
   grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY|^  [0-9]+\) " "$logs/$name.log" | tail -12
+  return $rc
 }
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$logs/gpus.txt" 2>&1
 nvidia-smi topo -m >> "$logs/gpus.txt" 2>&1
@@ -73,5 +77,10 @@ for phase in "${phases[@]}"; do
       step bench-ring 100 node dist/bench/main.js ring --out "$logs" ;;
     probe)
       step launch-probe 60 build/probes/launch-probe ;;
+    smoke)
+      step ll-server-probe 40 build/probes/ll-server-probe &&
+      step ll-server-node 60 node scripts/probes/ll-server-node.mjs &&
+      step smoke 120 npx mocha --timeout 120000 --grep 'LL server' dist/test/gpu/transports.test.js ||
+        { echo "== smoke failed: the session stops here"; break; } ;;
   esac
 done

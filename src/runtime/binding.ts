@@ -212,9 +212,14 @@ export interface NativeBinding {
    * aligned) hold `llDepth()` x `cap` 8-byte slots, zeroed, `cap` even; `selfState`/`peerState`
    * are LL state blocks, zeroed. Waits longer than `spinLimit` SM ticks store 40043 (the peer's
    * values never came) or 40044 (the peer never finished the epoch that last used these slots)
-   * into `*err`; the link must then be drained and reset.
+   * into `*err`; the link must then be drained and reset. `serveIdleMicros` > 0: eager joins of
+   * up to 8,192 values (32 KB) go to the LL server (cu/tp_ll_server.h), a persistent grid fed
+   * by stream memory operations instead of a launch each, which stops after that long idle; 0:
+   * every join is a launch.
    */
-  llConfigure(selfRecv: DevicePtr, peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number, err: DevicePtr, spinLimit: number): void;
+  llConfigure(selfRecv: DevicePtr, peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number, err: DevicePtr, spinLimit: number, serveIdleMicros: number): void;
+  /** This thread's LL server: jobs it ran, and grids launched for them (one per idle stop). */
+  llServeStats(): { jobs: number; launches: number };
   /**
    * One low-latency join on this rank, one kernel, no events, over the link `llConfigure` set:
    * optionally copy `localSrc` to `localDst`; send `sendSrc` into the peer's receive slots as

@@ -528,10 +528,14 @@ export class CpuDevice implements DeviceApi {
    * state words are synchronisation memory (atomics), not race-tracked; the data each rank reads
    * and writes is its own and is.
    */
-  llConfigure(selfRecv: number, peerRecv: number, cap: number, selfState: number, peerState: number, rank: number, err: number, spinLimit: number): void {
+  llConfigure(selfRecv: number, peerRecv: number, cap: number, selfState: number, peerState: number, rank: number, err: number, spinLimit: number, serveIdleMicros: number): void {
     if (cap % 2 !== 0 || cap > 0xffffffff) throw new TypeError(`llConfigure: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and fit 32 bits`);
+    if (!Number.isSafeInteger(serveIdleMicros) || serveIdleMicros < 0) throw new TypeError(`llConfigure: argument 'serveIdleMicros' must be a non-negative integer, got ${serveIdleMicros}`);
     this.llLink = { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit };
   }
+
+  /** The reference has no launches to save: every join runs as the kernel does, the server never. */
+  llServeStats(): { jobs: number; launches: number } { return { jobs: 0, launches: 0 }; }
 
   launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stamp: number, stream: number): void {
     this.stream('launchLl', stream);

@@ -15,7 +15,7 @@ export type DeviceApi = Pick<
   | 'free' | 'memsetAsync' | 'memcpyAsync' | 'memcpyPeerAsync' | 'upload' | 'download'
   | 'hostRegister' | 'hostUnregister' | 'launchFillF32' | 'launchAxpyF32' | 'launchSignal' | 'launchStampNow'
   | 'launchProbeWrite' | 'launchSpin' | 'hostAlloc' | 'hostFree'
-  | 'arSignalBytes' | 'arMaxBlocks' | 'llStateBytes' | 'llDepth' | 'llMaxValues' | 'llConfigure' | 'launchLl' | 'launchPush' | 'launchPush2d' | 'launchFold' | 'launchOneShot'
+  | 'arSignalBytes' | 'arMaxBlocks' | 'llStateBytes' | 'llDepth' | 'llMaxValues' | 'llConfigure' | 'llServeStats' | 'launchLl' | 'launchPush' | 'launchPush2d' | 'launchFold' | 'launchOneShot'
   | 'modelMaxRows' | 'launchGenWeights' | 'launchSetI32' | 'launchEmbed' | 'launchRmsnorm' | 'launchGemv'
   | 'launchCacheWrite' | 'launchMlaAttention' | 'launchRouter' | 'launchQuantize' | 'launchDequantize'
   | 'launchExpertUp' | 'launchExpertDown' | 'launchMoeCombine' | 'launchArgmax'

@@ -70,7 +70,7 @@ let board: { marks: Float64Array; stamps: Float64Array; offsetUs: number } | und
 let comm = 0;
 
 /** The link's low-latency buffers, as `llConfigure` set them (held by the device, per thread). */
-export interface LlConfig { selfRecv: number; peerRecv: number; cap: number; selfState: number; peerState: number; err: number; spinLimit: number }
+export interface LlConfig { selfRecv: number; peerRecv: number; cap: number; selfState: number; peerState: number; err: number; spinLimit: number; serveIdleMicros: number }
 let llReady = false;
 
 function needLl(): void {
@@ -382,8 +382,14 @@ const control = {
   async llConfigure(c: LlConfig): Promise<void> {
     needOpen('llConfigure');
     await drain(10_000);
-    dev.llConfigure(c.selfRecv, c.peerRecv, c.cap, c.selfState, c.peerState, init.rank, c.err, c.spinLimit);
+    dev.llConfigure(c.selfRecv, c.peerRecv, c.cap, c.selfState, c.peerState, init.rank, c.err, c.spinLimit, c.serveIdleMicros);
     llReady = true;
+  },
+
+  /** What this rank's LL server has done (zeros on the CPU reference, which has none). */
+  async llServeStats(deep = false): Promise<{ jobs: number; launches: number }> {
+    needOpen('llServeStats');
+    return (dev.llServeStats as (deep: boolean) => { jobs: number; launches: number })(deep);
   },
 
   /**

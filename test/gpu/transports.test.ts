@@ -60,6 +60,8 @@ describe('transports on two GPUs', function () {
       it('sweeps every op from 4 B to 4 MB, odd sizes, in place and out of place, strided gathers', async () => {
         assert.ok((await sweep(rt, t, 2 ** 21, 8)) > 500);
         assert.equal(rt.failure, undefined);
+        // Eager LL joins up to 32 KB went through each rank's LL server, the larger ones by launch.
+        if (name === 'll') for (const s of await link.llServeStats()) assert.ok(s.jobs > 0 && s.launches > 0, `LL server ${JSON.stringify(s)}`);
       });
 
       it('10,000 back-to-back ops, every result checked', async () => {
@@ -125,14 +127,53 @@ describe('transports on two GPUs', function () {
     });
   }
 
-  it('an LL join launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
+  it('LL joins through the LL server give the bytes launched joins give, at and around its 32 KB limit; an idle server stops and comes back', async () => {
     await openGpu();
     try {
-      await refusalThenRecovery(rt, link, 'll', 1000, (x) => rt.ranks[0].ll(0, 1, 1000, 0, 0, 0, x[0], 1000));
+      const t = await openTransport('ll', link);
+      const served = link.llServeIdleMicros;
+      for (const op of COLLECTIVE_OPS) {
+        for (const n of [1, 1000, 4096, 4097, 8192, 8193]) {
+          const rows = op === 'allGather' || op === 'gather' ? 2 : 1;
+          if (rows * n > 8194) continue;
+          const inputs = Array.from({ length: 6 }, () => [randomF32Ints(n * rows, 1 << 20), randomF32Ints(n * rows, 1 << 20)]);
+          const c = { op, n, rows, inPlace: false, ops: 6 };
+          await link.setLlServe(served);
+          const jobs = (await link.llServeStats()).map((s) => s.jobs);
+          const viaServer = await runCase(rt, t, c, inputs);
+          const fits = rows * n <= 8192;
+          (await link.llServeStats()).forEach((s, r) => assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`));
+          await link.setLlServe(0);
+          const launched = await runCase(rt, t, c, inputs);
+          for (const r of [0, 1]) assert.ok(Buffer.from(viaServer.outputs[r]!).equals(Buffer.from(launched.outputs[r]!)), `${op} n=${n} rank ${r}: served and launched bytes differ`);
+        }
+      }
+      // Idle for far longer than the server's bound: both grids stop, and the next joins start them again.
+      await link.setLlServe(200);
+      await runCase(rt, t, { op: 'allReduce', n: 999, rows: 1, inPlace: false, ops: 4 });
+      const before = await link.llServeStats();
+      await new Promise((r) => setTimeout(r, 50));
+      await runCase(rt, t, { op: 'allReduce', n: 999, rows: 1, inPlace: false, ops: 4 });
+      (await link.llServeStats()).forEach((s, r) => assert.ok(s.launches > before[r]!.launches, `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`));
+      assert.equal(rt.failure, undefined);
+      assert.deepEqual(await link.barrierErrors(), [0, 0]);
     } finally {
       await closeGpu();
     }
   });
+
+  for (const serve of [true, false]) {
+    it(`an LL join on one rank only (${serve ? 'LL server' : 'launched'}) writes 40043 within its bound; after a reset it works again`, async () => {
+      await openGpu();
+      try {
+        if (!serve) await link.setLlServe(0);
+        await refusalThenRecovery(rt, link, 'll', 1000, (x) => rt.ranks[0].ll(0, 1, 1000, 0, 0, 0, x[0], 1000));
+        for (const s of await link.llServeStats()) assert.equal(s.jobs > 0, serve, `LL server ${JSON.stringify(s)}`);
+      } finally {
+        await closeGpu();
+      }
+    });
+  }
 
   it('a one-shot launched on one rank only writes 40043 within its spin bound; after a reset it works again', async () => {
     await openGpu();

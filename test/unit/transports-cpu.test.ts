@@ -72,6 +72,26 @@ describe('transports on the CPU reference', function () {
     assert.throws(() => ll.allGather([0, 0], [0, 0], link.llMaxValues / 2, 3), /one low-latency join moves at most/);
   });
 
+  it('refuses a bad LL server idle bound, and the reference reports no server jobs whatever the setting', async () => {
+    await assert.rejects(link.setLlServe(-1), /link\.setLlServe: idleMicros must be a non-negative integer, got -1/);
+    await assert.rejects(link.setLlServe(0.5), /idleMicros must be a non-negative integer, got 0\.5/);
+    const before = link.llServeIdleMicros;
+    await link.setLlServe(250);
+    assert.equal(link.llServeIdleMicros, 250);
+    const ll = await openTransport('ll', link);
+    const [a, b] = rt.ranks;
+    const x = [await a.alloc(64), await b.alloc(64)] as const;
+    a.fill(x[0], 16, 1);
+    b.fill(x[1], 16, 2);
+    ll.allReduce(x, 16);
+    await rt.drain();
+    assert.deepEqual([...await a.downloadF32(x[0], 16)], new Array(16).fill(3));
+    assert.deepEqual(await link.llServeStats(), [{ jobs: 0, launches: 0 }, { jobs: 0, launches: 0 }]);
+    await link.setLlServe(before);
+    await a.free(x[0]);
+    await b.free(x[1]);
+  });
+
   it('an LL join times itself on the rank asked, for that one op: start, then end, on the device clock', async () => {
     const ll = await openTransport('ll', link);
     const [a, b] = rt.ranks;

@@ -1,0 +1,187 @@
+#include "addon/ll_server.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "addon/errors.h"
+
+namespace memra {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long the host waits on the grid (a slot still in use, a stop being decided, the grid
+// stopping at teardown) before it gives up with an error: far above anything a healthy device
+// takes, and bounded, so a stuck GPU is reported instead of hanging the worker.
+constexpr auto kWaitLimit = std::chrono::seconds(10);
+
+// cuStreamBatchMemOp, resolved once through the runtime: the addon links only the static
+// runtime, never libcuda, so that it still loads where no driver is installed.
+PFN_cuStreamBatchMemOp_v11070 BatchMemOp(cudaError_t* status) {
+  static cudaError_t resolved = cudaSuccess;
+  static const PFN_cuStreamBatchMemOp_v11070 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    resolved = cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", &p, 12000, cudaEnableDefault, &q);
+    if (resolved == cudaSuccess && (q != cudaDriverEntryPointSuccess || p == nullptr)) {
+      resolved = cudaErrorSymbolNotFound;
+    }
+    return reinterpret_cast<PFN_cuStreamBatchMemOp_v11070>(p);
+  }();
+  *status = resolved;
+  return fn;
+}
+
+bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
+}  // namespace
+
+std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
+  cudaError_t resolved;
+  BatchMemOp(&resolved);
+  if (resolved != cudaSuccess) {
+    ThrowCudaError(env, resolved,
+                   "cudaGetDriverEntryPointByVersion(cuStreamBatchMemOp) for the LL server "
+                   "(llConfigure with serveIdleMicros 0 launches every join instead)",
+                   device);
+  }
+  std::unique_ptr<LlServer> s(new LlServer(device));
+  MEMRA_CUDA_CHECK(env, device, cudaMalloc(reinterpret_cast<void**>(&s->ctl_), sizeof(MemraLlServerCtl)),
+                   "cudaMalloc(LL server control block)");
+  MEMRA_CUDA_CHECK(env, device,
+                   cudaHostAlloc(reinterpret_cast<void**>(&s->host_), sizeof(MemraLlServerHost),
+                                 cudaHostAllocMapped | cudaHostAllocPortable),
+                   "cudaHostAlloc(LL server job slots, cudaHostAllocMapped)");
+  std::memset(static_cast<void*>(s->host_), 0, sizeof(MemraLlServerHost));  // state: Stopped
+  MEMRA_CUDA_CHECK(env, device,
+                   cudaHostGetDevicePointer(reinterpret_cast<void**>(&s->hostOnDevice_), s->host_, 0),
+                   "cudaHostGetDevicePointer(LL server job slots)");
+  MEMRA_CUDA_CHECK(env, device, cudaStreamCreateWithFlags(&s->stream_, cudaStreamNonBlocking),
+                   "cudaStreamCreateWithFlags(LL server stream)");
+  // Zeroed on the server's own stream and waited for: a memset on the legacy stream does not
+  // order with a non-blocking stream, and the first grid must not read what was there before.
+  MEMRA_CUDA_CHECK(env, device, cudaMemsetAsync(s->ctl_, 0, sizeof(MemraLlServerCtl), s->stream_),
+                   "cudaMemsetAsync(LL server control block)");
+  MEMRA_CUDA_CHECK(env, device, cudaStreamSynchronize(s->stream_), "cudaStreamSynchronize(LL server stream)");
+  return s;
+}
+
+LlServer::~LlServer() {
+  // Nothing may be freed under a running grid: it reads the slots and the control block. A grid
+  // that does not stop in time (a job issued that its stream never released) is left its memory.
+  const auto deadline = Clock::now() + kWaitLimit;
+  bool stopped = host_ == nullptr || stream_ == nullptr;
+  while (!stopped && Clock::now() < deadline) {
+    stopped = host_->state == kMemraLlServerStopped && cudaStreamQuery(stream_) == cudaSuccess;
+  }
+  (void)cudaGetLastError();  // cudaErrorNotReady from the queries is an answer, not a failure
+  if (!stopped) return;
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+  if (host_ != nullptr) (void)cudaFreeHost(host_);
+  if (ctl_ != nullptr) (void)cudaFree(ctl_);
+}
+
+bool LlServer::ReadControl(MemraLlServerCtl* out, bool* gridRunning) const {
+  cudaStream_t s = nullptr;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return false;
+  const bool ok = cudaMemcpyAsync(out, ctl_, sizeof *out, cudaMemcpyDeviceToHost, s) == cudaSuccess &&
+                  cudaStreamSynchronize(s) == cudaSuccess;
+  (void)cudaStreamDestroy(s);
+  *gridRunning = cudaStreamQuery(stream_) == cudaErrorNotReady;
+  (void)cudaGetLastError();
+  return ok;
+}
+
+void LlServer::Withdraw(Napi::Env env, uint32_t seq, cudaError_t err, const std::string& call) {
+  issued_ = seq - 1;
+  host_->issued = issued_;
+  if (err != cudaSuccess) ThrowCudaError(env, err, call, device_);
+  ThrowError(env, call, "MEMRA_LL_SERVER");
+}
+
+void LlServer::EnsureRunning(Napi::Env env, uint32_t seq) {
+  const auto deadline = Clock::now() + kWaitLimit;
+  uint32_t state;
+  while ((state = host_->state) == kMemraLlServerExiting) {
+    if (Clock::now() > deadline) {
+      Withdraw(env, seq, cudaSuccess,
+               "launchLl: the LL server on device " + std::to_string(device_) +
+                   " has been deciding whether to stop for 10 s: the GPU is not running it");
+    }
+  }
+  if (state == kMemraLlServerRunning) return;
+  // Stopped. The new generation queues behind the old grid on stream_, so they never overlap.
+  host_->state = kMemraLlServerRunning;
+  const cudaError_t e = memra_tp_ll_server_launch(ctl_, hostOnDevice_, generation_ + 1, idleNs_, stream_);
+  if (e != cudaSuccess) {
+    host_->state = kMemraLlServerStopped;
+    Withdraw(env, seq, e, "memra_tp_ll_server_launch(generation " + std::to_string(generation_ + 1) + ")");
+  }
+  generation_++;
+  launches_++;
+}
+
+void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
+  cudaError_t resolved;
+  const PFN_cuStreamBatchMemOp_v11070 batch = BatchMemOp(&resolved);
+  const uint32_t seq = issued_ + 1;
+  // The slot's previous job must be finished before its words are overwritten.
+  const uint32_t previous = seq - MEMRA_LL_SERVER_SLOTS;
+  if (Before(host_->done, previous)) {
+    const auto deadline = Clock::now() + kWaitLimit;
+    while (Before(host_->done, previous)) {
+      if (Clock::now() > deadline) {
+        ThrowError(env,
+                   "launchLl: the LL server on device " + std::to_string(device_) + " has not finished job " +
+                       std::to_string(previous) + " in 10 s (" + std::to_string(MEMRA_LL_SERVER_SLOTS) +
+                       " jobs in flight): is the peer's worker issuing its half of the joins?",
+                   "MEMRA_LL_SERVER_STALLED");
+      }
+    }
+  }
+  void* slot = host_->slots[seq % MEMRA_LL_SERVER_SLOTS];
+  MEMRA_CUDA_CHECK(env, device_,
+                   memra_tp_ll_server_job(a.reduce, a.rows, a.rowLen, a.sendSrc, a.localSrc, a.localDst,
+                                          a.recvDst, a.dstStride, a.selfRecv, a.peerRecv, a.cap,
+                                          a.selfState, a.peerState, a.rank, a.err, a.spinLimit, a.stamp, slot),
+                   "memra_tp_ll_server_job(rows=" + std::to_string(a.rows) + ", rowLen=" + std::to_string(a.rowLen) + ")");
+  // The job's words before `issued`; then `issued` before `state` is read (the Dekker pair of the
+  // grid's stop, cu/tp_ll_server.h): a full fence, since x86 lets a load pass an earlier store.
+  // (The grid's reads of this memory see the CPU's stores: scripts/probes/ll-server-probe.cu.)
+  std::atomic_thread_fence(std::memory_order_release);
+  issued_ = seq;
+  host_->issued = seq;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (host_->state != kMemraLlServerRunning) EnsureRunning(env, seq);
+
+  // One driver call for both: release the job once the stream's earlier work is done (the write's
+  // default fence makes that work's stores visible first), and hold the stream's later work until
+  // the server has finished it.
+  CUstreamBatchMemOpParams ops[2];
+  std::memset(ops, 0, sizeof ops);
+  ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  ops[0].writeValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->cmd);
+  ops[0].writeValue.value = seq;
+  ops[0].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  ops[1].waitValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->done);
+  ops[1].waitValue.value = seq;
+  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  const CUresult r = resolved == cudaSuccess ? batch(reinterpret_cast<CUstream>(walk), 2, ops, 0)
+                                             : CUDA_ERROR_NOT_FOUND;
+  if (r != CUDA_SUCCESS) {
+    Withdraw(env, seq, cudaSuccess,
+             "launchLl: cuStreamBatchMemOp (release LL server job " + std::to_string(seq) + ") on device " +
+                 std::to_string(device_) + " failed with CUresult " + std::to_string(static_cast<int>(r)));
+  }
+  walk_ = walk;
+  jobs_++;
+}
+
+}  // namespace memra

@@ -137,7 +137,10 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
                             " slots per epoch; reserve a larger link");
   }
 
-  const int device = RequireBoundStream(env, ts, s, fn);
+  // Ownership only: a served join must not settle the wait of the served join before it (that is
+  // the point of deferring it); a launched one settles below.
+  const int device = ts.RequireBound(env, fn);
+  RequireOwned(env, ts.streams, s, fn, "stream");
   const bool capturing = ts.capturing.count(s) != 0;
   const LlJobArgs job{reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
                       reinterpret_cast<const float*>(localSrc), reinterpret_cast<float*>(localDst),
@@ -156,6 +159,7 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
     ts.llServer->Submit(env, job, s);
     return env.Undefined();
   }
+  if (ts.llServer) ts.llServer->SettleWait(env, s);
   // Programmatic dependent launch only into a graph: eagerly it costs the host more than it saves
   // the device (cu/tp_ll.cu).
   MEMRA_CUDA_CHECK(

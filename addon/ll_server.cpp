@@ -51,6 +51,25 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
                    "(llConfigure with serveIdleMicros 0 launches every join instead)",
                    device);
   }
+  // A resident grid and lazy kernel loading deadlock (addon/module.cpp): refuse instead.
+  static const PFN_cuModuleGetLoadingMode_v11070 loadingMode = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      p = nullptr;
+    }
+    return reinterpret_cast<PFN_cuModuleGetLoadingMode_v11070>(p);
+  }();
+  CUmoduleLoadingMode mode = CU_MODULE_LAZY_LOADING;
+  if (loadingMode == nullptr || loadingMode(&mode) != CUDA_SUCCESS || mode != CU_MODULE_EAGER_LOADING) {
+    ThrowError(env,
+               "the LL server needs CUDA's eager module loading: with lazy loading the first launch "
+               "of a kernel can wait for the server's grid, which never ends while joins come. "
+               "Unset CUDA_MODULE_LOADING (memra then sets EAGER) or set it to EAGER, or open the "
+               "link with serveIdleMicros 0 to launch every join",
+               "MEMRA_LL_SERVER_LAZY_LOADING");
+  }
   std::unique_ptr<LlServer> s(new LlServer(device));
   MEMRA_CUDA_CHECK(env, device, cudaMalloc(reinterpret_cast<void**>(&s->ctl_), sizeof(MemraLlServerCtl)),
                    "cudaMalloc(LL server control block)");
@@ -154,34 +173,61 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
   // The job's words before `issued`; then `issued` before `state` is read (the Dekker pair of the
   // grid's stop, cu/tp_ll_server.h): a full fence, since x86 lets a load pass an earlier store.
   // (The grid's reads of this memory see the CPU's stores: scripts/probes/ll-server-probe.cu.)
+  // The job's words, then its slot's seq: the dispatcher reads a job ahead of its release once
+  // the seq says the slot holds it (cu/tp_ll_server.cu).
+  std::atomic_thread_fence(std::memory_order_release);
+  host_->slotSeq[seq % MEMRA_LL_SERVER_SLOTS] = seq;
   std::atomic_thread_fence(std::memory_order_release);
   issued_ = seq;
   host_->issued = seq;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (host_->state != kMemraLlServerRunning) EnsureRunning(env, seq);
 
-  // One driver call for both: release the job once the stream's earlier work is done (the write's
-  // default fence makes that work's stores visible first), and hold the stream's later work until
-  // the server has finished it.
-  CUstreamBatchMemOpParams ops[2];
-  std::memset(ops, 0, sizeof ops);
-  ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-  ops[0].writeValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->cmd);
-  ops[0].writeValue.value = seq;
-  ops[0].writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-  ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-  ops[1].waitValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->done);
-  ops[1].waitValue.value = seq;
-  ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-  const CUresult r = resolved == cudaSuccess ? batch(reinterpret_cast<CUstream>(walk), 2, ops, 0)
+  // Release the job once the stream's earlier work is done (the write's default fence makes that
+  // work's stores visible first). The stream's wait for the job is deferred (SettleWait): the
+  // server runs jobs in order, each after the one before has finished, so a served join that
+  // follows needs no wait, and waiting on every job cost the stream about 5 us a job
+  // (scripts/probes/ll-server-timing.cu: 'wait' against 'nowait').
+  CUstreamBatchMemOpParams op;
+  std::memset(&op, 0, sizeof op);
+  op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+  op.writeValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->cmd);
+  op.writeValue.value = seq;
+  op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  const CUresult r = resolved == cudaSuccess ? batch(reinterpret_cast<CUstream>(walk), 1, &op, 0)
                                              : CUDA_ERROR_NOT_FOUND;
   if (r != CUDA_SUCCESS) {
     Withdraw(env, seq, cudaSuccess,
              "launchLl: cuStreamBatchMemOp (release LL server job " + std::to_string(seq) + ") on device " +
                  std::to_string(device_) + " failed with CUresult " + std::to_string(static_cast<int>(r)));
   }
+  unsettled_ = seq;
   walk_ = walk;
   jobs_++;
+}
+
+void LlServer::SettleWait(Napi::Env env, cudaStream_t s) {
+  if (unsettled_ == 0 || s != walk_) return;
+  cudaError_t resolved;
+  const PFN_cuStreamBatchMemOp_v11070 batch = BatchMemOp(&resolved);
+  CUstreamBatchMemOpParams op;
+  std::memset(&op, 0, sizeof op);
+  op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+  op.waitValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->done);
+  op.waitValue.value = unsettled_;
+  op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
+  const CUresult r = resolved == cudaSuccess ? batch(reinterpret_cast<CUstream>(s), 1, &op, 0)
+                                             : CUDA_ERROR_NOT_FOUND;
+  if (r != CUDA_SUCCESS) {
+    // The stream must not run past an unfinished job: this thread's later calls on it are refused
+    // with the same message until the wait is enqueued.
+    ThrowError(env,
+               "the LL server's wait for job " + std::to_string(unsettled_) + " on device " +
+                   std::to_string(device_) + " could not be enqueued (cuStreamBatchMemOp: CUresult " +
+                   std::to_string(static_cast<int>(r)) + "); close the runtime",
+               "MEMRA_LL_SERVER");
+  }
+  unsettled_ = 0;
 }
 
 }  // namespace memra

@@ -45,9 +45,15 @@ class LlServer {
   LlServer(const LlServer&) = delete;
   LlServer& operator=(const LlServer&) = delete;
 
-  // Hands job `a` to the server, ordered on `walk` after everything enqueued there before it and
-  // before everything after it. Throws (and leaves nothing issued) on failure.
+  // Hands job `a` to the server, ordered on `walk` after everything enqueued there before it.
+  // What comes after it on `walk` waits for it once SettleWait runs, which every other call that
+  // uses the stream does first (stream.h, RequireOwnedStream). Throws (and leaves nothing issued)
+  // on failure.
   void Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk);
+  // Before anything but another served join is enqueued on `s`, or `s` is queried, synchronized
+  // or captured: if `s` is the walk stream and its newest job is not yet waited for, enqueue the
+  // wait. Throws if the wait cannot be enqueued.
+  void SettleWait(Napi::Env env, cudaStream_t s);
 
   // True for the stream the server's jobs are ordered on: the first one submitted on. Jobs are
   // released in seq order by stores on that stream; a second stream's stores could release job
@@ -86,6 +92,7 @@ class LlServer {
   cudaStream_t stream_ = nullptr;
   cudaStream_t walk_ = nullptr;  // the stream jobs are submitted on (Serves)
   uint32_t issued_ = 0;      // the newest job submitted (this thread's copy of host_->issued)
+  uint32_t unsettled_ = 0;   // the newest job the walk stream does not yet wait for (0: none)
   uint32_t generation_ = 0;  // the newest grid launched
   uint64_t jobs_ = 0, launches_ = 0;
 };

@@ -4,11 +4,13 @@
 
 #include "addon/args.h"
 #include "addon/errors.h"
+#include "addon/ll_server.h"
 
 namespace memra {
 
 void RequireOwnedStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn) {
   RequireOwned(env, ts.streams, s, fn, "stream");
+  if (ts.llServer) ts.llServer->SettleWait(env, s);
 }
 
 int RequireBoundStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn) {

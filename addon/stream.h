@@ -14,6 +14,11 @@ void RegisterStream(Napi::Env env, Napi::Object exports);
 // Requires that this thread created `s` and has not destroyed it: enqueueing on a destroyed
 // stream is undefined behaviour, not an error code. Call after RequireBound, so an unbound
 // thread hears about the binding first.
+//
+// Every call that enqueues on a stream, queries, synchronizes or captures it comes here first, so
+// this is also where the LL server's deferred wait is settled (addon/ll_server.h): after a served
+// join, nothing but another served join may be enqueued on its stream without waiting for it.
+// launchLl alone checks ownership without settling, and settles when it launches.
 void RequireOwnedStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn);
 
 // RequireBound then RequireOwnedStream, for a call whose only handle is its stream; returns the

@@ -2,16 +2,22 @@
 // operation instead of a launch each (why, and the host's half of the protocol: cu/tp_ll_server.h
 // and addon/ll_server.cpp).
 //
-// Block 0 dispatches: it waits until every block finished the job before (so no block ever runs
-// ahead into the next job: the arrival count below then needs no per-job slots), then until the
-// walk stream has released the next one (ctl->cmd), copies the job into device memory and posts
-// it as the ticket. Every block then
-// reads that copy and runs its chunk with the launched kernel's
+// MEMRA_LL_SERVER_BLOCKS working blocks and one dispatcher block. The dispatcher reads job k + 1
+// from mapped host memory while job k runs (PCIe reads cost ~1 us each, so they stay off the
+// job's path), waits until every working block finished job k (so no block ever runs ahead into
+// the next job: the arrival count below then needs no per-job slots) and until the walk stream
+// has released job k + 1 (ctl->cmd), copies the job into device memory and posts it as the
+// ticket. Every working block reads that copy and runs its chunks with the launched kernel's
 // protocol (cu/tp_ll_chunks.cuh). The block that completes a job's count publishes ctl->done,
-// which the walk stream waits on.
+// which the walk stream waits on before anything but another served join.
 //
-// The other blocks never read ctl->cmd, only the ticket: a block that read cmd directly could see
-// a job released to the NEXT generation after block 0 decided to stop, and run it twice.
+// Why one reader of host memory: when all sixteen blocks read the job's slot over PCIe, the reads
+// were served one after another, about 1 us each, and a job took 17 us; with the dispatcher's
+// copy in device memory, 4.1 us (scripts/probes/ll-server-timing.cu, calls 34 to 36).
+//
+// The working blocks never read ctl->cmd, only the ticket: a block that read cmd directly could
+// see a job released to the NEXT generation after the dispatcher decided to stop, and run it
+// twice.
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -23,7 +29,7 @@
 #ifdef MEMRA_LL_SERVER_TRACE
 // Probe builds only (scripts/probes/ll-server-timing.cu): per job (mod 64), per block, when
 // thread 0 got the ticket, read the job, ended its chunks and arrived.
-__device__ unsigned long long g_llServerTrace[64][MEMRA_LL_SERVER_BLOCKS][4];
+__device__ unsigned long long g_llServerTrace[64][MEMRA_LL_SERVER_BLOCKS + 1][4];
 #define LL_TRACE(k, phase) (g_llServerTrace[(k) % 64][blockIdx.x][phase] = GlobalTimerNs())
 #else
 #define LL_TRACE(k, phase) ((void)0)
@@ -35,10 +41,12 @@ static_assert(sizeof(LlJob) <= MEMRA_LL_SERVER_SLOT_BYTES, "an LL job must fit a
 static_assert(sizeof(LlJob) % 4 == 0, "jobs are copied as 32-bit words");
 static_assert(MEMRA_LL_SERVER_BLOCKS * kChunkLines * 2 <= kLlMaxValues, "server jobs are LL joins");
 // Both compilation passes see one layout (a mismatch would fail one of them).
-static_assert(offsetof(MemraLlServerHost, slots) == 384 && sizeof(MemraLlServerCtl) == 640, "server layout");
+static_assert(offsetof(MemraLlServerHost, slots) == 384 && offsetof(MemraLlServerHost, slotSeq) == 384 + MEMRA_LL_SERVER_SLOTS * MEMRA_LL_SERVER_SLOT_BYTES &&
+                  sizeof(MemraLlServerCtl) == 640,
+              "server layout");
 static_assert(offsetof(LlJob, stamp) == 120 && sizeof(LlJob) == 128, "LL job layout");
 
-// The ticket passes on what block 0 acquired from the walk stream's release (cmd): stored with
+// The ticket passes on what the dispatcher acquired from the walk stream's release (cmd): stored with
 // release and read with acquire, so a block that sees the ticket sees every store the stream's
 // earlier work made (the job's inputs, epochs the launched kernel advanced).
 __device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
@@ -51,8 +59,8 @@ __device__ __forceinline__ void StoreRelease(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// Block 0, thread 0: the next job's seq once it may run, or false to stop (this generation's
-// exit is then posted for the other blocks). `t` is when the walk stream's release was seen.
+// The dispatcher's lane 0: true once job `next` may run, false to stop (this generation's exit is
+// then posted for the working blocks). `t` is when the walk stream's release was seen.
 __device__ bool Dispatch(MemraLlServerCtl* ctl, MemraLlServerHost* host, unsigned next, unsigned gen,
                          unsigned long long idleNs, unsigned long long& t) {
   while (!Reached(LoadAcquire(&ctl->done), next - 1)) {
@@ -101,55 +109,77 @@ __device__ void Arrive(MemraLlServerCtl* ctl, MemraLlServerHost* host, unsigned 
   host->done = k;
 }
 
+constexpr unsigned kJobWords = sizeof(LlJob) / 4;
+
+// The dispatcher block's first warp (the other warps leave at once). Lane i holds word i of the
+// job it dispatches next.
+__device__ void DispatchLoop(MemraLlServerCtl* ctl, MemraLlServerHost* host, unsigned gen,
+                             unsigned long long idleNs) {
+  const unsigned lane = threadIdx.x;
+  unsigned next = LoadVolatile(&ctl->done) + 1;  // the grid before this one ended with done final
+  for (;;) {
+    const volatile unsigned* slot =
+        reinterpret_cast<const volatile unsigned*>(host->slots[next % MEMRA_LL_SERVER_SLOTS]);
+    // Ahead of its release: the slot's seq first, then its words, which the host stored before
+    // the seq (x86 keeps the order, and these reads are issued only once the seq has returned).
+    bool have = __shfl_sync(0xffffffffu, lane == 0 ? host->slotSeq[next % MEMRA_LL_SERVER_SLOTS] : 0u, 0) == next;
+    unsigned word = have && lane < kJobWords ? slot[lane] : 0u;
+    unsigned long long released = 0;
+    bool run = false;
+    if (lane == 0) run = Dispatch(ctl, host, next, gen, idleNs, released);
+    run = __shfl_sync(0xffffffffu, run, 0);
+    if (!run) return;
+    // Not read ahead: the host wrote it before the stream's release, which has now been seen.
+    if (!have && lane < kJobWords) word = slot[lane];
+    if (lane < kJobWords) StoreVolatile(&ctl->job[lane], word);
+    // The job's stamp pointer is its last two words (static_assert above): the dispatcher stores
+    // the release time, as block 0 of a launched join does when the stream reaches it.
+    const unsigned lo = __shfl_sync(0xffffffffu, word, kJobWords - 2);
+    const unsigned hi = __shfl_sync(0xffffffffu, word, kJobWords - 1);
+    unsigned long long* stamp = reinterpret_cast<unsigned long long*>((uint64_t(hi) << 32) | lo);
+    if (lane == 0 && stamp != nullptr) stamp[0] = released;
+    // The job's words before the ticket: each lane's fence orders its own store, the warp's
+    // barrier gathers them, and the release publishes them to whoever acquires the ticket.
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) {
+      LL_TRACE(next, 0);
+      StoreRelease(&ctl->ticket, next);
+    }
+    next++;
+  }
+}
+
 __global__ void __launch_bounds__(kLlThreads) ll_serve(MemraLlServerCtl* ctl, MemraLlServerHost* host,
                                                        unsigned gen, unsigned long long idleNs) {
+  if (blockIdx.x == MEMRA_LL_SERVER_BLOCKS) {
+    if (threadIdx.x < 32) DispatchLoop(ctl, host, gen, idleNs);
+    return;
+  }
   // The job is copied in as words and read as an LlJob: a union, not a cast, so the compiler
   // knows the two views share their bytes.
   __shared__ union {
     LlJob job;
-    unsigned words[sizeof(LlJob) / 4];
+    unsigned words[kJobWords];
   } in;
   const LlJob& job = in.job;
   __shared__ unsigned k;
   __shared__ bool run;
-  __shared__ unsigned long long released;
-  unsigned next = LoadVolatile(&ctl->done) + 1;  // the grid before this one ended with done final
+  unsigned next = LoadVolatile(&ctl->done) + 1;
   for (;;) {
     if (threadIdx.x == 0) {
-      run = blockIdx.x == 0 ? Dispatch(ctl, host, next, gen, idleNs, released) : AwaitTicket(ctl, next, gen);
+      run = AwaitTicket(ctl, next, gen);
       k = next;
     }
     __syncthreads();
     if (!run) return;
-    if (threadIdx.x == 0) LL_TRACE(next, 0);
-    // Thread 0 acquired the walk stream's release (block 0) or the ticket; the barrier and this
-    // fence extend that to every thread of the block before any of them reads the job's inputs.
+    if (threadIdx.x == 0) LL_TRACE(k, 0);
+    // Thread 0 acquired the ticket; the barrier and this fence extend that to every thread of the
+    // block before any of them reads the job or its inputs.
     __threadfence();
-    // Block 0 alone reads the job from mapped host memory and hands it on in device memory: when
-    // all sixteen blocks read the slot over PCIe, the reads were served one after another, about
-    // 1 us each, and a job took 17 us (scripts/probes/ll-server-timing.cu, call 35). ctl->job is
-    // rewritten only after every block finished the job before (Dispatch waits for its `done`),
-    // so no block can still be reading it.
-    constexpr unsigned kJobWords = sizeof(LlJob) / 4;
-    if (blockIdx.x == 0) {
-      const unsigned* slot = reinterpret_cast<const unsigned*>(host->slots[k % MEMRA_LL_SERVER_SLOTS]);
-      if (threadIdx.x < kJobWords) {
-        in.words[threadIdx.x] = reinterpret_cast<const volatile unsigned*>(slot)[threadIdx.x];
-        StoreVolatile(&ctl->job[threadIdx.x], in.words[threadIdx.x]);
-      }
-      __syncthreads();
-      // The job's words before the ticket: the fence orders this block's stores, the release
-      // publishes them to any block that acquires the ticket.
-      if (threadIdx.x == 0) {
-        __threadfence();
-        StoreRelease(&ctl->ticket, k);
-      }
-    } else if (threadIdx.x < kJobWords) {
-      in.words[threadIdx.x] = LoadVolatile(&ctl->job[threadIdx.x]);
-    }
+    if (threadIdx.x < kJobWords) in.words[threadIdx.x] = LoadVolatile(&ctl->job[threadIdx.x]);
     __syncthreads();
     if (threadIdx.x == 0) LL_TRACE(k, 1);
-    if (job.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) job.stamp[0] = released;
     // A refused wait wrote its refusal word and the job still counts as done, so the walk stream
     // never waits on a job that will not finish: as after a refused launch, the host reads the
     // word and resets the link, and until then every job is bounded by the spin limit.
@@ -199,7 +229,7 @@ extern "C" cudaError_t memra_tp_ll_server_job(int reduce, uint64_t rows, uint64_
 extern "C" cudaError_t memra_tp_ll_server_launch(MemraLlServerCtl* ctl, MemraLlServerHost* host,
                                                  uint32_t gen, unsigned long long idle_ns,
                                                  cudaStream_t stream) {
-  ll_serve<<<MEMRA_LL_SERVER_BLOCKS, kLlThreads, 0, stream>>>(ctl, host, gen, idle_ns);
+  ll_serve<<<MEMRA_LL_SERVER_BLOCKS + 1, kLlThreads, 0, stream>>>(ctl, host, gen, idle_ns);
   return cudaGetLastError();
 }
 

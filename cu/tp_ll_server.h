@@ -43,16 +43,19 @@ struct MemraLlServerHost {
   alignas(128) volatile uint32_t state;   // server (and the host, before it launches)
   alignas(128) volatile uint32_t done;    // server: the newest job finished (slot reuse)
   alignas(128) unsigned char slots[MEMRA_LL_SERVER_SLOTS][MEMRA_LL_SERVER_SLOT_BYTES];  // host
+  // host: the seq whose job a slot holds, stored after the job's words, so the dispatcher can
+  // read a job ahead of its release and know it is whole.
+  alignas(128) volatile uint32_t slotSeq[MEMRA_LL_SERVER_SLOTS];
 };
 
 // Device memory, one per rank, zeroed before the first launch.
 struct MemraLlServerCtl {
   alignas(128) uint32_t cmd;   // the walk stream's store: jobs released so far
   alignas(128) uint32_t done;  // the newest job every block finished (the walk stream waits on it)
-  alignas(128) uint32_t ticket;   // block 0's release of a job to the other blocks
+  alignas(128) uint32_t ticket;   // the dispatcher's release of a job to the working blocks
   uint32_t exit_gen;              // the generation told to stop
   alignas(128) uint32_t arrived;  // blocks finished, all jobs together (BLOCKS per job)
-  alignas(128) uint32_t job[MEMRA_LL_SERVER_SLOT_BYTES / 4];  // block 0's copy of the job running
+  alignas(128) uint32_t job[MEMRA_LL_SERVER_SLOT_BYTES / 4];  // the dispatcher's copy of the job running
 };
 
 #ifdef __cplusplus

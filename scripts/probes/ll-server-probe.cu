@@ -129,6 +129,9 @@ int main() {
     void* slot = sh->slots[seq % MEMRA_LL_SERVER_SLOTS];
     CHECK(memra_tp_ll_server_job(0, 1, vals, nullptr, src + j * vals, dst + j * vals, nullptr, vals, selfRecv, peerRecv, cap,
                                  selfState, peerState, 0, err, 2000000000LL, stamps + 2 * j, slot));
+    __sync_synchronize();
+    sh->slotSeq[seq % MEMRA_LL_SERVER_SLOTS] = seq;
+    __sync_synchronize();
     sh->issued = seq;
     __sync_synchronize();
     if (sh->state != kMemraLlServerRunning) {

@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
       CHECK(memra_tp_ll_server_job(0, 1, vals, nullptr, src, dst, nullptr, vals, selfRecv, peerRecv, cap, selfState,
                                    peerState, 0, err, 2000000000LL, stamps + 2 * j, sh->slots[seq % MEMRA_LL_SERVER_SLOTS]));
       __sync_synchronize();
+      sh->slotSeq[seq % MEMRA_LL_SERVER_SLOTS] = seq;
+      __sync_synchronize();
       sh->issued = seq;
       __sync_synchronize();
       CUstreamBatchMemOpParams all[10];
@@ -138,13 +140,13 @@ int main(int argc, char** argv) {
     {
       // Phases of the last jobs, per block, relative to block 0's release: got the ticket, read
       // the job, ended its chunks, arrived.
-      static unsigned long long tr[64][MEMRA_LL_SERVER_BLOCKS][4];
+      static unsigned long long tr[64][MEMRA_LL_SERVER_BLOCKS + 1][4];
       CHECK(memra_tp_ll_server_trace(&tr[0][0][0]));
       for (int j = jobs - 3; j < jobs; j++) {
         const unsigned k = unsigned(j + 1) % 64;
         const double base = double(st[2 * j]);
         std::printf("  job %d (released %.2f us after the job before ended):", j + 1, j > 0 ? (double(st[2 * j]) - double(st[2 * j - 1])) / 1000 : 0.0);
-        for (unsigned b = 0; b < MEMRA_LL_SERVER_BLOCKS; b += 5) {
+        for (unsigned b = 0; b <= MEMRA_LL_SERVER_BLOCKS; b += 4) {
           std::printf(" b%u", b);
           for (int ph = 0; ph < 4; ph++) std::printf(" %.2f", (double(tr[k][b][ph]) - base) / 1000);
         }

@@ -17,7 +17,7 @@
  * gathered buffer for the gathers (each rank's part is half of it).
  */
 import { Runtime } from '../src/runtime/runtime.js';
-import { ArLink } from '../src/runtime/link.js';
+import { ArLink, LL_SERVE_IDLE_MICROS } from '../src/runtime/link.js';
 import { CapturedGraph } from '../src/runtime/graph.js';
 import { openTransport } from '../src/runtime/transports/open.js';
 import { TRANSPORTS, type PerRank, type Transport, type TransportName } from '../src/runtime/transports/transport.js';
@@ -103,8 +103,6 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
     for (let i = 0; i < REPLAYS; i++) peerEnds.push(await b.createEvent());
     const hostJoins = Math.max(1000, joins / 20);
     const t = await openTransport(name, link);
-    // Diagnosis (branch next/ll-server): the LL server's idle bound for this run.
-    if (process.env.MEMRA_LL_SERVE_IDLE_US) await link.setLlServe(Number(process.env.MEMRA_LL_SERVE_IDLE_US));
     for (const op of OPS) {
       for (const bytes of JOIN_BYTES) {
         progress.tick(`joins ${name}`, counter.done++, counter.total);
@@ -127,12 +125,15 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
           rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of ${JOINS_PER_GRAPH} ops (${joinedBy}); sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
         }
         const hostMethod = `main-thread clock per eager join: first ring record until both workers published enqueued for their last; ${placementNote(rt.placement)}`;
-        rows.push(row({ ...base, metric: 'host', method: hostMethod }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
         if (name === 'll') {
-          const serving = link.llServeIdleMicros;
+          // Both ways an eager LL join can go (link.ts, llServeIdleMicros): through the LL server
+          // (joins up to 32 KB; larger ones launch either way), and a launch per join.
+          await link.setLlServe(LL_SERVE_IDLE_MICROS);
+          rows.push(row({ ...base, metric: 'host', method: `${hostMethod}; LL server on: a stream write per join up to 32 KB` }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
           await link.setLlServe(0);
           rows.push(row({ ...base, metric: 'host-launch', method: `${hostMethod}; LL server off: a launch per join` }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
-          await link.setLlServe(serving);
+        } else {
+          rows.push(row({ ...base, metric: 'host', method: hostMethod }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
         }
       }
     }

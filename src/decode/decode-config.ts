@@ -1,6 +1,6 @@
 /**
  * The decode config file (JSON): which transport each layer's joins use, the `wo` variant, the EP
- * graph gate, the step graph, route validation, profiling, and the spin bounds. Validation is total and names the JSON path of
+ * graph gate, the step graph, route validation, profiling, the LL server and the spin bounds. Validation is total and names the JSON path of
  * anything wrong and what is allowed there, because a config is written by hand.
  *
  * ```json
@@ -11,6 +11,7 @@
  *   "stepGraph": false,
  *   "validate": false,
  *   "profile": false,
+ *   "llServeMicros": 0,
  *   "spin": { "hostMicros": 200, "deviceTicks": 2000000000, "handshakeTimeoutMs": 5000 }
  * }
  * ```
@@ -44,6 +45,13 @@ export interface DecodeConfig {
    */
   validate: boolean;
   profile: boolean;
+  /**
+   * Eager `ll` joins of up to 32 KB through each rank's LL server, its grid stopping after this
+   * many microseconds idle; 0 launches every join. It halves the host's cost of a join but costs
+   * the stream ~6 us per join that other work follows, which this walk does after every join:
+   * off by default (src/runtime/link.ts, `llServeIdleMicros`, has the figures).
+   */
+  llServeMicros: number;
   spin: { hostMicros: number; deviceTicks: number; handshakeTimeoutMs: number };
 }
 
@@ -54,6 +62,7 @@ export const DEFAULT_CONFIG: DecodeConfig = {
   stepGraph: false,
   validate: false,
   profile: false,
+  llServeMicros: 0,
   spin: { hostMicros: 200, deviceTicks: 2_000_000_000, handshakeTimeoutMs: 5000 },
 };
 
@@ -107,7 +116,7 @@ class Reader {
  */
 export function parseDecodeConfig(json: Json, source = 'config', layers?: number): DecodeConfig {
   const r = new Reader(source);
-  const top = r.object(json, '$', ['transport', 'wo', 'epGraph', 'stepGraph', 'validate', 'profile', 'spin']);
+  const top = r.object(json, '$', ['transport', 'wo', 'epGraph', 'stepGraph', 'validate', 'profile', 'llServeMicros', 'spin']);
   const cfg: DecodeConfig = structuredClone(DEFAULT_CONFIG);
   if (top.transport !== undefined) {
     const t = r.object(top.transport, '$.transport', ['default', 'layers']);
@@ -132,6 +141,7 @@ export function parseDecodeConfig(json: Json, source = 'config', layers?: number
   if (cfg.stepGraph && cfg.epGraph) r.fail('$.stepGraph', 'cannot be on with $.epGraph: the step graph captures the EP step with the rest of the step; choose one');
   if (top.validate !== undefined) cfg.validate = r.bool(top.validate, '$.validate');
   if (top.profile !== undefined) cfg.profile = r.bool(top.profile, '$.profile');
+  if (top.llServeMicros !== undefined) cfg.llServeMicros = r.int(top.llServeMicros, '$.llServeMicros', 0, 60_000_000);
   if (top.spin !== undefined) {
     const s = r.object(top.spin, '$.spin', ['hostMicros', 'deviceTicks', 'handshakeTimeoutMs']);
     if (s.hostMicros !== undefined) cfg.spin.hostMicros = r.int(s.hostMicros, '$.spin.hostMicros', 0, 1_000_000);

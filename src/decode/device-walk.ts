@@ -270,6 +270,7 @@ export class DeviceWalk {
     const key = JSON.stringify({ t: names, g: dc.epGraph, o: everyLayer !== undefined });
     if (key !== this.epConfigKey) { await this.epSlots.reset(); this.epConfigKey = key; }
     await this.link!.setSpinLimit(dc.spin.deviceTicks);
+    if (this.link!.llServeIdleMicros !== dc.llServeMicros) await this.link!.setLlServe(dc.llServeMicros);
   }
 
   /**

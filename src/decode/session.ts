@@ -218,6 +218,11 @@ export class Session {
   /** The step graphs (config `stepGraph`): launches, capture attempts, and each batch size's refusal. */
   stepGraph(): ReturnType<DeviceWalk['stepGraphStats']> { return this.dev.walk.stepGraphStats(); }
 
+  /** Per rank, the LL server's jobs and grid launches so far (config `llServeMicros`); none unsharded. */
+  llServeStats(): Promise<Array<{ jobs: number; launches: number }>> {
+    return this.dev.link ? this.dev.link.llServeStats() : Promise.resolve([]);
+  }
+
   /** The runtime, for profiling and benchmarks. */
   get runtime(): Runtime { return this.dev.rt; }
 }

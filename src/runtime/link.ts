@@ -30,6 +30,9 @@ export const AR_EXIT_REFUSED = 40044;
 
 interface Buffers { device: [number, number]; floats: number }
 
+/** An idle bound for the LL server (`ArLink.setLlServe`): long enough to span a decode step's gaps. */
+export const LL_SERVE_IDLE_MICROS = 1000;
+
 export class ArLink {
   readonly ranks: readonly [Rank, Rank];
   /** Recorded on a rank's own stream after its pending writes: the write-after-write edge. */
@@ -44,12 +47,16 @@ export class ArLink {
   /** SM clock ticks a device-side wait spins before refusing; `setSpinLimit` changes it. */
   spinLimit = AR_SPIN_LIMIT;
   /**
-   * Eager LL joins of up to 32 KB go to each rank's LL server (cu/tp_ll_server.h): a stream memory
-   * operation instead of a launch per join, about 2.5 us less host time. Its grid stops after this
-   * many microseconds idle (an implicitly synchronizing call such as cudaFree waits up to that
-   * long); 0 launches every join. `setLlServe` changes it.
+   * Eager LL joins of up to 32 KB through each rank's LL server (cu/tp_ll_server.h): a stream
+   * write per join instead of a launch. The host's cost of a join falls from 6.1-7.6 us to
+   * 3.6-4.7 at 8 KB (joins run21), but a served join that other work follows costs its stream
+   * about 6 us while the stream's wait for it resolves, so a walk that alternates joins and
+   * kernels runs slower (the eager `bench` decode step: 5.66 ms launched, 7.07 served, decode
+   * run15). Hence off by default. Its grid stops after this many microseconds idle (an implicitly
+   * synchronizing call such as cudaFree waits up to that long); 0 launches every join.
+   * `setLlServe` changes it; LL_SERVE_IDLE_MICROS is a sensible value to turn it on with.
    */
-  llServeIdleMicros = 1000;
+  llServeIdleMicros = 0;
   private stage: Buffers | undefined;
   private scratch: Buffers | undefined;
   /** Pinned host bounce buffers, one per direction (index = producer rank). */

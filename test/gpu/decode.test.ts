@@ -108,6 +108,16 @@ describe('the model on the GPU', function () {
               assert.ok(sameBits(got.hidden[i]!, ref.hidden[i]!), `${tr} step ${i}: hidden state not bit-identical (relative L2 ${relL2(got.hidden[i]!, ref.hidden[i]!).toExponential(2)})`);
             }
           }
+          // Eager `ll` joins through the LL server (config llServeMicros): the same bits, and the
+          // servers ran them (a join that other work follows waits for its job on the device).
+          await s.setConfig({ ...configWith('ll'), llServeMicros: 1000 });
+          const jobsBefore = (await s.llServeStats()).map((x) => x.jobs);
+          const served = await run(s, start, steps);
+          for (let i = 0; i < steps; i++) {
+            assert.deepEqual(served.next[i], ref.next[i], `ll served step ${i}: tokens differ`);
+            assert.ok(sameBits(served.hidden[i]!, ref.hidden[i]!), `ll served step ${i}: hidden state not bit-identical`);
+          }
+          (await s.llServeStats()).forEach((x, r) => assert.ok(x.jobs > jobsBefore[r]!, `rank ${r}: the LL server ran no join (${JSON.stringify(x)})`));
           // The EP step through seed 003's parent graph (issue 5): bit-identical to the eager twin
           // and the oracle. At t = 1 every layer's graph runs every step; at t = 4 the guard
           // refuses, the refusal latches, and the eager twin carries on.

@@ -5,7 +5,7 @@
 import { strict as assert } from 'node:assert';
 import { loadBinding } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
-import { ArLink } from '../../src/runtime/link.js';
+import { ArLink, LL_SERVE_IDLE_MICROS } from '../../src/runtime/link.js';
 import { refusalThenRecovery } from '../support/refusal.js';
 import { CapturedGraph } from '../../src/runtime/graph.js';
 import { openTransport } from '../../src/runtime/transports/open.js';
@@ -54,7 +54,12 @@ describe('transports on two GPUs', function () {
   for (const name of TRANSPORTS) {
     describe(name, () => {
       let t: Transport;
-      before(async () => { await openGpu(); t = await openTransport(name, link); });
+      before(async () => {
+        await openGpu();
+        t = await openTransport(name, link);
+        // The server is off by default (link.ts says why); these sweeps take its path.
+        if (name === 'll') await link.setLlServe(LL_SERVE_IDLE_MICROS);
+      });
       after(closeGpu);
 
       it('sweeps every op from 4 B to 4 MB, odd sizes, in place and out of place, strided gathers', async () => {
@@ -131,7 +136,7 @@ describe('transports on two GPUs', function () {
     await openGpu();
     try {
       const t = await openTransport('ll', link);
-      const served = link.llServeIdleMicros;
+      const served = LL_SERVE_IDLE_MICROS;
       for (const op of COLLECTIVE_OPS) {
         for (const n of [1, 1000, 4096, 4097, 8192, 8193]) {
           const rows = op === 'allGather' || op === 'gather' ? 2 : 1;
@@ -166,7 +171,7 @@ describe('transports on two GPUs', function () {
     it(`an LL join on one rank only (${serve ? 'LL server' : 'launched'}) writes 40043 within its bound; after a reset it works again`, async () => {
       await openGpu();
       try {
-        if (!serve) await link.setLlServe(0);
+        await link.setLlServe(serve ? LL_SERVE_IDLE_MICROS : 0);
         await refusalThenRecovery(rt, link, 'll', 1000, (x) => rt.ranks[0].ll(0, 1, 1000, 0, 0, 0, x[0], 1000));
         for (const s of await link.llServeStats()) assert.equal(s.jobs > 0, serve, `LL server ${JSON.stringify(s)}`);
       } finally {

@@ -17,6 +17,11 @@ describe('decode config', () => {
     assert.deepEqual([0, 4, 5, 6, 7, 9, 10, 29].map((l) => transportForLayer(cfg, l)), ['oneshot', 'oneshot', 'nccl', 'nccl', 'oneshot', 'oneshot', 'push', 'push']);
   });
 
+  it('takes the LL server idle bound (0, the default, launches every join)', () => {
+    assert.equal(parseDecodeConfig({}).llServeMicros, 0);
+    assert.equal(parseDecodeConfig({ llServeMicros: 1000 }).llServeMicros, 1000);
+  });
+
   it('loads the mixed config shipped for the decode benchmark', () => {
     const cfg = loadDecodeConfig(new URL('../../../bench/configs/mixed.json', import.meta.url).pathname, 30);
     assert.equal(transportForLayer(cfg, 0), 'oneshot');
@@ -34,7 +39,9 @@ describe('decode config', () => {
     [{ validate: 1 }, /\$\.validate: must be true or false, got 1/],
     [{ stepGraph: 'on' }, /\$\.stepGraph: must be true or false, got "on"/],
     [{ spin: { deviceTicks: 0 } }, /\$\.spin\.deviceTicks: must be an integer in \[1, /],
-    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, stepGraph, validate, profile, spin/],
+    [{ llServeMicros: -1 }, /\$\.llServeMicros: must be an integer in \[0, 60000000\], got -1/],
+    [{ llServeMicros: 2.5 }, /\$\.llServeMicros: must be an integer in \[0, 60000000\], got 2\.5/],
+    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, stepGraph, validate, profile, llServeMicros, spin/],
     [[], /\$: must be an object/],
   ];
   for (const [json, re] of bad) {

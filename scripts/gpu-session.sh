@@ -12,7 +12,9 @@
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
 #   ring    the ring suite (a join's host cost: the handshake, one launch, two at once)
-#   smoke   the LL server probe (scripts/probes/ll-server-probe.cu, built like launch-probe) and
+#   smoke   the LL server probe (build it first, here: nvcc -O2 -std=c++17 -arch=sm_90 -I. -o
+#           build/probes/ll-server-probe scripts/probes/ll-server-probe.cu cu/tp_ll_server.cu), the
+#           node diagnostic (scripts/probes/ll-server-node.mjs) and
 #           the GPU suite's LL server tests alone; if either fails, the session stops there (a new
 #           device-side protocol that hangs would otherwise spend every later step's bound)
 #   probe   scripts/probes/launch-probe.cu without Node (build it first, here:

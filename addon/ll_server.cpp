@@ -170,11 +170,11 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
                                           a.recvDst, a.dstStride, a.selfRecv, a.peerRecv, a.cap,
                                           a.selfState, a.peerState, a.rank, a.err, a.spinLimit, a.stamp, slot),
                    "memra_tp_ll_server_job(rows=" + std::to_string(a.rows) + ", rowLen=" + std::to_string(a.rowLen) + ")");
-  // The job's words before `issued`; then `issued` before `state` is read (the Dekker pair of the
-  // grid's stop, cu/tp_ll_server.h): a full fence, since x86 lets a load pass an earlier store.
-  // (The grid's reads of this memory see the CPU's stores: scripts/probes/ll-server-probe.cu.)
-  // The job's words, then its slot's seq: the dispatcher reads a job ahead of its release once
-  // the seq says the slot holds it (cu/tp_ll_server.cu).
+  // The job's words, then its slot's seq: the dispatcher reads a job ahead of its release once the
+  // seq says the slot holds it (cu/tp_ll_server.cu). Then `issued`, and `issued` before `state` is
+  // read (the Dekker pair of the grid's stop, cu/tp_ll_server.h): a full fence, since x86 lets a
+  // load pass an earlier store. (The grid's reads of this memory see the CPU's stores:
+  // scripts/probes/ll-server-probe.cu.)
   std::atomic_thread_fence(std::memory_order_release);
   host_->slotSeq[seq % MEMRA_LL_SERVER_SLOTS] = seq;
   std::atomic_thread_fence(std::memory_order_release);

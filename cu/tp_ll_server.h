@@ -4,11 +4,13 @@
 // Why a server: launched eagerly, an LL join costs each worker one cudaLaunchKernelEx, 3.4 to
 // 4.2 us on the two-H200 machine, and two workers launching at once slow each other to 4.7 to
 // 5.4 us (scripts/probes/launch-probe.cu, 2026-11-30). A stream memory operation costs 1 us. So
-// eagerly a join is handed to a kernel that is already running: the worker writes the job into
-// mapped host memory and enqueues, in one cuStreamBatchMemOp, "store cmd = seq" (after the
-// stream's earlier work, with the fence that makes it visible) and "wait until done >= seq"
-// (so later work sees the join's results). The server runs the same chunk protocol as the
-// launched kernel (cu/tp_ll_chunks.cuh).
+// eagerly a join can be handed to a kernel that is already running: the worker writes the job
+// into mapped host memory and enqueues one cuStreamBatchMemOp, "store cmd = seq" (after the
+// stream's earlier work, with the fence that makes it visible). "Wait until done >= seq", so
+// later work sees the join's results, is enqueued only when something other than a served join
+// next uses the stream (addon/ll_server.h, SettleWait): it costs the stream ~6 us to resolve.
+// The server runs the same chunk protocol as the launched kernel (cu/tp_ll_chunks.cuh). It needs
+// CUDA's eager module loading (addon/module.cpp says why).
 //
 // Lifetime. A kernel that never ends would make every implicitly synchronizing call on its
 // device (cudaFree, cudaDeviceSynchronize, NCCL's set-up) wait forever, so the server stops by

@@ -42,15 +42,7 @@ bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
 }  // namespace
 
-std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
-  cudaError_t resolved;
-  BatchMemOp(&resolved);
-  if (resolved != cudaSuccess) {
-    ThrowCudaError(env, resolved,
-                   "cudaGetDriverEntryPointByVersion(cuStreamBatchMemOp) for the LL server "
-                   "(llConfigure with serveIdleMicros 0 launches every join instead)",
-                   device);
-  }
+void RequireEagerModuleLoading(Napi::Env env) {
   // A resident grid and lazy kernel loading deadlock (addon/module.cpp): refuse instead.
   static const PFN_cuModuleGetLoadingMode_v11070 loadingMode = [] {
     void* p = nullptr;
@@ -70,6 +62,18 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
                "link with serveIdleMicros 0 to launch every join",
                "MEMRA_LL_SERVER_LAZY_LOADING");
   }
+}
+
+std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
+  cudaError_t resolved;
+  BatchMemOp(&resolved);
+  if (resolved != cudaSuccess) {
+    ThrowCudaError(env, resolved,
+                   "cudaGetDriverEntryPointByVersion(cuStreamBatchMemOp) for the LL server "
+                   "(llConfigure with serveIdleMicros 0 launches every join instead)",
+                   device);
+  }
+  RequireEagerModuleLoading(env);
   std::unique_ptr<LlServer> s(new LlServer(device));
   MEMRA_CUDA_CHECK(env, device, cudaMalloc(reinterpret_cast<void**>(&s->ctl_), sizeof(MemraLlServerCtl)),
                    "cudaMalloc(LL server control block)");

@@ -57,6 +57,7 @@ Napi::Value LlConfigure(const Napi::CallbackInfo& info) {
     ThrowTypeError(env, std::string(fn) + ": argument 'cap' (" + std::to_string(l.cap) +
                             ") must be even (slots travel in 16-byte pairs) and fit 32 bits");
   }
+  if (l.serveIdleNs != 0) RequireEagerModuleLoading(env);
   l.set = true;
   ts.ll = l;
   if (ts.llServer) ts.llServer->set_idle_ns(l.serveIdleNs);

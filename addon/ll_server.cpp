@@ -21,48 +21,55 @@ using Clock = std::chrono::steady_clock;
 // takes, and bounded, so a stuck GPU is reported instead of hanging the worker.
 constexpr auto kWaitLimit = std::chrono::seconds(10);
 
-// cuStreamBatchMemOp, resolved once through the runtime: the addon links only the static
-// runtime, never libcuda, so that it still loads where no driver is installed.
-PFN_cuStreamBatchMemOp_v11070 BatchMemOp(cudaError_t* status) {
-  static cudaError_t resolved = cudaSuccess;
-  static const PFN_cuStreamBatchMemOp_v11070 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    resolved = cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", &p, 12000, cudaEnableDefault, &q);
-    if (resolved == cudaSuccess && (q != cudaDriverEntryPointSuccess || p == nullptr)) {
-      resolved = cudaErrorSymbolNotFound;
-    }
-    return reinterpret_cast<PFN_cuStreamBatchMemOp_v11070>(p);
-  }();
-  *status = resolved;
-  return fn;
+// A driver entry point, resolved through the runtime: the addon links only the static runtime,
+// never libcuda, so that it still loads where no driver is installed. cudaErrorSymbolNotFound
+// where the driver lacks it.
+template <typename F>
+cudaError_t DriverEntry(const char* name, F* fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q);
+  if (e == cudaSuccess && (q != cudaDriverEntryPointSuccess || p == nullptr)) e = cudaErrorSymbolNotFound;
+  *fn = e == cudaSuccess ? reinterpret_cast<F>(p) : nullptr;
+  return e;
+}
+
+// cuStreamBatchMemOp, resolved once; what resolving it returned.
+cudaError_t ResolveBatchMemOp(PFN_cuStreamBatchMemOp_v11070* fn) {
+  static PFN_cuStreamBatchMemOp_v11070 batch = nullptr;
+  static const cudaError_t resolved = DriverEntry("cuStreamBatchMemOp", &batch);
+  *fn = batch;
+  return resolved;
+}
+
+// One stream memory operation on `s` (both the server's release and the walk stream's wait are
+// one): CUDA_ERROR_NOT_FOUND where the driver has no cuStreamBatchMemOp.
+CUresult EnqueueMemOp(cudaStream_t s, CUstreamBatchMemOpParams op) {
+  PFN_cuStreamBatchMemOp_v11070 batch;
+  if (ResolveBatchMemOp(&batch) != cudaSuccess) return CUDA_ERROR_NOT_FOUND;
+  return batch(reinterpret_cast<CUstream>(s), 1, &op, 0);
+}
+
+// Spins until `done()` or kWaitLimit has passed; false on the limit.
+template <typename Done>
+bool SpinBounded(Done done) {
+  const auto deadline = Clock::now() + kWaitLimit;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+  }
+  return true;
 }
 
 bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
 }  // namespace
 
-std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
-  cudaError_t resolved;
-  BatchMemOp(&resolved);
-  if (resolved != cudaSuccess) {
-    ThrowCudaError(env, resolved,
-                   "cudaGetDriverEntryPointByVersion(cuStreamBatchMemOp) for the LL server "
-                   "(llConfigure with serveIdleMicros 0 launches every join instead)",
-                   device);
-  }
+void RequireEagerModuleLoading(Napi::Env env) {
   // A resident grid and lazy kernel loading deadlock (addon/module.cpp): refuse instead.
-  static const PFN_cuModuleGetLoadingMode_v11070 loadingMode = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      p = nullptr;
-    }
-    return reinterpret_cast<PFN_cuModuleGetLoadingMode_v11070>(p);
-  }();
+  static PFN_cuModuleGetLoadingMode_v11070 loadingMode = nullptr;
+  static const cudaError_t resolved = DriverEntry("cuModuleGetLoadingMode", &loadingMode);
   CUmoduleLoadingMode mode = CU_MODULE_LAZY_LOADING;
-  if (loadingMode == nullptr || loadingMode(&mode) != CUDA_SUCCESS || mode != CU_MODULE_EAGER_LOADING) {
+  if (resolved != cudaSuccess || loadingMode(&mode) != CUDA_SUCCESS || mode != CU_MODULE_EAGER_LOADING) {
     ThrowError(env,
                "the LL server needs CUDA's eager module loading: with lazy loading the first launch "
                "of a kernel can wait for the server's grid, which never ends while joins come. "
@@ -70,6 +77,18 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
                "link with serveIdleMicros 0 to launch every join",
                "MEMRA_LL_SERVER_LAZY_LOADING");
   }
+}
+
+std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
+  PFN_cuStreamBatchMemOp_v11070 batch;
+  const cudaError_t resolved = ResolveBatchMemOp(&batch);
+  if (resolved != cudaSuccess) {
+    ThrowCudaError(env, resolved,
+                   "cudaGetDriverEntryPointByVersion(cuStreamBatchMemOp) for the LL server "
+                   "(llConfigure with serveIdleMicros 0 launches every join instead)",
+                   device);
+  }
+  RequireEagerModuleLoading(env);
   std::unique_ptr<LlServer> s(new LlServer(device));
   MEMRA_CUDA_CHECK(env, device, cudaMalloc(reinterpret_cast<void**>(&s->ctl_), sizeof(MemraLlServerCtl)),
                    "cudaMalloc(LL server control block)");
@@ -94,11 +113,9 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
 LlServer::~LlServer() {
   // Nothing may be freed under a running grid: it reads the slots and the control block. A grid
   // that does not stop in time (a job issued that its stream never released) is left its memory.
-  const auto deadline = Clock::now() + kWaitLimit;
-  bool stopped = host_ == nullptr || stream_ == nullptr;
-  while (!stopped && Clock::now() < deadline) {
-    stopped = host_->state == kMemraLlServerStopped && cudaStreamQuery(stream_) == cudaSuccess;
-  }
+  const bool stopped = host_ == nullptr || stream_ == nullptr || SpinBounded([this] {
+    return host_->state == kMemraLlServerStopped && cudaStreamQuery(stream_) == cudaSuccess;
+  });
   (void)cudaGetLastError();  // cudaErrorNotReady from the queries is an answer, not a failure
   if (!stopped) return;
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
@@ -125,14 +142,11 @@ void LlServer::Withdraw(Napi::Env env, uint32_t seq, cudaError_t err, const std:
 }
 
 void LlServer::EnsureRunning(Napi::Env env, uint32_t seq) {
-  const auto deadline = Clock::now() + kWaitLimit;
   uint32_t state;
-  while ((state = host_->state) == kMemraLlServerExiting) {
-    if (Clock::now() > deadline) {
-      Withdraw(env, seq, cudaSuccess,
-               "launchLl: the LL server on device " + std::to_string(device_) +
-                   " has been deciding whether to stop for 10 s: the GPU is not running it");
-    }
+  if (!SpinBounded([&] { return (state = host_->state) != kMemraLlServerExiting; })) {
+    Withdraw(env, seq, cudaSuccess,
+             "launchLl: the LL server on device " + std::to_string(device_) +
+                 " has been deciding whether to stop for 10 s: the GPU is not running it");
   }
   if (state == kMemraLlServerRunning) return;
   // Stopped. The new generation queues behind the old grid on stream_, so they never overlap.
@@ -147,22 +161,15 @@ void LlServer::EnsureRunning(Napi::Env env, uint32_t seq) {
 }
 
 void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
-  cudaError_t resolved;
-  const PFN_cuStreamBatchMemOp_v11070 batch = BatchMemOp(&resolved);
   const uint32_t seq = issued_ + 1;
   // The slot's previous job must be finished before its words are overwritten.
   const uint32_t previous = seq - MEMRA_LL_SERVER_SLOTS;
-  if (Before(host_->done, previous)) {
-    const auto deadline = Clock::now() + kWaitLimit;
-    while (Before(host_->done, previous)) {
-      if (Clock::now() > deadline) {
-        ThrowError(env,
-                   "launchLl: the LL server on device " + std::to_string(device_) + " has not finished job " +
-                       std::to_string(previous) + " in 10 s (" + std::to_string(MEMRA_LL_SERVER_SLOTS) +
-                       " jobs in flight): is the peer's worker issuing its half of the joins?",
-                   "MEMRA_LL_SERVER_STALLED");
-      }
-    }
+  if (!SpinBounded([&] { return !Before(host_->done, previous); })) {
+    ThrowError(env,
+               "launchLl: the LL server on device " + std::to_string(device_) + " has not finished job " +
+                   std::to_string(previous) + " in 10 s (" + std::to_string(MEMRA_LL_SERVER_SLOTS) +
+                   " jobs in flight): is the peer's worker issuing its half of the joins?",
+               "MEMRA_LL_SERVER_STALLED");
   }
   void* slot = host_->slots[seq % MEMRA_LL_SERVER_SLOTS];
   MEMRA_CUDA_CHECK(env, device_,
@@ -194,8 +201,7 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
   op.writeValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->cmd);
   op.writeValue.value = seq;
   op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-  const CUresult r = resolved == cudaSuccess ? batch(reinterpret_cast<CUstream>(walk), 1, &op, 0)
-                                             : CUDA_ERROR_NOT_FOUND;
+  const CUresult r = EnqueueMemOp(walk, op);
   if (r != CUDA_SUCCESS) {
     Withdraw(env, seq, cudaSuccess,
              "launchLl: cuStreamBatchMemOp (release LL server job " + std::to_string(seq) + ") on device " +
@@ -208,16 +214,13 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
 
 void LlServer::SettleWait(Napi::Env env, cudaStream_t s) {
   if (unsettled_ == 0 || s != walk_) return;
-  cudaError_t resolved;
-  const PFN_cuStreamBatchMemOp_v11070 batch = BatchMemOp(&resolved);
   CUstreamBatchMemOpParams op;
   std::memset(&op, 0, sizeof op);
   op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
   op.waitValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->done);
   op.waitValue.value = unsettled_;
   op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-  const CUresult r = resolved == cudaSuccess ? batch(reinterpret_cast<CUstream>(s), 1, &op, 0)
-                                             : CUDA_ERROR_NOT_FOUND;
+  const CUresult r = EnqueueMemOp(s, op);
   if (r != CUDA_SUCCESS) {
     // The stream must not run past an unfinished job: this thread's later calls on it are refused
     // with the same message until the wait is enqueued.

@@ -35,6 +35,11 @@ struct LlJobArgs {
   unsigned long long* stamp;
 };
 
+// Throws unless CUDA loads modules eagerly in this process, which a resident grid needs
+// (addon/module.cpp). llConfigure asks when a server is requested, so the refusal reaches the
+// caller of setLlServe instead of faulting the first served join's ring record.
+void RequireEagerModuleLoading(Napi::Env env);
+
 class LlServer {
  public:
   // On the bound `device`; throws a JS error naming the failed call (nothing is left allocated).

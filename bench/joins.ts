@@ -125,15 +125,18 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
           rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of ${JOINS_PER_GRAPH} ops (${joinedBy}); sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
         }
         const hostMethod = `main-thread clock per eager join: first ring record until both workers published enqueued for their last; ${placementNote(rt.placement)}`;
+        const hostRow = async (metric: string, method: string): Promise<void> => {
+          rows.push(row({ ...base, metric, method }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
+        };
         if (name === 'll') {
           // Both ways an eager LL join can go (link.ts, llServeIdleMicros): through the LL server
           // (joins up to 32 KB; larger ones launch either way), and a launch per join.
           await link.setLlServe(LL_SERVE_IDLE_MICROS);
-          rows.push(row({ ...base, metric: 'host', method: `${hostMethod}; LL server on: a stream write per join up to 32 KB` }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
+          await hostRow('host', `${hostMethod}; LL server on: a stream write per join up to 32 KB`);
           await link.setLlServe(0);
-          rows.push(row({ ...base, metric: 'host-launch', method: `${hostMethod}; LL server off: a launch per join` }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
+          await hostRow('host-launch', `${hostMethod}; LL server off: a launch per join`);
         } else {
-          rows.push(row({ ...base, metric: 'host', method: hostMethod }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
+          await hostRow('host', hostMethod);
         }
       }
     }

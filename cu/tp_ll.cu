@@ -17,7 +17,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (j.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) j.stamp[0] = GlobalTimerNs();
 
-  if (!LlChunks(j, blockIdx.x, gridDim.x)) return;
+  if (!LlChunks<false>(j, blockIdx.x, gridDim.x)) return;
   if (j.stamp != nullptr && threadIdx.x == 0) atomicMax(&j.stamp[1], GlobalTimerNs());
 }
 

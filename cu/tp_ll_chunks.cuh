@@ -182,8 +182,17 @@ inline bool MakeLlJob(int reduce, uint64_t rows, uint64_t rowLen, const float* s
   return true;
 }
 
+// A join's input value: at L2 in the LL server's persistent grid, plainly in a launched join (why:
+// the loads in LlChunks).
+template <bool kResident>
+__device__ __forceinline__ float LoadSource(const float* p) {
+  return kResident ? __ldcg(p) : *p;
+}
+
 // Chunks first, first + stride, ... of job j, by one block of kLlThreads threads. False once a
 // wait was refused: the refusal word is written and that chunk's epoch is not advanced.
+// kResident: called from the LL server's persistent grid.
+template <bool kResident>
 __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigned stride) {
   const unsigned total = j.rows * j.rowLen;
   const unsigned lines = (total + 1) / 2;  // an odd count's last line carries one value
@@ -196,18 +205,21 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
   for (unsigned c = first; c < chunks; c += stride) {
     // Independent loads first, all in flight at once: the chunk's epoch (written by the block
     // that last took it, in an earlier kernel or an earlier job of the server), the twin's ack,
-    // this thread's values. None of them may come from this SM's L1: the server's grid outlives
-    // the kernels that write them (a launched join's epochs, the producer's values), so the epoch
-    // is a volatile load and the values are loaded at L2 (ld.global.cg).
-    const unsigned e = LoadVolatile(&j.self->epoch[c]) + 1;
+    // this thread's values. In the server (kResident) none of them may come from this SM's L1:
+    // its grid outlives the kernels that write them (a launched join's epochs, the producer's
+    // values), so the epoch is a volatile load and the values are loaded at L2 (ld.global.cg). A
+    // launched join starts after those kernels ended, so its plain loads are fresh, and they kept
+    // the 8 KB all-gather at 1.95-2.02 us in a graph where the L2 loads took 2.06-2.08 (joins
+    // run13-20 against run21-22).
+    const unsigned e = (kResident ? LoadVolatile(&j.self->epoch[c]) : j.self->epoch[c]) + 1;
     const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
     const unsigned line = c * kChunkLines + threadIdx.x;
     const bool has = line < lines;
     const unsigned i0 = 2 * line, i1 = i0 + 1;
-    const float mine0 = has && src != nullptr ? __ldcg(&src[i0]) : 0.f;
-    const float mine1 = has && src != nullptr && i1 < total ? __ldcg(&src[i1]) : 0.f;
-    const float copy0 = has && copySrc != nullptr ? __ldcg(&copySrc[i0]) : mine0;
-    const float copy1 = has && copySrc != nullptr && i1 < total ? __ldcg(&copySrc[i1]) : mine1;
+    const float mine0 = has && src != nullptr ? LoadSource<kResident>(&src[i0]) : 0.f;
+    const float mine1 = has && src != nullptr && i1 < total ? LoadSource<kResident>(&src[i1]) : 0.f;
+    const float copy0 = has && copySrc != nullptr ? LoadSource<kResident>(&copySrc[i0]) : mine0;
+    const float copy1 = has && copySrc != nullptr && i1 < total ? LoadSource<kResident>(&copySrc[i1]) : mine1;
     const unsigned slot = (e & (kLlDepth - 1)) * j.capLines + line;
     bool ok = true;
 

@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_serve(MemraLlServerCtl* ctl, Me
     // A refused wait wrote its refusal word and the job still counts as done, so the walk stream
     // never waits on a job that will not finish: as after a refused launch, the host reads the
     // word and resets the link, and until then every job is bounded by the spin limit.
-    const bool ok = LlChunks(job, blockIdx.x, MEMRA_LL_SERVER_BLOCKS);
+    const bool ok = LlChunks<true>(job, blockIdx.x, MEMRA_LL_SERVER_BLOCKS);
     if (threadIdx.x == 0) {
       LL_TRACE(k, 2);
       if (ok && job.stamp != nullptr) atomicMax(&job.stamp[1], GlobalTimerNs());

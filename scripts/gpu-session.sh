@@ -18,7 +18,7 @@
 #           the GPU suite's LL server tests alone; if either fails, the session stops there (a new
 #           device-side protocol that hangs would otherwise spend every later step's bound)
 #   probe   scripts/probes/launch-probe.cu without Node (build it first, here:
-#           nvcc -O2 -std=c++17 -arch=sm_90 -o build/probes/launch-probe scripts/probes/launch-probe.cu)
+#           nvcc -O2 -std=c++17 -arch=sm_90 -I. -o build/probes/launch-probe scripts/probes/launch-probe.cu -lpthread)
 #
 # A step gets its own bound or what is left of the budget (default 570 s, under the device tool's
 # 600 s a call), whichever is less; one that would get under 20 s is skipped and says so. Logs go

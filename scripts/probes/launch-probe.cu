@@ -9,7 +9,7 @@
 //      placements of the three threads.
 // If (3) with both launching is well under the ring bench's join-kernel, the rest is Node's; if
 // some placement is much cheaper than the runtime's own choice, the placement is the fix.
-// Build: nvcc -O2 -std=c++17 -arch=sm_90 -o launch-probe scripts/probes/launch-probe.cu -lpthread
+// Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. -o launch-probe scripts/probes/launch-probe.cu -lpthread
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,8 +26,8 @@
 #include <pthread.h>
 #include <sched.h>
 
-#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); std::exit(1); } } while (0)
+#include "scripts/probes/probe_cuda.h"
+
 #define DCHECK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { \
   std::fprintf(stderr, "%s:%d %s: CUresult %d\n", __FILE__, __LINE__, #x, int(r_)); std::exit(1); } } while (0)
 
@@ -71,15 +71,6 @@ using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned
 using WriteValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 static LaunchFn launchFn = nullptr;
 static WriteValueFn writeValueFn = nullptr;
-
-template <typename F>
-static void Resolve(const char* name, F* out) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess || p == nullptr) { std::fprintf(stderr, "no %s\n", name); std::exit(1); }
-  *out = reinterpret_cast<F>(p);
-}
 
 struct DeviceSide {
   int device;
@@ -215,8 +206,8 @@ int main(int argc, char** argv) {
                 Read("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/core_id").c_str(),
                 Read("/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/physical_package_id").c_str());
   }
-  Resolve("cuLaunchKernel", &launchFn);
-  Resolve("cuStreamWriteValue32", &writeValueFn);
+  launchFn = DriverEntry<LaunchFn>("cuLaunchKernel");
+  writeValueFn = DriverEntry<WriteValueFn>("cuStreamWriteValue32");
   DeviceSide d[2] = {Open(0), Open(1)};
   for (int r = 0; r < 2; r++) {
     char bus[32];

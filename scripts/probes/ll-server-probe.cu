@@ -19,10 +19,9 @@
 #include <cuda_runtime.h>
 
 #include "cu/tp_ll_server.h"
+#include "scripts/probes/probe_cuda.h"
 
 
-#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); std::exit(1); } } while (0)
 
 __global__ void ReadHost(const unsigned* h, unsigned* out, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = reinterpret_cast<const volatile unsigned*>(h)[i];
@@ -46,15 +45,6 @@ static int Mismatches(const std::vector<unsigned>& got, unsigned salt) {
   return bad;
 }
 
-template <typename F>
-static F Entry(const char* name) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess) { std::printf("FAIL no %s\n", name); std::exit(1); }
-  return reinterpret_cast<F>(p);
-}
-
 int main() {
   CHECK(cudaSetDevice(0));
   const int n = 4096;
@@ -74,7 +64,7 @@ int main() {
     std::printf("T1 through %s address: %d mismatches\n", p == host ? "the host" : "the device", Mismatches(got, 1u));
   }
 
-  auto writeValue = Entry<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32");
+  auto writeValue = DriverEntry<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32");
   cudaStream_t a, b;
   CHECK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
   CHECK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
@@ -90,7 +80,7 @@ int main() {
   std::printf("T2 a running kernel released after the CPU wrote: %d mismatches\n", Mismatches(got, 2u));
 
   // T3: the server with local-copy-only jobs.
-  auto batch = Entry<PFN_cuStreamBatchMemOp_v11070>("cuStreamBatchMemOp");
+  auto batch = DriverEntry<PFN_cuStreamBatchMemOp_v11070>("cuStreamBatchMemOp");
   MemraLlServerCtl* ctl;
   MemraLlServerHost *sh, *shDev;
   CHECK(cudaMalloc(&ctl, sizeof *ctl));

@@ -24,20 +24,10 @@
 #include <cuda_runtime.h>
 
 #include "cu/tp_ll_server.h"
+#include "scripts/probes/probe_cuda.h"
 
-#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  std::printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); std::exit(1); } } while (0)
 
 using Clock = std::chrono::steady_clock;
-
-template <typename F>
-static F Entry(const char* name) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q;
-  CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
-  if (q != cudaDriverEntryPointSuccess) { std::printf("FAIL no %s\n", name); std::exit(1); }
-  return reinterpret_cast<F>(p);
-}
 
 __global__ void SpinUntil(const unsigned* done, unsigned seq) {
   while (static_cast<int>(*reinterpret_cast<const volatile unsigned*>(done) - seq) < 0) {}
@@ -54,7 +44,7 @@ static double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int jobs = argc > 1 ? std::atoi(argv[1]) : 2000;
   CHECK(cudaSetDevice(0));
-  auto batch = Entry<PFN_cuStreamBatchMemOp_v11070>("cuStreamBatchMemOp");
+  auto batch = DriverEntry<PFN_cuStreamBatchMemOp_v11070>("cuStreamBatchMemOp");
   const int vals = 2048;
   const unsigned long long cap = 8192;
   void *selfState, *peerState, *selfRecv, *peerRecv;

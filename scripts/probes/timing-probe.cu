@@ -3,25 +3,20 @@
 //   2. What a timing event costs between kernels: a chain of short kernels replayed from a graph,
 //      with and without an event-record node (cudaEventRecordExternal) between every second pair,
 //      and the same eagerly on a stream (device time, CUDA events around the whole chain).
-// Build: nvcc -O2 -arch=sm_90 -o timing-probe scripts/probes/timing-probe.cu
+// Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. -o timing-probe scripts/probes/timing-probe.cu
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-  std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); std::exit(1); } } while (0)
+#include "cu/globaltimer.cuh"
+#include "scripts/probes/probe_cuda.h"
 
-__device__ __forceinline__ unsigned long long GlobalTimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // Smallest nonzero step and the number of distinct values over `iters` reads.
 __global__ void TimerSteps(unsigned long long* out, int iters) {
-  unsigned long long prev = GlobalTimer(), minStep = ~0ull, changes = 0;
+  unsigned long long prev = GlobalTimerNs(), minStep = ~0ull, changes = 0;
   for (int i = 0; i < iters; i++) {
-    const unsigned long long t = GlobalTimer();
+    const unsigned long long t = GlobalTimerNs();
     if (t != prev) { changes++; if (t - prev < minStep) minStep = t - prev; prev = t; }
   }
   out[0] = minStep;

@@ -196,8 +196,17 @@ export class ArLink {
   /** Eager LL joins through the LL server, stopping after `idleMicros` idle (0: a launch per join). */
   async setLlServe(idleMicros: number): Promise<void> {
     if (!Number.isSafeInteger(idleMicros) || idleMicros < 0) throw new RangeError(`link.setLlServe: idleMicros must be a non-negative integer, got ${idleMicros}`);
+    const before = this.llServeIdleMicros;
     this.llServeIdleMicros = idleMicros;
-    await this.configureLl();
+    try {
+      await this.configureLl();
+    } catch (e) {
+      // Refused (the server needs eager module loading): both ranks go back to what they had, so
+      // the link never serves on one rank and launches on the other.
+      this.llServeIdleMicros = before;
+      await this.configureLl().catch(() => undefined);
+      throw e;
+    }
   }
 
   /** Per rank, the LL server's jobs and grid launches so far (zeros on the CPU reference). */

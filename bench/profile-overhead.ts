@@ -11,6 +11,7 @@
  * (decode-2xH200-2026-11-30-run6 to run9).
  */
 import type { DeviceWalk } from '../src/decode/device-walk.js';
+import { profileSwitches, type ProfileSwitches } from '../src/decode/join-profile.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
@@ -21,7 +22,7 @@ const STEPS = 8;
 /** Untimed steps after each switch: the first replays of a fresh capture, the first stamps. */
 const WARM = 2;
 
-type Knobs = Partial<Pick<DeviceWalk, 'profileDeviceEvents' | 'profileSelfTimed'>>;
+type Knobs = Partial<ProfileSwitches>;
 
 interface Variant {
   /** The rows' transport column for the overhead (and what the progress line says). */
@@ -48,7 +49,7 @@ async function interleave(walk: DeviceWalk, variants: Variant[], label: string, 
     for (const [i, v] of variants.entries()) {
       // Profiling off between variants: the profiler is made again with this variant's knobs.
       await walk.prepare(off);
-      Object.assign(walk, v.knobs ?? {});
+      Object.assign(walk.profileSwitches, v.knobs ?? {});
       try {
         await walk.prepare(v.dc);
         const t = await timeSteps(walk, v.dc, `${label}: ${v.name}, round ${round + 1}/${ROUNDS}`, progress, STEPS, WARM);
@@ -56,8 +57,7 @@ async function interleave(walk: DeviceWalk, variants: Variant[], label: string, 
         if (refused.length > 0) throw new Error(`${v.name}: the step graph was refused: ${refused[0]!.reason}`);
         for (const k of ['host', 'enqueue', 'wait'] as const) out[i]![k].push(...t[k]);
       } finally {
-        walk.profileDeviceEvents = true;
-        walk.profileSelfTimed = true;
+        Object.assign(walk.profileSwitches, profileSwitches());
       }
     }
   }
@@ -74,8 +74,8 @@ export async function benchProfileOverhead(walk: DeviceWalk, base: Pick<Row, 'su
       plain: { name: 'll', stepName: 'll', dc: eager },
       profiled: [
         { name: 'll', stepName: 'll+profile', dc: { ...eager, profile: true }, method: `profiled step time / unprofiled step time, minus 1, in percent; ${pairing}` },
-        { name: 'll (host times only)', stepName: 'll+profile (host times only)', dc: { ...eager, profile: true }, knobs: { profileDeviceEvents: false }, method: `as above, the profile's device times left out (host enqueue times only)` },
-        { name: 'll (timing events)', stepName: 'll+profile (timing events)', dc: { ...eager, profile: true }, knobs: { profileSelfTimed: false }, method: `as above, every join bracketed by a timing-event pair instead of timing itself` },
+        { name: 'll (host times only)', stepName: 'll+profile (host times only)', dc: { ...eager, profile: true }, knobs: { deviceEvents: false }, method: `as above, the profile's device times left out (host enqueue times only)` },
+        { name: 'll (timing events)', stepName: 'll+profile (timing events)', dc: { ...eager, profile: true }, knobs: { selfTimed: false }, method: `as above, every join bracketed by a timing-event pair instead of timing itself` },
       ],
       split: false,
     }],
@@ -83,7 +83,7 @@ export async function benchProfileOverhead(walk: DeviceWalk, base: Pick<Row, 'su
       plain: { name: 'll+graph', stepName: 'll+graph', dc: graph },
       profiled: [
         { name: 'll+graph', stepName: 'll+graph+profile', dc: { ...graph, profile: true }, method: `profiled step-graph step time / unprofiled step-graph step time, minus 1, in percent; ${pairing}` },
-        { name: 'll+graph (host times only)', stepName: 'll+graph+profile (host times only)', dc: { ...graph, profile: true }, knobs: { profileDeviceEvents: false }, method: `as above, the profile's device times left out` },
+        { name: 'll+graph (host times only)', stepName: 'll+graph+profile (host times only)', dc: { ...graph, profile: true }, knobs: { deviceEvents: false }, method: `as above, the profile's device times left out` },
       ],
       split: true,
     }],

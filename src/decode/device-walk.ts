@@ -33,7 +33,7 @@ import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
 import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
-import { JoinProfiler, stampBlockBytes, type CapturedJoin, type Hop, type JoinTiming } from './join-profile.js';
+import { JoinProfiler, profileSwitches, stampBlockBytes, type CapturedJoin, type Hop, type JoinTiming, type ProfileSwitches } from './join-profile.js';
 import { EpGraphSlots } from './ep-graph-slot.js';
 import { checkRoutes } from './route-check.js';
 import { EpStepTimer } from './ep-step-timer.js';
@@ -99,10 +99,8 @@ export class DeviceWalk {
   private stepSeq = 0;
   private override: Transport | undefined;
   private profiler: JoinProfiler | undefined;
-  /** False only to measure the profiler itself (bench/decode.ts): joins get no device times. */
-  profileDeviceEvents = true;
-  /** False only to compare (bench/decode.ts, the GPU tests): every join timed by events, `ll` too. */
-  profileSelfTimed = true;
+  /** Handed to every profiler this walk makes, so a switch outlives prepare() turning profiling off. */
+  readonly profileSwitches: ProfileSwitches = profileSwitches();
   private readonly epSlots: EpGraphSlots;
   /**
    * Each join's per-rank buffers (sharded only), made once: the buffers never move, and a join
@@ -256,7 +254,7 @@ export class DeviceWalk {
     }
     if (dc.profile && !this.profiler) {
       const mailbox = { offset: stampsAt(this.cfg, this.maxBatch), copy: (rank: number, src: number, offset: number, bytes: number): void => { this.ops[rank]!.toMailbox(src, offset, bytes); } };
-      this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, { deviceEvents: this.profileDeviceEvents, mailbox: this.layout === 'sharded' ? mailbox : undefined });
+      this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, { switches: this.profileSwitches, mailbox: this.layout === 'sharded' ? mailbox : undefined });
     }
     // Off means off: the workers stop stamping their records once the board is gone. The step
     // graphs that hold the profiler's events go first (a replay would record destroyed events).
@@ -364,8 +362,7 @@ export class DeviceWalk {
       this.tail(t);
       profiler?.flush();
     };
-    const allSelfTimed = this.profileSelfTimed && trs.every((tr) => tr?.timeNext !== undefined);
-    const key = !profiler ? `${t}` : profiler.graphPerSet(allSelfTimed) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
+    const key = !profiler ? `${t}` : profiler.graphPerSet(trs) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
     let entry = this.stepGraphs.get(key);
     if (!entry) {
       entry = { ...await this.captureStep(t, trs, body, profiler), profiled: profiler !== undefined };
@@ -426,7 +423,7 @@ export class DeviceWalk {
    * rank (the profile's bytes / 4).
    */
   private joinBegin(hop: Hop, l: number, tr: Transport, floats: number): void {
-    if (this.profiling) this.profiler!.beginJoin(hop, l, tr.name, floats * 4, this.token, this.profileSelfTimed ? tr : undefined);
+    if (this.profiling) this.profiler!.beginJoin(hop, l, tr.name, floats * 4, this.token, tr);
   }
 
   private joinEnd(): void {

@@ -60,6 +60,28 @@ export interface StampMailbox {
 }
 
 
+/**
+ * What a profile may leave out, to measure the profiler (bench/profile-overhead.ts) or to check
+ * self-timed joins against timing events (test/gpu/join-profile.test.ts). Both true for a real
+ * profile.
+ */
+export interface ProfileSwitches {
+  /**
+   * False: joins keep their host times, their device times are NaN, and no timing event or
+   * device stamp is taken or read. Read when a profiler is made, not after: a step's read and the
+   * step graphs captured must agree with what was recorded (change it, then prepare with
+   * profiling off and on).
+   */
+  deviceEvents: boolean;
+  /**
+   * False: every join is bracketed by timing events, `ll` too. Read at every join and every step
+   * graph's key, so it may change between steps (the GPU test flips it without a re-prepare).
+   */
+  selfTimed: boolean;
+}
+
+export function profileSwitches(): ProfileSwitches { return { deviceEvents: true, selfTimed: true }; }
+
 interface Pending {
   /** `at`: the join's index in the step, layer * HOPS.length + hop (its event pair, its stamps). */
   hop: Hop; layer: number; at: number; transport: string; bytes: number; token: number;
@@ -112,17 +134,21 @@ export class JoinProfiler {
    */
   private readonly stampBlocks = [0, 0];
 
-  private constructor(private readonly rt: Runtime, layers: number, private readonly deviceEvents: boolean, private readonly mailbox: StampMailbox | undefined) {
+  /** The switches' deviceEvents as this profiler was made (see ProfileSwitches). */
+  private readonly deviceEvents: boolean;
+
+  private constructor(private readonly rt: Runtime, layers: number, private readonly switches: ProfileSwitches, private readonly mailbox: StampMailbox | undefined) {
+    this.deviceEvents = switches.deviceEvents;
     this.boards = rt.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
     this.blockBytes = stampBlockBytes(layers);
   }
 
   /**
-   * `deviceEvents: false` is for measuring the profiler (bench/decode.ts): joins keep their host
-   * times, their device times are NaN, and no event is recorded or read.
+   * `switches` is kept, not copied: its selfTimed is read as the walk goes (see ProfileSwitches).
+   * Without a mailbox no join times itself.
    */
-  static async create(rt: Runtime, layers: number, opts: { deviceEvents?: boolean; mailbox?: StampMailbox } = {}): Promise<JoinProfiler> {
-    const p = new JoinProfiler(rt, layers, opts.deviceEvents ?? true, opts.mailbox);
+  static async create(rt: Runtime, layers: number, opts: { switches?: ProfileSwitches; mailbox?: StampMailbox } = {}): Promise<JoinProfiler> {
+    const p = new JoinProfiler(rt, layers, opts.switches ?? profileSwitches(), opts.mailbox);
     try {
       for (let k = 0; k < 2; k++) {
         const set: EventSet = { index: k, pairs: [], stepStart: [], copied: 0, reading: Promise.resolve() };
@@ -156,7 +182,7 @@ export class JoinProfiler {
     if (this.deviceEvents) {
       for (const r of this.rt.ranks) {
         this.mark(r, this.set.stepStart[r.rank]!);
-        if (this.mailbox) r.stampNow(this.stampBlocks[r.rank]!);
+        if (this.canSelfTime) r.stampNow(this.stampBlocks[r.rank]!);
       }
     }
   }
@@ -180,7 +206,7 @@ export class JoinProfiler {
     const at = layer * HOPS.length + HOPS.indexOf(hop);
     const [start, end] = this.set.pairs[at]!;
     const r = this.rt.ranks[RECEIVER[hop]];
-    const selfTimed = this.canSelfTime && timer?.timeNext !== undefined;
+    const selfTimed = this.timesItself(timer);
     // In replayed()'s field order, so every Pending shares one map (see there).
     this.open = { hop, layer, at, transport, bytes, token, start, end, t0: hostMicros(this.base), selfTimed, last0: 0, last1: 0, enqueuedAt: 0 };
     if (selfTimed) timer!.timeNext!(r.rank, this.stampBlocks[r.rank]! + 8 * (1 + 2 * at));
@@ -203,9 +229,9 @@ export class JoinProfiler {
    * and rank 1 says when (rank 0's copy is ordered before the step's own completion).
    */
   copyStamps(): void {
-    if (!this.mailbox || !this.deviceEvents) return;
-    const at = this.mailbox.offset + this.setIndex * this.blockBytes;
-    for (const r of this.rt.ranks) this.mailbox.copy(r.rank, this.stampBlocks[r.rank]!, at, this.blockBytes);
+    if (!this.canSelfTime) return;
+    const at = this.mailbox!.offset + this.setIndex * this.blockBytes;
+    for (const r of this.rt.ranks) this.mailbox!.copy(r.rank, this.stampBlocks[r.rank]!, at, this.blockBytes);
     this.set.copied = ++this.copies;
     this.rt.ranks[1].signal(PROFILE_SLOT, this.set.copied);
   }
@@ -214,16 +240,25 @@ export class JoinProfiler {
   get setIndex(): number { return this.set.index; }
 
   /**
-   * Whether a step graph of these joins must be captured once per event set: only when some join
-   * is bracketed by events, which become the graph's nodes. Self-timed joins and host times put
-   * nothing set-specific into the graph, so one graph serves every step. (This was first taken
-   * for the profiled step graph's 11%; that was the object spread in replayed(), run8.)
+   * Whether a step graph whose joins go through `transports` must be captured once per event set:
+   * only when some join is bracketed by events, which become the graph's nodes. Self-timed joins
+   * and host times put nothing set-specific into the graph, so one graph serves every step. (This
+   * was first taken for the profiled step graph's 11%; that was the object spread in replayed(), run8.)
    */
-  graphPerSet(allSelfTimed: boolean): boolean {
-    return this.deviceEvents && !(allSelfTimed && this.canSelfTime);
+  graphPerSet(transports: ReadonlyArray<Pick<Transport, 'timeNext'> | undefined>): boolean {
+    return this.deviceEvents && !transports.every((tr) => this.timesItself(tr));
   }
 
-  /** Whether a join whose transport can time itself does: device times wanted, and a mailbox to read them from. */
+  /**
+   * The one rule for whether a join through `timer` times itself into the stamp block instead of
+   * being bracketed by events: beginJoin() and graphPerSet() must agree, or a graph captured once
+   * for every step would hold one event set's events.
+   */
+  private timesItself(timer: Pick<Transport, 'timeNext'> | undefined): boolean {
+    return this.switches.selfTimed && this.canSelfTime && timer?.timeNext !== undefined;
+  }
+
+  /** Whether any join could time itself: device times wanted, and a mailbox to read them from. */
   private get canSelfTime(): boolean { return this.deviceEvents && this.mailbox !== undefined; }
 
   /** How many joins this step has bracketed so far. */

@@ -50,9 +50,9 @@ describe('join profile on two GPUs', function () {
         };
         await collect(4); // warm
         const self = await collect(24);
-        walk.profileSelfTimed = false;
+        walk.profileSwitches.selfTimed = false;
         const events = await collect(24);
-        walk.profileSelfTimed = true;
+        walk.profileSwitches.selfTimed = true;
         for (const hop of HOPS) {
           const a = median(self.get(hop)!), b = median(events.get(hop)!);
           console.log(`      ${hop}: self-timed ${a.toFixed(2)} µs, timing events ${b.toFixed(2)} µs (medians of ${self.get(hop)!.length})`);

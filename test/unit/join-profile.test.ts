@@ -6,10 +6,13 @@
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
 import { Session } from '../../src/decode/session.js';
-import { DEFAULT_CONFIG } from '../../src/decode/decode-config.js';
+import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import { HOPS } from '../../src/profile/profile-data.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { JoinProfiler } from '../../src/decode/join-profile.js';
+import { ArLink } from '../../src/runtime/link.js';
+import { DeviceWalk, mailboxBytesFor } from '../../src/decode/device-walk.js';
+import { presetByName } from '../../src/decode/model-config.js';
 
 describe('join profile', function () {
   this.timeout(60_000);
@@ -132,6 +135,46 @@ describe('join profile', function () {
     }
   });
 
+  it('takes the selfTimed switch between steps, without a re-prepare: ll joins go to timing events and back, eagerly and in the step graph', async () => {
+    // The GPU join-profile test flips it so; the step graph's key must follow, or a graph
+    // captured once for every step would hold one event set's events.
+    const cfg = presetByName('tiny');
+    const rt = await Runtime.open({ backend: 'cpu', mailboxBytes: mailboxBytesFor(cfg, 1) });
+    const link = await ArLink.open(rt);
+    try {
+      const walk = await DeviceWalk.load(rt, link, cfg, 'sharded', 1);
+      try {
+        let pos = 0, tok = [randomInt(0, cfg.vocab)];
+        const steps = async (dc: DecodeConfig, n: number): Promise<void> => {
+          for (let i = 0; i < n; i++) {
+            const r = await walk.step(tok, [pos], dc, false);
+            tok = r.next;
+            const joins = await r.joins!;
+            assert.equal(joins.length, cfg.layers * HOPS.length, `step ${pos}`);
+            for (const j of joins) assert.ok(j.token === pos && Number.isFinite(j.deviceUs) && j.deviceUs >= 0, `step ${pos} ${j.hop} of layer ${j.layer}: ${j.deviceUs} µs`);
+            pos++;
+          }
+        };
+        for (const stepGraph of [false, true]) {
+          const dc: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true, stepGraph };
+          await walk.prepare(dc);
+          await steps(dc, 2);
+          walk.profileSwitches.selfTimed = false;
+          await steps(dc, 2);
+          walk.profileSwitches.selfTimed = true;
+          await steps(dc, 2);
+        }
+        // Self-timed: one graph; timing events: one per event set; self-timed again: the first.
+        assert.deepEqual(walk.stepGraphStats(), { launches: 6, captures: 3, refused: [] });
+      } finally {
+        await walk.close();
+      }
+    } finally {
+      await link.close();
+      await rt.close();
+    }
+  });
+
   it('costs the host microseconds, not a millisecond, to take and read a replayed step graph\'s 150 joins', async () => {
     // A step replayed from its graph leaves the host nothing to do but this; built with an object
     // spread, these 150 joins cost ~0.75 ms a step (the profiled bench step graph's 7%,
@@ -139,7 +182,7 @@ describe('join profile', function () {
     // bound sits between, with room for a slower CI machine.
     const layers = 30;
     const rt = await Runtime.open({ backend: 'cpu' });
-    const p = await JoinProfiler.create(rt, layers, { deviceEvents: false });
+    const p = await JoinProfiler.create(rt, layers, { switches: { deviceEvents: false, selfTimed: true } });
     try {
       await p.beginStep();
       for (let l = 0; l < layers; l++) for (const hop of HOPS) p.around(hop, l, 'll', 4 * (l + 1), 0, () => undefined);

@@ -19,6 +19,9 @@
 #           device-side protocol that hangs would otherwise spend every later step's bound)
 #   probe   scripts/probes/launch-probe.cu without Node (build it first, here:
 #           nvcc -O2 -std=c++17 -arch=sm_90 -I. -o build/probes/launch-probe scripts/probes/launch-probe.cu -lpthread)
+#   ab-ll   the ll joins bench twice on this build and twice on build/ab/memra.node (copy an
+#           earlier build there first), alternating, into ab-this-N and ab-base-N: a change to
+#           the LL kernels against its base on one machine, in one call
 #
 # A step gets its own bound or what is left of the budget (default 570 s, under the device tool's
 # 600 s a call), whichever is less; one that would get under 20 s is skipped and says so. Logs go
@@ -30,8 +33,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|probe|smoke) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe or smoke)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke or ab-ll)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -79,6 +82,17 @@ for phase in "${phases[@]}"; do
       step bench-ring 100 node dist/bench/main.js ring --out "$logs" ;;
     probe)
       step launch-probe 60 build/probes/launch-probe ;;
+    ab-ll)
+      # The runtime loads build/Release/memra.node, so the base takes its place for its runs; a
+      # trap would not outlive `timeout`, so the swap back follows every base run.
+      [ -f build/ab/memra.node ] || { echo "== ab-ll: build/ab/memra.node is missing: skipped"; continue; }
+      cp build/Release/memra.node build/ab/memra-this.node
+      for i in 1 2; do
+        step "ab-this-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-this-$i"
+        cp build/ab/memra.node build/Release/memra.node
+        step "ab-base-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-base-$i"
+        cp build/ab/memra-this.node build/Release/memra.node
+      done ;;
     smoke)
       step ll-server-probe 40 build/probes/ll-server-probe &&
       step ll-server-node 60 node scripts/probes/ll-server-node.mjs &&

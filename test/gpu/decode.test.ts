@@ -56,7 +56,14 @@ describe('the model on the GPU', function () {
     }
   });
 
-  it('tiny: the GPU agrees with the CPU reference under teacher forcing (hidden state within relative L2 1e-4)', async () => {
+  // Two bounds, not one: the backends sum in different orders (relative L2 ~3e-7 a step), and now
+  // and then an element of b / xs lies within that rounding of a midpoint between two e4m3 codes
+  // (MODEL.md's MoE quantization), so the two round it to neighbouring codes, one code being up
+  // to 1/8 of the element. That moves the step by ~1e-4 (5.9e-5 and 1.1e-4 seen, the second in
+  // call 41, with 2.3e-7 to 2.8e-7 in every other run). So: every step within 1e-3 (a flip, not a
+  // wrong kernel, whose error is O(1)), and the median step within 1e-5 (a systematic loss of
+  // precision, such as activations rounded to bf16, lands near 1e-3 on every step).
+  it('tiny: the GPU agrees with the CPU reference under teacher forcing (hidden state: every step within relative L2 1e-3, the median within 1e-5)', async () => {
     for (const t of [1, 3]) {
       const cpu = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t });
       const start = Array.from({ length: t }, () => randomInt(0, cpu.model.vocab));
@@ -67,14 +74,18 @@ describe('the model on the GPU', function () {
         const gpu = await Session.open({ backend: 'cuda', model: 'tiny', maxBatch: t, layout });
         try {
           const got = await run(gpu, start, 48, force);
-          let diverged = 0, worst = 0;
+          let diverged = 0;
+          const errs: number[] = [];
           for (let i = 0; i < 48; i++) {
             const e = relL2(got.hidden[i]!, ref.hidden[i]!);
-            worst = Math.max(worst, e);
-            assert.ok(e <= 1e-4, `t=${t} ${layout} step ${i}: relative L2 ${e.toExponential(2)} > 1e-4`);
+            errs.push(e);
+            assert.ok(e <= 1e-3, `t=${t} ${layout} step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`);
             if (got.next[i]!.some((x, s) => x !== ref.next[i]![s])) diverged++;
           }
-          console.log(`      tiny t=${t} ${layout}: worst relative L2 ${worst.toExponential(2)}; greedy tokens differ from the CPU's at ${diverged} of 48 steps`);
+          const sorted = [...errs].sort((x, y) => x - y);
+          const median = sorted[24]!, over = errs.filter((e) => e > 1e-5).length;
+          assert.ok(median <= 1e-5, `t=${t} ${layout}: median relative L2 ${median.toExponential(2)} > 1e-5`);
+          console.log(`      tiny t=${t} ${layout}: worst relative L2 ${sorted[47]!.toExponential(2)}, median ${median.toExponential(2)}, ${over} of 48 steps over 1e-5; greedy tokens differ from the CPU's at ${diverged} of 48 steps`);
         } finally {
           await gpu.close();
         }

@@ -6,6 +6,7 @@
  * is enqueued: the result must not change.
  */
 import { strict as assert } from 'node:assert';
+import { randomInt } from 'node:crypto';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import type { Transport } from '../../src/runtime/transports/transport.js';
 import { randomF32Ints } from './random.js';
@@ -14,7 +15,8 @@ export type CollectiveOp = 'broadcast' | 'allGather' | 'gather' | 'allReduce';
 export const COLLECTIVE_OPS: CollectiveOp[] = ['broadcast', 'allGather', 'gather', 'allReduce'];
 
 export interface BatteryCase {
-  op: CollectiveOp;
+  /** The op, or one per op enqueued (a mixed sequence: `ops` long). */
+  op: CollectiveOp | CollectiveOp[];
   /** f32 elements per rank part (span for gathers). */
   n: number;
   /** Tokens for the gathers: > 1 is the strided gather. */
@@ -29,9 +31,14 @@ const OVERWRITE = -7777;
 
 interface Layout { partFloats: number; fullFloats: number; stride: number }
 
+const gathers = (op: CollectiveOp): boolean => op === 'allGather' || op === 'gather';
+const opAt = (c: BatteryCase, k: number): CollectiveOp => (Array.isArray(c.op) ? c.op[k]! : c.op);
+
 function layoutOf(c: BatteryCase): Layout {
-  const part = c.op === 'allGather' || c.op === 'gather' ? c.n * c.rows : c.n;
-  const full = c.op === 'allGather' || c.op === 'gather' ? 2 * c.n * c.rows : c.n;
+  // A mixed sequence takes the gathers' room for every op (rows apply to the gathers alone).
+  const roomy = Array.isArray(c.op) || gathers(c.op);
+  const part = roomy ? c.n * c.rows : c.n;
+  const full = roomy ? 2 * c.n * c.rows : c.n;
   // +5 floats of room: each op's slot starts (k mod 5) floats in, so alignment varies.
   return { partFloats: part, fullFloats: full, stride: full + 5 };
 }
@@ -43,6 +50,7 @@ export interface BatteryResult { ops: number; outputs: Uint8Array[] }
  * byte-for-byte comparison with another backend).
  */
 export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?: Float32Array[][]): Promise<BatteryResult> {
+  if (Array.isArray(c.op) && c.op.length !== c.ops) throw new RangeError(`runCase: ${c.op.length} ops listed for a case of ${c.ops}`);
   const [a, b] = rt.ranks;
   const ranks = [a, b];
   const L = layoutOf(c);
@@ -61,7 +69,7 @@ export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?
       for (const r of [0, 1]) {
         const p = parts[k]![r]!;
         hostIn[r]!.set(p, shift(k));
-        if (c.inPlace) placeInPlace(c, k, r, p, hostOut[r]!, shift(k));
+        if (c.inPlace) placeInPlace(c, opAt(c, k), k, r, p, hostOut[r]!, shift(k));
       }
     }
     for (const r of [0, 1]) {
@@ -72,7 +80,7 @@ export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?
     for (let k = 0; k < c.ops; k++) {
       const src = c.inPlace ? outBuf : inBuf;
       const from = k % 2;
-      switch (c.op) {
+      switch (opAt(c, k)) {
         case 'broadcast':
           t.broadcast(from, c.inPlace ? at(outBuf, from, k) : at(inBuf, from, k), [at(outBuf, 0, k), at(outBuf, 1, k)], c.n);
           break;
@@ -93,7 +101,7 @@ export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?
     if (rt.failure) throw rt.failure;
     const outputs = await Promise.all([a.download(outBuf[0]!, bytes), b.download(outBuf[1]!, bytes)]);
     const got = outputs.map((o) => new Float32Array(o.buffer, o.byteOffset, c.ops * L.stride));
-    for (let k = 0; k < c.ops; k++) check(c, k, parts[k]!, got, shift(k));
+    for (let k = 0; k < c.ops; k++) check(c, opAt(c, k), k, parts[k]!, got, shift(k));
     return { ops: c.ops, outputs };
   } finally {
     for (const r of [0, 1]) {
@@ -104,22 +112,22 @@ export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?
 }
 
 /** For in-place cases the inputs start inside the output buffers, where the op expects them. */
-function placeInPlace(c: BatteryCase, k: number, r: number, p: Float32Array, out: Float32Array, base: number): void {
-  switch (c.op) {
+function placeInPlace(c: BatteryCase, op: CollectiveOp, k: number, r: number, p: Float32Array, out: Float32Array, base: number): void {
+  switch (op) {
     case 'broadcast': if (r === k % 2) out.set(p, base); break;
     case 'allGather': case 'gather': out.set(p, base + r * c.n); break;
     case 'allReduce': out.set(p, base); break;
   }
 }
 
-function check(c: BatteryCase, k: number, parts: Float32Array[], got: Float32Array[], base: number): void {
-  const where = (r: number, i: number): string => `${c.op} n=${c.n} rows=${c.rows} ${c.inPlace ? 'in place' : 'out of place'} op ${k} rank ${r} element ${i}`;
+function check(c: BatteryCase, op: CollectiveOp, k: number, parts: Float32Array[], got: Float32Array[], base: number): void {
+  const where = (r: number, i: number): string => `${op}${Array.isArray(c.op) ? ' (mixed)' : ''} n=${c.n} rows=${c.rows} ${c.inPlace ? 'in place' : 'out of place'} op ${k} rank ${r} element ${i}`;
   const from = k % 2;
-  if (c.op === 'broadcast') {
+  if (op === 'broadcast') {
     for (const r of [0, 1]) for (let i = 0; i < c.n; i++) {
       if (got[r]![base + i] !== parts[from]![i]) assert.fail(`${where(r, i)}: got ${got[r]![base + i]}, want ${parts[from]![i]}`);
     }
-  } else if (c.op === 'allReduce') {
+  } else if (op === 'allReduce') {
     const g0 = got[0]!, g1 = got[1]!;
     for (let i = 0; i < c.n; i++) {
       const want = parts[0]![i]! + parts[1]![i]!;
@@ -127,7 +135,7 @@ function check(c: BatteryCase, k: number, parts: Float32Array[], got: Float32Arr
       if (!Object.is(g0[base + i], g1[base + i])) assert.fail(`${where(1, i)}: the ranks disagree (${g0[base + i]} vs ${g1[base + i]})`);
     }
   } else {
-    const targets = c.op === 'allGather' ? [0, 1] : [from];
+    const targets = op === 'allGather' ? [0, 1] : [from];
     for (const r of targets) {
       for (let t = 0; t < c.rows; t++) for (const q of [0, 1]) for (let i = 0; i < c.n; i++) {
         const at = base + t * 2 * c.n + q * c.n + i;
@@ -161,11 +169,18 @@ export async function sweep(rt: Runtime, t: Transport, budgetFloats: number, max
   return ops;
 }
 
-/** 10,000 small ops back to back (2,500 of each op), every result checked. */
+/**
+ * 10,000 small ops back to back (2,500 of each op), then 2,000 in a random mix of ops and roots
+ * (one-way joins each way between two-way ones: the mix the LL protocol's slot reuse must
+ * survive, cu/tp_ll_chunks.cuh), every result checked.
+ */
+const MIXED_OPS = 2000;
+
 export async function backToBack(rt: Runtime, t: Transport): Promise<number> {
   let ops = 0;
   for (const op of COLLECTIVE_OPS) {
     ops += (await runCase(rt, t, { op, n: 37, rows: op === 'allGather' ? 2 : 1, inPlace: false, ops: 2500 })).ops;
   }
-  return ops;
+  const mix = Array.from({ length: MIXED_OPS }, () => COLLECTIVE_OPS[randomInt(0, COLLECTIVE_OPS.length)]!);
+  return ops + (await runCase(rt, t, { op: mix, n: 37, rows: 1, inPlace: false, ops: MIXED_OPS })).ops;
 }

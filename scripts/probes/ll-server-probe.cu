@@ -18,6 +18,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include "cu/tp_ll_chunks.cuh"  // LlState: the link state a job points at
 #include "cu/tp_ll_server.h"
 #include "scripts/probes/probe_cuda.h"
 
@@ -94,15 +95,15 @@ int main() {
   int* err;
   float *src, *dst;
   unsigned long long* stamps;
-  CHECK(cudaMalloc(&selfState, 65536));
-  CHECK(cudaMalloc(&peerState, 65536));
+  CHECK(cudaMalloc(&selfState, sizeof(LlState)));
+  CHECK(cudaMalloc(&peerState, sizeof(LlState)));
   CHECK(cudaMalloc(&selfRecv, 4 * cap * 8));
   CHECK(cudaMalloc(&peerRecv, 4 * cap * 8));
   CHECK(cudaMalloc(&err, 4));
   CHECK(cudaMalloc(&src, jobs * vals * 4));
   CHECK(cudaMalloc(&dst, jobs * vals * 4));
   CHECK(cudaMalloc(&stamps, jobs * 16));
-  for (void* p : {selfState, peerState, selfRecv, peerRecv}) CHECK(cudaMemset(p, 0, p == selfRecv || p == peerRecv ? 4 * cap * 8 : 65536));
+  for (void* p : {selfState, peerState, selfRecv, peerRecv}) CHECK(cudaMemset(p, 0, p == selfRecv || p == peerRecv ? 4 * cap * 8 : sizeof(LlState)));
   CHECK(cudaMemset(err, 0, 4));
   CHECK(cudaMemset(stamps, 0, jobs * 16));
   CHECK(cudaMemset(dst, 0xff, jobs * vals * 4));

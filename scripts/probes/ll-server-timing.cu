@@ -23,6 +23,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
+#include "cu/tp_ll_chunks.cuh"  // LlState: the link state a job points at
 #include "cu/tp_ll_server.h"
 #include "scripts/probes/probe_cuda.h"
 
@@ -53,8 +54,8 @@ int main(int argc, char** argv) {
   unsigned long long* stamps;
   unsigned long long* scratch;  // wait10's eight 64-bit writes (a job descriptor's size)
   CHECK(cudaMalloc(&scratch, 64));
-  CHECK(cudaMalloc(&selfState, 65536));
-  CHECK(cudaMalloc(&peerState, 65536));
+  CHECK(cudaMalloc(&selfState, sizeof(LlState)));
+  CHECK(cudaMalloc(&peerState, sizeof(LlState)));
   CHECK(cudaMalloc(&selfRecv, 4 * cap * 8));
   CHECK(cudaMalloc(&peerRecv, 4 * cap * 8));
   CHECK(cudaMalloc(&err, 4));
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
     CHECK(cudaHostAlloc(reinterpret_cast<void**>(&sh), sizeof *sh, cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(static_cast<void*>(sh), 0, sizeof *sh);
     CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&shDev), sh, 0));
-    for (void* p : {selfState, peerState}) CHECK(cudaMemset(p, 0, 65536));
+    for (void* p : {selfState, peerState}) CHECK(cudaMemset(p, 0, sizeof(LlState)));
     CHECK(cudaMemset(stamps, 0, size_t(jobs) * 16));
     CHECK(cudaMemset(err, 0, 4));
     CHECK(cudaDeviceSynchronize());

@@ -29,7 +29,17 @@ import type { Progress } from '../src/cli/progress.js';
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
 type JoinOp = (typeof OPS)[number];
-const JOINS_PER_GRAPH = 100;
+/**
+ * Ops per captured graph. Each replay also pays fixed costs no join pays in a walk (the graph's
+ * launch, rank 0's wait on rank 1's end event), spread over these ops; MEMRA_JOINS_PER_GRAPH
+ * changes the count to measure that share (the method string records it).
+ */
+function graphOps(v: string | undefined): number {
+  if (v === undefined || v === '') return 100;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 1 || n > 10_000) throw new RangeError(`MEMRA_JOINS_PER_GRAPH must be an integer from 1 to 10000, got '${v}'`);
+  return n;
+}
 /**
  * Untimed eager joins before each host row. With 100, the first row after each size's setup
  * (its reserve and allocations) came out 1 to 3 us above the rest, whatever the op: `ll`
@@ -67,6 +77,7 @@ async function hostSamples(rt: Runtime, t: Transport, op: JoinOp, bufs: Buffers,
 }
 
 export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[], flush?: (rows: Row[]) => void): Promise<Row[]> {
+  const perGraph = graphOps(process.env.MEMRA_JOINS_PER_GRAPH); // a bad value fails the suite, not each transport
   const rows: Row[] = [];
   const transports = TRANSPORTS.filter((t) => !only || only.includes(t));
   const total = transports.length * OPS.length * JOIN_BYTES.length;
@@ -74,7 +85,7 @@ export async function benchJoins(backend: BackendKind, joins: number, progress: 
   for (const name of transports) {
     // A runtime per transport: one transport's refusal costs its own rows, not the others'.
     try {
-      rows.push(...await benchTransport(name, backend, joins, progress, counter));
+      rows.push(...await benchTransport(name, backend, joins, progress, counter, perGraph));
       flush?.(rows); // a later transport that crashes the process must not take these with it
     } catch (e) {
       console.error(`joins: ${name}: ${(e as Error).message}`);
@@ -84,7 +95,7 @@ export async function benchJoins(backend: BackendKind, joins: number, progress: 
   return rows;
 }
 
-async function benchTransport(name: TransportName, backend: BackendKind, joins: number, progress: Progress, counter: { done: number; total: number }): Promise<Row[]> {
+async function benchTransport(name: TransportName, backend: BackendKind, joins: number, progress: Progress, counter: { done: number; total: number }, JOINS_PER_GRAPH: number): Promise<Row[]> {
   const rows: Row[] = [];
   const rt = await Runtime.open({ backend, spinMicros: 2000 });
   const link = await ArLink.open(rt);

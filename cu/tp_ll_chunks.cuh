@@ -21,22 +21,16 @@
 // 1.96, run11).
 //
 // A chunk's slots rotate over kLlDepth epochs. Before writing chunk c's slots for epoch e a
-// sender must know that the peer's twin has COMPLETED epoch e - kLlDepth of chunk c (their last
-// use). Depth two made a one-way join (broadcast, gather) run at one ack round trip per two
-// joins; four lets the sender run ahead. Every LL join launches on both ranks, so the ranks'
-// per-chunk epochs advance in lockstep. The sender learns it two ways:
-// - implicitly (`seen`): a line of epoch e from the twin means the twin began epoch e of chunk
-//   c, so it had finished epoch e - 1 (its reads returned before it published that epoch). A
-//   rank that receives records seen[c] = e - 1 in its own state, a local store;
-// - explicitly (`ack`): a rank that receives but does not send stores ack[c] = e into the
-//   peer's state, since the peer gets no line from it this join.
-// Enough, for any mix of ops: a sender at epoch x + 4 needs "twin finished x". Either the twin
-// sent in one of joins x+1..x+3 (so seen >= x), or it sent in none of them, and then it only
-// received in each and acked each (ack >= x+1). A rank that only sends stores nothing: by the
-// same argument, with the roles swapped, its twin never needs it.
-// Why not always ack: the ack was a store across NVLink issued as a kernel's LAST act, and a
-// grid completes only once its stores are acknowledged, so the two-way joins (all-gather,
-// all-reduce) paid for a second crossing at every kernel's end. They now end on local stores.
+// sender waits until the peer's twin has COMPLETED epoch e - kLlDepth of chunk c (their last
+// use): the twin stores `ack[c] = e` into the sender's state when it is done. Depth two made a
+// one-way join (broadcast, gather) run at one ack round trip per two joins; four lets the sender
+// run ahead. Every LL join launches on both ranks (a rank with nothing to send or receive still
+// runs and acks), so the ranks' per-chunk epochs advance in lockstep.
+// Tried and dropped (call 43, the ab-ll phase of scripts/gpu-session.sh, this kernel against its
+// base on one machine): implicit acks, where a line of epoch e tells the receiver its twin
+// finished e - 1 and only a rank that receives without sending stores an ack, so a two-way join
+// ends without a store across NVLink. Every 8 KB op got slower in a graph: broadcast 1.36 -> 1.46
+// us, gather 1.34 -> 1.47, all-reduce 2.05 -> 2.15, all-gather 2.02 -> 2.04-2.09.
 //
 // Latency, not bandwidth, is what a TP join pays for, so the dependent memory trips are few: a
 // thread issues its epoch, ack and source loads together and polls only after its store is on its
@@ -76,14 +70,13 @@ constexpr unsigned kLlDepth = 4;       // a power of two: the slot set is e & (k
 constexpr int kRefusedData = 40043;
 constexpr int kRefusedAck = 40044;
 
-// One per rank, zeroed before first use. `epoch` and `seen` are this rank's; `ack` is written by
-// the peer, in its own region so the peer's stores never share a cache line with our words.
+// One per rank, zeroed before first use. `epoch` is this rank's; `ack` is written by the peer,
+// in its own region so the peer's stores never share a cache line with our epochs.
 struct LlState {
   unsigned epoch[kMaxChunks];
-  unsigned seen[kMaxChunks];  // the twin finished this epoch: learnt from its lines (above)
-  unsigned ack[kMaxChunks];   // the twin finished this epoch: its explicit word (above)
+  unsigned ack[kMaxChunks];
 };
-static_assert(sizeof(LlState) == 98304, "LL state layout");
+static_assert(sizeof(LlState) == 65536, "LL state layout");
 // rows x rowLen travels as 32-bit counts: llMaxValues must fit them (so no caller checks it).
 static_assert(uint64_t(kMaxChunks) * kChunkLines * 2 <= 0xffffffffull, "one LL join's values fit 32 bits");
 
@@ -144,10 +137,8 @@ __device__ __forceinline__ uint64_t Strided(const LlJob& j, unsigned i) {
   return uint64_t(r) * j.dstStride + (i - r * j.rowLen);
 }
 
-// Spin (bounded) until the twin has finished epoch `need` of this chunk, as `seen` or `ack` tells
-// (only ack can change while this block waits). False: refused.
-__device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned seen, unsigned ack, unsigned need) {
-  if (Reached(seen, need)) return true;
+// Spin (bounded) until the twin has finished epoch `need` of this chunk. False: refused.
+__device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned ack, unsigned need) {
   const long long t0 = clock64();
   while (!Reached(ack, need)) {
     if (clock64() - t0 > j.spinLimit) {
@@ -226,7 +217,6 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     // the 8 KB all-gather at 1.95-2.02 us in a graph where the L2 loads took 2.06-2.08 (joins
     // run13-20 against run21-22).
     const unsigned e = (kResident ? LoadVolatile(&j.self->epoch[c]) : j.self->epoch[c]) + 1;
-    const unsigned seen = j.sendSrc == nullptr ? 0 : kResident ? LoadVolatile(&j.self->seen[c]) : j.self->seen[c];
     const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
     const unsigned line = c * kChunkLines + threadIdx.x;
     const bool has = line < lines;
@@ -239,7 +229,7 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     bool ok = true;
 
     if (j.sendSrc != nullptr) {
-      ok = AwaitAck(j, c, seen, ack, e - kLlDepth);
+      ok = AwaitAck(j, c, ack, e - kLlDepth);
       if (ok && has) StoreLine(&j.peerRecv[slot], mine0, mine1, e);
     }
     // The local copy waits on nothing: stored once the line is on its way and before the poll,
@@ -266,16 +256,13 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
       }
     }
 
-    // Publish the chunk's epoch for its next use, and what this join taught or owes the twin
-    // (above), once every thread's reads of the slots are done (the barrier gathers them; each
-    // read already returned its flag). A refused chunk publishes nothing and ends the job.
+    // Publish the chunk's epoch, locally for its next use and as the ack that lets the twin
+    // reuse this slot set, once every thread's reads of it are done (the barrier gathers them;
+    // each read already returned its flag). A refused chunk publishes nothing and ends the job.
     if (__syncthreads_or(!ok)) return false;
     if (threadIdx.x == 0) {
       j.self->epoch[c] = e;
-      if (j.recvDst != nullptr) {
-        j.self->seen[c] = e - 1;
-        if (j.sendSrc == nullptr) StoreVolatile(&j.peer->ack[c], e);
-      }
+      StoreVolatile(&j.peer->ack[c], e);
     }
   }
   return true;

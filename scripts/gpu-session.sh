@@ -19,6 +19,8 @@
 #           device-side protocol that hangs would otherwise spend every later step's bound)
 #   probe   scripts/probes/launch-probe.cu without Node (build it first, here:
 #           nvcc -O2 -std=c++17 -arch=sm_90 -I. -o build/probes/launch-probe scripts/probes/launch-probe.cu -lpthread)
+#   graph-ops  the ll joins bench with 1000 and with 100 ops per graph, twice each, alternating,
+#           into graph-ops-N-I: what share of a device row is the replay's fixed cost
 #   ab-ll   the ll joins bench twice on this build and twice on build/ab/memra.node (copy an
 #           earlier build there first), alternating, into ab-this-N and ab-base-N: a change to
 #           the LL kernels against its base on one machine, in one call
@@ -33,8 +35,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke or ab-ll)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll|graph-ops) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke, ab-ll or graph-ops)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -82,6 +84,12 @@ for phase in "${phases[@]}"; do
       step bench-ring 100 node dist/bench/main.js ring --out "$logs" ;;
     probe)
       step launch-probe 60 build/probes/launch-probe ;;
+    graph-ops)
+      for i in 1 2; do
+        for n in 1000 100; do
+          MEMRA_JOINS_PER_GRAPH=$n step "graph-ops-$n-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/graph-ops-$n-$i"
+        done
+      done ;;
     ab-ll)
       # The runtime loads build/Release/memra.node, so the base takes its place for its runs; a
       # trap would not outlive `timeout`, so the swap back follows every base run.

@@ -36,13 +36,12 @@ const SIG_EPOCH = 2;
 const SIG_WORDS = 4;
 const SIG_BYTES = 256;
 /**
- * LL state, the size of cu/tp_ll_chunks.cuh's. The GPU keeps an epoch, a seen and an ack word per
- * chunk of a join; this reference moves a whole join at once, so one of each stands for them:
- * epoch (word 0), seen (word LL_SEEN) and ack (word LL_ACK, in the third the peer writes).
+ * LL state, the size of cu/tp_ll.cu's. The GPU keeps an epoch and an ack per chunk of a join;
+ * this reference moves a whole join at once, so one epoch (word 0) and one ack (word LL_ACK, in
+ * the half the peer writes) stand for them.
  */
-const LL_STATE_BYTES = 98304;
-const LL_SEEN = 8192;
-const LL_ACK = 16384;
+const LL_STATE_BYTES = 65536;
+const LL_ACK = 8192;
 /** The most values one LL join may move (kMaxChunks x kChunkLines x 2 in cu/tp_ll.cu). */
 const LL_MAX_VALUES = 4 * 1024 * 1024;
 /** Epochs whose LL receive slots are live at once (kLlDepth in cu/tp_ll.cu). */
@@ -524,9 +523,8 @@ export class CpuDevice implements DeviceApi {
   /**
    * The low-latency join, as cu/tp_ll.cu does it: values cross as {value, epoch} word pairs into
    * the peer's receive slots (one slot set per epoch, LL_DEPTH sets in rotation), the receiver
-   * waits on its own memory, and a sender first makes sure the peer finished the epoch that last
-   * used the set: known from the peer's lines (seen) or its ack, which only a receiver that did
-   * not send stores (the argument is in cu/tp_ll_chunks.cuh). The slots and
+   * waits on its own memory, and a sender first waits for the peer's ack of the epoch that last
+   * used the set. The slots and
    * state words are synchronisation memory (atomics), not race-tracked; the data each rank reads
    * and writes is its own and is.
    */
@@ -583,8 +581,7 @@ export class CpuDevice implements DeviceApi {
     let mine: Float32Array | undefined;
     let mineOff = 0;
     if (sendSrc !== 0) {
-      const reached = (v: number): boolean => ((v - (e - LL_DEPTH)) | 0) >= 0;
-      if (!reached(state[LL_SEEN]!) && !waitFor(state, LL_ACK, reached)) { Atomics.compareExchange(errWord, 0, 0, 40044); return; }
+      if (!waitFor(state, LL_ACK, (v) => ((v - (e - LL_DEPTH)) | 0) >= 0)) { Atomics.compareExchange(errWord, 0, 0, 40044); return; }
       const [sd, so] = this.access('launchLl(sendSrc)', sendSrc, total * 4, READ, ep, true);
       mine = this.f32[sd]!; mineOff = so / 4;
       const slots = words(peerRecv, 2 * LL_DEPTH * cap, 'launchLl(peerRecv)');
@@ -615,13 +612,8 @@ export class CpuDevice implements DeviceApi {
       }
     }
     state[0] = e;
-    if (recvDst !== 0) {
-      state[LL_SEEN] = (e - 1) | 0;
-      if (sendSrc === 0) {
-        Atomics.store(peer, LL_ACK, e);
-        Atomics.notify(peer, LL_ACK);
-      }
-    }
+    Atomics.store(peer, LL_ACK, e);
+    Atomics.notify(peer, LL_ACK);
     if (stamp !== 0) this.storeNs('launchLl(stamp)', stamp + 8, ep);
   }
 

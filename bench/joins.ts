@@ -7,7 +7,7 @@
  *   joins them itself; after per-rank graphs (ll, nccl) rank 0 waits on an event rank 1 records
  *   after its replay. Without that wait a one-way join (broadcast from rank 0) would time only
  *   the sender, which may run a few joins ahead of the receiver. The wait's own cost (one
- *   cross-device event per replay) is counted, spread over JOINS_PER_GRAPH ops.
+ *   cross-device event per replay) is counted, spread over JOINS_PER_GRAPH ops (see there).
  * - host: eager joins; one sample = the main thread's clock from the op's first ring record until
  *   both workers have published "enqueued" for their last record of it. For `ll` that is the LL
  *   server's path (a stream memory operation per join, joins up to 32 KB); `host-launch` is the
@@ -30,12 +30,15 @@ export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
 type JoinOp = (typeof OPS)[number];
 /**
- * Ops per captured graph. Each replay also pays fixed costs no join pays in a walk (the graph's
- * launch, rank 0's wait on rank 1's end event), spread over these ops; MEMRA_JOINS_PER_GRAPH
- * changes the count to measure that share (the method string records it).
+ * Ops per captured graph (default 1000; MEMRA_JOINS_PER_GRAPH sets another, and the method
+ * string records it). Each replay also pays fixed costs no join pays in a walk: the graphs'
+ * launch and rank 0's wait on rank 1's end event, which empties the pipeline between replays.
+ * Measured with 100 and with 1000 ops a graph on one machine (call 44, gpu-session graph-ops),
+ * those cost 7-14 us a replay: at 100 ops they put 0.06-0.14 us on every `ll` 4-16 KB op (8 KB
+ * all-gather 2.02-2.03 against 1.96; broadcast 1.36 against 1.24). At 1000 they are under 0.01.
  */
 function graphOps(v: string | undefined): number {
-  if (v === undefined || v === '') return 100;
+  if (v === undefined || v === '') return 1000;
   const n = Number(v);
   if (!Number.isSafeInteger(n) || n < 1 || n > 10_000) throw new RangeError(`MEMRA_JOINS_PER_GRAPH must be an integer from 1 to 10000, got '${v}'`);
   return n;

@@ -151,6 +151,10 @@ __device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned ack, unsigned need
 }
 
 // Spin (bounded) until both halves of the line carry epoch e. False: refused.
+// One load in flight at a time. Tried and dropped (call 46, ab-ll, branch exp/staggered-poll):
+// two loads of the line in flight, the second started 120 ticks after the first, to see a landed
+// line within half a round trip. Slower at every size (8 KB in a graph: all-gather 1.97 -> 1.99
+// us, all-reduce 1.99 -> 2.08, broadcast 1.23 -> 1.36).
 __device__ bool AwaitLine(const LlJob& j, const uint4* slot, uint4& got, unsigned e) {
   const long long t0 = clock64();
   while (got.y != e || got.w != e) {

@@ -9,13 +9,25 @@
 namespace {
 
 __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
+#ifdef MEMRA_LL_PHASE_TRACE
+  const unsigned long long arrive = GlobalTimerNs();  // resident, not yet released (PDL)
+#endif
   // Programmatic dependent launch (see memra_tp_ll_exchange): this grid may be resident before
   // the kernel ahead of it on the stream has finished. Nothing here may be read before that
   // kernel's writes are visible (epochs, and inputs it may have produced), so the wait comes
   // first; once past it, let the next kernel on the stream be scheduled in turn.
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#ifdef MEMRA_LL_PHASE_TRACE
+  const unsigned long long released = GlobalTimerNs();
+#endif
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (j.stamp != nullptr && blockIdx.x == 0 && threadIdx.x == 0) j.stamp[0] = GlobalTimerNs();
+#ifdef MEMRA_LL_PHASE_TRACE
+  if (threadIdx.x == 0) {
+    s_llStart[0] = arrive;
+    s_llStart[1] = released;
+  }
+#endif
 
   if (!LlChunks<false>(j, blockIdx.x, gridDim.x)) return;
   if (j.stamp != nullptr && threadIdx.x == 0) atomicMax(&j.stamp[1], GlobalTimerNs());
@@ -58,3 +70,15 @@ extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t 
   cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, ll_exchange, j);
 }
+
+#ifdef MEMRA_LL_PHASE_TRACE
+extern "C" cudaError_t memra_tp_ll_phase_trace(unsigned long long* out) {
+  return cudaMemcpyFromSymbol(out, g_llPhase, sizeof g_llPhase);
+}
+
+extern "C" cudaError_t memra_tp_ll_phase_trace_reset(void) {
+  void* p = nullptr;
+  const cudaError_t e = cudaGetSymbolAddress(&p, g_llPhase);
+  return e != cudaSuccess ? e : cudaMemset(p, 0, sizeof g_llPhase);
+}
+#endif

@@ -60,6 +60,35 @@
 
 #include "cu/globaltimer.cuh"
 
+#ifdef MEMRA_LL_PHASE_TRACE
+// Probe builds only (scripts/probes/ll-phase-probe.cu): per epoch (mod 128) and chunk (< 4), when
+// thread 0 of the chunk's block passed each phase of a launched join (LlPhase), %globaltimer ns.
+// The index is the epoch, so every op of a run must take the same chunks.
+// Arrive: the block is resident (a launch with PDL may be, before the kernel ahead ends);
+// Released: past griddepcontrol.wait; Loaded: the chunk's epoch came back (every later step
+// depends on it); Sent: the line is stored to the peer; Received: this thread's line came;
+// Synced: every thread's did; Done: the epoch and the ack are stored.
+enum LlPhase { kPhaseArrive, kPhaseReleased, kPhaseLoaded, kPhaseSent, kPhaseReceived, kPhaseSynced, kPhaseDone, kPhases };
+static __device__ unsigned long long g_llPhase[128][4][kPhases];
+// Arrive and Released, taken by the kernel before any chunk's epoch is known; kept in shared
+// memory (thread 0's own) so that recording them adds no dependent load to the path timed.
+static __shared__ unsigned long long s_llStart[2];
+#define LL_PHASE(e, c, phase)                                                            \
+  do {                                                                                   \
+    if (threadIdx.x == 0 && (c) < 4) g_llPhase[(e) % 128][(c)][(phase)] = GlobalTimerNs(); \
+  } while (0)
+#define LL_PHASE_START(e, c)                                                       \
+  do {                                                                             \
+    if (threadIdx.x == 0 && (c) < 4) {                                             \
+      g_llPhase[(e) % 128][(c)][kPhaseArrive] = s_llStart[0];                      \
+      g_llPhase[(e) % 128][(c)][kPhaseReleased] = s_llStart[1];                    \
+    }                                                                              \
+  } while (0)
+#else
+#define LL_PHASE(e, c, phase) ((void)0)
+#define LL_PHASE_START(e, c) ((void)0)
+#endif
+
 namespace {
 
 constexpr unsigned kChunkLines = 256;  // one line (two values) per thread of a block
@@ -221,6 +250,8 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     // the 8 KB all-gather at 1.95-2.02 us in a graph where the L2 loads took 2.06-2.08 (joins
     // run13-20 against run21-22).
     const unsigned e = (kResident ? LoadVolatile(&j.self->epoch[c]) : j.self->epoch[c]) + 1;
+    LL_PHASE(e, c, kPhaseLoaded);
+    if (c == first && !kResident) LL_PHASE_START(e, c);
     const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
     const unsigned line = c * kChunkLines + threadIdx.x;
     const bool has = line < lines;
@@ -235,6 +266,7 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     if (j.sendSrc != nullptr) {
       ok = AwaitAck(j, c, ack, e - kLlDepth);
       if (ok && has) StoreLine(&j.peerRecv[slot], mine0, mine1, e);
+      LL_PHASE(e, c, kPhaseSent);
     }
     // The local copy waits on nothing: stored once the line is on its way and before the poll,
     // so it overlaps the crossing. (Stored before the send it cost the 8 KB all-gather 0.11 us,
@@ -246,6 +278,7 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     if (ok && has && j.recvDst != nullptr) {
       uint4 got = LoadLine(&j.selfRecv[slot]);
       ok = AwaitLine(j, &j.selfRecv[slot], got, e);
+      LL_PHASE(e, c, kPhaseReceived);
       if (ok) {
         const float theirs0 = __uint_as_float(got.x), theirs1 = __uint_as_float(got.z);
         if (j.reduce) {
@@ -264,10 +297,12 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     // reuse this slot set, once every thread's reads of it are done (the barrier gathers them;
     // each read already returned its flag). A refused chunk publishes nothing and ends the job.
     if (__syncthreads_or(!ok)) return false;
+    LL_PHASE(e, c, kPhaseSynced);
     if (threadIdx.x == 0) {
       j.self->epoch[c] = e;
       StoreVolatile(&j.peer->ack[c], e);
     }
+    LL_PHASE(e, c, kPhaseDone);
   }
   return true;
 }

@@ -19,6 +19,9 @@
 #           device-side protocol that hangs would otherwise spend every later step's bound)
 #   probe   scripts/probes/launch-probe.cu without Node (build it first, here:
 #           nvcc -O2 -std=c++17 -arch=sm_90 -I. -o build/probes/launch-probe scripts/probes/launch-probe.cu -lpthread)
+#   phases  scripts/probes/ll-phase-probe.cu: where an 8 KB LL join's time goes in a graph (build it
+#           first, here: nvcc -O3 -std=c++17 -arch=sm_90 -I. -DMEMRA_LL_PHASE_TRACE -o
+#           build/probes/ll-phase-probe scripts/probes/ll-phase-probe.cu cu/tp_ll.cu)
 #   graph-ops  the ll joins bench with 1000 and with 100 ops per graph, twice each, alternating,
 #           into graph-ops-N-I: what share of a device row is the replay's fixed cost
 #   ab-ll   the ll joins bench twice on this build and twice on build/ab/memra.node (copy an
@@ -35,8 +38,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll|graph-ops) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke, ab-ll or graph-ops)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll|graph-ops|phases) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke, ab-ll, graph-ops or phases)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -84,6 +87,8 @@ for phase in "${phases[@]}"; do
       step bench-ring 100 node dist/bench/main.js ring --out "$logs" ;;
     probe)
       step launch-probe 60 build/probes/launch-probe ;;
+    phases)
+      step ll-phase-probe 60 build/probes/ll-phase-probe ;;
     graph-ops)
       for i in 1 2; do
         for n in 1000 100; do

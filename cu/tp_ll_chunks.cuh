@@ -62,31 +62,41 @@
 
 #ifdef MEMRA_LL_PHASE_TRACE
 // Probe builds only (scripts/probes/ll-phase-probe.cu): per epoch (mod 128) and chunk (< 4), when
-// thread 0 of the chunk's block passed each phase of a launched join (LlPhase), %globaltimer ns.
-// The index is the epoch, so every op of a run must take the same chunks.
+// thread 0 of the chunk's block passed each phase of a launched join, %globaltimer ns. The index
+// is the epoch, so every op of a run must take the same chunks.
 // Arrive: the block is resident (a launch with PDL may be, before the kernel ahead ends);
-// Released: past griddepcontrol.wait; Loaded: the chunk's epoch came back (every later step
-// depends on it); Sent: the line is stored to the peer; Received: this thread's line came;
-// Synced: every thread's did; Done: the epoch and the ack are stored.
-enum LlPhase { kPhaseArrive, kPhaseReleased, kPhaseLoaded, kPhaseSent, kPhaseReceived, kPhaseSynced, kPhaseDone, kPhases };
+// Released: past griddepcontrol.wait; Sent: its epoch, ack and inputs came back and its line is
+// stored to the peer; Received: its own line came; Synced: every thread's did; Done: the epoch
+// and the ack are stored.
+// The stamps stay in registers (Arrive and Released in shared memory, taken before the epoch is
+// known) and are stored once the chunk is done: a store whose address needs the epoch, made
+// earlier, would hold thread 0 until the epoch's load returned and so delay its input loads.
+enum LlPhase { kPhaseArrive, kPhaseReleased, kPhaseSent, kPhaseReceived, kPhaseSynced, kPhaseDone, kPhases };
 static __device__ unsigned long long g_llPhase[128][4][kPhases];
-// Arrive and Released, taken by the kernel before any chunk's epoch is known; kept in shared
-// memory (thread 0's own) so that recording them adds no dependent load to the path timed.
 static __shared__ unsigned long long s_llStart[2];
-#define LL_PHASE(e, c, phase)                                                            \
-  do {                                                                                   \
-    if (threadIdx.x == 0 && (c) < 4) g_llPhase[(e) % 128][(c)][(phase)] = GlobalTimerNs(); \
-  } while (0)
-#define LL_PHASE_START(e, c)                                                       \
-  do {                                                                             \
-    if (threadIdx.x == 0 && (c) < 4) {                                             \
-      g_llPhase[(e) % 128][(c)][kPhaseArrive] = s_llStart[0];                      \
-      g_llPhase[(e) % 128][(c)][kPhaseReleased] = s_llStart[1];                    \
-    }                                                                              \
+struct LlPhaseStamps {
+  unsigned long long sent = 0, received = 0, synced = 0;
+};
+#define LL_STAMPS LlPhaseStamps llStamps_
+#define LL_STAMP(field) (llStamps_.field = GlobalTimerNs())
+#define LL_PHASE_WRITE(e, c, first)                                 \
+  do {                                                              \
+    if (threadIdx.x == 0 && (c) < 4) {                              \
+      unsigned long long* p_ = g_llPhase[(e) % 128][(c)];           \
+      p_[kPhaseDone] = GlobalTimerNs();                             \
+      p_[kPhaseSent] = llStamps_.sent;                              \
+      p_[kPhaseReceived] = llStamps_.received;                      \
+      p_[kPhaseSynced] = llStamps_.synced;                          \
+      if (first) {                                                  \
+        p_[kPhaseArrive] = s_llStart[0];                            \
+        p_[kPhaseReleased] = s_llStart[1];                          \
+      }                                                             \
+    }                                                               \
   } while (0)
 #else
-#define LL_PHASE(e, c, phase) ((void)0)
-#define LL_PHASE_START(e, c) ((void)0)
+#define LL_STAMPS ((void)0)
+#define LL_STAMP(field) ((void)0)
+#define LL_PHASE_WRITE(e, c, first) ((void)0)
 #endif
 
 namespace {
@@ -250,8 +260,7 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     // the 8 KB all-gather at 1.95-2.02 us in a graph where the L2 loads took 2.06-2.08 (joins
     // run13-20 against run21-22).
     const unsigned e = (kResident ? LoadVolatile(&j.self->epoch[c]) : j.self->epoch[c]) + 1;
-    LL_PHASE(e, c, kPhaseLoaded);
-    if (c == first && !kResident) LL_PHASE_START(e, c);
+    LL_STAMPS;
     const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
     const unsigned line = c * kChunkLines + threadIdx.x;
     const bool has = line < lines;
@@ -266,7 +275,7 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     if (j.sendSrc != nullptr) {
       ok = AwaitAck(j, c, ack, e - kLlDepth);
       if (ok && has) StoreLine(&j.peerRecv[slot], mine0, mine1, e);
-      LL_PHASE(e, c, kPhaseSent);
+      LL_STAMP(sent);
     }
     // The local copy waits on nothing: stored once the line is on its way and before the poll,
     // so it overlaps the crossing. (Stored before the send it cost the 8 KB all-gather 0.11 us,
@@ -278,7 +287,7 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     if (ok && has && j.recvDst != nullptr) {
       uint4 got = LoadLine(&j.selfRecv[slot]);
       ok = AwaitLine(j, &j.selfRecv[slot], got, e);
-      LL_PHASE(e, c, kPhaseReceived);
+      LL_STAMP(received);
       if (ok) {
         const float theirs0 = __uint_as_float(got.x), theirs1 = __uint_as_float(got.z);
         if (j.reduce) {
@@ -297,12 +306,12 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     // reuse this slot set, once every thread's reads of it are done (the barrier gathers them;
     // each read already returned its flag). A refused chunk publishes nothing and ends the job.
     if (__syncthreads_or(!ok)) return false;
-    LL_PHASE(e, c, kPhaseSynced);
+    LL_STAMP(synced);
     if (threadIdx.x == 0) {
       j.self->epoch[c] = e;
       StoreVolatile(&j.peer->ack[c], e);
     }
-    LL_PHASE(e, c, kPhaseDone);
+    LL_PHASE_WRITE(e, c, c == first && !kResident);
   }
   return true;
 }

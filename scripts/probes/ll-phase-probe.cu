@@ -5,8 +5,7 @@
 // Per rank it prints medians over the middle joins of the last replay:
 //   resident   Released - Arrive          a PDL grid waiting for the kernel ahead to end
 //   boundary   Released[k+1] - Done[k]    this kernel's end to the next one's release
-//   load       Loaded - Released          the epoch's round trip (every later step waits on it)
-//   send       Sent - Loaded              the inputs and the ack, then the store
+//   send       Sent - Released            the epoch, the ack and the inputs loaded, the line stored
 //   wait       Received - Sent            this thread's line arriving (the crossing, and skew)
 //   sync       Synced - Received          the block's other lines, and the barrier
 //   tail       Done - Synced              the epoch and ack stores
@@ -130,25 +129,24 @@ void RunCase(Rank* ranks, Op op, int pdl) {
   const int chunks = op == Op::kAllGather ? 2 : 4;  // 256 lines (512 values) a chunk
   std::printf("%s 8 KB, %s:\n", Name(op), pdl ? "PDL" : "no PDL");
   for (int r = 0; r < 2; r++) {
-    std::vector<double> resident, boundary, load, send, wait, sync, tail, period;
+    std::vector<double> resident, boundary, send, wait, sync, tail, period;
     for (unsigned e = first; e < last; e++) {
       for (int c = 0; c < chunks; c++) {
         const unsigned long long* p = trace[r][e % 128][c];
         const unsigned long long* q = trace[r][(e + 1) % 128][c];
         resident.push_back(double(p[kPhaseReleased] - p[kPhaseArrive]));
         boundary.push_back(double(q[kPhaseReleased]) - double(p[kPhaseDone]));
-        load.push_back(double(p[kPhaseLoaded] - p[kPhaseReleased]));
-        if (p[kPhaseSent] != 0) send.push_back(double(p[kPhaseSent] - p[kPhaseLoaded]));
+        if (p[kPhaseSent] != 0) send.push_back(double(p[kPhaseSent] - p[kPhaseReleased]));
         if (p[kPhaseReceived] != 0) {
-          wait.push_back(double(p[kPhaseReceived]) - double(p[kPhaseSent] != 0 ? p[kPhaseSent] : p[kPhaseLoaded]));
+          wait.push_back(double(p[kPhaseReceived]) - double(p[kPhaseSent] != 0 ? p[kPhaseSent] : p[kPhaseReleased]));
           sync.push_back(double(p[kPhaseSynced] - p[kPhaseReceived]));
         }
         tail.push_back(double(p[kPhaseDone] - p[kPhaseSynced]));
         period.push_back(double(q[kPhaseReleased] - p[kPhaseReleased]));
       }
     }
-    std::printf("  rank %d (ns): resident %.0f boundary %.0f load %.0f send %.0f wait %.0f sync %.0f tail %.0f period %.0f\n",
-                r, Median(resident), Median(boundary), Median(load), Median(send), Median(wait), Median(sync),
+    std::printf("  rank %d (ns): resident %.0f boundary %.0f send %.0f wait %.0f sync %.0f tail %.0f period %.0f\n",
+                r, Median(resident), Median(boundary), Median(send), Median(wait), Median(sync),
                 Median(tail), Median(period));
   }
   if (op != Op::kBroadcast) {

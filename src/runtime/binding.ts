@@ -218,8 +218,12 @@ export interface NativeBinding {
    * every join is a launch.
    */
   llConfigure(selfRecv: DevicePtr, peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number, err: DevicePtr, spinLimit: number, serveIdleMicros: number): void;
-  /** This thread's LL server: jobs it ran, and grids launched for them (one per idle stop). */
-  llServeStats(): { jobs: number; launches: number };
+  /**
+   * This thread's LL server: jobs it ran, grids launched for them (one per idle stop), and the
+   * host's view of its mapped block (issued, done, state); `deep` adds the device's control block
+   * and whether a grid runs (diagnosis: scripts/probes/ll-server-node.mjs).
+   */
+  llServeStats(deep?: boolean): { jobs: number; launches: number } & Record<string, number | boolean>;
   /**
    * One low-latency join on this rank, one kernel, no events, over the link `llConfigure` set:
    * optionally copy `localSrc` to `localDst`; send `sendSrc` into the peer's receive slots as

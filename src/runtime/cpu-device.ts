@@ -535,7 +535,7 @@ export class CpuDevice implements DeviceApi {
   }
 
   /** The reference has no launches to save: every join runs as the kernel does, the server never. */
-  llServeStats(): { jobs: number; launches: number } { return { jobs: 0, launches: 0 }; }
+  llServeStats(_deep?: boolean): { jobs: number; launches: number } { return { jobs: 0, launches: 0 }; }
 
   launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stamp: number, stream: number): void {
     this.stream('launchLl', stream);

@@ -389,7 +389,7 @@ const control = {
   /** What this rank's LL server has done (zeros on the CPU reference, which has none). */
   async llServeStats(deep = false): Promise<{ jobs: number; launches: number }> {
     needOpen('llServeStats');
-    return (dev.llServeStats as (deep: boolean) => { jobs: number; launches: number })(deep);
+    return dev.llServeStats(deep);
   },
 
   /**

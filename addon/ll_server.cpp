@@ -4,6 +4,7 @@
 #include <cudaTypedefs.h>
 
 #include <atomic>
+#include <cstddef>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -42,13 +43,25 @@ cudaError_t ResolveBatchMemOp(PFN_cuStreamBatchMemOp_v11070* fn) {
   return resolved;
 }
 
-// One stream memory operation on `s` (both the server's release and the walk stream's wait are
-// one): CUDA_ERROR_NOT_FOUND where the driver has no cuStreamBatchMemOp.
-CUresult EnqueueMemOp(cudaStream_t s, CUstreamBatchMemOpParams op) {
+// One 32-bit stream memory operation on `s`: the server's release (a write) and the walk
+// stream's wait (a wait) are both one, and the driver lays out writeValue and waitValue alike.
+// CUDA_ERROR_NOT_FOUND where the driver has no cuStreamBatchMemOp.
+CUresult EnqueueMemOp(cudaStream_t s, CUstreamBatchMemOpType operation, const uint32_t* address,
+                      uint32_t value, unsigned flags) {
   PFN_cuStreamBatchMemOp_v11070 batch;
   if (ResolveBatchMemOp(&batch) != cudaSuccess) return CUDA_ERROR_NOT_FOUND;
+  CUstreamBatchMemOpParams op;
+  std::memset(&op, 0, sizeof op);
+  op.writeValue.operation = operation;
+  op.writeValue.address = reinterpret_cast<CUdeviceptr>(address);
+  op.writeValue.value = value;
+  op.writeValue.flags = flags;
   return batch(reinterpret_cast<CUstream>(s), 1, &op, 0);
 }
+static_assert(offsetof(CUstreamBatchMemOpParams, writeValue.address) == offsetof(CUstreamBatchMemOpParams, waitValue.address) &&
+                  offsetof(CUstreamBatchMemOpParams, writeValue.value) == offsetof(CUstreamBatchMemOpParams, waitValue.value) &&
+                  offsetof(CUstreamBatchMemOpParams, writeValue.flags) == offsetof(CUstreamBatchMemOpParams, waitValue.flags),
+              "a write and a wait share one layout");
 
 // Spins until `done()` or kWaitLimit has passed; false on the limit.
 template <typename Done>
@@ -88,7 +101,7 @@ std::unique_ptr<LlServer> LlServer::Create(Napi::Env env, int device) {
                    "(llConfigure with serveIdleMicros 0 launches every join instead)",
                    device);
   }
-  RequireEagerModuleLoading(env);
+  // Eager module loading was checked by llConfigure, the only way to ask for a server.
   std::unique_ptr<LlServer> s(new LlServer(device));
   MEMRA_CUDA_CHECK(env, device, cudaMalloc(reinterpret_cast<void**>(&s->ctl_), sizeof(MemraLlServerCtl)),
                    "cudaMalloc(LL server control block)");
@@ -195,13 +208,7 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
   // server runs jobs in order, each after the one before has finished, so a served join that
   // follows needs no wait, and waiting on every job cost the stream about 5 us a job
   // (scripts/probes/ll-server-timing.cu: 'wait' against 'nowait').
-  CUstreamBatchMemOpParams op;
-  std::memset(&op, 0, sizeof op);
-  op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-  op.writeValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->cmd);
-  op.writeValue.value = seq;
-  op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-  const CUresult r = EnqueueMemOp(walk, op);
+  const CUresult r = EnqueueMemOp(walk, CU_STREAM_MEM_OP_WRITE_VALUE_32, &ctl_->cmd, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
   if (r != CUDA_SUCCESS) {
     Withdraw(env, seq, cudaSuccess,
              "launchLl: cuStreamBatchMemOp (release LL server job " + std::to_string(seq) + ") on device " +
@@ -214,13 +221,7 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
 
 void LlServer::SettleWait(Napi::Env env, cudaStream_t s) {
   if (unsettled_ == 0 || s != walk_) return;
-  CUstreamBatchMemOpParams op;
-  std::memset(&op, 0, sizeof op);
-  op.waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
-  op.waitValue.address = reinterpret_cast<CUdeviceptr>(&ctl_->done);
-  op.waitValue.value = unsettled_;
-  op.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
-  const CUresult r = EnqueueMemOp(s, op);
+  const CUresult r = EnqueueMemOp(s, CU_STREAM_MEM_OP_WAIT_VALUE_32, &ctl_->done, unsettled_, CU_STREAM_WAIT_VALUE_GEQ);
   if (r != CUDA_SUCCESS) {
     // The stream must not run past an unfinished job: this thread's later calls on it are refused
     // with the same message until the wait is enqueued.

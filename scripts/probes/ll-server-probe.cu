@@ -20,6 +20,7 @@
 
 #include "cu/tp_ll_chunks.cuh"  // LlState: the link state a job points at
 #include "cu/tp_ll_server.h"
+#include "scripts/probes/ll_server_blocks.h"
 #include "scripts/probes/probe_cuda.h"
 
 
@@ -82,13 +83,9 @@ int main() {
 
   // T3: the server with local-copy-only jobs.
   auto batch = DriverEntry<PFN_cuStreamBatchMemOp_v11070>("cuStreamBatchMemOp");
-  MemraLlServerCtl* ctl;
-  MemraLlServerHost *sh, *shDev;
-  CHECK(cudaMalloc(&ctl, sizeof *ctl));
-  CHECK(cudaMemset(ctl, 0, sizeof *ctl));
-  CHECK(cudaHostAlloc(reinterpret_cast<void**>(&sh), sizeof *sh, cudaHostAllocMapped | cudaHostAllocPortable));
-  std::memset(static_cast<void*>(sh), 0, sizeof *sh);
-  CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&shDev), sh, 0));
+  const ServerBlocks blocks = AllocServerBlocks();
+  MemraLlServerCtl* ctl = blocks.ctl;
+  MemraLlServerHost *sh = blocks.host, *shDev = blocks.hostOnDevice;
   const int vals = 1000, jobs = 20;
   const unsigned long long cap = 8192;
   void *selfState, *peerState, *selfRecv, *peerRecv;

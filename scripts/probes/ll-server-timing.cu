@@ -25,6 +25,7 @@
 
 #include "cu/tp_ll_chunks.cuh"  // LlState: the link state a job points at
 #include "cu/tp_ll_server.h"
+#include "scripts/probes/ll_server_blocks.h"
 #include "scripts/probes/probe_cuda.h"
 
 
@@ -66,13 +67,9 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceSynchronize());
 
   for (const std::string mode : {"wait", "nowait", "spin", "whost", "wait10", "wait"}) {
-    MemraLlServerCtl* ctl;
-    MemraLlServerHost *sh, *shDev;
-    CHECK(cudaMalloc(&ctl, sizeof *ctl));
-    CHECK(cudaMemset(ctl, 0, sizeof *ctl));
-    CHECK(cudaHostAlloc(reinterpret_cast<void**>(&sh), sizeof *sh, cudaHostAllocMapped | cudaHostAllocPortable));
-    std::memset(static_cast<void*>(sh), 0, sizeof *sh);
-    CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&shDev), sh, 0));
+    const ServerBlocks blocks = AllocServerBlocks();
+    MemraLlServerCtl* ctl = blocks.ctl;
+    MemraLlServerHost *sh = blocks.host, *shDev = blocks.hostOnDevice;
     for (void* p : {selfState, peerState}) CHECK(cudaMemset(p, 0, sizeof(LlState)));
     CHECK(cudaMemset(stamps, 0, size_t(jobs) * 16));
     CHECK(cudaMemset(err, 0, 4));

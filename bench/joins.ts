@@ -46,6 +46,16 @@ function graphOps(v: string | undefined): number {
   return n;
 }
 /**
+ * Whether the `ll` rows include the LL server's host row (MEMRA_JOINS_LL_SERVER: 'on', the
+ * default, or 'off'). Off, no server grid runs on either device during the whole suite, to see
+ * whether its earlier runs change the device rows that follow them.
+ */
+function llServerRows(v: string | undefined): boolean {
+  if (v === undefined || v === '' || v === 'on') return true;
+  if (v === 'off') return false;
+  throw new RangeError(`MEMRA_JOINS_LL_SERVER must be 'on' or 'off', got '${v}'`);
+}
+/**
  * Untimed eager joins before each host row. With 100, the first row after each size's setup
  * (its reserve and allocations) came out 1 to 3 us above the rest, whatever the op: `ll`
  * broadcast at 4 KB 8.4 to 9.4 us against 5.9 to 7.6 for the other ops (joins runs 14 to 17).
@@ -82,7 +92,9 @@ async function hostSamples(rt: Runtime, t: Transport, op: JoinOp, bufs: Buffers,
 }
 
 export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[], flush?: (rows: Row[]) => void): Promise<Row[]> {
-  const perGraph = graphOps(process.env.MEMRA_JOINS_PER_GRAPH); // a bad value fails the suite, not each transport
+  // A bad value fails the suite, not each transport.
+  const perGraph = graphOps(process.env.MEMRA_JOINS_PER_GRAPH);
+  const llServer = llServerRows(process.env.MEMRA_JOINS_LL_SERVER);
   const rows: Row[] = [];
   const transports = TRANSPORTS.filter((t) => !only || only.includes(t));
   const total = transports.length * OPS.length * JOIN_BYTES.length;
@@ -90,7 +102,7 @@ export async function benchJoins(backend: BackendKind, joins: number, progress: 
   for (const name of transports) {
     // A runtime per transport: one transport's refusal costs its own rows, not the others'.
     try {
-      rows.push(...await benchTransport(name, backend, joins, progress, counter, perGraph));
+      rows.push(...await benchTransport(name, backend, joins, progress, counter, perGraph, llServer));
       flush?.(rows); // a later transport that crashes the process must not take these with it
     } catch (e) {
       console.error(`joins: ${name}: ${(e as Error).message}`);
@@ -100,7 +112,7 @@ export async function benchJoins(backend: BackendKind, joins: number, progress: 
   return rows;
 }
 
-async function benchTransport(name: TransportName, backend: BackendKind, joins: number, progress: Progress, counter: { done: number; total: number }, JOINS_PER_GRAPH: number): Promise<Row[]> {
+async function benchTransport(name: TransportName, backend: BackendKind, joins: number, progress: Progress, counter: { done: number; total: number }, JOINS_PER_GRAPH: number, llServer: boolean): Promise<Row[]> {
   const rows: Row[] = [];
   const rt = await Runtime.open({ backend, spinMicros: 2000 });
   const link = await ArLink.open(rt);
@@ -147,9 +159,11 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
         if (name === 'll') {
           // Both ways an eager LL join can go (link.ts, llServeIdleMicros): through the LL server
           // (joins up to 32 KB; larger ones launch either way), and a launch per join.
-          await link.setLlServe(LL_SERVE_IDLE_MICROS);
-          await hostRow('host', `${hostMethod}; LL server on: a stream write per join up to 32 KB`);
-          await link.setLlServe(0);
+          if (llServer) {
+            await link.setLlServe(LL_SERVE_IDLE_MICROS);
+            await hostRow('host', `${hostMethod}; LL server on: a stream write per join up to 32 KB`);
+            await link.setLlServe(0);
+          }
           await hostRow('host-launch', `${hostMethod}; LL server off: a launch per join`);
         } else {
           await hostRow('host', hostMethod);

@@ -24,9 +24,13 @@
 #           build/probes/ll-phase-probe scripts/probes/ll-phase-probe.cu cu/tp_ll.cu)
 #   graph-ops  the ll joins bench with 1000 and with 100 ops per graph, twice each, alternating,
 #           into graph-ops-N-I: what share of a device row is the replay's fixed cost
-#   ab-ll   the ll joins bench twice on this build and twice on build/ab/memra.node (copy an
-#           earlier build there first), alternating, into ab-this-N and ab-base-N: a change to
-#           the LL kernels against its base on one machine, in one call
+#   ab-ll   the ll joins bench on this build and on each build/ab/NAME.node (copy earlier or
+#           variant builds there first), in rounds (MEMRA_AB_ROUNDS, default 2), each round this
+#           build first, into ab-this-R and ab-NAME-R: changes to the LL kernels against their
+#           base on one machine, in one call
+#   ab-serve  the ll joins bench once with the LL server's host rows left out
+#           (MEMRA_JOINS_LL_SERVER=off), into ab-serve-off: do the server's earlier grids change
+#           the device rows after them? (compare with the ab-this rounds of the same call)
 #
 # A step gets its own bound or what is left of the budget (default 570 s, under the device tool's
 # 600 s a call), whichever is less; one that would get under 20 s is skipped and says so. Logs go
@@ -38,8 +42,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll|graph-ops|phases) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke, ab-ll, graph-ops or phases)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -96,16 +100,22 @@ for phase in "${phases[@]}"; do
         done
       done ;;
     ab-ll)
-      # The runtime loads build/Release/memra.node, so the base takes its place for its runs; a
-      # trap would not outlive `timeout`, so the swap back follows every base run.
-      [ -f build/ab/memra.node ] || { echo "== ab-ll: build/ab/memra.node is missing: skipped"; continue; }
-      cp build/Release/memra.node build/ab/memra-this.node
-      for i in 1 2; do
+      # The runtime loads build/Release/memra.node, so each variant takes its place for its runs;
+      # a trap would not outlive `timeout`, so the swap back follows every variant's run.
+      variants=(build/ab/*.node)
+      [ -e "${variants[0]}" ] || { echo "== ab-ll: no build/ab/*.node: skipped"; continue; }
+      cp build/Release/memra.node build/ab-this.node
+      for ((i = 1; i <= ${MEMRA_AB_ROUNDS:-2}; i++)); do
         step "ab-this-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-this-$i"
-        cp build/ab/memra.node build/Release/memra.node
-        step "ab-base-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-base-$i"
-        cp build/ab/memra-this.node build/Release/memra.node
+        for v in "${variants[@]}"; do
+          name=$(basename "$v" .node)
+          cp "$v" build/Release/memra.node
+          step "ab-$name-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-$name-$i"
+          cp build/ab-this.node build/Release/memra.node
+        done
       done ;;
+    ab-serve)
+      MEMRA_JOINS_LL_SERVER=off step ab-serve-off 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-serve-off" ;;
     smoke)
       step ll-server-probe 40 build/probes/ll-server-probe &&
       step ll-server-node 60 node scripts/probes/ll-server-node.mjs &&

@@ -8,14 +8,40 @@
 
 namespace {
 
+// A hint that the line holding p will be read soon, into L2 only. L2 is where every SM's view of
+// device memory meets, so a line brought there early cannot make a later load return an older
+// value; a prefetch into L1 could (this SM's L1 is not kept coherent with other SMs' stores).
+__device__ __forceinline__ void PrefetchL2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
 #ifdef MEMRA_LL_PHASE_TRACE
   const unsigned long long arrive = GlobalTimerNs();  // resident, not yet released (PDL)
 #endif
   // Programmatic dependent launch (see memra_tp_ll_exchange): this grid may be resident before
-  // the kernel ahead of it on the stream has finished. Nothing here may be read before that
-  // kernel's writes are visible (epochs, and inputs it may have produced), so the wait comes
-  // first; once past it, let the next kernel on the stream be scheduled in turn.
+  // the kernel ahead of it on the stream has finished. Nothing here may be READ before that
+  // kernel's writes are visible (epochs, and inputs it may have produced), so the loads wait;
+  // once past the wait, let the next kernel on the stream be scheduled in turn.
+  //
+  // The lines the first chunk reads right after the wait are prefetched to L2 before it: the
+  // grid sits resident 1-2 us before its release (scripts/probes/ll-phase-probe.cu, 'resident'),
+  // and a prefetch reads nothing into a register, so it cannot see a value too early. Measured
+  // against the same kernel without it, in one device call, three rounds alternating
+  // (gpu-session ab-ll, 2026-11-30 call 50): 8 KB in a graph, all-gather 2.02-2.04 -> 1.95-1.98
+  // us, all-reduce 2.05 -> 2.02-2.03, broadcast 1.36 -> 1.32. Where the time goes is the input
+  // lines: prefetching only the epoch and ack moved nothing (call 49), and prefetching the
+  // destinations as well was slower (1.99-2.00). The peer's slots are never prefetched: a
+  // prefetch of remote lines made the 1 MB all-reduce 8 -> 28 us (call 49).
+  {
+    const unsigned c = blockIdx.x, line = c * kChunkLines + threadIdx.x;
+    PrefetchL2(&j.self->epoch[c]);
+    PrefetchL2(&j.self->ack[c]);
+    if (line < (j.rows * j.rowLen + 1) / 2) {
+      if (j.sendSrc != nullptr) PrefetchL2(j.sendSrc + 2 * line);
+      if (j.localSrc != nullptr && j.localSrc != j.sendSrc) PrefetchL2(j.localSrc + 2 * line);
+    }
+  }
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #ifdef MEMRA_LL_PHASE_TRACE
   const unsigned long long released = GlobalTimerNs();

@@ -30,7 +30,11 @@
 // base on one machine): implicit acks, where a line of epoch e tells the receiver its twin
 // finished e - 1 and only a rank that receives without sending stores an ack, so a two-way join
 // ends without a store across NVLink. Every 8 KB op got slower in a graph: broadcast 1.36 -> 1.46
-// us, gather 1.34 -> 1.47, all-reduce 2.05 -> 2.15, all-gather 2.02 -> 2.04-2.09.
+// us, gather 1.34 -> 1.47, all-reduce 2.05 -> 2.15, all-gather 2.02 -> 2.04-2.09. Also slower,
+// in the same way (call 47; 8 KB all-gather 2.03 against): one 8-byte load and store for a line's
+// two values (2.23-2.25), the local copy stored after the receive (2.22) or after the first poll
+// is issued (2.15), 512-line chunks (2.20, call 48). This kernel's speed follows its instruction
+// shape closely; measure any change against its base (notes/perf.md, seventh session).
 //
 // Latency, not bandwidth, is what a TP join pays for, so the dependent memory trips are few: a
 // thread issues its epoch, ack and source loads together and polls only after its store is on its

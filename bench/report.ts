@@ -1,11 +1,12 @@
 /**
- * `npm run bench:report`: rewrite the README's performance tables from bench/results/*.json, so
+ * `npm run bench:report`: rewrite the README's performance tables from bench/results/*.json(.gz), so
  * no figure in the README is typed by hand. Each table sits between
  * `<!-- bench:<suite> -->` and `<!-- /bench:<suite> -->`; and write bench/results/index.html, the
  * results as one self-contained page (report-html.ts).
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { renderBenchReport } from './report-html.js';
 import type { NamedResults, ResultsFile } from './results-types.js';
 import { byDateThenName, newestLines } from './newest-results.js';
@@ -13,10 +14,22 @@ import { targetsTable } from './report-targets.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const dir = join(root, 'bench', 'results');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+/**
+ * Results files by the name they were written under. Superseded runs are kept gzipped
+ * (`NAME.json.gz`): the tree that travels to the GPU host is capped at 64 MiB (notes/perf.md),
+ * and a joins run with its raw samples is over 1 MB. They read, and are named, as before.
+ */
+const stored = new Map<string, string>();
+for (const f of readdirSync(dir).filter((f) => f.endsWith('.json') || f.endsWith('.json.gz'))) {
+  const file = f.replace(/\.gz$/, '');
+  if (stored.has(file)) throw new Error(`bench:report: both ${file} and ${file}.gz are in ${dir}; keep one`);
+  stored.set(file, f);
+}
 const bySuite = new Map<string, Array<{ file: string; data: ResultsFile }>>();
-for (const file of files) {
-  const data = JSON.parse(readFileSync(join(dir, file), 'utf8')) as ResultsFile;
+for (const file of [...stored.keys()].sort()) {
+  const f = stored.get(file)!;
+  const raw = readFileSync(join(dir, f));
+  const data = JSON.parse((f.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8')) as ResultsFile;
   if (!bySuite.has(data.suite)) bySuite.set(data.suite, []);
   bySuite.get(data.suite)!.push({ file, data });
 }

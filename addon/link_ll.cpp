@@ -143,12 +143,12 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   const int device = ts.RequireBound(env, fn);
   RequireOwned(env, ts.streams, s, fn, "stream");
   const bool capturing = ts.capturing.count(s) != 0;
-  const LlJobArgs job{reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
-                      reinterpret_cast<const float*>(localSrc), reinterpret_cast<float*>(localDst),
-                      reinterpret_cast<float*>(recvDst), dstStride, reinterpret_cast<void*>(l.selfRecv),
-                      reinterpret_cast<void*>(l.peerRecv), cap, reinterpret_cast<void*>(l.selfState),
-                      reinterpret_cast<void*>(l.peerState), l.rank, reinterpret_cast<int*>(l.err),
-                      static_cast<long long>(l.spinLimit), reinterpret_cast<unsigned long long*>(stamp)};
+  const MemraLlJobArgs job{reduce, rows, rowLen, reinterpret_cast<const float*>(sendSrc),
+                           reinterpret_cast<const float*>(localSrc), reinterpret_cast<float*>(localDst),
+                           reinterpret_cast<float*>(recvDst), dstStride, reinterpret_cast<void*>(l.selfRecv),
+                           reinterpret_cast<void*>(l.peerRecv), cap, reinterpret_cast<void*>(l.selfState),
+                           reinterpret_cast<void*>(l.peerState), l.rank, reinterpret_cast<int*>(l.err),
+                           static_cast<long long>(l.spinLimit), reinterpret_cast<unsigned long long*>(stamp)};
   // Eagerly, a join that fits goes to the LL server: a stream memory operation instead of a launch
   // (cu/tp_ll_server.h). A capture always takes the kernel: a graph replays without the host.
   if (!capturing && l.serveIdleNs != 0 && memra_tp_ll_server_fits(rows, rowLen) &&
@@ -164,10 +164,7 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   // Programmatic dependent launch only into a graph: eagerly it costs the host more than it saves
   // the device (cu/tp_ll.cu).
   MEMRA_CUDA_CHECK(
-      env, device,
-      memra_tp_ll_exchange(job.reduce, rows, rowLen, job.sendSrc, job.localSrc, job.localDst, job.recvDst,
-                           dstStride, job.selfRecv, job.peerRecv, cap, job.selfState, job.peerState,
-                           job.rank, job.err, job.spinLimit, job.stamp, capturing ? 1 : 0, s),
+      env, device, memra_tp_ll_exchange(&job, capturing ? 1 : 0, s),
       "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +
           ", rowLen=" + std::to_string(rowLen) + ", sendSrc=" + Hex(sendSrc) +
           ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(l.rank) + ", stream=" + Hex(s) +

@@ -173,7 +173,7 @@ void LlServer::EnsureRunning(Napi::Env env, uint32_t seq) {
   launches_++;
 }
 
-void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
+void LlServer::Submit(Napi::Env env, const MemraLlJobArgs& job, cudaStream_t walk) {
   const uint32_t seq = issued_ + 1;
   // The slot's previous job must be finished before its words are overwritten.
   const uint32_t previous = seq - MEMRA_LL_SERVER_SLOTS;
@@ -185,11 +185,8 @@ void LlServer::Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk) {
                "MEMRA_LL_SERVER_STALLED");
   }
   void* slot = host_->slots[seq % MEMRA_LL_SERVER_SLOTS];
-  MEMRA_CUDA_CHECK(env, device_,
-                   memra_tp_ll_server_job(a.reduce, a.rows, a.rowLen, a.sendSrc, a.localSrc, a.localDst,
-                                          a.recvDst, a.dstStride, a.selfRecv, a.peerRecv, a.cap,
-                                          a.selfState, a.peerState, a.rank, a.err, a.spinLimit, a.stamp, slot),
-                   "memra_tp_ll_server_job(rows=" + std::to_string(a.rows) + ", rowLen=" + std::to_string(a.rowLen) + ")");
+  MEMRA_CUDA_CHECK(env, device_, memra_tp_ll_server_job(&job, slot),
+                   "memra_tp_ll_server_job(rows=" + std::to_string(job.rows) + ", rowLen=" + std::to_string(job.row_len) + ")");
   // The job's words, then its slot's seq: the dispatcher reads a job ahead of its release once the
   // seq says the slot holds it (cu/tp_ll_server.cu). Then `issued`, and `issued` before `state` is
   // read (the Dekker pair of the grid's stop, cu/tp_ll_server.h): a full fence, since x86 lets a

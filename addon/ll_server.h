@@ -11,29 +11,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "cu/kernels.h"
 #include "cu/tp_ll_server.h"
 
 namespace memra {
-
-// One join, as launchLl takes it plus the link's buffers (ThreadState::LlLink).
-struct LlJobArgs {
-  int reduce;
-  uint64_t rows, rowLen;
-  const float* sendSrc;
-  const float* localSrc;
-  float* localDst;
-  float* recvDst;
-  uint64_t dstStride;
-  void* selfRecv;
-  void* peerRecv;
-  uint64_t cap;
-  void* selfState;
-  void* peerState;
-  int rank;
-  int* err;
-  long long spinLimit;
-  unsigned long long* stamp;
-};
 
 // Throws unless CUDA loads modules eagerly in this process, which a resident grid needs
 // (addon/module.cpp). llConfigure asks when a server is requested, so the refusal reaches the
@@ -50,11 +31,11 @@ class LlServer {
   LlServer(const LlServer&) = delete;
   LlServer& operator=(const LlServer&) = delete;
 
-  // Hands job `a` to the server, ordered on `walk` after everything enqueued there before it.
+  // Hands `job` to the server, ordered on `walk` after everything enqueued there before it.
   // What comes after it on `walk` waits for it once SettleWait runs, which every other call that
   // uses the stream does first (stream.h, RequireOwnedStream). Throws (and leaves nothing issued)
   // on failure.
-  void Submit(Napi::Env env, const LlJobArgs& a, cudaStream_t walk);
+  void Submit(Napi::Env env, const MemraLlJobArgs& job, cudaStream_t walk);
   // Before anything but another served join is enqueued on `s`, or `s` is queried, synchronized
   // or captured: if `s` is the walk stream and its newest job is not yet waited for, enqueue the
   // wait. Throws if the wait cannot be enqueued.

@@ -60,17 +60,34 @@ size_t memra_tp_ll_state_bytes(void);
 unsigned memra_tp_ll_depth(void);
 // The most values one LL join may move (the per-chunk state is sized for it).
 uint64_t memra_tp_ll_max_values(void);
-// One LL join on this rank: optionally copy localSrc -> localDst, send sendSrc into the peer's
-// receive slots, receive the peer's values into recvDst (or, with reduce, the rank-order sum with
-// sendSrc). rows x rowLen elements; dstStride is the destination row stride. Both ranks launch
-// for every join. cudaErrorInvalidValue when the elements exceed `cap` slots per epoch, when cap
-// is odd (slots travel in 16-byte pairs) or when a count does not fit 32 bits.
-cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t row_len,
-                                 const float* send_src, const float* local_src, float* local_dst,
-                                 float* recv_dst, uint64_t dst_stride, void* self_recv,
-                                 void* peer_recv, uint64_t cap, void* self_state,
-                                 void* peer_state, int rank, int* err, long long spin_limit,
-                                 unsigned long long* stamp, int pdl, cudaStream_t stream);
+// One LL join on this rank, as both ways of running it take it (a launch, memra_tp_ll_exchange,
+// or a job for the LL server, memra_tp_ll_server_job): optionally copy local_src -> local_dst,
+// send send_src into the peer's receive slots, receive the peer's values into recv_dst (or, with
+// reduce, the rank-order sum with send_src). rows x row_len elements; dst_stride is the
+// destination row stride. The rest is the link's: its receive slots (cap values an epoch), state
+// blocks, refusal word and spin bound; `stamp` (nullable) times a profiled join.
+typedef struct MemraLlJobArgs {
+  int reduce;
+  uint64_t rows, row_len;
+  const float* send_src;
+  const float* local_src;
+  float* local_dst;
+  float* recv_dst;
+  uint64_t dst_stride;
+  void* self_recv;
+  void* peer_recv;
+  uint64_t cap;
+  void* self_state;
+  void* peer_state;
+  int rank;
+  int* err;
+  long long spin_limit;
+  unsigned long long* stamp;
+} MemraLlJobArgs;
+// Launches `job` (both ranks launch for every join). cudaErrorInvalidValue when the elements
+// exceed `cap` slots per epoch, when cap is odd (slots travel in 16-byte pairs) or when a count
+// does not fit 32 bits.
+cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -65,19 +65,10 @@ extern "C" size_t memra_tp_ll_state_bytes(void) { return sizeof(LlState); }
 extern "C" unsigned memra_tp_ll_depth(void) { return kLlDepth; }
 extern "C" uint64_t memra_tp_ll_max_values(void) { return kLlMaxValues; }
 
-extern "C" cudaError_t memra_tp_ll_exchange(int reduce, uint64_t rows, uint64_t rowLen,
-                                            const float* sendSrc, const float* localSrc,
-                                            float* localDst, float* recvDst, uint64_t dstStride,
-                                            void* selfRecv, void* peerRecv, uint64_t cap,
-                                            void* selfState, void* peerState, int rank, int* err,
-                                            long long spinLimit, unsigned long long* stamp,
-                                            int pdl, cudaStream_t stream) {
+extern "C" cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, cudaStream_t stream) {
   LlJob j;
-  if (!MakeLlJob(reduce, rows, rowLen, sendSrc, localSrc, localDst, recvDst, dstStride, selfRecv,
-                 peerRecv, cap, selfState, peerState, rank, err, spinLimit, stamp, &j)) {
-    return cudaErrorInvalidValue;
-  }
-  const uint64_t chunks = LlChunkCount(rows * rowLen);
+  if (job == nullptr || !MakeLlJob(*job, &j)) return cudaErrorInvalidValue;
+  const uint64_t chunks = LlChunkCount(job->rows * job->row_len);
   const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
   // Launched with programmatic stream serialization when `pdl`: the grid is scheduled while the
   // previous kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the

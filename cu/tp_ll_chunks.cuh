@@ -63,6 +63,7 @@
 #include <stdint.h>
 
 #include "cu/globaltimer.cuh"
+#include "cu/kernels.h"  // MemraLlJobArgs
 
 #ifdef MEMRA_LL_PHASE_TRACE
 // Probe builds only (scripts/probes/ll-phase-probe.cu): per epoch (mod 128) and chunk (< 4), when
@@ -218,19 +219,15 @@ inline uint64_t LlChunkCount(uint64_t total) { return ((total + 1) / 2 + kChunkL
 // The job from the launchers' arguments; false where no LL join can take it: more values than
 // one join may move or than `cap` slots per epoch hold, or a cap that is odd (slots travel in
 // 16-byte pairs) or over 32 bits.
-inline bool MakeLlJob(int reduce, uint64_t rows, uint64_t rowLen, const float* sendSrc,
-                      const float* localSrc, float* localDst, float* recvDst, uint64_t dstStride,
-                      void* selfRecv, void* peerRecv, uint64_t cap, void* selfState,
-                      void* peerState, int rank, int* err, long long spinLimit,
-                      unsigned long long* stamp, LlJob* j) {
-  const uint64_t total = rows * rowLen;
-  if (total > kLlMaxValues || (cap & 1) != 0 || cap > 0xffffffffull) return false;
-  if ((sendSrc != nullptr || recvDst != nullptr) && total > cap) return false;
-  *j = LlJob{reduce, static_cast<unsigned>(rows), static_cast<unsigned>(rowLen), sendSrc, localSrc,
-             localDst, recvDst, dstStride, static_cast<uint4*>(selfRecv),
-             static_cast<uint4*>(peerRecv), static_cast<unsigned>(cap / 2),
-             static_cast<LlState*>(selfState), static_cast<LlState*>(peerState), rank, err,
-             spinLimit, stamp};
+inline bool MakeLlJob(const MemraLlJobArgs& a, LlJob* j) {
+  const uint64_t total = a.rows * a.row_len;
+  if (total > kLlMaxValues || (a.cap & 1) != 0 || a.cap > 0xffffffffull) return false;
+  if ((a.send_src != nullptr || a.recv_dst != nullptr) && total > a.cap) return false;
+  *j = LlJob{a.reduce, static_cast<unsigned>(a.rows), static_cast<unsigned>(a.row_len), a.send_src,
+             a.local_src, a.local_dst, a.recv_dst, a.dst_stride, static_cast<uint4*>(a.self_recv),
+             static_cast<uint4*>(a.peer_recv), static_cast<unsigned>(a.cap / 2),
+             static_cast<LlState*>(a.self_state), static_cast<LlState*>(a.peer_state), a.rank, a.err,
+             a.spin_limit, a.stamp};
   return true;
 }
 

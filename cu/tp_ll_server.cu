@@ -202,16 +202,9 @@ extern "C" int memra_tp_ll_server_fits(uint64_t rows, uint64_t row_len) {
   return total <= kLlMaxValues && LlChunkCount(total) <= MEMRA_LL_SERVER_BLOCKS ? 1 : 0;
 }
 
-extern "C" cudaError_t memra_tp_ll_server_job(int reduce, uint64_t rows, uint64_t row_len,
-                                              const float* send_src, const float* local_src,
-                                              float* local_dst, float* recv_dst, uint64_t dst_stride,
-                                              void* self_recv, void* peer_recv, uint64_t cap,
-                                              void* self_state, void* peer_state, int rank, int* err,
-                                              long long spin_limit, unsigned long long* stamp, void* slot) {
+extern "C" cudaError_t memra_tp_ll_server_job(const MemraLlJobArgs* job, void* slot) {
   LlJob j;
-  if (!memra_tp_ll_server_fits(rows, row_len) ||
-      !MakeLlJob(reduce, rows, row_len, send_src, local_src, local_dst, recv_dst, dst_stride, self_recv,
-                 peer_recv, cap, self_state, peer_state, rank, err, spin_limit, stamp, &j)) {
+  if (job == nullptr || !memra_tp_ll_server_fits(job->rows, job->row_len) || !MakeLlJob(*job, &j)) {
     return cudaErrorInvalidValue;
   }
   // The job's bytes as words through memcpy: reading `j` through an unsigned* instead broke the

@@ -26,6 +26,8 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "cu/kernels.h"  // MemraLlJobArgs
+
 // A server job is one block's chunk each: joins of more chunks are launched (both ranks decide
 // alike from the size, so a join's two halves always take the same path).
 #define MEMRA_LL_SERVER_BLOCKS 16u
@@ -67,15 +69,9 @@ extern "C" {
 // True when a join of rows x row_len values fits one server job.
 int memra_tp_ll_server_fits(uint64_t rows, uint64_t row_len);
 
-// Writes the job (the arguments as memra_tp_ll_exchange takes them) into `slot`
-// (MEMRA_LL_SERVER_SLOT_BYTES of host memory). cudaErrorInvalidValue where the exchange would
-// refuse it, or when it does not fit a server job.
-cudaError_t memra_tp_ll_server_job(int reduce, uint64_t rows, uint64_t row_len,
-                                   const float* send_src, const float* local_src,
-                                   float* local_dst, float* recv_dst, uint64_t dst_stride,
-                                   void* self_recv, void* peer_recv, uint64_t cap,
-                                   void* self_state, void* peer_state, int rank, int* err,
-                                   long long spin_limit, unsigned long long* stamp, void* slot);
+// Writes `job` into `slot` (MEMRA_LL_SERVER_SLOT_BYTES of host memory). cudaErrorInvalidValue
+// where memra_tp_ll_exchange would refuse it, or when it does not fit a server job.
+cudaError_t memra_tp_ll_server_job(const MemraLlJobArgs* job, void* slot);
 
 // Launches generation `gen` (1, 2, ...) of the server on `stream`; it runs jobs from ctl->done + 1
 // on and stops after `idle_ns` with nothing issued. `host` is the device's view of the mapped

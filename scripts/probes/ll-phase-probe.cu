@@ -79,9 +79,9 @@ void Issue(Op op, Rank* ranks, int r, int pdl) {
       }
       break;
   }
-  CHECK(memra_tp_ll_exchange(reduce, 1, rowLen, send, local, localDst, recvDst,
-                             op == Op::kAllGather ? n : rowLen, me.recv, peer.recv, kCap, me.state,
-                             peer.state, r, me.err, kSpin, nullptr, pdl, me.s));
+  const MemraLlJobArgs job{reduce, 1, rowLen, send, local, localDst, recvDst, op == Op::kAllGather ? n : rowLen,
+                           me.recv, peer.recv, kCap, me.state, peer.state, r, me.err, kSpin, nullptr};
+  CHECK(memra_tp_ll_exchange(&job, pdl, me.s));
 }
 
 double Median(std::vector<double> v) {

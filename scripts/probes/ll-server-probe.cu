@@ -115,8 +115,9 @@ int main() {
   unsigned gen = 0;
   auto submit = [&](unsigned seq, int j) {
     void* slot = sh->slots[seq % MEMRA_LL_SERVER_SLOTS];
-    CHECK(memra_tp_ll_server_job(0, 1, vals, nullptr, src + j * vals, dst + j * vals, nullptr, vals, selfRecv, peerRecv, cap,
-                                 selfState, peerState, 0, err, 2000000000LL, stamps + 2 * j, slot));
+    const MemraLlJobArgs job{0, 1, vals, nullptr, src + j * vals, dst + j * vals, nullptr, vals, selfRecv, peerRecv, cap,
+                             selfState, peerState, 0, err, 2000000000LL, stamps + 2 * j};
+    CHECK(memra_tp_ll_server_job(&job, slot));
     __sync_synchronize();
     sh->slotSeq[seq % MEMRA_LL_SERVER_SLOTS] = seq;
     __sync_synchronize();

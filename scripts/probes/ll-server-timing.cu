@@ -9,8 +9,8 @@
 //             front end's wait) -- launched once per job, for comparison only
 // Prints medians over jobs 20..N: kernel time (end - released), turnaround (released[k+1] -
 // end[k]), wall per job, host time per submit.
-// Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. -o build/probes/ll-server-timing \
-//          scripts/probes/ll-server-timing.cu cu/tp_ll_server.cu
+// Build: nvcc -O2 -std=c++17 -arch=sm_90 -I. -DMEMRA_LL_SERVER_TRACE \
+//          -o build/probes/ll-server-timing scripts/probes/ll-server-timing.cu cu/tp_ll_server.cu
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -86,8 +86,9 @@ int main(int argc, char** argv) {
       const unsigned seq = unsigned(j + 1);
       while (static_cast<int>(sh->done - (seq - MEMRA_LL_SERVER_SLOTS)) < 0) {}
       const auto s0 = Clock::now();
-      CHECK(memra_tp_ll_server_job(0, 1, vals, nullptr, src, dst, nullptr, vals, selfRecv, peerRecv, cap, selfState,
-                                   peerState, 0, err, 2000000000LL, stamps + 2 * j, sh->slots[seq % MEMRA_LL_SERVER_SLOTS]));
+      const MemraLlJobArgs job{0, 1, vals, nullptr, src, dst, nullptr, vals, selfRecv, peerRecv, cap, selfState,
+                               peerState, 0, err, 2000000000LL, stamps + 2 * j};
+      CHECK(memra_tp_ll_server_job(&job, sh->slots[seq % MEMRA_LL_SERVER_SLOTS]));
       __sync_synchronize();
       sh->slotSeq[seq % MEMRA_LL_SERVER_SLOTS] = seq;
       __sync_synchronize();

@@ -1,13 +1,18 @@
 /**
  * `joins`: every transport and op at 4 KB to 1 MB, on the two-GPU machine.
  *
- * - device: CUDA timing events on rank 0's stream around each replay of a graph holding
- *   JOINS_PER_GRAPH ops; one sample = elapsed / JOINS_PER_GRAPH; REPLAYS samples per row,
- *   >= 1,000 ops. The end event completes only when BOTH devices are done: a multi-device graph
- *   joins them itself; after per-rank graphs (ll, nccl) rank 0 waits on an event rank 1 records
- *   after its replay. Without that wait a one-way join (broadcast from rank 0) would time only
- *   the sender, which may run a few joins ahead of the receiver. The wait's own cost (one
- *   cross-device event per replay) is counted, spread over JOINS_PER_GRAPH ops (see there).
+ * - device: CUDA timing events around each replay of a graph holding JOINS_PER_GRAPH ops; one
+ *   sample = elapsed / JOINS_PER_GRAPH; REPLAYS samples per row, >= 1,000 ops.
+ *   - A multi-device graph (host, peer, push, oneshot) joins both devices itself: events on rank
+ *     0's stream around each fenced launch.
+ *   - Per-rank graphs (ll, nccl) replay back to back on both devices, as the ops of a walk do,
+ *     with events on BOTH ranks' streams around each replay; a sample is the larger of the two
+ *     ranks' elapsed times (each from its own device's events). Rank 0's alone would not do: in a
+ *     one-way join (broadcast from rank 0) the sender runs a few joins ahead of the receiver.
+ *   - `device-drained`, per-rank graphs only: the method of joins runs 0 to 27, kept beside it
+ *     for comparison. Rank 0 waits on an event rank 1 records after each replay, so the pipeline
+ *     empties between replays and each sample also carries that cross-device wait and a cold
+ *     start (7-14 us a replay, 0.06-0.14 us an op at 100 ops a graph; see JOINS_PER_GRAPH).
  * - host: eager joins; one sample = the main thread's clock from the op's first ring record until
  *   both workers have published "enqueued" for their last record of it. For `ll` that is the LL
  *   server's path (a stream memory operation per join, joins up to 32 KB); `host-launch` is the
@@ -35,7 +40,9 @@ type JoinOp = (typeof OPS)[number];
  * rank 0's wait on rank 1's end event, which empties the pipeline between replays. Measured with
  * 100 and with 1000 ops a graph on one machine (call 44, gpu-session graph-ops), those cost 7-14
  * us a replay: at 100 ops they put 0.06-0.14 us on every `ll` 4-16 KB op (8 KB all-gather
- * 2.02-2.03 against 1.96; broadcast 1.36 against 1.24). 1000 is not the default: in a
+ * 2.02-2.03 against 1.96; broadcast 1.36 against 1.24). That measured the drained method (the
+ * `device-drained` rows now); the `device` rows of per-rank graphs no longer wait between
+ * replays, so what is left of it is the graph's launch. 1000 is not the default: in a
  * multi-device graph of 1000 ops the push, oneshot and peer broadcasts slowed (8 KB: push and
  * oneshot 3.8 -> 10.2 us, peer 10-12 -> 77; call 45), a cost of the graph's size, not of a join.
  */
@@ -73,6 +80,58 @@ function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
     case 'gather': t.gather(0, b.src, b.dst[0], n / 2); break;
     case 'allReduce': t.allReduce(b.src, n, b.dst); break;
   }
+}
+
+/** Per rank, REPLAYS + 1 timing events (marks); on rank 1 also REPLAYS plain ones (ends). */
+interface TimingEvents { marks: [DeviceEvent[], DeviceEvent[]]; ends: DeviceEvent[] }
+
+async function timingEvents(rt: Runtime): Promise<TimingEvents> {
+  const make = async (r: 0 | 1, n: number, timing: boolean): Promise<DeviceEvent[]> => {
+    const out: DeviceEvent[] = [];
+    for (let i = 0; i < n; i++) out.push(await rt.ranks[r].createEvent(timing));
+    return out;
+  };
+  return { marks: [await make(0, REPLAYS + 1, true), await make(1, REPLAYS + 1, true)], ends: await make(1, REPLAYS, false) };
+}
+
+/** Per-op samples from one rank's marks around REPLAYS replays (after the replays have run). */
+async function perOp(rt: Runtime, r: 0 | 1, marks: DeviceEvent[], ops: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < REPLAYS; i++) out.push((await rt.ranks[r].elapsedMs(marks[i]!, marks[i + 1]!)) * 1000 / ops);
+  return out;
+}
+
+/**
+ * Replays back to back on both ranks, no cross-device wait between them: the larger of the two
+ * ranks' times per replay. The two ranks' marks i are not the same instant (each device's own
+ * events), but over a replay both ranks run the same joins, and each two-way join holds both.
+ */
+async function pipelinedSamples(rt: Runtime, g: CapturedGraph, ev: TimingEvents, ops: number): Promise<number[]> {
+  const [a, b] = rt.ranks;
+  a.record(ev.marks[0][0]!); b.record(ev.marks[1][0]!);
+  for (let i = 0; i < REPLAYS; i++) {
+    g.launch();
+    a.record(ev.marks[0][i + 1]!); b.record(ev.marks[1][i + 1]!);
+  }
+  await rt.drain();
+  const [s0, s1] = [await perOp(rt, 0, ev.marks[0], ops), await perOp(rt, 1, ev.marks[1], ops)];
+  return s0.map((x, i) => Math.max(x, s1[i]!));
+}
+
+/**
+ * Rank 0's events around each replay. After a per-rank graph rank 0 waits on an event rank 1
+ * records after its replay, so the end mark completes only when both devices are done.
+ */
+async function drainedSamples(rt: Runtime, g: CapturedGraph, perRank: boolean, ev: TimingEvents, ops: number): Promise<number[]> {
+  const [a, b] = rt.ranks;
+  a.record(ev.marks[0][0]!);
+  for (let i = 0; i < REPLAYS; i++) {
+    g.launch();
+    if (perRank) { b.record(ev.ends[i]!); a.wait(ev.ends[i]!); }
+    a.record(ev.marks[0][i + 1]!);
+  }
+  await rt.drain();
+  return perOp(rt, 0, ev.marks[0], ops);
 }
 
 /** Host time per eager join, after HOST_WARM untimed ones; drains and checks for faults after. */
@@ -125,10 +184,7 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
       dst: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
     };
     for (const r of [0, 1]) rt.ranks[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
-    const marks: DeviceEvent[] = [];
-    const peerEnds: DeviceEvent[] = [];
-    for (let i = 0; i <= REPLAYS; i++) marks.push(await a.createEvent(true));
-    for (let i = 0; i < REPLAYS; i++) peerEnds.push(await b.createEvent());
+    const ev = await timingEvents(rt);
     const hostJoins = Math.max(1000, joins / 20);
     const t = await openTransport(name, link);
     for (const op of OPS) {
@@ -138,19 +194,18 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
         const base = { suite: 'joins', op, transport: name, bytes, unit: 'us', preset: null };
         if (backend === 'cuda') {
           const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); }, t.graphMode);
-          for (let w = 0; w < 3; w++) g.launch();
-          a.record(marks[0]!);
-          for (let i = 0; i < REPLAYS; i++) {
-            g.launch();
-            if (t.graphMode === 'per-rank') { b.record(peerEnds[i]!); a.wait(peerEnds[i]!); }
-            a.record(marks[i + 1]!);
+          try {
+            for (let w = 0; w < 3; w++) g.launch();
+            const of = `${JOINS_PER_GRAPH} ops; sample = elapsed / ${JOINS_PER_GRAPH}`;
+            if (t.graphMode === 'per-rank') {
+              rows.push(row({ ...base, metric: 'device', method: `CUDA events on both ranks around each of ${REPLAYS} back-to-back replays of per-rank graphs of ${of}, the larger rank's` }, await pipelinedSamples(rt, g, ev, JOINS_PER_GRAPH)));
+              rows.push(row({ ...base, metric: 'device-drained', method: `CUDA events on rank 0 around each replay of per-rank graphs of ${of}, rank 0 waiting on rank 1's end event after each` }, await drainedSamples(rt, g, true, ev, JOINS_PER_GRAPH)));
+            } else {
+              rows.push(row({ ...base, metric: 'device', method: `CUDA events on rank 0 around each replay of a multi-device graph of ${of}` }, await drainedSamples(rt, g, false, ev, JOINS_PER_GRAPH)));
+            }
+          } finally {
+            await g.destroy();
           }
-          await rt.drain();
-          const samples: number[] = [];
-          for (let i = 0; i < REPLAYS; i++) samples.push((await a.elapsedMs(marks[i]!, marks[i + 1]!)) * 1000 / JOINS_PER_GRAPH);
-          await g.destroy();
-          const joinedBy = t.graphMode === 'per-rank' ? 'per-rank graphs, rank 0 waiting on rank 1\'s end event' : 'a multi-device graph';
-          rows.push(row({ ...base, metric: 'device', method: `CUDA events around each replay of ${JOINS_PER_GRAPH} ops (${joinedBy}); sample = elapsed / ${JOINS_PER_GRAPH}` }, samples));
         }
         const hostMethod = `main-thread clock per eager join: first ring record until both workers published enqueued for their last; ${placementNote(rt.placement)}`;
         const hostRow = async (metric: string, method: string): Promise<void> => {

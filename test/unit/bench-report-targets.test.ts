@@ -64,6 +64,16 @@ describe('bench report: targets table', () => {
     assert.equal(table.split('\n').length, 2 + byTarget.size);
   });
 
+  it('judges a device target by the back-to-back row and shows the drained one beside it', () => {
+    const lines = targetLines([file('joins-b', 'joins', '2026-11-30', [
+      r('allGather', 'll', [1.9, 1.92, 1.95]), r('allGather', 'll', [2.0, 2.02, 2.05], { metric: 'device-drained' }),
+      r('allGather', 'll', [2.5, 2.6, 2.7], { metric: 'device-drained', bytes: 4096 }),
+    ])]);
+    const ag = lines.find((l) => l.target.startsWith('allGather'))!;
+    assert.equal(ag.measured, '1.92 µs (`ll`, drained between replays 2.02 µs)', 'the 8 KB drained row, not the 4 KB one');
+    assert.equal(ag.met, true);
+  });
+
   it('meets the joins\' share only when both paths are within 10%, each by either transport', () => {
     const ms = { unit: 'ms', metric: 'host' };
     const share = (graphJoins: number): boolean | undefined => targetLines([file('decode-b', 'decode', '2026-11-30', [

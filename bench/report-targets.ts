@@ -51,7 +51,7 @@ export function targetLines(files: StoredResults[]): Line[] {
   lines.push(line('main-thread cost of a join, one kernel per worker', '≤ 5 µs', ring && [ring], ([f]) => `${us(f!.row.median)} median`, ([f]) => f!.row.median <= 5));
   // Issue 3: device times at 8 KB, the best transport of each op, and the eager host time.
   const device = (op: string): Found[] => bestByTransport(files, 'joins', (r) => r.op === op && r.metric === 'device' && r.bytes === KB8);
-  // Per-rank graphs' rows from joins run28 on replay back to back; the same file's figure with
+  // From joins run28 on, per-rank graphs replay back to back; the same file's figure with
   // the pipeline drained between replays (every earlier run's method) is shown beside it.
   const sameFile = (x: Found, metric: string): Row | undefined => files.find((f) => f.file === x.file)?.data.rows.find((r) => r.transport === x.row.transport && r.op === x.row.op && r.metric === metric && r.bytes === x.row.bytes);
   const drained = (x: Found): string => { const d = sameFile(x, 'device-drained'); return d ? `, drained between replays ${us(d.median)}` : ''; };

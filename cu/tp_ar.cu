@@ -13,6 +13,7 @@
 
 #include "cu/kernels.h"
 #include "cu/launch.cuh"
+#include "cu/serial_epoch.cuh"
 
 namespace {
 
@@ -61,13 +62,6 @@ constexpr int kRefusedEntry = 40043;
 constexpr int kRefusedExit = 40044;
 
 using SysFlag = cuda::atomic_ref<unsigned, cuda::thread_scope_system>;
-
-// "flag has reached e" in serial-number arithmetic: a u32 epoch wraps after 2^32 launches (days
-// at decode rates), and a plain >= would then wait on a flag that already passed. The peer's flag
-// is never more than one epoch away from ours, so half the range is plenty of margin.
-__device__ __forceinline__ bool Reached(unsigned flag, unsigned e) {
-  return static_cast<int>(flag - e) >= 0;
-}
 
 // One side of a pairwise barrier, run by thread 0 of a block: announce epoch `e` in the peer's
 // block, then wait for the peer's announcement in ours. Returns false when the wait outlives

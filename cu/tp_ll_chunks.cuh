@@ -64,6 +64,7 @@
 
 #include "cu/globaltimer.cuh"
 #include "cu/kernels.h"  // MemraLlJobArgs
+#include "cu/serial_epoch.cuh"
 
 #ifdef MEMRA_LL_PHASE_TRACE
 // Probe builds only (scripts/probes/ll-phase-probe.cu): per epoch (mod 128) and chunk (< 4), when
@@ -123,10 +124,6 @@ struct LlState {
 static_assert(sizeof(LlState) == 65536, "LL state layout");
 // rows x rowLen travels as 32-bit counts: llMaxValues must fit them (so no caller checks it).
 static_assert(uint64_t(kMaxChunks) * kChunkLines * 2 <= 0xffffffffull, "one LL join's values fit 32 bits");
-
-__device__ __forceinline__ bool Reached(unsigned flag, unsigned e) {
-  return static_cast<int>(flag - e) >= 0;
-}
 
 __device__ __forceinline__ unsigned LoadVolatile(const unsigned* p) {
   unsigned v;

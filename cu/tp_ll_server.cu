@@ -18,6 +18,7 @@
 // The working blocks never read ctl->cmd, only the ticket: a block that read cmd directly could
 // see a job released to the NEXT generation after the dispatcher decided to stop, and run it
 // twice.
+#include <cuda/atomic>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -48,26 +49,23 @@ static_assert(offsetof(LlJob, stamp) == 120 && sizeof(LlJob) == 128, "LL job lay
 
 // The ticket passes on what the dispatcher acquired from the walk stream's release (cmd): stored with
 // release and read with acquire, so a block that sees the ticket sees every store the stream's
-// earlier work made (the job's inputs, epochs the launched kernel advanced).
-__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+// earlier work made (the job's inputs, epochs the launched kernel advanced). Device scope: the
+// control block's readers and writers are this device's SMs and its streams' memory operations.
+using DeviceFlag = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
 
-__device__ __forceinline__ void StoreRelease(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ unsigned LoadAcquire(unsigned& flag) {
+  return DeviceFlag(flag).load(cuda::memory_order_acquire);
 }
 
 // The dispatcher's lane 0: true once job `next` may run, false to stop (this generation's exit is
 // then posted for the working blocks). `t` is when the walk stream's release was seen.
 __device__ bool Dispatch(MemraLlServerCtl* ctl, MemraLlServerHost* host, unsigned next, unsigned gen,
                          unsigned long long idleNs, unsigned long long& t) {
-  while (!Reached(LoadAcquire(&ctl->done), next - 1)) {
+  while (!Reached(LoadAcquire(ctl->done), next - 1)) {
   }
   unsigned long long idleSince = GlobalTimerNs();
   for (;;) {
-    if (Reached(LoadAcquire(&ctl->cmd), next)) {
+    if (Reached(LoadAcquire(ctl->cmd), next)) {
       t = GlobalTimerNs();
       return true;  // the caller copies the job to device memory, then posts the ticket
     }
@@ -92,7 +90,7 @@ __device__ bool Dispatch(MemraLlServerCtl* ctl, MemraLlServerHost* host, unsigne
 // Other blocks, thread 0: true once job `next` is posted, false once this generation stops.
 __device__ bool AwaitTicket(MemraLlServerCtl* ctl, unsigned next, unsigned gen) {
   for (;;) {
-    if (Reached(LoadAcquire(&ctl->ticket), next)) return true;
+    if (Reached(LoadAcquire(ctl->ticket), next)) return true;
     if (LoadVolatile(&ctl->exit_gen) == gen) return false;
   }
 }
@@ -144,7 +142,7 @@ __device__ void DispatchLoop(MemraLlServerCtl* ctl, MemraLlServerHost* host, uns
     __syncwarp();
     if (lane == 0) {
       LL_TRACE(next, 0);
-      StoreRelease(&ctl->ticket, next);
+      DeviceFlag(ctl->ticket).store(next, cuda::memory_order_release);
     }
     next++;
   }

@@ -69,22 +69,25 @@ Napi::Value LlServeStats(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   Napi::Object o = Napi::Object::New(env);
-  o.Set("jobs", Napi::Number::New(env, ts.llServer ? static_cast<double>(ts.llServer->jobs()) : 0));
-  o.Set("launches", Napi::Number::New(env, ts.llServer ? static_cast<double>(ts.llServer->launches()) : 0));
-  o.Set("issued", Napi::Number::New(env, ts.llServer ? ts.llServer->issued() : 0));
-  o.Set("done", Napi::Number::New(env, ts.llServer ? ts.llServer->done() : 0));
-  o.Set("state", Napi::Number::New(env, ts.llServer ? ts.llServer->state() : 0));
-  if (ts.llServer && info.Length() > 0 && info[0].ToBoolean().Value()) {
+  const auto num = [&](const char* key, double v) { o.Set(key, Napi::Number::New(env, v)); };
+  // No server yet (none asked for, or no eager join served so far): every count is zero.
+  const LlServer* server = ts.llServer.get();
+  num("jobs", server ? static_cast<double>(server->jobs()) : 0);
+  num("launches", server ? static_cast<double>(server->launches()) : 0);
+  num("issued", server ? server->issued() : 0);
+  num("done", server ? server->done() : 0);
+  num("state", server ? server->state() : 0);
+  if (server && info.Length() > 0 && info[0].ToBoolean().Value()) {
     MemraLlServerCtl c;
     bool running = false;
-    if (ts.llServer->ReadControl(&c, &running)) {
-      o.Set("cmd", Napi::Number::New(env, c.cmd));
-      o.Set("ctlDone", Napi::Number::New(env, c.done));
-      o.Set("ticket", Napi::Number::New(env, c.ticket));
-      o.Set("exitGen", Napi::Number::New(env, c.exit_gen));
-      o.Set("arrived", Napi::Number::New(env, c.arrived));
+    if (server->ReadControl(&c, &running)) {
+      num("cmd", c.cmd);
+      num("ctlDone", c.done);
+      num("ticket", c.ticket);
+      num("exitGen", c.exit_gen);
+      num("arrived", c.arrived);
     }
-    o.Set("generation", Napi::Number::New(env, ts.llServer->generation()));
+    num("generation", server->generation());
     o.Set("gridRunning", Napi::Boolean::New(env, running));
   }
   return o;

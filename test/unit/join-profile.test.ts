@@ -10,8 +10,7 @@ import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-confi
 import { HOPS } from '../../src/profile/profile-data.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { JoinProfiler } from '../../src/decode/join-profile.js';
-import { ArLink } from '../../src/runtime/link.js';
-import { DeviceWalk, mailboxBytesFor } from '../../src/decode/device-walk.js';
+import { withShardedWalk } from '../support/sharded-walk.js';
 import { presetByName } from '../../src/decode/model-config.js';
 
 describe('join profile', function () {
@@ -139,40 +138,30 @@ describe('join profile', function () {
     // The GPU join-profile test flips it so; the step graph's key must follow, or a graph
     // captured once for every step would hold one event set's events.
     const cfg = presetByName('tiny');
-    const rt = await Runtime.open({ backend: 'cpu', mailboxBytes: mailboxBytesFor(cfg, 1) });
-    const link = await ArLink.open(rt);
-    try {
-      const walk = await DeviceWalk.load(rt, link, cfg, 'sharded', 1);
-      try {
-        let pos = 0, tok = [randomInt(0, cfg.vocab)];
-        const steps = async (dc: DecodeConfig, n: number): Promise<void> => {
-          for (let i = 0; i < n; i++) {
-            const r = await walk.step(tok, [pos], dc, false);
-            tok = r.next;
-            const joins = await r.joins!;
-            assert.equal(joins.length, cfg.layers * HOPS.length, `step ${pos}`);
-            for (const j of joins) assert.ok(j.token === pos && Number.isFinite(j.deviceUs) && j.deviceUs >= 0, `step ${pos} ${j.hop} of layer ${j.layer}: ${j.deviceUs} µs`);
-            pos++;
-          }
-        };
-        for (const stepGraph of [false, true]) {
-          const dc: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true, stepGraph };
-          await walk.prepare(dc);
-          await steps(dc, 2);
-          walk.profileSwitches.selfTimed = false;
-          await steps(dc, 2);
-          walk.profileSwitches.selfTimed = true;
-          await steps(dc, 2);
+    await withShardedWalk('cpu', cfg, async (walk) => {
+      let pos = 0, tok = [randomInt(0, cfg.vocab)];
+      const steps = async (dc: DecodeConfig, n: number): Promise<void> => {
+        for (let i = 0; i < n; i++) {
+          const r = await walk.step(tok, [pos], dc, false);
+          tok = r.next;
+          const joins = await r.joins!;
+          assert.equal(joins.length, cfg.layers * HOPS.length, `step ${pos}`);
+          for (const j of joins) assert.ok(j.token === pos && Number.isFinite(j.deviceUs) && j.deviceUs >= 0, `step ${pos} ${j.hop} of layer ${j.layer}: ${j.deviceUs} µs`);
+          pos++;
         }
-        // Self-timed: one graph; timing events: one per event set; self-timed again: the first.
-        assert.deepEqual(walk.stepGraphStats(), { launches: 6, captures: 3, refused: [] });
-      } finally {
-        await walk.close();
+      };
+      for (const stepGraph of [false, true]) {
+        const dc: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true, stepGraph };
+        await walk.prepare(dc);
+        await steps(dc, 2);
+        walk.profileSwitches.selfTimed = false;
+        await steps(dc, 2);
+        walk.profileSwitches.selfTimed = true;
+        await steps(dc, 2);
       }
-    } finally {
-      await link.close();
-      await rt.close();
-    }
+      // Self-timed: one graph; timing events: one per event set; self-timed again: the first.
+      assert.deepEqual(walk.stepGraphStats(), { launches: 6, captures: 3, refused: [] });
+    });
   });
 
   it('costs the host microseconds, not a millisecond, to take and read a replayed step graph\'s 150 joins', async () => {

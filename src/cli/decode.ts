@@ -9,6 +9,7 @@ import type { StepOutput } from '../decode/session.js';
 import { HOPS, type JoinTiming } from '../decode/join-profile.js';
 import { Progress } from './progress.js';
 import type { BackendKind } from '../runtime/device-api.js';
+import { detectBackend } from '../runtime/runtime.js';
 import type { Layout } from '../decode/device-weights.js';
 import { summarize } from './stats.js';
 
@@ -55,6 +56,11 @@ export interface DecodeReport {
 }
 
 export async function decode(o: DecodeOptions): Promise<DecodeReport> {
+  if (o.backend === 'auto') {
+    // The user asked for the best backend; when that is the CPU reference, say why before the wait.
+    const pick = detectBackend();
+    if (pick.backend === 'cpu') process.stderr.write(`memra: decoding on the CPU reference backend: ${pick.why}\n`);
+  }
   const progress = new Progress();
   const session = await Session.open({
     backend: o.backend,

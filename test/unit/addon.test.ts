@@ -23,7 +23,7 @@ function inWorker<T>(body: string): Promise<T> {
   });
 }
 
-describe('native addon', function () {
+describe('native addon', () => {
   const built = existsSync(addonPath);
   before(function () {
     if (built) return;

@@ -15,13 +15,13 @@
  */
 import { loadBinding } from '../src/runtime/binding.js';
 import { Runtime } from '../src/runtime/runtime.js';
-import type { BackendKind } from '../src/runtime/device-api.js';
 import { placementNote, row, type Row } from './results-file.js';
 import type { Progress } from '../src/cli/progress.js';
+import type { SuiteContext } from './suite-context.js';
 
 const N_FLOATS = 1024;
 
-export async function benchRing(backend: BackendKind, joins: number, progress: Progress): Promise<Row[]> {
+export async function benchRing({ backend, joins, progress }: SuiteContext): Promise<Row[]> {
   const rows: Row[] = [];
   const rt = await Runtime.open({
     backend,

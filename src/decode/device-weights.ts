@@ -18,6 +18,7 @@ import type { ModelConfig } from './model-config.js';
 import { layerTensorId, tensorSpecs, type LayerTensorName, type TensorSpec } from './weights.js';
 
 export type Layout = 'unsharded' | 'sharded';
+export const LAYOUTS: readonly Layout[] = ['sharded', 'unsharded'];
 
 /** A dense [rows, cols] slice: element (r, c) is the tensor's flat element base + r·srcCols + colStart + c. */
 interface Slice {

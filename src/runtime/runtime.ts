@@ -13,12 +13,17 @@ import { RingProducer, RingView } from '../workers/ring.js';
 import { RingState, W_STATE, W_TAIL, seqDiff } from '../workers/ring-layout.js';
 import { WorkerHandle } from '../workers/worker-handle.js';
 import type { WorkerFault } from '../workers/worker-init.js';
+import { boolean, integer, list, oneOf, options, type Check } from '../api/check.js';
+import { InvalidArgValueError } from '../api/errors.js';
+import { holdOpen } from './exit-guard.js';
 
 export interface RuntimeOptions {
   /** `auto` (default): CUDA when two devices are visible, else the CPU reference. */
   backend?: BackendKind | 'auto';
   /** Device ordinals of rank 0 and rank 1. Default [0, 1]. */
   devices?: [number, number];
+  /** Both ranks on one device, their joins through its own memory. Default false. */
+  loopback?: boolean;
   /** Records per ring, a power of two. Default 4096. */
   ringCapacity?: number;
   /** How long a waiter spins before sleeping. Default 200 us. */
@@ -48,11 +53,22 @@ export interface RuntimeOptions {
 
 const PAGE = 4096;
 
-function checkInt(name: string, v: number, lo: number, hi: number): number {
-  if (!Number.isInteger(v) || v < lo || v > hi)
-    throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
-  return v;
-}
+/** Every option's type and range, checked before anything is started. */
+export const RUNTIME_OPTIONS = options<RuntimeOptions>({
+  backend: oneOf(['auto', 'cuda', 'cpu']),
+  // One or two ordinals by type; Runtime.open says why this runtime needs two.
+  devices: list(integer(0, 1 << 16), 1, 2) as Check<[number, number]>,
+  loopback: boolean,
+  ringCapacity: integer(2, 1 << 20),
+  spinMicros: integer(0, 1_000_000),
+  handshakeTimeoutMs: integer(1, 600_000),
+  callTimeoutMs: integer(1, 3_600_000),
+  completionSlots: integer(1, 1 << 20),
+  mailboxBytes: integer(0, 1 << 30),
+  cpuArenaBytes: integer(4096, 2 ** 31),
+  peerAccess: boolean,
+  pinWorkers: boolean,
+});
 
 /** The cores to pin the two workers to, or why they stay unpinned. */
 function workerCpus(devices: [number, number]): { cpus: Array<number | undefined>; why?: string } {
@@ -93,6 +109,8 @@ export class Runtime {
   readonly faults: Error[] = [];
   private closed = false;
   private closing: Promise<void> | undefined;
+  /** Ends the exit guard's hold (runtime/exit-guard.ts), once closed. */
+  private release: () => void = () => undefined;
   private readonly faultListeners: Array<(e: Error) => void> = [];
   private readonly counters: Uint32Array[] = [];
   /** Each rank's mailbox (RuntimeOptions.mailboxBytes), written by ToMailbox copies. */
@@ -114,9 +132,15 @@ export class Runtime {
   }
 
   static async open(options: RuntimeOptions = {}): Promise<Runtime> {
+    RUNTIME_OPTIONS(options, 'RuntimeOptions');
+    if (options.loopback)
+      throw new InvalidArgValueError(
+        'RuntimeOptions.loopback: this runtime runs its two ranks on two devices; loopback must be false',
+      );
     const o: Required<RuntimeOptions> = {
       backend: options.backend ?? 'auto',
       devices: options.devices ?? [0, 1],
+      loopback: false,
       ringCapacity: options.ringCapacity ?? 4096,
       spinMicros: options.spinMicros ?? 200,
       handshakeTimeoutMs: options.handshakeTimeoutMs ?? 5000,
@@ -127,15 +151,8 @@ export class Runtime {
       peerAccess: options.peerAccess ?? true,
       pinWorkers: options.pinWorkers ?? true,
     };
-    if (!['auto', 'cuda', 'cpu'].includes(o.backend))
-      throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${o.backend}'`);
-    if (!Array.isArray(o.devices) || o.devices.length !== 2)
-      throw new RangeError('RuntimeOptions.devices must be two device ordinals, one per rank');
-    checkInt('spinMicros', o.spinMicros, 0, 1_000_000);
-    checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs, 1, 600_000);
-    checkInt('callTimeoutMs', o.callTimeoutMs, 1, 3_600_000);
-    checkInt('completionSlots', o.completionSlots, 1, 1 << 20);
-    checkInt('mailboxBytes', o.mailboxBytes, 0, 1 << 30);
+    if (o.devices.length !== 2)
+      throw new InvalidArgValueError('RuntimeOptions.devices must be two device ordinals, one per rank');
     const [d0, d1] = o.devices;
     if (d0 === d1) {
       throw new RangeError(
@@ -147,9 +164,10 @@ export class Runtime {
     const deviceCount = backend === 'cuda' ? loadBinding().deviceCount() : 2;
     for (const d of o.devices) {
       if (!Number.isInteger(d) || d < 0 || d >= deviceCount) {
-        throw new RangeError(
+        throw new InvalidArgValueError(
           `device ordinal ${d} is out of range: ${deviceCount} ${backend === 'cuda' ? 'CUDA devices' : 'CPU reference devices'} visible` +
-            (deviceCount > 0 ? ` (ordinals 0..${deviceCount - 1})` : ' (no CUDA device or driver; use backend: "cpu")'),
+            (deviceCount > 0 ? ` (ordinals 0..${deviceCount - 1})` : ' (no CUDA device or driver)'),
+          { code: 'ERR_NO_DEVICE', remedies: deviceCount > 0 ? [] : [{ option: 'backend', value: 'cpu' }] },
         );
       }
     }
@@ -215,6 +233,7 @@ export class Runtime {
         rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
       });
       if (o.peerAccess) rt.peer = await probePeerAccess(rt.ranks);
+      rt.release = holdOpen(`a runtime (${backend}, devices ${o.devices.join(' and ')})`, () => rt!.close());
       return rt;
     } catch (e) {
       await rt.close().catch(() => undefined);
@@ -327,6 +346,11 @@ export class Runtime {
     return this.closing;
   }
 
+  /** `await using rt = await Runtime.open(...)` closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   private async closeOnce(): Promise<void> {
     const errors: Error[] = [];
     await Promise.all(
@@ -340,6 +364,7 @@ export class Runtime {
       }),
     );
     this.closed = true;
+    this.release();
     await Promise.all(this.workers.map((w) => w.terminate()));
     if (errors.length > 0)
       throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);

@@ -11,6 +11,8 @@ import {
   transportForLayer,
 } from '../../src/decode/decode-config.js';
 
+const BENCH = { name: "'bench'", layers: 30 };
+
 describe('decode config', () => {
   it('fills every omitted field with the defaults', () => {
     assert.deepEqual(parseDecodeConfig({}), DEFAULT_CONFIG);
@@ -27,8 +29,7 @@ describe('decode config', () => {
           ],
         },
       },
-      'x',
-      30,
+      { source: 'x', model: BENCH },
     );
     assert.deepEqual(
       [0, 4, 5, 6, 7, 9, 10, 29].map((l) => transportForLayer(cfg, l)),
@@ -42,7 +43,9 @@ describe('decode config', () => {
   });
 
   it('loads the mixed config shipped for the decode benchmark', () => {
-    const cfg = loadDecodeConfig(new URL('../../../bench/configs/mixed.json', import.meta.url).pathname, 30);
+    const cfg = loadDecodeConfig(new URL('../../../bench/configs/mixed.json', import.meta.url).pathname, {
+      model: BENCH,
+    });
     assert.equal(transportForLayer(cfg, 0), 'oneshot');
     assert.equal(transportForLayer(cfg, 15), 'll');
     assert.equal(transportForLayer(cfg, 25), 'nccl');
@@ -78,8 +81,12 @@ describe('decode config', () => {
   for (const [json, re] of bad) {
     it(`refuses ${JSON.stringify(json)} naming the path`, () => {
       assert.throws(
-        () => parseDecodeConfig(json, 'cfg.json', 30),
-        (e: Error) => e instanceof ConfigError && /^cfg\.json: /.test(e.message) && re.test(e.message),
+        () => parseDecodeConfig(json, { source: 'cfg.json', model: BENCH }),
+        (e: Error) =>
+          e instanceof ConfigError &&
+          e.code === 'ERR_CONFIG' &&
+          /^cfg\.json \(checked against model 'bench', 30 layers\): /.test(e.message) &&
+          re.test(e.message),
       );
     });
   }
@@ -89,6 +96,9 @@ describe('decode config', () => {
     const broken = join(dir, 'broken.json');
     writeFileSync(broken, '{ "wo": ');
     assert.throws(() => loadDecodeConfig(broken), new RegExp(`${broken}: \\$: is not valid JSON`));
-    assert.throws(() => loadDecodeConfig(join(dir, 'missing.json')), /missing\.json: \$: cannot be read/);
+    assert.throws(
+      () => loadDecodeConfig(join(dir, 'missing.json')),
+      new RegExp(`${join(dir, 'missing.json')}: \\$: no such file: tried ${join(dir, 'missing.json')}$`),
+    );
   });
 });

@@ -26,7 +26,10 @@ describe('runtime lifecycle and bad input', () => {
       openCpu({ devices: [0, 5] }),
       /device ordinal 5 is out of range: 2 CPU reference devices visible \(ordinals 0\.\.1\)/,
     );
-    await assert.rejects(openCpu({ devices: [-1, 1] }), /device ordinal -1 is out of range/);
+    await assert.rejects(
+      openCpu({ devices: [-1, 1] }),
+      /RuntimeOptions\.devices\[0\] must be an integer in \[0, 65536\], got -1/,
+    );
   });
 
   it('refuses two ranks on one ordinal, and says why', async () => {
@@ -40,7 +43,7 @@ describe('runtime lifecycle and bad input', () => {
     await assert.rejects(openCpu({ ringCapacity: 1000 }), /capacity must be a power of two/);
     await assert.rejects(
       Runtime.open({ backend: 'tpu' as never }),
-      /backend must be 'auto', 'cuda' or 'cpu', got 'tpu'/,
+      /RuntimeOptions\.backend must be one of 'auto', 'cuda', 'cpu', got 'tpu'/,
     );
     await assert.rejects(openCpu({ spinMicros: -1 }), /RuntimeOptions\.spinMicros must be an integer/);
   });

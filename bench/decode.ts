@@ -70,7 +70,7 @@ export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
       );
       const graphed = { ...DEFAULT_CONFIG, stepGraph: true };
       await walk.prepare(graphed);
-      const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', n, ctx);
+      const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', n);
       if (g)
         rows.push(
           row({ ...base, transport: 'unsharded+graph', method: `${method}; the step replayed from its graph` }, g),
@@ -147,7 +147,7 @@ export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
       // the no-joins walk replayed the same way.
       const bareDc = { ...DEFAULT_CONFIG, stepGraph: true };
       await walk.prepare(bareDc, NO_JOINS);
-      const bareGraph = await graphedSteps(walk, bareDc, 'decode no joins, step graph', n, ctx);
+      const bareGraph = await graphedSteps(walk, bareDc, 'decode no joins, step graph', n);
       if (bareGraph)
         rows.push(
           row(
@@ -163,7 +163,7 @@ export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
         try {
           const graphed = { ...dc, stepGraph: true };
           await walk.prepare(graphed);
-          const s = await graphedSteps(walk, graphed, `decode ${name}, step graph`, n, ctx);
+          const s = await graphedSteps(walk, graphed, `decode ${name}, step graph`, n);
           if (!s) continue;
           rows.push(
             row({ ...base, transport: `${name}+graph`, method: `${method}; the step replayed from its graph` }, s),
@@ -190,18 +190,20 @@ export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
   return rows;
 }
 
-/** Timed steps through the step graph; undefined (and why, as a failure) when it was refused. */
+/**
+ * Timed steps through the step graph; undefined when its guard refused it (a transport the graph
+ * cannot hold: a limit of that variant, said on stderr, not a failure of the run).
+ */
 async function graphedSteps(
   walk: DeviceWalk,
   dc: DecodeConfig,
   label: string,
   n: StepCounts,
-  ctx: SuiteContext,
 ): Promise<number[] | undefined> {
   const host = (await timeSteps(walk, dc, label, n)).host;
   const refused = walk.stepGraphStats().refused;
   if (refused.length > 0) {
-    ctx.fail(label, new Error(`the step graph was refused: ${refused[0]!.reason}`));
+    console.error(`decode: ${label}: refused: ${refused[0]!.reason}`);
     return undefined;
   }
   return host;

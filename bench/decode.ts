@@ -17,7 +17,7 @@ import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/deco
 import { row, type Row } from './results-file.js';
 import { presetFor, stepRows, timeSteps, withWalk, type StepCounts } from './walk-run.js';
 import { benchProfileOverhead } from './profile-overhead.js';
-import { differenceRow } from './paired-difference.js';
+import { MIN_SAMPLES, differenceRow } from './paired-difference.js';
 import { count, type SuiteContext } from './suite-context.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
 
@@ -33,7 +33,7 @@ const NO_JOINS: Transport = {
 
 export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
   const { backend } = ctx;
-  const n: StepCounts = { progress: ctx.progress, steps: count(ctx, 48, 4), warm: count(ctx, 4, 1) };
+  const n: StepCounts = { progress: ctx.progress, steps: count(ctx, 48, MIN_SAMPLES), warm: count(ctx, 4, 1) };
   const preset = presetFor(backend);
   const rows: Row[] = [];
   const base = { suite: 'decode', op: 'step', bytes: 0, preset, unit: 'ms', metric: 'host' };

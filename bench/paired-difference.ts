@@ -10,9 +10,15 @@ import { row, type Row } from './results-file.js';
 import type { Summary } from '../src/cli/stats.js';
 
 /**
+ * Fewer samples than this cannot place a median at 95%: even their whole range holds it with
+ * only 1 - 2^(1-n) confidence (94% at 5).
+ */
+export const MIN_SAMPLES = 6;
+
+/**
  * The ranks k and n-1-k (0-based) of the sorted samples between which the median lies with ~95%
- * confidence: the binomial(n, 1/2) bound by its normal approximation. Under 6 samples, every
- * sample's range.
+ * confidence: the binomial(n, 1/2) bound by its normal approximation. Under MIN_SAMPLES, the
+ * samples' whole range, which says less.
  */
 export function medianInterval(samples: readonly number[]): [number, number] {
   const s = Float64Array.from(samples).sort();
@@ -31,6 +37,7 @@ export function differenceRow(fields: Omit<Row, keyof Summary | 'samples' | 'int
 export function costCell(r: Row): number | string {
   const median = +r.median.toFixed(3);
   if (!r.interval) return median;
+  if (r.n < MIN_SAMPLES) return `too few samples to tell from noise (${median}; n ${r.n})`;
   const [lo, hi] = r.interval.map((x) => +x.toFixed(3)) as [number, number];
   if (lo <= 0 && hi >= 0) return `within noise (${median}; 95% ${lo} to ${hi})`;
   if (hi < 0) return `none: faster than its baseline by ${-median}`;

@@ -74,7 +74,8 @@ export async function benchProfileOverhead(
 ): Promise<Row[]> {
   const n: Rounds = {
     progress: ctx.progress,
-    rounds: count(ctx, 6, 2),
+    // On the CPU reference, 3 rounds of 2: the fewest paired samples a median's interval needs.
+    rounds: count(ctx, 6, 3),
     steps: count(ctx, 8, 2),
     warm: count(ctx, 2, 1),
   };

@@ -62,15 +62,30 @@ export const boolean: Check<boolean> = (v, at) => {
   return v;
 };
 
-export const string: Check<string> = (v, at) => {
-  if (typeof v !== 'string') throw new InvalidArgTypeError(`${at} must be a string, got ${describe(v)}`);
-  return v;
-};
-
 export function func<F extends (...args: never[]) => unknown>(): Check<F> {
   return (v, at) => {
     if (typeof v !== 'function') throw new InvalidArgTypeError(`${at} must be a function, got ${describe(v)}`);
     return v as F;
+  };
+}
+
+/** A typed array or DataView (data to copy). */
+export const bufferView: Check<ArrayBufferView> = (v, at) => {
+  if (!ArrayBuffer.isView(v))
+    throw new InvalidArgTypeError(`${at} must be a typed array or DataView, got ${describe(v)}`);
+  return v;
+};
+
+/** An object this package handed out (`what`), known by its numeric fields `keys`. */
+export function record<T extends object>(what: string, keys: readonly string[]): Check<T> {
+  const bad = (v: unknown, at: string): never => {
+    throw new InvalidArgTypeError(`${at} must be ${what}, got ${describe(v)}`);
+  };
+  return (v, at) => {
+    // An indexed loop: this runs on every event record and wait of a join, and allocates nothing.
+    if (typeof v !== 'object' || v === null) bad(v, at);
+    for (let i = 0; i < keys.length; i++) if (typeof (v as Record<string, unknown>)[keys[i]!] !== 'number') bad(v, at);
+    return v as T;
   };
 }
 

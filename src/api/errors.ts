@@ -52,7 +52,7 @@ export interface Remedy {
 }
 
 /** The remedies as the API is called: `backend: 'cpu' or model: 'tiny'`. */
-export function remedyText(remedies: readonly Remedy[]): string {
+function remedyText(remedies: readonly Remedy[]): string {
   return remedies.map((r) => `${r.option}: '${r.value}'`).join(' or ');
 }
 

@@ -12,24 +12,24 @@ import { WeightLoader, type Layout } from './device-weights.js';
 import { PRESETS, modelName, type ModelConfig, type PresetName } from './model-config.js';
 
 /** Room in each CPU reference device beyond weights and activations (link buffers, staging). */
-export const CPU_ARENA_SLACK = 64 * 2 ** 20;
+const CPU_ARENA_SLACK = 64 * 2 ** 20;
 
 /** Bytes of weights, and of activations and KV cache, on rank 0 (the root holds the most). */
-export function deviceBytes(
-  model: ModelConfig,
-  layout: Layout,
-  maxBatch: number,
-): { weights: number; activations: number } {
+function deviceBytes(model: ModelConfig, layout: Layout, maxBatch: number): { weights: number; activations: number } {
   return {
     weights: new WeightLoader(model).planBytes(layout, 0),
     activations: DeviceWalk.activationBytes(model, layout, maxBatch),
   };
 }
 
-/** What the CPU reference's devices must each hold for this model. */
-export function cpuArenaBytes(model: ModelConfig, layout: Layout, maxBatch: number): number {
+/**
+ * What the model takes on its fullest device under `backend`: its weights, activations and KV
+ * cache, and on the CPU reference the room its emulated devices keep beside them (the size a
+ * CPU reference device is made).
+ */
+export function bytesPerDevice(model: ModelConfig, layout: Layout, maxBatch: number, backend: BackendKind): number {
   const b = deviceBytes(model, layout, maxBatch);
-  return b.weights + b.activations + CPU_ARENA_SLACK;
+  return b.weights + b.activations + (backend === 'cpu' ? CPU_ARENA_SLACK : 0);
 }
 
 const gb = (b: number): string =>
@@ -66,10 +66,7 @@ export function checkFits(
   backend: BackendKind,
   devices: readonly number[],
 ): void {
-  const need = (m: ModelConfig, l: Layout): number => {
-    const b = deviceBytes(m, l, maxBatch);
-    return b.weights + b.activations + (backend === 'cpu' ? CPU_ARENA_SLACK : 0);
-  };
+  const need = (m: ModelConfig, l: Layout): number => bytesPerDevice(m, l, maxBatch, backend);
   const limit =
     backend === 'cpu'
       ? { bytes: CPU_ARENA_MAX_BYTES, text: `the CPU reference holds at most ${gb(CPU_ARENA_MAX_BYTES)} a device` }

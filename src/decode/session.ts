@@ -44,7 +44,7 @@ import {
   type DecodeConfig,
   type DecodeConfigPatch,
 } from './decode-config.js';
-import { checkFits, cpuArenaBytes } from './device-fit.js';
+import { bytesPerDevice, checkFits } from './device-fit.js';
 
 export interface SessionOptions {
   /** A preset name (`tiny`, `small`, `bench`) or a whole config. Default: `small` on CUDA, `tiny` on the CPU. */
@@ -125,6 +125,7 @@ export class Session {
   private closed: Error | undefined;
   private busy = false;
   private readonly lengths: number[];
+  private readonly slotCheck: Check<number>;
   readonly model: SessionModel;
   /** Ends the exit guard's hold (runtime/exit-guard.ts), once closed. */
   private release: () => void = () => undefined;
@@ -139,6 +140,7 @@ export class Session {
   ) {
     this.model = sessionModel(model);
     this.lengths = new Array<number>(maxBatch).fill(0);
+    this.slotCheck = integer(0, maxBatch - 1);
   }
 
   /**
@@ -165,7 +167,7 @@ export class Session {
       mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)),
       // The CPU reference's emulated devices hold the weights too: size their arenas for them.
       ...(backend === 'cpu'
-        ? { cpuArenaBytes: Math.max(opts.runtime?.cpuArenaBytes ?? 0, cpuArenaBytes(model, layout, maxBatch)) }
+        ? { cpuArenaBytes: Math.max(opts.runtime?.cpuArenaBytes ?? 0, bytesPerDevice(model, layout, maxBatch, 'cpu')) }
         : {}),
     });
     let link: ArLink | undefined;
@@ -200,7 +202,6 @@ export class Session {
     base: DecodeConfig,
   ): DecodeConfig {
     if (c === undefined) return base;
-    configOption(c, at);
     if (typeof c === 'string') return loadDecodeConfig(c, { model, base });
     return parseDecodeConfig(c, { source: at, model, base });
   }
@@ -218,10 +219,7 @@ export class Session {
    */
   async setConfig(c: DecodeConfigPatch | string): Promise<void> {
     this.usable('setConfig');
-    if (c === undefined)
-      throw new InvalidArgTypeError(
-        `setConfig: config must be a config object or the path of a JSON config file, got ${describe(c)}`,
-      );
+    configOption(c, 'setConfig: config');
     const next = Session.readConfig(c, 'setConfig: config', Session.against(this.model), this.config);
     this.busy = true;
     try {
@@ -238,7 +236,7 @@ export class Session {
   }
 
   private slot(call: string, slot: unknown): number {
-    return integer(0, this.maxBatch - 1)(slot, `${call}: slot`);
+    return this.slotCheck(slot, `${call}: slot`);
   }
 
   /** The position slot s's next token will take. */

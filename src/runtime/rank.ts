@@ -5,8 +5,7 @@
 import type { RingProducer } from '../workers/ring.js';
 import { Op } from '../workers/ops.js';
 import type { WorkerHandle } from '../workers/worker-handle.js';
-import { boolean, describe, integer, number, type Check } from '../api/check.js';
-import { InvalidArgTypeError } from '../api/errors.js';
+import { boolean, bufferView, integer, number, record, type Check } from '../api/check.js';
 
 // The arguments of the operations a caller makes, checked on the main thread: a bad one reaching
 // a worker would fault its ring and stop the runtime. Module constants, so a hot-path check
@@ -18,19 +17,8 @@ const u32 = integer(0, 0xffffffff);
 const byte = integer(0, 255);
 const optionalMs: Check<number | undefined> = (v, at) => (v === undefined ? undefined : integer(1, 3_600_000)(v, at));
 
-function event(v: unknown, at: string): DeviceEvent {
-  const e = v as DeviceEvent | null;
-  if (typeof e !== 'object' || e === null || typeof e.handle !== 'number' || typeof e.rank !== 'number') {
-    throw new InvalidArgTypeError(`${at} must be a DeviceEvent (from createEvent), got ${describe(v)}`);
-  }
-  return e;
-}
-
-function view(v: unknown, at: string): ArrayBufferView {
-  if (!ArrayBuffer.isView(v))
-    throw new InvalidArgTypeError(`${at} must be a typed array or DataView, got ${describe(v)}`);
-  return v;
-}
+const event = record<DeviceEvent>('a DeviceEvent (from createEvent)', ['handle', 'rank']);
+const view = bufferView;
 
 /**
  * An event owned by one rank. `records` counts the records enqueued so far and `lastRecordSeq`

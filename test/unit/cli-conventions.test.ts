@@ -209,6 +209,34 @@ describe('memra bench: refuses what it cannot run (CPU backend)', function () {
   });
 });
 
+describe('bench decode: a difference is a cost only where it stands out of the noise (CPU backend)', function () {
+  this.timeout(120_000);
+
+  it('prints no negative cost: every paired difference carries its interval and reads as what it is', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'memra-bench-decode-'));
+    try {
+      const r = memra('bench', 'decode', '--backend', 'cpu', '--out', dir);
+      assert.equal(r.status, 0, r.stderr);
+      const [file] = readdirSync(dir);
+      const rows = (JSON.parse(readFileSync(join(dir, file!), 'utf8')) as { rows: Row[] }).rows;
+      const diffs = rows.filter((x) => x.op === 'joins' || x.op === 'profile overhead');
+      assert.ok(diffs.length >= 8, `${diffs.length} difference rows`);
+      for (const d of diffs) {
+        assert.ok(d.interval && d.n >= 6, `${d.op} ${d.transport}: an interval over ${d.n} samples`);
+        const cell = costCell(d);
+        assert.ok(typeof cell === 'string' || cell > 0, `${d.op} ${d.transport}: ${cell}`);
+      }
+      // The printed table: a difference row's median cell is never a negative number.
+      for (const line of r.stdout.split('\n').filter((l) => /'joins'|'profile overhead'/.test(l))) {
+        const median = line.split('│')[7]!.trim();
+        assert.doesNotMatch(median, /^-[\d.]+$/, line);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('bench: a difference is a cost only where it stands out of the noise', () => {
   const diffRow = (samples: number[]): Row => {
     const sorted = [...samples].sort((a, b) => a - b);
@@ -250,6 +278,8 @@ describe('bench: a difference is a cost only where it stands out of the noise', 
     assert.match(String(costCell(noisy)), /^within noise \(-?[\d.]+; 95% -[\d.]+ to [\d.]+\)$/);
     const faster = diffRow(Array.from({ length: 41 }, () => -0.2 - Math.random() / 10));
     assert.match(String(costCell(faster)), /^none: faster than its baseline by 0\.\d+$/);
+    const few = diffRow([-0.3, -0.2, -0.25, -0.4, -0.1]);
+    assert.match(String(costCell(few)), /^too few samples to tell from noise \(-0\.25; n 5\)$/);
     const cost = diffRow(Array.from({ length: 41 }, () => 0.5 + Math.random() / 10));
     assert.equal(typeof costCell(cost), 'number');
     assert.ok((costCell(cost) as number) > 0.5);

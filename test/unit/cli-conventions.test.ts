@@ -10,33 +10,64 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { detectBackend } from '../../src/runtime/runtime.js';
+import { runCli } from '../../src/cli/run-cli.js';
 import { costCell, medianInterval } from '../../bench/paired-difference.js';
 import type { Row } from '../../bench/results-file.js';
 
 const cli = new URL('../../src/cli/main.js', import.meta.url).pathname;
 const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
 
-function memra(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+interface Ran {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `memra ...args` as a process: its exit status is the process's. */
+function memraProcess(...args: string[]): Ran {
   const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 60_000 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/**
+ * `memra ...args` in this process (runCli, what main.ts runs), its output captured: the same
+ * command line without a process start for each case.
+ */
+async function memra(...args: string[]): Promise<Ran> {
+  const out = { stdout: '', stderr: '' };
+  const write = { stdout: process.stdout.write, stderr: process.stderr.write };
+  const capture =
+    (to: 'stdout' | 'stderr') =>
+    (chunk: string | Uint8Array): boolean => {
+      out[to] += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString();
+      return true;
+    };
+  process.stdout.write = capture('stdout') as typeof process.stdout.write;
+  process.stderr.write = capture('stderr') as typeof process.stderr.write;
+  try {
+    return { status: await runCli(args), ...out };
+  } finally {
+    process.stdout.write = write.stdout;
+    process.stderr.write = write.stderr;
+  }
 }
 
 describe('memra: conventions of the command line', function () {
   this.timeout(120_000);
 
-  it('--version prints the package version; help and --help print the commands', () => {
-    const v = memra('--version');
+  it('--version prints the package version; help and --help print the commands', async () => {
+    const v = memraProcess('--version');
     assert.equal(v.status, 0);
     assert.equal(v.stdout.trim(), pkg.version);
     for (const args of [['help'], ['--help']]) {
-      const r = memra(...args);
+      const r = await memra(...args);
       assert.equal(r.status, 0, args.join(' '));
       for (const c of ['selfcheck', 'decode', 'profile', 'bench', 'help'])
         assert.match(r.stdout, new RegExp(`^  ${c}\\b`, 'm'));
     }
   });
 
-  it("each command's --help lists its own options with their defaults and limits", () => {
+  it("each command's --help lists its own options with their defaults and limits", async () => {
     const want: Record<string, RegExp[]> = {
       decode: [
         /^usage: memra decode \[options\]/,
@@ -61,7 +92,7 @@ describe('memra: conventions of the command line', function () {
       selfcheck: [/^usage: memra selfcheck \[options\]/, /--joins N .*\(an integer from 1 to 10000000; default 2000\)/],
     };
     for (const [command, res] of Object.entries(want)) {
-      for (const help of [memra(command, '--help'), memra('help', command)]) {
+      for (const help of [await memra(command, '--help'), await memra('help', command)]) {
         assert.equal(help.status, 0, `${command} --help`);
         // As one line: a long description wraps, so an option's notes may start on the next line.
         const flat = help.stdout.replace(/\s+/g, ' ');
@@ -69,10 +100,10 @@ describe('memra: conventions of the command line', function () {
         assert.doesNotMatch(help.stdout, /^commands:/m, `${command} --help is the command's own, not the global usage`);
       }
     }
-    assert.doesNotMatch(memra('bench', '--help').stdout, /--preset/);
+    assert.doesNotMatch((await memra('bench', '--help')).stdout, /--preset/);
   });
 
-  it("refuses a bad number in the CLI's own words, never the parser's", () => {
+  it("refuses a bad number in the CLI's own words, never the parser's", async () => {
     for (const [args, msg] of [
       [['decode', '--tokens', '-1'], /^memra decode: --tokens must be a positive integer, got '-1'$/m],
       [['decode', '--tokens=-1'], /^memra decode: --tokens must be a positive integer, got '-1'$/m],
@@ -87,23 +118,23 @@ describe('memra: conventions of the command line', function () {
       [['decode', '--preset', 'huge'], /^memra decode: --preset must be tiny, small or bench, got 'huge'$/m],
       [['frob'], /^memra: unknown command 'frob'; the commands are selfcheck, decode, profile, bench, help$/m],
     ] as const) {
-      const r = memra(...args);
+      const r = await memra(...args);
       assert.equal(r.status, 2, args.join(' '));
       assert.match(r.stderr, msg, args.join(' '));
       assert.doesNotMatch(r.stderr, /ambiguous|ERR_PARSE_ARGS/);
     }
   });
 
-  it('refuses --tokens past the KV cache before loading the model, by its flags', () => {
-    const r = memra('decode', '--backend', 'cpu', '--preset', 'tiny', '--tokens', '65');
+  it('refuses --tokens past the KV cache before loading the model, by its flags', async () => {
+    const r = await memra('decode', '--backend', 'cpu', '--preset', 'tiny', '--tokens', '65');
     assert.equal(r.status, 2);
     assert.match(r.stderr, /--tokens 65 is past the KV cache of --preset tiny \(maxPos 64\): at most 64/);
     assert.doesNotMatch(r.stderr, /weights/, 'nothing was loaded');
   });
 
-  it('words a fix in CLI syntax: --backend cuda where there is no GPU', function () {
+  it('words a fix in CLI syntax: --backend cuda where there is no GPU', async function () {
     if (detectBackend().devices >= 2) this.skip(); // this machine has the GPUs it would miss
-    const r = memra('decode', '--backend', 'cuda', '--tokens', '2');
+    const r = await memra('decode', '--backend', 'cuda', '--tokens', '2');
     assert.equal(r.status, 1);
     assert.match(
       r.stderr,
@@ -112,14 +143,15 @@ describe('memra: conventions of the command line', function () {
     assert.doesNotMatch(r.stderr, /backend: /, 'no API syntax');
   });
 
-  it('with --json, an error is { "error": { "code", "message" } } on stdout and the status is non-zero', () => {
+  it('with --json, an error is { "error": { "code", "message" } } on stdout and the status is non-zero', async () => {
     for (const [args, code, status] of [
       [['decode', '--json', '--tokens', '-1'], 'ERR_INVALID_ARG_VALUE', 2],
       [['decode', '--json', '--bogus'], 'ERR_UNKNOWN_OPTION', 2],
       [['decode', '--json', '--backend', 'cpu', '--config', 'nowhere.json', '--tokens', '1'], 'ERR_CONFIG', 1],
       [['selfcheck', '--json', '--joins', '0'], 'ERR_INVALID_ARG_VALUE', 2],
     ] as const) {
-      const r = memra(...args);
+      // One case as a process, to see its exit status; the others through runCli, as main.ts runs it.
+      const r = code === 'ERR_CONFIG' ? memraProcess(...args) : await memra(...args);
       assert.equal(r.status, status, args.join(' '));
       const out = JSON.parse(r.stdout) as { error: { code: string; message: string } };
       assert.deepEqual(Object.keys(out), ['error']);
@@ -128,8 +160,8 @@ describe('memra: conventions of the command line', function () {
     }
   });
 
-  it("the summary's tokens/s and step time are the same figure: batch / the median step", () => {
-    const r = memra('decode', '--backend', 'cpu', '--tokens', '4', '--batch', '2', '--no-profile');
+  it("the summary's tokens/s and step time are the same figure: batch / the median step", async () => {
+    const r = await memra('decode', '--backend', 'cpu', '--tokens', '4', '--batch', '2', '--no-profile');
     assert.equal(r.status, 0, r.stderr);
     const m =
       /^([\d.]+) tokens\/s at the median step of ([\d.]+) ms \(batch 2 \/ step; .* over 3 steps, first excluded\); mean step ([\d.]+) ms$/m.exec(
@@ -138,7 +170,9 @@ describe('memra: conventions of the command line', function () {
     assert.ok(m, r.stdout);
     const [rate, median] = [Number(m[1]), Number(m[2])];
     assert.ok(Math.abs(rate - 2000 / median) <= 0.05 + rate * 1e-3, `${rate} tokens/s against 2000 / ${median} ms`);
-    const json = JSON.parse(memra('decode', '--backend', 'cpu', '--tokens', '3', '--json', '--no-profile').stdout) as {
+    const json = JSON.parse(
+      (await memra('decode', '--backend', 'cpu', '--tokens', '3', '--json', '--no-profile')).stdout,
+    ) as {
       tokensPerSecond: number;
       medianStepMs: number;
       meanStepMs: number;
@@ -158,7 +192,7 @@ describe('memra bench: refuses what it cannot run (CPU backend)', function () {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('an unknown transport, op or suite, or a transport the backend lacks, is exit 2 and no file', () => {
+  it('an unknown transport, op or suite, or a transport the backend lacks, is exit 2 and no file', async () => {
     for (const [args, msg] of [
       [
         ['joins', '--transports', 'bogus'],
@@ -175,16 +209,16 @@ describe('memra bench: refuses what it cannot run (CPU backend)', function () {
       [['ring', '--transports', 'll'], /--transports and --ops choose the joins suite's rows; this run has ring/],
       [['warp'], /unknown suite 'warp'; suites: ring, joins, decode, ep/],
     ] as const) {
-      const r = memra('bench', ...args, '--backend', 'cpu', '--out', dir);
+      const r = await memra('bench', ...args, '--backend', 'cpu', '--out', dir);
       assert.equal(r.status, 2, args.join(' '));
       assert.match(r.stderr, msg);
       assert.deepEqual(readdirSync(dir), [], 'nothing written');
     }
   });
 
-  it('runs small counts on the CPU reference, says it is a smoke run, and writes only rows it measured', () => {
+  it('runs small counts on the CPU reference, says it is a smoke run, and writes only rows it measured', async () => {
     const t = performance.now();
-    const r = memra(
+    const r = await memra(
       'bench',
       'joins',
       '--backend',
@@ -212,10 +246,10 @@ describe('memra bench: refuses what it cannot run (CPU backend)', function () {
 describe('bench decode: a difference is a cost only where it stands out of the noise (CPU backend)', function () {
   this.timeout(120_000);
 
-  it('prints no negative cost: every paired difference carries its interval and reads as what it is', () => {
+  it('prints no negative cost: every paired difference carries its interval and reads as what it is', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'memra-bench-decode-'));
     try {
-      const r = memra('bench', 'decode', '--backend', 'cpu', '--out', dir);
+      const r = await memra('bench', 'decode', '--backend', 'cpu', '--out', dir);
       assert.equal(r.status, 0, r.stderr);
       const [file] = readdirSync(dir);
       const rows = (JSON.parse(readFileSync(join(dir, file!), 'utf8')) as { rows: Row[] }).rows;

@@ -1,6 +1,8 @@
 /**
  * `decode`: the `bench` model at t = 1 on the two-H200 machine: one GPU unsharded, two GPUs with
- * each transport, and the mixed config in bench/configs/. One sample = one step's main-thread
+ * each transport, and the mixed config in bench/configs/. On a machine of one GPU, the unsharded
+ * rows alone (eager and from the step graph); with --loopback the sharded rows too, both ranks on
+ * one device and the file labelled so (bench/run.ts). One sample = one step's main-thread
  * wall time (enqueue the whole walk, wait for the tokens in the mailbox), so it includes every
  * kernel and join on the device plus the host's enqueue.
  *
@@ -12,7 +14,6 @@
  */
 import type { Runtime } from '../src/runtime/runtime.js';
 import { TRANSPORTS, type Transport } from '../src/runtime/transports/transport.js';
-import type { BackendKind } from '../src/runtime/device-api.js';
 import { presetByName } from '../src/decode/model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { Progress } from '../src/cli/progress.js';
@@ -20,6 +21,7 @@ import { row, type Row } from './results-file.js';
 import { presetFor, stepRows, timeSteps, withWalk } from './walk-run.js';
 import { benchProfileOverhead } from './profile-overhead.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
+import type { SuiteContext } from './suite-context.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
 const NO_JOINS: Transport = {
@@ -27,7 +29,8 @@ const NO_JOINS: Transport = {
   broadcast: () => undefined, allGather: () => undefined, gather: () => undefined, allReduce: () => undefined,
 };
 
-export async function benchDecode(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
+export async function benchDecode(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
+  const { backend } = ctx;
   const preset = presetFor(backend);
   const rows: Row[] = [];
   const base = { suite: 'decode', op: 'step', bytes: 0, preset, unit: 'ms', metric: 'host' };
@@ -38,7 +41,7 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
       rows.push(row({ ...base, op: 'memory', transport: label, bytes: r.ordinal, unit: 'GiB', metric: 'device', method: `cudaMemGetInfo total - free on device ${r.ordinal}, weights and caches loaded` }, [(m.total - m.free) / 2 ** 30]));
     }
   };
-  await withWalk(backend, 'unsharded', async (walk, rt) => {
+  await withWalk(ctx, 'unsharded', async (walk, rt) => {
     await memory(rt, 'unsharded');
     rows.push(row({ ...base, transport: 'unsharded', method }, (await timeSteps(walk, DEFAULT_CONFIG, 'decode unsharded', progress)).host));
     const graphed = { ...DEFAULT_CONFIG, stepGraph: true };
@@ -46,7 +49,9 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
     const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', progress);
     if (g) rows.push(row({ ...base, transport: 'unsharded+graph', method: `${method}; the step replayed from its graph` }, g));
   }, progress);
-  await withWalk(backend, 'sharded', async (walk, rt) => {
+  // One GPU without --loopback: the rows above are the machine's (bench/run.ts).
+  if (!ctx.pair) return rows;
+  await withWalk(ctx, 'sharded', async (walk, rt) => {
     await memory(rt, 'sharded');
     // Every variant's joins are its step time minus this walk's. It runs on what real steps leave
     // in rank 1's buffers (no join fills them): run straight after the weights' load it took 6.02

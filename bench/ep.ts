@@ -5,24 +5,25 @@
  * time alongside, for the effect on tokens/s. The rest of the walk uses `ll` in every variant,
  * so the graph and the eager `ll` twin differ only in the EP step.
  */
-import type { BackendKind } from '../src/runtime/device-api.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { TransportName } from '../src/runtime/transports/transport.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
 import { presetFor, timeSteps, withWalk } from './walk-run.js';
+import type { SuiteContext } from './suite-context.js';
 
 const STEPS = { cuda: 200, cpu: 12 };
 const WARM = 8;
 
-export async function benchEp(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
+export async function benchEp(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
+  const { backend } = ctx;
   const preset = presetFor(backend);
   const rows: Row[] = [];
   const cfg = (transport: TransportName, epGraph: boolean): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: transport, layers: [] }, epGraph });
   // `eager peer` crosses on the copy engine, ordered by events, as the graph's copy nodes do: what
   // those crossings cost without the graph.
   const variants: Array<[string, DecodeConfig]> = [['graph', cfg('ll', true)], ['eager ll', cfg('ll', false)], ['eager push', cfg('push', false)], ['eager peer', cfg('peer', false)]];
-  await withWalk(backend, 'sharded', async (walk) => {
+  await withWalk(ctx, 'sharded', async (walk) => {
     await walk.timeEpSteps(true);
     for (const [name, dc] of variants) {
       await walk.prepare(dc);

@@ -51,7 +51,7 @@ export interface BatteryResult { ops: number; outputs: Uint8Array[] }
  */
 export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?: Float32Array[][]): Promise<BatteryResult> {
   if (Array.isArray(c.op) && c.op.length !== c.ops) throw new RangeError(`runCase: ${c.op.length} ops listed for a case of ${c.ops}`);
-  const [a, b] = rt.ranks;
+  const [a, b] = rt.pair('the transport battery');
   const ranks = [a, b];
   const L = layoutOf(c);
   const bytes = c.ops * L.stride * 4;

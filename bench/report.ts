@@ -2,7 +2,9 @@
  * `npm run bench:report`: rewrite the README's performance tables from bench/results/*.json(.gz), so
  * no figure in the README is typed by hand. Each table sits between
  * `<!-- bench:<suite> -->` and `<!-- /bench:<suite> -->`; and write bench/results/index.html, the
- * results as one self-contained page (report-html.ts).
+ * results as one self-contained page (report-html.ts). The suites' tables and the targets read the
+ * two-GPU machine's files alone; one GPU's and loopback's go to `<!-- bench:one-gpu -->`, each
+ * under its machine label (results-machine.ts).
  */
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +13,7 @@ import { renderBenchReport } from './report-html.js';
 import type { NamedResults, ResultsFile } from './results-types.js';
 import { byDateThenName, newestLines } from './newest-results.js';
 import { targetsTable } from './report-targets.js';
+import { splitByMachine } from './results-machine.js';
 
 const root = new URL('../../', import.meta.url).pathname;
 const dir = join(root, 'bench', 'results');
@@ -25,13 +28,16 @@ for (const f of readdirSync(dir).filter((f) => f.endsWith('.json') || f.endsWith
   if (stored.has(file)) throw new Error(`bench:report: both ${file} and ${file}.gz are in ${dir}; keep one`);
   stored.set(file, f);
 }
-const bySuite = new Map<string, Array<{ file: string; data: ResultsFile }>>();
-for (const file of [...stored.keys()].sort()) {
+const all: NamedResults[] = [...stored.keys()].sort().map((file) => {
   const f = stored.get(file)!;
   const raw = readFileSync(join(dir, f));
-  const data = JSON.parse((f.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8')) as ResultsFile;
-  if (!bySuite.has(data.suite)) bySuite.set(data.suite, []);
-  bySuite.get(data.suite)!.push({ file, data });
+  return { file, data: JSON.parse((f.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8')) as ResultsFile };
+});
+const { twoGpu, others } = splitByMachine(all);
+const bySuite = new Map<string, NamedResults[]>();
+for (const f of twoGpu) {
+  if (!bySuite.has(f.data.suite)) bySuite.set(f.data.suite, []);
+  bySuite.get(f.data.suite)!.push(f);
 }
 
 const fmt = (v: number): string => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
@@ -88,6 +94,20 @@ function newestFile(entries: Array<{ file: string; data: ResultsFile }>): string
 
 const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = { joins: pivot, decode: newestFile, ep: newestFile };
 
+/** One GPU's and loopback's results: per machine label and suite, as the two-GPU tables are drawn. */
+function otherMachines(): string {
+  if (others.size === 0) return 'No results from one GPU or from loopback yet.';
+  const out: string[] = [];
+  for (const [label, files] of [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const suites = new Map<string, NamedResults[]>();
+    for (const f of files) { if (!suites.has(f.data.suite)) suites.set(f.data.suite, []); suites.get(f.data.suite)!.push(f); }
+    for (const [suite, entries] of [...suites].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      out.push(`**\`${suite}\` on ${label}**${files[0]!.data.machine.loopback ? ' (loopback: both ranks on one device; not two-GPU figures)' : ''}`, '', (RENDER[suite] ?? table)(entries), '');
+    }
+  }
+  return out.join('\n').trimEnd();
+}
+
 const readmePath = join(root, 'README.md');
 let readme = readFileSync(readmePath, 'utf8');
 for (const [suite, entries] of bySuite) {
@@ -96,12 +116,15 @@ for (const [suite, entries] of bySuite) {
   readme = readme.replace(re, `$1${(RENDER[suite] ?? table)(entries)}\n$2`);
   console.log(`bench:report: ${suite}: ${entries.length} file(s)`);
 }
-// The targets table draws on every suite's files.
+// The targets table draws on every suite's files (the two-GPU machine's).
 const targets = /(<!-- bench:targets -->\n)[\s\S]*?(<!-- \/bench:targets -->)/;
-if (targets.test(readme)) readme = readme.replace(targets, `$1${targetsTable([...bySuite.values()].flat())}\n$2`);
+if (targets.test(readme)) readme = readme.replace(targets, `$1${targetsTable(twoGpu)}\n$2`);
 else console.error('bench:report: README has no <!-- bench:targets --> section; skipped');
+const oneGpu = /(<!-- bench:one-gpu -->\n)[\s\S]*?(<!-- \/bench:one-gpu -->)/;
+if (oneGpu.test(readme)) readme = readme.replace(oneGpu, () => `<!-- bench:one-gpu -->\n${otherMachines()}\n<!-- /bench:one-gpu -->`);
+else console.error('bench:report: README has no <!-- bench:one-gpu --> section; skipped');
 writeFileSync(readmePath, readme);
 
 const pagePath = join(dir, 'index.html');
-writeFileSync(pagePath, renderBenchReport([...bySuite.values()].flat()));
+writeFileSync(pagePath, renderBenchReport(all));
 console.log(`bench:report: ${pagePath}`);

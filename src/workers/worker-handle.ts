@@ -21,6 +21,15 @@ type Result<K extends Method> = Awaited<ReturnType<DeviceControl[K]>>;
 
 const WORKER_URL = new URL('./device-worker.js', import.meta.url);
 
+/** Device workers started and not yet exited, process-wide. */
+let live = 0;
+
+/**
+ * How many device workers are running. A runtime left open keeps its workers, and with them the
+ * process, alive; the test suites check this is 0 when they end, naming the leak.
+ */
+export function liveWorkers(): number { return live; }
+
 export class WorkerHandle {
   readonly tag: string;
   private readonly worker: Worker;
@@ -43,11 +52,13 @@ export class WorkerHandle {
       workerData: { ...init, control: port2 } satisfies WorkerInit,
       transferList: [port2],
     });
+    live++;
     this.remote = Comlink.wrap<DeviceControl>(portEndpoint(port1));
     this.worker.on('message', (m: WorkerFault) => { if (m?.type === 'fault') onFault(m); });
     this.worker.on('error', (e) => { this.lastError = e; });
     this.exited = new Promise((resolve) => {
       this.worker.on('exit', (code) => {
+        live--;
         const why = this.lastError ? `: ${this.lastError.message}` : '';
         this.dead = new ControlError(`${this.tag} exited (code ${code})${why}`, 'ERR_WORKER_EXITED');
         for (const reject of this.pending) reject(this.dead);

@@ -11,7 +11,7 @@ import type { Machine, NamedResults, Row } from '../../bench/results-types.js';
 import { count, section } from '../support/html-sections.js';
 
 const MACHINE: Machine = {
-  hostname: 'box', label: '2xH200', os: 'linux 6.1', cpu: 'Xeon', cores: 32, node: 'v20.20.2', backend: 'cuda',
+  hostname: 'box', label: '2xH200', loopback: false, os: 'linux 6.1', cpu: 'Xeon', cores: 32, node: 'v20.20.2', backend: 'cuda',
   gpus: [0, 1].map((ordinal) => ({
     ordinal, name: 'NVIDIA H200', totalMem: 140 * 2 ** 30, multiProcessorCount: 132, major: 9, minor: 0, pciBusId: `0000:00:0${6 + ordinal}.0`,
     unifiedAddressing: true, canMapHostMemory: true, clockRateKHz: 1980000,

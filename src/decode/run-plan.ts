@@ -36,7 +36,8 @@ export interface RunPlan {
 const where = (devices: readonly number[], loopback: boolean): string =>
   loopback ? `both ranks on device ${devices[0]} (loopback)` : devices.length === 2 ? `devices ${devices[0]} and ${devices[1]}` : `device ${devices[0]}`;
 
-export function planRun(ask: RunAsk = {}): RunPlan {
+/** `visible`: the devices the backend sees (default: ask it; tests pass a count). */
+export function planRun(ask: RunAsk = {}, visible?: number): RunPlan {
   const asked = ask.backend ?? 'auto';
   if (asked !== 'auto' && asked !== 'cuda' && asked !== 'cpu') throw new RangeError(`backend must be 'auto', 'cuda' or 'cpu', got '${String(asked)}'`);
   if (ask.layout !== undefined && ask.layout !== 'sharded' && ask.layout !== 'unsharded') throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(ask.layout)}'`);
@@ -44,7 +45,7 @@ export function planRun(ask: RunAsk = {}): RunPlan {
   if (ask.devices !== undefined) checkDevices(ask.devices, loopback);
   const detected = asked === 'auto' ? detectBackend() : undefined;
   const backend = detected?.backend ?? (asked as BackendKind);
-  const visible = visibleDevices(backend);
+  visible ??= visibleDevices(backend);
   const seen = backend === 'cuda' ? `${visible} CUDA device${visible === 1 ? '' : 's'} visible` : `the CPU reference's ${visible} emulated devices`;
   const layout: Layout = ask.layout ?? (ask.devices ? (ask.devices.length === 2 ? 'sharded' : 'unsharded') : loopback || visible >= 2 ? 'sharded' : 'unsharded');
   const devices = [...(ask.devices ?? (layout === 'unsharded' && !loopback ? [0] : defaultDevices(visible, loopback)))];

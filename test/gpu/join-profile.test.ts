@@ -1,24 +1,21 @@
 /**
- * The join profile on two GPUs: `ll` joins time themselves (%globaltimer stored by the join's own
- * kernel), and what they report agrees with a timing-event pair around the same joins. Fails
- * (does not skip) without two GPUs.
+ * The join profile on two ranks (two GPUs, or in loopback on one: gpu-machine.ts): `ll` joins
+ * time themselves (%globaltimer stored by the join's own kernel), and what they report agrees
+ * with a timing-event pair around the same joins. Fails (does not skip) without a GPU.
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
-import { loadBinding } from '../../src/runtime/binding.js';
 import { withShardedWalk } from '../support/sharded-walk.js';
+import { PAIR, PAIR_NAME, gpuSuite } from '../support/gpu-machine.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import { HOPS, type Hop } from '../../src/profile/profile-data.js';
 
-before(function () {
-  const n = loadBinding().deviceCount();
-  if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
-});
+gpuSuite();
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
-describe('join profile on two GPUs', function () {
+describe(`join profile on ${PAIR_NAME}`, function () {
   this.timeout(300_000);
 
   it('ll joins time themselves, within reach of a timing-event pair around the same joins', async () => {
@@ -54,6 +51,6 @@ describe('join profile on two GPUs', function () {
         // a join, or a step.
         assert.ok(Math.abs(a - b) <= 0.5 * b + 5, `${hop}: self-timed ${a} µs against events ${b} µs`);
       }
-    });
+    }, PAIR);
   });
 });

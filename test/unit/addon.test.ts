@@ -56,6 +56,7 @@ describe('native addon', () => {
     assert.throws(() => b.malloc(1.5), { name: 'TypeError', message: /malloc: argument 'bytes'/ });
     assert.throws(() => b.eventCreate(1 as unknown as boolean), { name: 'TypeError', message: /eventCreate: argument 'timing' must be a boolean/ });
     assert.throws(() => b.bindDevice(-1), { name: 'TypeError', message: /bindDevice: argument 'ordinal'/ });
+    assert.throws(() => b.bindDevice(0, 'yes' as unknown as boolean), { name: 'TypeError', message: /bindDevice: argument 'loopback' must be a boolean/ });
     // A list element is named by its place; the check runs before the thread is pinned.
     assert.throws(() => b.setThreadAffinity([0, 1.5]), { name: 'TypeError', message: /setThreadAffinity: argument 'cpus\[1\]' must be a CPU number in \[0, CPU_SETSIZE\), got 1\.5/ });
     assert.throws(() => b.setThreadAffinity([1024]), { name: 'TypeError', message: /argument 'cpus\[0\]' must be a CPU number .*, got 1024/ });

@@ -14,17 +14,9 @@ import { liveWorkers } from '../../src/workers/worker-handle.js';
 import { Op } from '../../src/workers/ops.js';
 import { ModelOps } from '../../src/decode/model-ops.js';
 import { randomF32Ints } from '../support/random.js';
+import { refusesToOpen } from '../support/refuses-to-open.js';
 
 const openCpu = (extra = {}): Promise<Runtime> => Runtime.open({ backend: 'cpu', callTimeoutMs: 5000, ...extra });
-
-/** `open` must refuse with `message`, and leave no worker running (a leaked one would keep the process alive). */
-async function refusesToOpen(options: Parameters<typeof Runtime.open>[0], message: RegExp): Promise<void> {
-  const before = liveWorkers();
-  let opened: Runtime | undefined;
-  await assert.rejects(Runtime.open(options).then((rt) => { opened = rt; }), message);
-  await opened?.close();
-  assert.equal(liveWorkers(), before, 'a refused open left a worker running');
-}
 
 describe('runtime devices: one worker, two, and loopback (CPU reference)', () => {
   let rt: Runtime | undefined;

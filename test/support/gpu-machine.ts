@@ -5,11 +5,11 @@
  *
  * Every GPU test file calls `gpuSuite()` first: it registers, once per run, a root hook that
  * fails without a GPU and says what the run will cover, and one that fails if a device worker is
- * still running when the suite ends (a runtime left open keeps mocha from exiting).
+ * still running when the suite ends (a runtime left open keeps mocha from exiting), ending it.
  */
 import { loadBinding } from '../../src/runtime/binding.js';
 import type { RuntimeOptions } from '../../src/runtime/runtime.js';
-import { liveWorkers } from '../../src/workers/worker-handle.js';
+import { endLiveWorkers, liveWorkers } from '../../src/workers/worker-handle.js';
 
 function loopbackAsked(v: string | undefined): boolean {
   if (v === undefined || v === '' || v === '0') return false;
@@ -51,8 +51,10 @@ export function gpuSuite(): void {
     }
     console.log(`  GPU suite on ${GPUS} CUDA device(s): one-GPU tests, and the two-rank suites on ${LOOPBACK ? `both ranks in loopback on device 0 (${WHY_LOOPBACK})` : 'devices 0 and 1'}`);
   });
-  after(function () {
+  after(async function () {
     const n = liveWorkers();
-    if (n > 0) throw new Error(`${n} device worker(s) still running after the GPU suite: a runtime was opened and never closed (the process would not exit)`);
+    if (n === 0) return;
+    await endLiveWorkers(); // so the process still exits
+    throw new Error(`${n} device worker(s) still running after the GPU suite: a runtime was opened and never closed (the process would not have exited)`);
   });
 }

@@ -9,10 +9,9 @@ import { execFile } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Session } from '../../src/decode/session.js';
-import { CpuModel } from '../../src/decode/cpu-model.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import type { DecodeReport } from '../../src/cli/decode.js';
-import { relL2, runSession } from '../support/decode-run.js';
+import { oracleRun, relL2, runSession } from '../support/decode-run.js';
 import { GPUS, gpuSuite } from '../support/gpu-machine.js';
 
 gpuSuite();
@@ -52,15 +51,7 @@ describe('one GPU', function () {
       try {
         assert.deepEqual(s.plan.devices, [0]);
         assert.equal(s.runtime.ranks.length, 1, 'the unsharded walk opens one worker');
-        const oracle = new CpuModel(presetByName('small'), { maxBatch: t });
-        const ref = { next: [] as number[][], hidden: [] as Float32Array[] };
-        let cur = start;
-        for (let i = 0; i < steps; i++) {
-          const r = oracle.step(cur, cur.map(() => i));
-          ref.next.push(r.next);
-          ref.hidden.push(r.hidden);
-          cur = r.next;
-        }
+        const ref = oracleRun(presetByName('small'), start, steps);
         const got = await runSession(s, start, steps, [start, ...ref.next.slice(0, -1)]);
         const errs = got.hidden.map((h, i) => relL2(h, ref.hidden[i]!));
         errs.forEach((e, i) => assert.ok(e <= 1e-3, `step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`));

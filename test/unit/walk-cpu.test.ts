@@ -11,11 +11,10 @@ import { Session } from '../../src/decode/session.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { ArLink } from '../../src/runtime/link.js';
 import { DeviceWalk } from '../../src/decode/device-walk.js';
-import { CpuModel } from '../../src/decode/cpu-model.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import type { TransportName } from '../../src/runtime/transports/transport.js';
-import { relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
+import { oracleRun, relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
 
 const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot', 'll'];
 const STEPS = 12;
@@ -24,18 +23,7 @@ const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'):
 
 type Ref = Run;
 
-function reference(t: number, start: number[]): Ref {
-  const m = new CpuModel(presetByName('tiny'), { maxBatch: t });
-  const out: Ref = { next: [], hidden: [] };
-  let cur = start;
-  for (let i = 0; i < STEPS; i++) {
-    const r = m.step(cur, cur.map(() => i));
-    out.next.push(r.next);
-    out.hidden.push(r.hidden);
-    cur = r.next;
-  }
-  return out;
-}
+const reference = (t: number, start: number[]): Ref => { assert.equal(start.length, t); return oracleRun(presetByName('tiny'), start, STEPS); };
 
 const walk = (s: Session, start: number[], force?: number[][]): Promise<Ref> => runSession(s, start, STEPS, force);
 

@@ -43,10 +43,15 @@ for (const f of twoGpu) {
 const fmt = (v: number): string => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
 
 function table(entries: Array<{ file: string; data: ResultsFile }>): string {
-  const lines = ['| results file | machine | op | bytes | median | p90 | p99 | n | unit |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |'];
+  const lines = [
+    '| results file | machine | op | bytes | median | p90 | p99 | n | unit |',
+    '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |',
+  ];
   for (const { file, data } of entries) {
     for (const r of data.rows) {
-      lines.push(`| \`${file}\` | ${data.machine.label}, CUDA driver API ${data.machine.driverVersion}, node ${data.machine.node} | ${r.op} | ${r.bytes} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
+      lines.push(
+        `| \`${file}\` | ${data.machine.label}, CUDA driver API ${data.machine.driverVersion}, node ${data.machine.node} | ${r.op} | ${r.bytes} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`,
+      );
     }
   }
   return lines.join('\n');
@@ -67,8 +72,13 @@ function pivot(entries: NamedResults[]): string {
     `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} | --- |`,
   ];
   for (const l of lines) {
-    const cells = sizes.map((b) => { const r = l.rows.find((x) => x.bytes === b); return r ? `${fmt(r.median)} (${fmt(r.p99)})` : ''; });
-    out.push(`| ${l.transport} | ${l.op} | ${l.metric} | ${cells.join(' | ')} | \`${l.file.replace(/\.json$/, '')}\` |`);
+    const cells = sizes.map((b) => {
+      const r = l.rows.find((x) => x.bytes === b);
+      return r ? `${fmt(r.median)} (${fmt(r.p99)})` : '';
+    });
+    out.push(
+      `| ${l.transport} | ${l.op} | ${l.metric} | ${cells.join(' | ')} | \`${l.file.replace(/\.json$/, '')}\` |`,
+    );
   }
   return out.join('\n');
 }
@@ -87,12 +97,18 @@ function newestFile(entries: Array<{ file: string; data: ResultsFile }>): string
   ];
   for (const r of data.rows) {
     const variant = r.op === 'memory' ? `${r.transport}, device ${r.bytes}` : r.transport;
-    out.push(`| ${r.op} | ${variant} | ${r.metric ?? ''} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
+    out.push(
+      `| ${r.op} | ${variant} | ${r.metric ?? ''} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`,
+    );
   }
   return out.join('\n');
 }
 
-const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = { joins: pivot, decode: newestFile, ep: newestFile };
+const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = {
+  joins: pivot,
+  decode: newestFile,
+  ep: newestFile,
+};
 
 /** One GPU's and loopback's results: per machine label and suite, as the two-GPU tables are drawn. */
 function otherMachines(): string {
@@ -100,9 +116,17 @@ function otherMachines(): string {
   const out: string[] = [];
   for (const [label, files] of [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const suites = new Map<string, NamedResults[]>();
-    for (const f of files) { if (!suites.has(f.data.suite)) suites.set(f.data.suite, []); suites.get(f.data.suite)!.push(f); }
+    for (const f of files) {
+      if (!suites.has(f.data.suite)) suites.set(f.data.suite, []);
+      suites.get(f.data.suite)!.push(f);
+    }
     for (const [suite, entries] of [...suites].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      out.push(`**\`${suite}\` on ${label}**${files[0]!.data.machine.loopback ? ' (loopback: both ranks on one device; not two-GPU figures)' : ''}`, '', (RENDER[suite] ?? table)(entries), '');
+      out.push(
+        `**\`${suite}\` on ${label}**${files[0]!.data.machine.loopback ? ' (loopback: both ranks on one device; not two-GPU figures)' : ''}`,
+        '',
+        (RENDER[suite] ?? table)(entries),
+        '',
+      );
     }
   }
   return out.join('\n').trimEnd();
@@ -112,7 +136,10 @@ const readmePath = join(root, 'README.md');
 let readme = readFileSync(readmePath, 'utf8');
 for (const [suite, entries] of bySuite) {
   const re = new RegExp(`(<!-- bench:${suite} -->\\n)[\\s\\S]*?(<!-- /bench:${suite} -->)`);
-  if (!re.test(readme)) { console.error(`bench:report: README has no <!-- bench:${suite} --> section; skipped`); continue; }
+  if (!re.test(readme)) {
+    console.error(`bench:report: README has no <!-- bench:${suite} --> section; skipped`);
+    continue;
+  }
   readme = readme.replace(re, `$1${(RENDER[suite] ?? table)(entries)}\n$2`);
   console.log(`bench:report: ${suite}: ${entries.length} file(s)`);
 }
@@ -121,7 +148,8 @@ const targets = /(<!-- bench:targets -->\n)[\s\S]*?(<!-- \/bench:targets -->)/;
 if (targets.test(readme)) readme = readme.replace(targets, `$1${targetsTable(twoGpu)}\n$2`);
 else console.error('bench:report: README has no <!-- bench:targets --> section; skipped');
 const oneGpu = /(<!-- bench:one-gpu -->\n)[\s\S]*?(<!-- \/bench:one-gpu -->)/;
-if (oneGpu.test(readme)) readme = readme.replace(oneGpu, () => `<!-- bench:one-gpu -->\n${otherMachines()}\n<!-- /bench:one-gpu -->`);
+if (oneGpu.test(readme))
+  readme = readme.replace(oneGpu, () => `<!-- bench:one-gpu -->\n${otherMachines()}\n<!-- /bench:one-gpu -->`);
 else console.error('bench:report: README has no <!-- bench:one-gpu --> section; skipped');
 writeFileSync(readmePath, readme);
 

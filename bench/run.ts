@@ -40,13 +40,22 @@ export function pairFor(s: string, visible: number, loopback: boolean): SuiteCon
 
 /** Returns the process exit code: 0, or 2 for bad arguments (named on stderr). */
 export async function runBench(argv: string[]): Promise<number> {
-  const bad = (msg: string): number => { console.error(`bench: ${msg}`); return 2; };
+  const bad = (msg: string): number => {
+    console.error(`bench: ${msg}`);
+    return 2;
+  };
   let parsed;
   try {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { backend: { type: 'string' }, joins: { type: 'string', default: '20000' }, out: { type: 'string' }, transports: { type: 'string' }, loopback: { type: 'boolean', default: false } },
+      options: {
+        backend: { type: 'string' },
+        joins: { type: 'string', default: '20000' },
+        out: { type: 'string' },
+        transports: { type: 'string' },
+        loopback: { type: 'boolean', default: false },
+      },
     });
   } catch (e) {
     return bad((e as Error).message);
@@ -63,18 +72,44 @@ export async function runBench(argv: string[]): Promise<number> {
   const visible = visibleDevices(backend);
   if (backend === 'cuda' && visible === 0) return bad('--backend cuda: no CUDA device is visible');
   const progress = new Progress();
-  const dirs = [...(backend === 'cuda' ? [new URL('../../bench/results/', import.meta.url).pathname] : []), ...(values.out ? [values.out] : [])];
-  if (dirs.length === 0) console.error('bench: the CPU reference\'s figures are not kept in bench/results/; pass --out DIR to keep them');
+  const dirs = [
+    ...(backend === 'cuda' ? [new URL('../../bench/results/', import.meta.url).pathname] : []),
+    ...(values.out ? [values.out] : []),
+  ];
+  if (dirs.length === 0)
+    console.error("bench: the CPU reference's figures are not kept in bench/results/; pass --out DIR to keep them");
   for (const s of suites) {
-    const ctx: SuiteContext = { backend, joins, pair: pairFor(s, visible, values.loopback!), ...(values.transports ? { transports: values.transports.split(',') } : {}) };
+    const ctx: SuiteContext = {
+      backend,
+      joins,
+      pair: pairFor(s, visible, values.loopback!),
+      ...(values.transports ? { transports: values.transports.split(',') } : {}),
+    };
     const machine = describeMachine(backend, ctx.pair?.loopback === true);
-    if (!ctx.pair) console.error(`bench: ${s}: one GPU visible: its one-GPU rows only (--loopback runs its two-rank rows too, both ranks on device 0)`);
-    else if (ctx.pair.loopback) console.error(`bench: ${s}: in loopback, both ranks on device 0: written as ${machine.label}, never two-GPU figures`);
+    if (!ctx.pair)
+      console.error(
+        `bench: ${s}: one GPU visible: its one-GPU rows only (--loopback runs its two-rank rows too, both ranks on device 0)`,
+      );
+    else if (ctx.pair.loopback)
+      console.error(
+        `bench: ${s}: in loopback, both ranks on device 0: written as ${machine.label}, never two-GPU figures`,
+      );
     const rows = await SUITES[s]!(ctx, progress, (partial) => writeResults(s, machine, partial, dirs));
     progress.done();
     const paths = writeResults(s, machine, rows, dirs);
     console.log(`\n${s} on ${machine.label} (${backend}):`);
-    console.table(rows.map((r) => ({ op: r.op, transport: r.transport, metric: r.metric ?? '', bytes: r.bytes, unit: r.unit, median: +r.median.toFixed(3), p99: +r.p99.toFixed(3), n: r.n })));
+    console.table(
+      rows.map((r) => ({
+        op: r.op,
+        transport: r.transport,
+        metric: r.metric ?? '',
+        bytes: r.bytes,
+        unit: r.unit,
+        median: +r.median.toFixed(3),
+        p99: +r.p99.toFixed(3),
+        n: r.n,
+      })),
+    );
     for (const p of paths) console.log(`wrote ${p}`);
   }
   return 0;

@@ -10,7 +10,14 @@ export { loadBinding, type NativeBinding, type DeviceProps } from './runtime/bin
 export { Session, type SessionOptions, type StepOutput } from './decode/session.js';
 export { planRun, type RunAsk, type RunPlan } from './decode/run-plan.js';
 export { PRESETS, presetByName, validateConfig, type ModelConfig, type PresetName } from './decode/model-config.js';
-export { DEFAULT_CONFIG, ConfigError, parseDecodeConfig, loadDecodeConfig, type DecodeConfig, type WoVariant } from './decode/decode-config.js';
+export {
+  DEFAULT_CONFIG,
+  ConfigError,
+  parseDecodeConfig,
+  loadDecodeConfig,
+  type DecodeConfig,
+  type WoVariant,
+} from './decode/decode-config.js';
 export { CpuModel } from './decode/cpu-model.js';
 export { ArLink } from './runtime/link.js';
 export { openTransport } from './runtime/transports/open.js';

@@ -22,8 +22,10 @@ export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000):
   try {
     const [a, b] = rt.ranks.length === 2 ? rt.ranks : [rt.ranks[0], rt.ranks[0]];
     const n = 4096;
-    const pa = await a.alloc(n * 4), pb = await b.alloc(n * 4);
-    const ready = await b.createEvent(), pushed = await a.createEvent();
+    const pa = await a.alloc(n * 4),
+      pb = await b.alloc(n * 4);
+    const ready = await b.createEvent(),
+      pushed = await a.createEvent();
     const t0 = performance.now();
     for (let i = 1; i <= joins; i++) {
       // One push per join from rank 0 into rank 1 (or into itself), ordered both ways as seed 000 requires.
@@ -40,10 +42,16 @@ export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000):
     const got = await b.downloadF32(pb, n);
     const checked = got.every((v) => v === joins);
     if (!checked) throw new Error(`selfcheck: rank ${b.rank} holds ${got[0]} after ${joins} joins, wanted ${joins}`);
-    const peer = rt.ranks.length === 1 ? `one rank (device ${a.ordinal}): no peer to reach`
-      : !rt.peer ? 'not probed'
-      : !(rt.peer.enabled[0][1] && rt.peer.enabled[1][0]) ? rt.peer.reason.join('; ')
-      : rt.peer.loopback ? `loopback (both ranks on device ${a.ordinal}): each rank's memory written by the other and read back` : 'proven both ways';
+    const peer =
+      rt.ranks.length === 1
+        ? `one rank (device ${a.ordinal}): no peer to reach`
+        : !rt.peer
+          ? 'not probed'
+          : !(rt.peer.enabled[0][1] && rt.peer.enabled[1][0])
+            ? rt.peer.reason.join('; ')
+            : rt.peer.loopback
+              ? `loopback (both ranks on device ${a.ordinal}): each rank's memory written by the other and read back`
+              : 'proven both ways';
     return { backend, why: detected.why, peer, joins, hostMicrosPerJoin, checked };
   } finally {
     await rt.close();

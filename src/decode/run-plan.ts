@@ -34,20 +34,37 @@ export interface RunPlan {
 }
 
 const where = (devices: readonly number[], loopback: boolean): string =>
-  loopback ? `both ranks on device ${devices[0]} (loopback)` : devices.length === 2 ? `devices ${devices[0]} and ${devices[1]}` : `device ${devices[0]}`;
+  loopback
+    ? `both ranks on device ${devices[0]} (loopback)`
+    : devices.length === 2
+      ? `devices ${devices[0]} and ${devices[1]}`
+      : `device ${devices[0]}`;
 
 /** `visible`: the devices the backend sees (default: ask it; tests pass a count). */
 export function planRun(ask: RunAsk = {}, visible?: number): RunPlan {
   const asked = ask.backend ?? 'auto';
-  if (asked !== 'auto' && asked !== 'cuda' && asked !== 'cpu') throw new RangeError(`backend must be 'auto', 'cuda' or 'cpu', got '${String(asked)}'`);
-  if (ask.layout !== undefined && ask.layout !== 'sharded' && ask.layout !== 'unsharded') throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(ask.layout)}'`);
+  if (asked !== 'auto' && asked !== 'cuda' && asked !== 'cpu')
+    throw new RangeError(`backend must be 'auto', 'cuda' or 'cpu', got '${String(asked)}'`);
+  if (ask.layout !== undefined && ask.layout !== 'sharded' && ask.layout !== 'unsharded')
+    throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(ask.layout)}'`);
   const loopback = ask.loopback ?? false;
   if (ask.devices !== undefined) checkDevices(ask.devices, loopback);
   const detected = asked === 'auto' ? detectBackend() : undefined;
   const backend = detected?.backend ?? (asked as BackendKind);
   visible ??= visibleDevices(backend);
-  const seen = backend === 'cuda' ? `${visible} CUDA device${visible === 1 ? '' : 's'} visible` : `the CPU reference's ${visible} emulated devices`;
-  const layout: Layout = ask.layout ?? (ask.devices ? (ask.devices.length === 2 ? 'sharded' : 'unsharded') : loopback || visible >= 2 ? 'sharded' : 'unsharded');
+  const seen =
+    backend === 'cuda'
+      ? `${visible} CUDA device${visible === 1 ? '' : 's'} visible`
+      : `the CPU reference's ${visible} emulated devices`;
+  const layout: Layout =
+    ask.layout ??
+    (ask.devices
+      ? ask.devices.length === 2
+        ? 'sharded'
+        : 'unsharded'
+      : loopback || visible >= 2
+        ? 'sharded'
+        : 'unsharded');
   const devices = [...(ask.devices ?? (layout === 'unsharded' && !loopback ? [0] : defaultDevices(visible, loopback)))];
   if (layout === 'sharded' && devices.length === 1) {
     throw new RangeError(
@@ -55,10 +72,19 @@ export function planRun(ask: RunAsk = {}, visible?: number): RunPlan {
         `devices [${devices[0]}, ${devices[0]}] with loopback: true (CLI --loopback) to put both ranks on one device`,
     );
   }
-  const because = !detected ? `backend ${backend} as asked` : backend === 'cuda' ? detected.why : `${detected.why}, so the CPU reference`;
-  const how = ask.layout ? `${layout} as asked` : ask.devices ? `${layout} (${devices.length === 2 ? 'two ranks' : 'one rank'} asked for)`
-    : loopback ? 'sharded in loopback, as asked'
-    : layout === 'sharded' ? 'sharded'
-    : 'unsharded (sharding needs two devices, or loopback)';
+  const because = !detected
+    ? `backend ${backend} as asked`
+    : backend === 'cuda'
+      ? detected.why
+      : `${detected.why}, so the CPU reference`;
+  const how = ask.layout
+    ? `${layout} as asked`
+    : ask.devices
+      ? `${layout} (${devices.length === 2 ? 'two ranks' : 'one rank'} asked for)`
+      : loopback
+        ? 'sharded in loopback, as asked'
+        : layout === 'sharded'
+          ? 'sharded'
+          : 'unsharded (sharding needs two devices, or loopback)';
   return { backend, layout, devices, loopback, why: `${because}; ${how}, on ${where(devices, loopback)}` };
 }

@@ -123,7 +123,11 @@ export interface NativeBinding {
   memcpyAsync(dst: DevicePtr, src: DevicePtr, bytes: number, stream: StreamHandle): void;
   /** cudaMemcpyPeerAsync: the copy engine moves `bytes` from `srcDevice` to `dstDevice`. */
   memcpyPeerAsync(
-    dst: DevicePtr, dstDevice: number, src: DevicePtr, srcDevice: number, bytes: number,
+    dst: DevicePtr,
+    dstDevice: number,
+    src: DevicePtr,
+    srcDevice: number,
+    bytes: number,
     stream: StreamHandle,
   ): void;
   /**
@@ -178,8 +182,13 @@ export interface NativeBinding {
    * overlap and race). At rows = 1 it is the contiguous push.
    */
   launchPush2d(
-    src: DevicePtr, dst: DevicePtr, rows: number, rowLen: number, srcStride: number,
-    dstStride: number, stream: StreamHandle,
+    src: DevicePtr,
+    dst: DevicePtr,
+    rows: number,
+    rowLen: number,
+    srcStride: number,
+    dstStride: number,
+    stream: StreamHandle,
   ): void;
   /** `dst[i] += stage[i]` for i < n f32. */
   launchFold(dst: DevicePtr, stage: DevicePtr, n: number, stream: StreamHandle): void;
@@ -198,9 +207,18 @@ export interface NativeBinding {
    * signal blocks before the next use.
    */
   launchOneShot(
-    x: DevicePtr, in0: DevicePtr, in1: DevicePtr, out: DevicePtr, selfSignal: DevicePtr,
-    peerSignal: DevicePtr, rank: number, n: number, err: DevicePtr, spinLimit: number,
-    blocks: number, stream: StreamHandle,
+    x: DevicePtr,
+    in0: DevicePtr,
+    in1: DevicePtr,
+    out: DevicePtr,
+    selfSignal: DevicePtr,
+    peerSignal: DevicePtr,
+    rank: number,
+    n: number,
+    err: DevicePtr,
+    spinLimit: number,
+    blocks: number,
+    stream: StreamHandle,
   ): void;
 
   // ---- low-latency exchange (cu/tp_ll.cu) ----
@@ -220,7 +238,17 @@ export interface NativeBinding {
    * by stream memory operations instead of a launch each, which stops after that long idle; 0:
    * every join is a launch.
    */
-  llConfigure(selfRecv: DevicePtr, peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number, err: DevicePtr, spinLimit: number, serveIdleMicros: number): void;
+  llConfigure(
+    selfRecv: DevicePtr,
+    peerRecv: DevicePtr,
+    cap: number,
+    selfState: DevicePtr,
+    peerState: DevicePtr,
+    rank: number,
+    err: DevicePtr,
+    spinLimit: number,
+    serveIdleMicros: number,
+  ): void;
   /**
    * This thread's LL server: jobs it ran, grids launched for them (one per idle stop), and the
    * host's view of its mapped block (issued, done, state); `deep` adds the device's control block
@@ -238,8 +266,16 @@ export interface NativeBinding {
    * done) and folds its end into the second with a max.
    */
   launchLl(
-    reduce: number, rows: number, rowLen: number, sendSrc: DevicePtr, localSrc: DevicePtr,
-    localDst: DevicePtr, recvDst: DevicePtr, dstStride: number, stamp: DevicePtr, stream: StreamHandle,
+    reduce: number,
+    rows: number,
+    rowLen: number,
+    sendSrc: DevicePtr,
+    localSrc: DevicePtr,
+    localDst: DevicePtr,
+    recvDst: DevicePtr,
+    dstStride: number,
+    stamp: DevicePtr,
+    stream: StreamHandle,
   ): void;
 
   // ---- the synthetic model's kernels (cu/model.h states each one's exact computation) ----
@@ -250,20 +286,121 @@ export interface NativeBinding {
    * element `base + r * srcCols + colStart + c`, bit-identical to src/decode/weights.ts. `seed`
    * is a u64 as a decimal string. kind 0: matrix (w = (2u-1) * scale); 1: gain.
    */
-  launchGenWeights(dst: DevicePtr, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number, stream: StreamHandle): void;
+  launchGenWeights(
+    dst: DevicePtr,
+    seed: string,
+    id: number,
+    base: number,
+    rows: number,
+    srcCols: number,
+    colStart: number,
+    cols: number,
+    kind: number,
+    scale: number,
+    stream: StreamHandle,
+  ): void;
   /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
   launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle): void;
-  launchEmbed(out: DevicePtr, emb: DevicePtr, tokens: DevicePtr, t: number, H: number, V: number, stream: StreamHandle): void;
+  launchEmbed(
+    out: DevicePtr,
+    emb: DevicePtr,
+    tokens: DevicePtr,
+    t: number,
+    H: number,
+    V: number,
+    stream: StreamHandle,
+  ): void;
   launchRmsnorm(out: DevicePtr, input: DevicePtr, gain: DevicePtr, t: number, H: number, stream: StreamHandle): void;
-  launchGemv(out: DevicePtr, ldo: number, x: DevicePtr, ldx: number, w: DevicePtr, ldw: number, K: number, cols: number, t: number, stream: StreamHandle): void;
-  launchCacheWrite(cache: DevicePtr, c: DevicePtr, pos: DevicePtr, t: number, layer: number, L: number, P: number, R: number, stream: StreamHandle): void;
-  launchMlaAttention(u: DevicePtr, ldu: number, q: DevicePtr, ldq: number, cache: DevicePtr, pos: DevicePtr, wuv: DevicePtr, t: number, nh: number, layer: number, L: number, P: number, R: number, Dv: number, stream: StreamHandle): void;
-  launchRouter(ids: DevicePtr, wts: DevicePtr, logits: DevicePtr, t: number, E: number, K: number, stream: StreamHandle): void;
+  launchGemv(
+    out: DevicePtr,
+    ldo: number,
+    x: DevicePtr,
+    ldx: number,
+    w: DevicePtr,
+    ldw: number,
+    K: number,
+    cols: number,
+    t: number,
+    stream: StreamHandle,
+  ): void;
+  launchCacheWrite(
+    cache: DevicePtr,
+    c: DevicePtr,
+    pos: DevicePtr,
+    t: number,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    stream: StreamHandle,
+  ): void;
+  launchMlaAttention(
+    u: DevicePtr,
+    ldu: number,
+    q: DevicePtr,
+    ldq: number,
+    cache: DevicePtr,
+    pos: DevicePtr,
+    wuv: DevicePtr,
+    t: number,
+    nh: number,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    Dv: number,
+    stream: StreamHandle,
+  ): void;
+  launchRouter(
+    ids: DevicePtr,
+    wts: DevicePtr,
+    logits: DevicePtr,
+    t: number,
+    E: number,
+    K: number,
+    stream: StreamHandle,
+  ): void;
   launchQuantize(xq: DevicePtr, xs: DevicePtr, b: DevicePtr, t: number, H: number, stream: StreamHandle): void;
   launchDequantize(xd: DevicePtr, xq: DevicePtr, xs: DevicePtr, t: number, H: number, stream: StreamHandle): void;
-  launchExpertUp(act: DevicePtr, xd: DevicePtr, ids: DevicePtr, w1: DevicePtr, w3: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle): void;
-  launchExpertDown(contrib: DevicePtr, act: DevicePtr, ids: DevicePtr, w2: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle): void;
-  launchMoeCombine(h: DevicePtr, wts: DevicePtr, ids: DevicePtr, lo: DevicePtr, hi: DevicePtr, splitE: number, t: number, K: number, H: number, stream: StreamHandle): void;
+  launchExpertUp(
+    act: DevicePtr,
+    xd: DevicePtr,
+    ids: DevicePtr,
+    w1: DevicePtr,
+    w3: DevicePtr,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+    stream: StreamHandle,
+  ): void;
+  launchExpertDown(
+    contrib: DevicePtr,
+    act: DevicePtr,
+    ids: DevicePtr,
+    w2: DevicePtr,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+    stream: StreamHandle,
+  ): void;
+  launchMoeCombine(
+    h: DevicePtr,
+    wts: DevicePtr,
+    ids: DevicePtr,
+    lo: DevicePtr,
+    hi: DevicePtr,
+    splitE: number,
+    t: number,
+    K: number,
+    H: number,
+    stream: StreamHandle,
+  ): void;
   launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle): void;
 
   // ---- the calling thread's CPU affinity (Linux) ----
@@ -297,8 +434,12 @@ export interface NativeBinding {
    * when this thread bound it in loopback.
    */
   parentGraphBuild(
-    ownerChild: ChildGraphHandle, peerChild: ChildGraphHandle, postChild: ChildGraphHandle,
-    peerDevice: number, copies: ReadonlyArray<{ dst: DevicePtr; src: DevicePtr; bytes: number }>, stream: StreamHandle,
+    ownerChild: ChildGraphHandle,
+    peerChild: ChildGraphHandle,
+    postChild: ChildGraphHandle,
+    peerDevice: number,
+    copies: ReadonlyArray<{ dst: DevicePtr; src: DevicePtr; bytes: number }>,
+    stream: StreamHandle,
   ): GraphHandle;
 
   // ---- NCCL, loaded at run time (dlopen libnccl.so.2) ----
@@ -317,7 +458,14 @@ export interface NativeBinding {
   ncclCommDestroy(comm: NcclComm): void;
   /** f32 sum all-reduce, `count` elements, on `stream`. */
   ncclAllReduceF32(send: DevicePtr, recv: DevicePtr, count: number, comm: NcclComm, stream: StreamHandle): void;
-  ncclBroadcastF32(send: DevicePtr, recv: DevicePtr, count: number, root: number, comm: NcclComm, stream: StreamHandle): void;
+  ncclBroadcastF32(
+    send: DevicePtr,
+    recv: DevicePtr,
+    count: number,
+    root: number,
+    comm: NcclComm,
+    stream: StreamHandle,
+  ): void;
   /** `recv` holds nranks * count; rank r's `count` elements land at r * count. */
   ncclAllGatherF32(send: DevicePtr, recv: DevicePtr, count: number, comm: NcclComm, stream: StreamHandle): void;
   /**
@@ -326,8 +474,13 @@ export interface NativeBinding {
    * destroyed before their communicator.
    */
   ncclSendRecvF32(
-    send: DevicePtr, sendCount: number, recv: DevicePtr, recvCount: number, peer: number,
-    comm: NcclComm, stream: StreamHandle,
+    send: DevicePtr,
+    sendCount: number,
+    recv: DevicePtr,
+    recvCount: number,
+    peer: number,
+    comm: NcclComm,
+    stream: StreamHandle,
   ): void;
 }
 

@@ -56,7 +56,10 @@ export class CpuWorldLayout {
   readonly f64Offset: number; // byte offset of the f64 region
   readonly bytes: number;
 
-  constructor(readonly devices: number, readonly lanes: number) {
+  constructor(
+    readonly devices: number,
+    readonly lanes: number,
+  ) {
     this.peer = devices;
     this.laneDevice = this.peer + devices * devices;
     this.eventGen = this.laneDevice + lanes;

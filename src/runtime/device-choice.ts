@@ -25,7 +25,8 @@ export function detectBackend(): { backend: BackendKind; devices: number; why: s
   } catch (e) {
     return { backend: 'cpu', devices: 0, why: `addon unavailable: ${(e as Error).message}` };
   }
-  if (devices >= 1) return { backend: 'cuda', devices, why: devices === 1 ? '1 CUDA device' : `${devices} CUDA devices` };
+  if (devices >= 1)
+    return { backend: 'cuda', devices, why: devices === 1 ? '1 CUDA device' : `${devices} CUDA devices` };
   return { backend: 'cpu', devices, why: 'no CUDA device visible' };
 }
 
@@ -42,19 +43,31 @@ const show = (devices: readonly number[]): string => `[${devices.join(', ')}]`;
  * `loopback`, which needs exactly that. Throws naming what was asked and what is allowed.
  */
 export function checkDevices(devices: unknown, loopback: unknown): readonly number[] {
-  if (typeof loopback !== 'boolean') throw new TypeError(`RuntimeOptions.loopback must be true or false, got ${JSON.stringify(loopback) ?? String(loopback)}`);
+  if (typeof loopback !== 'boolean')
+    throw new TypeError(
+      `RuntimeOptions.loopback must be true or false, got ${JSON.stringify(loopback) ?? String(loopback)}`,
+    );
   if (!Array.isArray(devices) || devices.length < 1 || devices.length > 2) {
-    throw new RangeError(`RuntimeOptions.devices must be one device ordinal (one worker) or two (one per rank), got ${JSON.stringify(devices) ?? String(devices)}`);
+    throw new RangeError(
+      `RuntimeOptions.devices must be one device ordinal (one worker) or two (one per rank), got ${JSON.stringify(devices) ?? String(devices)}`,
+    );
   }
   devices.forEach((d: unknown, i) => {
-    if (typeof d !== 'number' || !Number.isInteger(d)) throw new TypeError(`RuntimeOptions.devices[${i}] must be a device ordinal (an integer), got ${JSON.stringify(d) ?? String(d)}`);
+    if (typeof d !== 'number' || !Number.isInteger(d))
+      throw new TypeError(
+        `RuntimeOptions.devices[${i}] must be a device ordinal (an integer), got ${JSON.stringify(d) ?? String(d)}`,
+      );
   });
   const ds = devices as number[];
   if (loopback && ds.length === 1) {
-    throw new RangeError(`RuntimeOptions.loopback puts two ranks on one device and needs devices [d, d]; got devices ${show(ds)}, one rank (drop loopback to run it)`);
+    throw new RangeError(
+      `RuntimeOptions.loopback puts two ranks on one device and needs devices [d, d]; got devices ${show(ds)}, one rank (drop loopback to run it)`,
+    );
   }
   if (loopback && ds[0] !== ds[1]) {
-    throw new RangeError(`RuntimeOptions.loopback puts both ranks on one device, but devices ${show(ds)} are two devices: pass [${ds[0]}, ${ds[0]}], or drop loopback to run on both`);
+    throw new RangeError(
+      `RuntimeOptions.loopback puts both ranks on one device, but devices ${show(ds)} are two devices: pass [${ds[0]}, ${ds[0]}], or drop loopback to run on both`,
+    );
   }
   if (!loopback && ds.length === 2 && ds[0] === ds[1]) {
     throw new RangeError(
@@ -72,7 +85,12 @@ export function checkInRange(devices: readonly number[], visible: number, backen
   for (const d of devices) {
     if (d >= 0 && d < visible) continue;
     const what = backend === 'cuda' ? (visible === 1 ? 'CUDA device' : 'CUDA devices') : 'CPU reference devices';
-    const which = visible === 1 ? ' (ordinal 0)' : visible > 1 ? ` (ordinals 0..${visible - 1})` : ' (no CUDA device or driver; use backend: "cpu")';
+    const which =
+      visible === 1
+        ? ' (ordinal 0)'
+        : visible > 1
+          ? ` (ordinals 0..${visible - 1})`
+          : ' (no CUDA device or driver; use backend: "cpu")';
     throw new RangeError(`device ordinal ${d} is out of range: ${visible} ${what} visible${which}`);
   }
 }

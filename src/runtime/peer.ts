@@ -25,23 +25,41 @@ export interface PeerStatus {
 const PROBE_WORDS = 64 * 1024 + 3; // 256 KiB and an odd tail: more than one block, not a round size
 
 export async function probePeerAccess(ranks: readonly [Rank, Rank], loopback = false): Promise<PeerStatus> {
-  const status: PeerStatus = { enabled: [[true, false], [false, true]], reason: [], loopback };
-  for (const [src, dst] of [[0, 1], [1, 0]] as const) {
-    const from = ranks[src], to = ranks[dst];
+  const status: PeerStatus = {
+    enabled: [
+      [true, false],
+      [false, true],
+    ],
+    reason: [],
+    loopback,
+  };
+  for (const [src, dst] of [
+    [0, 1],
+    [1, 0],
+  ] as const) {
+    const from = ranks[src],
+      to = ranks[dst];
     if (!loopback) {
       if (!(await from.control.call('canAccessPeer', to.ordinal))) {
-        status.reason.push(`rank ${src} -> ${dst}: the driver reports no peer access from device ${from.ordinal} to ${to.ordinal}`);
+        status.reason.push(
+          `rank ${src} -> ${dst}: the driver reports no peer access from device ${from.ordinal} to ${to.ordinal}`,
+        );
         continue;
       }
       await from.control.call('enablePeer', to.ordinal);
     }
     const wrong = await writeAndReadBack(from, to);
-    if (wrong === undefined) { status.enabled[src][dst] = true; continue; }
+    if (wrong === undefined) {
+      status.enabled[src][dst] = true;
+      continue;
+    }
     if (!loopback) await from.control.call('disablePeer', to.ordinal);
     const what = loopback
       ? `in loopback (both ranks on device ${from.ordinal}), a kernel of rank ${src} wrote ${PROBE_WORDS} words into memory rank ${dst} allocated`
       : `peer access ${from.ordinal} -> ${to.ordinal} is claimed by the driver and enabling it succeeded, but a kernel on device ${from.ordinal} wrote ${PROBE_WORDS} words into device ${to.ordinal}`;
-    throw new Error(`${what} and ${wrong}. ${loopback ? 'The ranks do not share memory on this machine.' : 'Peer stores are not safe on this machine.'}`);
+    throw new Error(
+      `${what} and ${wrong}. ${loopback ? 'The ranks do not share memory on this machine.' : 'Peer stores are not safe on this machine.'}`,
+    );
   }
   return status;
 }
@@ -55,9 +73,13 @@ async function writeAndReadBack(from: Rank, to: Rank): Promise<string | undefine
     from.probeWrite(buf, PROBE_WORDS, seed);
     await from.drain();
     const got = new Uint32Array((await to.download(buf, PROBE_WORDS * 4)).buffer);
-    let bad = -1, wrong = 0;
+    let bad = -1,
+      wrong = 0;
     for (let i = 0; i < PROBE_WORDS; i++) {
-      if (got[i] !== probePattern(seed, i)) { wrong++; if (bad < 0) bad = i; }
+      if (got[i] !== probePattern(seed, i)) {
+        wrong++;
+        if (bad < 0) bad = i;
+      }
     }
     if (wrong === 0) return undefined;
     return `${wrong} came back wrong (first at word ${bad}: got 0x${got[bad]!.toString(16)}, wanted 0x${probePattern(seed, bad).toString(16)})`;

@@ -66,7 +66,8 @@ export interface RuntimeOptions {
 const PAGE = 4096;
 
 function checkInt(name: string, v: number, lo: number, hi: number): number {
-  if (!Number.isInteger(v) || v < lo || v > hi) throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
+  if (!Number.isInteger(v) || v < lo || v > hi)
+    throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
   return v;
 }
 
@@ -76,7 +77,9 @@ function workerCpus(devices: readonly number[]): { cpus: Array<number | undefine
   try {
     const b = loadBinding();
     const plan = planWorkerCpus(readPlacementInputs(devices.map((d) => b.deviceProps(d).pciBusId)));
-    return plan.every((c) => c !== undefined) ? { cpus: plan } : { cpus: none, why: `fewer than ${devices.length} spare core(s) for the workers` };
+    return plan.every((c) => c !== undefined)
+      ? { cpus: plan }
+      : { cpus: none, why: `fewer than ${devices.length} spare core(s) for the workers` };
   } catch (e) {
     return { cpus: none, why: `CPU topology unreadable: ${(e as Error).message}` };
   }
@@ -117,14 +120,20 @@ export class Runtime {
     readonly completionBuffers: readonly SharedArrayBuffer[],
   ) {
     const wait = { spinMicros: opts.spinMicros, timeoutMs: opts.handshakeTimeoutMs };
-    this.ranks = workers.map((w, r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), w)) as unknown as Ranks;
+    this.ranks = workers.map(
+      (w, r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), w),
+    ) as unknown as Ranks;
   }
 
   /** Both ranks on one device (RuntimeOptions.loopback). */
-  get loopback(): boolean { return this.opts.loopback; }
+  get loopback(): boolean {
+    return this.opts.loopback;
+  }
 
   /** The device ordinal of each rank. */
-  get devices(): readonly number[] { return this.opts.devices; }
+  get devices(): readonly number[] {
+    return this.opts.devices;
+  }
 
   /**
    * Both ranks, for code that needs two (the link, its transports, the sharded walk, the parent
@@ -140,7 +149,8 @@ export class Runtime {
 
   static async open(options: RuntimeOptions = {}): Promise<Runtime> {
     const backendAsked = options.backend ?? 'auto';
-    if (!['auto', 'cuda', 'cpu'].includes(backendAsked)) throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${backendAsked}'`);
+    if (!['auto', 'cuda', 'cpu'].includes(backendAsked))
+      throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${backendAsked}'`);
     const loopback = options.loopback ?? false;
     // The shape and loopback rules first: they need no device, and a refusal then names them.
     if (options.devices !== undefined) checkDevices(options.devices, loopback);
@@ -167,44 +177,69 @@ export class Runtime {
     checkInt('mailboxBytes', o.mailboxBytes, 0, 1 << 30);
     checkInRange(checkDevices(o.devices, o.loopback), visible, backend);
     const n = o.devices.length;
-    const cpus = backend === 'cuda' && o.pinWorkers ? workerCpus(o.devices) : { cpus: o.devices.map(() => undefined), why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false' };
+    const cpus =
+      backend === 'cuda' && o.pinWorkers
+        ? workerCpus(o.devices)
+        : {
+            cpus: o.devices.map(() => undefined),
+            why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false',
+          };
     const rings = o.devices.map((_, r) => RingView.create(o.ringCapacity, `ring ${r}`));
     const mailboxOffset = Math.ceil((o.completionSlots * 4) / 256) * 256;
-    const completion = o.devices.map(() => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE));
+    const completion = o.devices.map(
+      () => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE),
+    );
     // In loopback both ranks allocate on one emulated device: it holds each rank's share.
     const cpuWorld = backend === 'cpu' ? createCpuWorld(2, o.cpuArenaBytes * (o.loopback ? 2 : 1), n) : undefined;
 
     let rt: Runtime | undefined;
-    const onFault = (f: WorkerFault): void => rt?.fail(Object.assign(new Error(f.message), { code: f.code, rank: f.rank, seq: f.seq }));
-    const onExit = (r: number) => (e: Error): void => {
-      // The dead consumer cannot mark its own ring: do it for it, so the producer's next push and
-      // the peer's handshake refuse at once instead of timing out.
-      const ring = rings[r]!;
-      Atomics.store(ring.i32, W_STATE, RingState.Stopped);
-      Atomics.notify(ring.i32, W_TAIL);
-      if (rt && !rt.closed) rt.fail(e);
-    };
-    const workers = o.devices.map((ordinal, r) => new WorkerHandle({
-      rank: r,
-      ordinal,
-      loopback: o.loopback,
-      backend,
-      cpuWorld,
-      ring: rings[r]!.sab,
-      ...(n === 2 ? { peerRing: rings[1 - r]!.sab } : {}),
-      completion: completion[r]!,
-      completionSlots: o.completionSlots,
-      mailboxOffset,
-      mailboxBytes: o.mailboxBytes,
-      spinMicros: o.spinMicros,
-      handshakeTimeoutMs: o.handshakeTimeoutMs,
-      ...(cpus.cpus[r] === undefined ? {} : { cpu: cpus.cpus[r] }),
-    }, o.callTimeoutMs, onFault, onExit(r)));
+    const onFault = (f: WorkerFault): void =>
+      rt?.fail(Object.assign(new Error(f.message), { code: f.code, rank: f.rank, seq: f.seq }));
+    const onExit =
+      (r: number) =>
+      (e: Error): void => {
+        // The dead consumer cannot mark its own ring: do it for it, so the producer's next push and
+        // the peer's handshake refuse at once instead of timing out.
+        const ring = rings[r]!;
+        Atomics.store(ring.i32, W_STATE, RingState.Stopped);
+        Atomics.notify(ring.i32, W_TAIL);
+        if (rt && !rt.closed) rt.fail(e);
+      };
+    const workers = o.devices.map(
+      (ordinal, r) =>
+        new WorkerHandle(
+          {
+            rank: r,
+            ordinal,
+            loopback: o.loopback,
+            backend,
+            cpuWorld,
+            ring: rings[r]!.sab,
+            ...(n === 2 ? { peerRing: rings[1 - r]!.sab } : {}),
+            completion: completion[r]!,
+            completionSlots: o.completionSlots,
+            mailboxOffset,
+            mailboxBytes: o.mailboxBytes,
+            spinMicros: o.spinMicros,
+            handshakeTimeoutMs: o.handshakeTimeoutMs,
+            ...(cpus.cpus[r] === undefined ? {} : { cpu: cpus.cpus[r] }),
+          },
+          o.callTimeoutMs,
+          onFault,
+          onExit(r),
+        ),
+    );
     rt = new Runtime(backend, workers, rings, o, completion);
     try {
       const opened = await Promise.all(workers.map((w) => w.call('open')));
       opened.forEach((x, r) => {
-        rt!.placement.push({ rank: r, cpu: x.pinned.cpu, ...(x.pinned.cpu === null ? { why: x.pinned.why ?? cpus.why ?? 'not asked (RuntimeOptions.pinWorkers, or no core to spare)' } : {}) });
+        rt!.placement.push({
+          rank: r,
+          cpu: x.pinned.cpu,
+          ...(x.pinned.cpu === null
+            ? { why: x.pinned.why ?? cpus.why ?? 'not asked (RuntimeOptions.pinWorkers, or no core to spare)' }
+            : {}),
+        });
         rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots));
         rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
       });
@@ -217,10 +252,14 @@ export class Runtime {
   }
 
   /** Called with the first fault or worker death. */
-  onFault(cb: (e: Error) => void): void { this.faultListeners.push(cb); }
+  onFault(cb: (e: Error) => void): void {
+    this.faultListeners.push(cb);
+  }
 
   /** Completion counters of a rank, as the GPU last wrote them. */
-  counter(rank: number, slot: number): number { return Atomics.load(this.counters[rank]!, slot) >>> 0; }
+  counter(rank: number, slot: number): number {
+    return Atomics.load(this.counters[rank]!, slot) >>> 0;
+  }
 
   /** Spin until the GPU has written a value at or past `value` into the counter. */
   spinUntilCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000): void {
@@ -228,7 +267,10 @@ export class Runtime {
     const c = this.counters[rank]!;
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
-      if (performance.now() > end) throw new Error(`completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`);
+      if (performance.now() > end)
+        throw new Error(
+          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`,
+        );
     }
   }
 
@@ -250,14 +292,23 @@ export class Runtime {
    * for `spinMicros` (the runtime's, unless given: 0 for a wait in the background, which must not
    * hold the thread the caller's next step is enqueued from).
    */
-  async waitCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000, spinMicros = this.opts.spinMicros): Promise<void> {
+  async waitCompleted(
+    rank: number,
+    slot: number,
+    value: number,
+    timeoutMs = 10_000,
+    spinMicros = this.opts.spinMicros,
+  ): Promise<void> {
     const end = performance.now() + timeoutMs;
     const c = this.counters[rank]!;
     const spinEnd = performance.now() + spinMicros / 1000;
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
       const t = performance.now();
-      if (t > end) throw new Error(`completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`);
+      if (t > end)
+        throw new Error(
+          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`,
+        );
       if (t > spinEnd) await new Promise((r) => setImmediate(r));
     }
   }
@@ -275,7 +326,9 @@ export class Runtime {
     // cause: wait a moment for it, then fall back to this one.
     if ((e as { code?: string }).code === 'ERR_PEER_STOPPED') {
       if (!this.awaitingCause) {
-        this.awaitingCause = setTimeout(() => { if (!this.failure) this.report(e); }, 500);
+        this.awaitingCause = setTimeout(() => {
+          if (!this.failure) this.report(e);
+        }, 500);
         this.awaitingCause.unref();
       }
       return;
@@ -284,7 +337,10 @@ export class Runtime {
   }
 
   private report(e: Error): void {
-    if (this.awaitingCause) { clearTimeout(this.awaitingCause); this.awaitingCause = undefined; }
+    if (this.awaitingCause) {
+      clearTimeout(this.awaitingCause);
+      this.awaitingCause = undefined;
+    }
     this.failure = e;
     for (const cb of this.faultListeners) cb(e);
     // A worker that died leaves the runtime unusable: close the survivor too.
@@ -302,16 +358,19 @@ export class Runtime {
 
   private async closeOnce(): Promise<void> {
     const errors: Error[] = [];
-    await Promise.all(this.workers.map(async (w) => {
-      if (w.dead) return;
-      try {
-        await w.call('close', Math.floor(this.opts.callTimeoutMs / 2));
-      } catch (e) {
-        if (!w.dead) errors.push(e as Error);
-      }
-    }));
+    await Promise.all(
+      this.workers.map(async (w) => {
+        if (w.dead) return;
+        try {
+          await w.call('close', Math.floor(this.opts.callTimeoutMs / 2));
+        } catch (e) {
+          if (!w.dead) errors.push(e as Error);
+        }
+      }),
+    );
     this.closed = true;
     await Promise.all(this.workers.map((w) => w.terminate()));
-    if (errors.length > 0) throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);
+    if (errors.length > 0)
+      throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);
   }
 }

@@ -54,18 +54,20 @@ describe('one GPU', function () {
         const ref = oracleRun(presetByName('small'), start, steps);
         const got = await runSession(s, start, steps, [start, ...ref.next.slice(0, -1)]);
         const errs = got.hidden.map((h, i) => relL2(h, ref.hidden[i]!));
-        errs.forEach((e, i) => assert.ok(e <= 1e-3, `step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`));
+        for (const [i, e] of errs.entries()) assert.ok(e <= 1e-3, `step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`);
         const median = [...errs].sort((x, y) => x - y)[errs.length >> 1]!;
         assert.ok(median <= 1e-5, `median relative L2 ${median.toExponential(2)} > 1e-5`);
         const same = got.next.filter((n, i) => n.every((x, k) => x === ref.next[i]![k])).length;
-        console.log(`      small t=${t} unsharded: worst relative L2 ${Math.max(...errs).toExponential(2)}, median ${median.toExponential(2)}; greedy tokens equal the oracle's at ${same} of ${steps} steps`);
+        console.log(
+          `      small t=${t} unsharded: worst relative L2 ${Math.max(...errs).toExponential(2)}, median ${median.toExponential(2)}; greedy tokens equal the oracle's at ${same} of ${steps} steps`,
+        );
       } finally {
         await s.close();
       }
     });
   }
 
-  it('memra decode (npm start) decodes small on the GPU, in the layout the machine allows, says why, and gives the unsharded walk\'s tokens', async () => {
+  it("memra decode (npm start) decodes small on the GPU, in the layout the machine allows, says why, and gives the unsharded walk's tokens", async () => {
     const { report, code, stderr } = await decodeCli(['--tokens', '12']);
     assert.equal(code, 0, stderr);
     const r = report!;
@@ -96,18 +98,28 @@ describe('one GPU', function () {
     assert.equal(loop.report!.loopback, true);
     assert.deepEqual(loop.report!.devices, [0, 0]);
     assert.match(loop.report!.why, /sharded in loopback, as asked, on both ranks on device 0 \(loopback\)$/);
-    assert.deepEqual(loop.report!.tokens[0], want, 'the sharded walk in loopback is bit-identical to the unsharded one');
+    assert.deepEqual(
+      loop.report!.tokens[0],
+      want,
+      'the sharded walk in loopback is bit-identical to the unsharded one',
+    );
   });
 
   it('memra decode refuses, by name, the sharded layout on one device and two ranks on one device without --loopback', async () => {
     const sharded = await decodeCli(['--tokens', '2', '--devices', '0', '--layout', 'sharded']);
     assert.equal(sharded.code, 1);
-    assert.match(sharded.stderr, /layout 'sharded' needs two ranks, and devices \[0\] is one .*use layout 'unsharded', or devices \[0, 0\] with loopback: true \(CLI --loopback\)/);
+    assert.match(
+      sharded.stderr,
+      /layout 'sharded' needs two ranks, and devices \[0\] is one .*use layout 'unsharded', or devices \[0, 0\] with loopback: true \(CLI --loopback\)/,
+    );
     const twice = await decodeCli(['--tokens', '2', '--devices', '0,0']);
     assert.equal(twice.code, 1);
     assert.match(twice.stderr, /both ranks are on device 0\. Two ranks need two devices.*pass loopback: true/);
     const bad = await decodeCli(['--devices', '0,x']);
     assert.equal(bad.code, 2);
-    assert.match(bad.stderr, /--devices must be one device ordinal or two separated by a comma \(0, or 0,1\), got '0,x'/);
+    assert.match(
+      bad.stderr,
+      /--devices must be one device ordinal or two separated by a comma \(0, or 0,1\), got '0,x'/,
+    );
   });
 });

@@ -6,7 +6,10 @@ import type { Session } from '../../src/decode/session.js';
 import { CpuModel } from '../../src/decode/cpu-model.js';
 import type { ModelConfig } from '../../src/decode/model-config.js';
 
-export interface Run { next: number[][]; hidden: Float32Array[] }
+export interface Run {
+  next: number[][];
+  hidden: Float32Array[];
+}
 
 /** `steps` greedy steps from `start` (with `force`, step i is fed force[i] instead). Resets every slot first. */
 export async function runSession(s: Session, start: number[], steps: number, force?: number[][]): Promise<Run> {
@@ -28,7 +31,10 @@ export function oracleRun(cfg: ModelConfig, start: number[], steps: number): Run
   const out: Run = { next: [], hidden: [] };
   let cur = start;
   for (let i = 0; i < steps; i++) {
-    const r = m.step(cur, cur.map(() => i));
+    const r = m.step(
+      cur,
+      cur.map(() => i),
+    );
     out.next.push(r.next);
     out.hidden.push(r.hidden);
     cur = r.next;
@@ -38,8 +44,12 @@ export function oracleRun(cfg: ModelConfig, start: number[], steps: number): Run
 
 /** sqrt(Σ (a − b)²) / sqrt(Σ b²), in double. */
 export function relL2(a: Float32Array, b: Float32Array): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) { num += (a[i]! - b[i]!) ** 2; den += b[i]! ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num += (a[i]! - b[i]!) ** 2;
+    den += b[i]! ** 2;
+  }
   return Math.sqrt(num / den);
 }
 

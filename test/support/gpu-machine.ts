@@ -22,7 +22,9 @@ export const GPUS = loadBinding().deviceCount();
 /** The two-rank suites run with both ranks on device 0. */
 export const LOOPBACK = GPUS === 1 || loopbackAsked(process.env.MEMRA_LOOPBACK);
 /** Runtime options of every two-rank runtime the GPU suite opens. */
-export const PAIR: Pick<RuntimeOptions, 'devices' | 'loopback'> = LOOPBACK ? { devices: [0, 0], loopback: true } : { devices: [0, 1] };
+export const PAIR: Pick<RuntimeOptions, 'devices' | 'loopback'> = LOOPBACK
+  ? { devices: [0, 0], loopback: true }
+  : { devices: [0, 1] };
 /** How a test title names where its two ranks run. */
 export const PAIR_NAME = LOOPBACK ? 'two ranks in loopback on device 0' : 'two GPUs';
 
@@ -37,7 +39,11 @@ export function itTwoDevices(title: string, fn: Mocha.AsyncFunc): void {
 /** `it` for a test of loopback itself; skipped, saying why, where the two-rank suites use two devices. */
 export function itLoopback(title: string, fn: Mocha.AsyncFunc): void {
   if (LOOPBACK) it(title, fn);
-  else it.skip(`${title} [loopback only; the two-rank suites use two devices here (MEMRA_LOOPBACK=1 runs them in loopback)]`, fn);
+  else
+    it.skip(
+      `${title} [loopback only; the two-rank suites use two devices here (MEMRA_LOOPBACK=1 runs them in loopback)]`,
+      fn,
+    );
 }
 
 let registered = false;
@@ -45,16 +51,22 @@ let registered = false;
 export function gpuSuite(): void {
   if (registered) return;
   registered = true;
-  before(function () {
+  before(() => {
     if (GPUS === 0) {
-      throw new Error(`the GPU suite needs a CUDA device and this machine shows none (driver version ${loadBinding().driverVersion()}); run it on a GPU machine`);
+      throw new Error(
+        `the GPU suite needs a CUDA device and this machine shows none (driver version ${loadBinding().driverVersion()}); run it on a GPU machine`,
+      );
     }
-    console.log(`  GPU suite on ${GPUS} CUDA device(s): one-GPU tests, and the two-rank suites on ${LOOPBACK ? `both ranks in loopback on device 0 (${WHY_LOOPBACK})` : 'devices 0 and 1'}`);
+    console.log(
+      `  GPU suite on ${GPUS} CUDA device(s): one-GPU tests, and the two-rank suites on ${LOOPBACK ? `both ranks in loopback on device 0 (${WHY_LOOPBACK})` : 'devices 0 and 1'}`,
+    );
   });
-  after(async function () {
+  after(async () => {
     const n = liveWorkers();
     if (n === 0) return;
     await endLiveWorkers(); // so the process still exits
-    throw new Error(`${n} device worker(s) still running after the GPU suite: a runtime was opened and never closed (the process would not have exited)`);
+    throw new Error(
+      `${n} device worker(s) still running after the GPU suite: a runtime was opened and never closed (the process would not have exited)`,
+    );
   });
 }

@@ -5,7 +5,11 @@
  */
 import type { RuntimeOptions } from '../../src/runtime/runtime.js';
 
-export interface PairMode { name: string; loopback: boolean; options: Pick<RuntimeOptions, 'devices' | 'loopback'> }
+export interface PairMode {
+  name: string;
+  loopback: boolean;
+  options: Pick<RuntimeOptions, 'devices' | 'loopback'>;
+}
 
 export const TWO_DEVICES: PairMode = { name: 'two devices', loopback: false, options: { devices: [0, 1] } };
 export const LOOPBACK: PairMode = { name: 'loopback', loopback: true, options: { devices: [0, 0], loopback: true } };

@@ -11,7 +11,12 @@ export async function refusesToOpen(options: RuntimeOptions, message: RegExp): P
   const before = liveWorkers();
   let opened: Runtime | undefined;
   try {
-    await assert.rejects(Runtime.open(options).then((rt) => { opened = rt; }), message);
+    await assert.rejects(
+      Runtime.open(options).then((rt) => {
+        opened = rt;
+      }),
+      message,
+    );
   } finally {
     await opened?.close();
   }

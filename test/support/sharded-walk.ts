@@ -10,7 +10,12 @@ import { DeviceWalk, mailboxBytesFor } from '../../src/decode/device-walk.js';
 import type { ModelConfig } from '../../src/decode/model-config.js';
 import type { BackendKind } from '../../src/runtime/device-api.js';
 
-export async function withShardedWalk(backend: BackendKind, cfg: ModelConfig, body: (walk: DeviceWalk) => Promise<void>, pair: Pick<RuntimeOptions, 'devices' | 'loopback'> = {}): Promise<void> {
+export async function withShardedWalk(
+  backend: BackendKind,
+  cfg: ModelConfig,
+  body: (walk: DeviceWalk) => Promise<void>,
+  pair: Pick<RuntimeOptions, 'devices' | 'loopback'> = {},
+): Promise<void> {
   const rt = await Runtime.open({ backend, ...pair, mailboxBytes: mailboxBytesFor(cfg, 1) });
   const link = await ArLink.open(rt);
   try {

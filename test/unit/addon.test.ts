@@ -10,13 +10,19 @@ const addonPath = new URL('../../../build/Release/memra.node', import.meta.url).
 
 function inWorker<T>(body: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    const w = new Worker(`
+    const w = new Worker(
+      `
       const { parentPort } = require('node:worker_threads');
       const b = require(${JSON.stringify(addonPath)});
       const out = (() => { ${body} })();
       parentPort.postMessage(out);
-    `, { eval: true });
-    w.once('message', (m: T) => { void w.terminate(); resolve(m); });
+    `,
+      { eval: true },
+    );
+    w.once('message', (m: T) => {
+      void w.terminate();
+      resolve(m);
+    });
     w.once('error', reject);
   });
 }
@@ -51,14 +57,32 @@ describe('native addon', () => {
   });
 
   it('rejects bad arguments with a TypeError naming the function and the argument', () => {
-    assert.throws(() => b.launchFillF32(4096, -1, 0, 1), { name: 'TypeError', message: /launchFillF32: argument 'n' must be a non-negative safe integer, got -1/ });
-    assert.throws(() => b.launchFillF32(0, 4, 0, 1), { name: 'TypeError', message: /argument 'ptr' must be a non-zero/ });
+    assert.throws(() => b.launchFillF32(4096, -1, 0, 1), {
+      name: 'TypeError',
+      message: /launchFillF32: argument 'n' must be a non-negative safe integer, got -1/,
+    });
+    assert.throws(() => b.launchFillF32(0, 4, 0, 1), {
+      name: 'TypeError',
+      message: /argument 'ptr' must be a non-zero/,
+    });
     assert.throws(() => b.malloc(1.5), { name: 'TypeError', message: /malloc: argument 'bytes'/ });
-    assert.throws(() => b.eventCreate(1 as unknown as boolean), { name: 'TypeError', message: /eventCreate: argument 'timing' must be a boolean/ });
+    assert.throws(() => b.eventCreate(1 as unknown as boolean), {
+      name: 'TypeError',
+      message: /eventCreate: argument 'timing' must be a boolean/,
+    });
     assert.throws(() => b.bindDevice(-1), { name: 'TypeError', message: /bindDevice: argument 'ordinal'/ });
-    assert.throws(() => b.bindDevice(0, 'yes' as unknown as boolean), { name: 'TypeError', message: /bindDevice: argument 'loopback' must be a boolean/ });
+    assert.throws(() => b.bindDevice(0, 'yes' as unknown as boolean), {
+      name: 'TypeError',
+      message: /bindDevice: argument 'loopback' must be a boolean/,
+    });
     // A list element is named by its place; the check runs before the thread is pinned.
-    assert.throws(() => b.setThreadAffinity([0, 1.5]), { name: 'TypeError', message: /setThreadAffinity: argument 'cpus\[1\]' must be a CPU number in \[0, CPU_SETSIZE\), got 1\.5/ });
-    assert.throws(() => b.setThreadAffinity([1024]), { name: 'TypeError', message: /argument 'cpus\[0\]' must be a CPU number .*, got 1024/ });
+    assert.throws(() => b.setThreadAffinity([0, 1.5]), {
+      name: 'TypeError',
+      message: /setThreadAffinity: argument 'cpus\[1\]' must be a CPU number in \[0, CPU_SETSIZE\), got 1\.5/,
+    });
+    assert.throws(() => b.setThreadAffinity([1024]), {
+      name: 'TypeError',
+      message: /argument 'cpus\[0\]' must be a CPU number .*, got 1024/,
+    });
   });
 });

@@ -10,11 +10,24 @@ import { liveWorkers } from '../../src/workers/worker-handle.js';
 
 describe('run plan: backend, layout and devices', () => {
   it('one GPU: unsharded on device 0, one worker, and it says why', () => {
-    assert.deepEqual(planRun({ backend: 'cuda' }, 1), { backend: 'cuda', layout: 'unsharded', devices: [0], loopback: false, why: 'backend cuda as asked; unsharded (sharding needs two devices, or loopback), on device 0' });
+    assert.deepEqual(planRun({ backend: 'cuda' }, 1), {
+      backend: 'cuda',
+      layout: 'unsharded',
+      devices: [0],
+      loopback: false,
+      why: 'backend cuda as asked; unsharded (sharding needs two devices, or loopback), on device 0',
+    });
   });
 
   it('two or more GPUs: sharded over devices 0 and 1; the unsharded layout asked for takes one worker', () => {
-    for (const n of [2, 8]) assert.deepEqual(planRun({ backend: 'cuda' }, n), { backend: 'cuda', layout: 'sharded', devices: [0, 1], loopback: false, why: 'backend cuda as asked; sharded, on devices 0 and 1' });
+    for (const n of [2, 8])
+      assert.deepEqual(planRun({ backend: 'cuda' }, n), {
+        backend: 'cuda',
+        layout: 'sharded',
+        devices: [0, 1],
+        loopback: false,
+        why: 'backend cuda as asked; sharded, on devices 0 and 1',
+      });
     assert.deepEqual(planRun({ backend: 'cuda', layout: 'unsharded' }, 2).devices, [0]);
   });
 
@@ -28,7 +41,13 @@ describe('run plan: backend, layout and devices', () => {
 
   it('devices given decide the layout: one ordinal unsharded, two sharded', () => {
     assert.deepEqual(planRun({ backend: 'cuda', devices: [1] }, 2).layout, 'unsharded');
-    assert.deepEqual(planRun({ backend: 'cuda', devices: [1, 0] }, 2), { backend: 'cuda', layout: 'sharded', devices: [1, 0], loopback: false, why: 'backend cuda as asked; sharded (two ranks asked for), on devices 1 and 0' });
+    assert.deepEqual(planRun({ backend: 'cuda', devices: [1, 0] }, 2), {
+      backend: 'cuda',
+      layout: 'sharded',
+      devices: [1, 0],
+      loopback: false,
+      why: 'backend cuda as asked; sharded (two ranks asked for), on devices 1 and 0',
+    });
   });
 
   it('the CPU reference: sharded over its two emulated devices', () => {
@@ -37,21 +56,42 @@ describe('run plan: backend, layout and devices', () => {
   });
 
   it('refuses the sharded layout on one device without loopback, naming the count and the ways out', () => {
-    assert.throws(() => planRun({ backend: 'cuda', layout: 'sharded' }, 1), /^RangeError: layout 'sharded' needs two ranks, and devices \[0\] is one \(1 CUDA device visible\): use layout 'unsharded', or devices \[0, 0\] with loopback: true \(CLI --loopback\) to put both ranks on one device$/);
-    assert.throws(() => planRun({ backend: 'cuda', layout: 'sharded', devices: [1] }, 2), /devices \[1\] is one \(2 CUDA devices visible\)/);
-    assert.throws(() => planRun({ backend: 'cuda', layout: 'sharded' }, 0), /devices \[0\] is one \(0 CUDA devices visible\)/);
+    assert.throws(
+      () => planRun({ backend: 'cuda', layout: 'sharded' }, 1),
+      /^RangeError: layout 'sharded' needs two ranks, and devices \[0\] is one \(1 CUDA device visible\): use layout 'unsharded', or devices \[0, 0\] with loopback: true \(CLI --loopback\) to put both ranks on one device$/,
+    );
+    assert.throws(
+      () => planRun({ backend: 'cuda', layout: 'sharded', devices: [1] }, 2),
+      /devices \[1\] is one \(2 CUDA devices visible\)/,
+    );
+    assert.throws(
+      () => planRun({ backend: 'cuda', layout: 'sharded' }, 0),
+      /devices \[0\] is one \(0 CUDA devices visible\)/,
+    );
   });
 
   it('refuses bad asks by name: backend, layout, devices, loopback', () => {
     assert.throws(() => planRun({ backend: 'tpu' as never }), /backend must be 'auto', 'cuda' or 'cpu', got 'tpu'/);
-    assert.throws(() => planRun({ backend: 'cpu', layout: 'diagonal' as never }), /layout must be 'sharded' or 'unsharded', got 'diagonal'/);
-    assert.throws(() => planRun({ backend: 'cpu', devices: [0, 0] }), /both ranks are on device 0.*pass loopback: true/);
-    assert.throws(() => planRun({ backend: 'cpu', devices: [0, 1], loopback: true }), /loopback puts both ranks on one device, but devices \[0, 1\] are two devices/);
+    assert.throws(
+      () => planRun({ backend: 'cpu', layout: 'diagonal' as never }),
+      /layout must be 'sharded' or 'unsharded', got 'diagonal'/,
+    );
+    assert.throws(
+      () => planRun({ backend: 'cpu', devices: [0, 0] }),
+      /both ranks are on device 0.*pass loopback: true/,
+    );
+    assert.throws(
+      () => planRun({ backend: 'cpu', devices: [0, 1], loopback: true }),
+      /loopback puts both ranks on one device, but devices \[0, 1\] are two devices/,
+    );
   });
 
   it('a session refuses the sharded layout on one device before any worker starts', async () => {
     const before = liveWorkers();
-    await assert.rejects(Session.open({ backend: 'cpu', model: 'tiny', layout: 'sharded', runtime: { devices: [0] } }), /layout 'sharded' needs two ranks, and devices \[0\] is one \(the CPU reference's 2 emulated devices\)/);
+    await assert.rejects(
+      Session.open({ backend: 'cpu', model: 'tiny', layout: 'sharded', runtime: { devices: [0] } }),
+      /layout 'sharded' needs two ranks, and devices \[0\] is one \(the CPU reference's 2 emulated devices\)/,
+    );
     assert.equal(liveWorkers(), before);
   });
 });

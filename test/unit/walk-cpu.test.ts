@@ -19,11 +19,18 @@ import { oracleRun, relL2, runSession, sameBits, type Run } from '../support/dec
 const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot', 'll'];
 const STEPS = 12;
 
-const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: t, layers: [] }, wo });
+const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({
+  ...DEFAULT_CONFIG,
+  transport: { default: t, layers: [] },
+  wo,
+});
 
 type Ref = Run;
 
-const reference = (t: number, start: number[]): Ref => { assert.equal(start.length, t); return oracleRun(presetByName('tiny'), start, STEPS); };
+const reference = (t: number, start: number[]): Ref => {
+  assert.equal(start.length, t);
+  return oracleRun(presetByName('tiny'), start, STEPS);
+};
 
 const walk = (s: Session, start: number[], force?: number[][]): Promise<Ref> => runSession(s, start, STEPS, force);
 
@@ -44,14 +51,19 @@ describe('the decode walk on the CPU reference devices', function () {
       try {
         assert.equal(un.runtime.ranks.length, 1, 'the unsharded walk runs on one worker');
         check(await walk(un, start), 'unsharded');
-      } finally { await un.close(); }
+      } finally {
+        await un.close();
+      }
       const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t });
       try {
         for (const tr of CPU_TRANSPORTS) {
           await s.setConfig(withTransport(tr));
           check(await walk(s, start), tr);
         }
-        await s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] } });
+        await s.setConfig({
+          ...DEFAULT_CONFIG,
+          transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] },
+        });
         check(await walk(s, start), 'push then ll');
       } finally {
         await s.close();
@@ -66,7 +78,10 @@ describe('the decode walk on the CPU reference devices', function () {
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, runtime: { loopback: true } });
     try {
       assert.deepEqual([s.layout, s.plan.devices, s.runtime.loopback], ['sharded', [0, 0], true]);
-      for (const [name, dc] of [...CPU_TRANSPORTS.map((tr) => [tr, withTransport(tr)] as const), ['ep graph', { ...withTransport('ll'), epGraph: true }] as const]) {
+      for (const [name, dc] of [
+        ...CPU_TRANSPORTS.map((tr) => [tr, withTransport(tr)] as const),
+        ['ep graph', { ...withTransport('ll'), epGraph: true }] as const,
+      ]) {
         await s.setConfig(dc);
         const got = await walk(s, start);
         for (let i = 0; i < STEPS; i++) {
@@ -74,7 +89,11 @@ describe('the decode walk on the CPU reference devices', function () {
           assert.ok(sameBits(got.hidden[i]!, ref.hidden[i]!), `loopback ${name} step ${i}: hidden state differs`);
         }
       }
-      assert.equal(s.epGraph().dispatches, STEPS * presetByName('tiny').layers, 'every layer of every step went through the EP graph');
+      assert.equal(
+        s.epGraph().dispatches,
+        STEPS * presetByName('tiny').layers,
+        'every layer of every step went through the EP graph',
+      );
       await assert.rejects(s.setConfig(withTransport('nccl')), /the nccl transport cannot run in loopback/);
     } finally {
       await s.close();
@@ -85,7 +104,12 @@ describe('the decode walk on the CPU reference devices', function () {
     const t = 2;
     const start = Array.from({ length: t }, () => randomInt(0, 256));
     const ref = reference(t, start);
-    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: withTransport('ll', 'allreduce') });
+    const s = await Session.open({
+      backend: 'cpu',
+      model: 'tiny',
+      maxBatch: t,
+      config: withTransport('ll', 'allreduce'),
+    });
     try {
       const got = await walk(s, start, [start, ...ref.next.slice(0, -1)]);
       for (let i = 0; i < STEPS; i++) {
@@ -104,7 +128,10 @@ describe('the decode walk on the CPU reference devices', function () {
     const rt = await Runtime.open({ backend: 'cpu', cpuArenaBytes: arena });
     const link = await ArLink.open(rt);
     try {
-      await assert.rejects(DeviceWalk.load(rt, link, presetByName('small'), 'sharded', 1), /cudaMalloc\(bytes=\d+\) on device 0: out of memory/);
+      await assert.rejects(
+        DeviceWalk.load(rt, link, presetByName('small'), 'sharded', 1),
+        /cudaMalloc\(bytes=\d+\) on device 0: out of memory/,
+      );
       // Everything the failed load took is back: most of each arena can be taken again.
       for (const r of rt.ranks) await r.free(await r.alloc(arena - 4 * 2 ** 20));
     } finally {

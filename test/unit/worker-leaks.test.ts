@@ -5,7 +5,7 @@
  */
 import { endLiveWorkers, liveWorkers } from '../../src/workers/worker-handle.js';
 
-after(async function () {
+after(async () => {
   const n = liveWorkers();
   if (n === 0) return;
   await endLiveWorkers(); // so the process still exits

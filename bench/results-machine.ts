@@ -7,12 +7,18 @@
 import type { NamedResults } from './results-types.js';
 
 /** What the rule reads of a results file. */
-type Labelled = { data: { machine?: { label?: string; loopback?: boolean; gpus?: readonly unknown[] } } };
+type Labelled = { data: { machine?: { label?: string; loopback?: boolean } } };
 
-/** Two GPUs, each rank on its own (every file stored before loopback existed is one). */
+/**
+ * Two GPUs or more, each rank on its own: a label `<n>x<GPU>` with n >= 2 (src/cli/machine.ts),
+ * not a loopback run (which says so in its label and its `loopback`).
+ */
 export function isTwoGpuResults(f: Labelled): boolean {
   const m = f.data.machine;
-  return m?.loopback !== true && (m?.gpus?.length ?? 0) >= 2;
+  const label = m?.label ?? '';
+  if (m?.loopback === true || /-loopback$/.test(label)) return false;
+  const gpus = /^(\d+)x/.exec(label);
+  return gpus !== null && Number(gpus[1]) >= 2;
 }
 
 /** The label a file is shown under when it is not a two-GPU one. */
@@ -25,7 +31,10 @@ export function splitByMachine<T extends NamedResults>(files: T[]): { twoGpu: T[
   const twoGpu: T[] = [];
   const others = new Map<string, T[]>();
   for (const f of files) {
-    if (isTwoGpuResults(f)) { twoGpu.push(f); continue; }
+    if (isTwoGpuResults(f)) {
+      twoGpu.push(f);
+      continue;
+    }
     const k = machineLabel(f);
     if (!others.has(k)) others.set(k, []);
     others.get(k)!.push(f);

@@ -17,7 +17,7 @@ commands:
   decode [--preset tiny|small|bench] [--tokens N] [--batch T] [--config FILE]
          [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--devices D[,D]] [--loopback]
          [--no-profile] [--json]
-      greedy decoding of the synthetic model (shared/MODEL.md): row s starts from token s and
+      greedy decoding of the synthetic model (docs/model.md): row s starts from token s and
       feeds its tokens back; default model: small on the GPU, tiny on the CPU reference; default
       layout: sharded over two GPUs, unsharded on one (it prints which it chose and why).
       --devices picks the ordinals (one: unsharded; two: sharded); --loopback puts both ranks

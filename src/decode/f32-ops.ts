@@ -9,7 +9,7 @@
  * required to be correctly rounded, and neither is a GPU's expf; both land within an ulp or so,
  * which is why activations are compared within rounding and only weights bit for bit.
  *
- * MODEL.md is silent: whether a product-accumulate is fused. We round the product and then the
+ * docs/model.md is silent: whether a product-accumulate is fused. We round the product and then the
  * sum (no FMA): acc = f32(acc + f32(a·w)), starting from acc = 0, in index order. A kernel that
  * uses FMA or another summation order differs by rounding, not by more.
  */
@@ -22,13 +22,23 @@ const fr = Math.fround;
  * W is row-major [n, m] starting at wOff; a column slice of W computes each of its outputs the
  * same way, which is what keeps the TP split bit-identical.
  */
-export function matvec(a: Float32Array, w: Float32Array, wOff: number, n: number, m: number, out: Float32Array): Float32Array {
+export function matvec(
+  a: Float32Array,
+  w: Float32Array,
+  wOff: number,
+  n: number,
+  m: number,
+  out: Float32Array,
+): Float32Array {
   if (a.length < n || out.length < m || wOff + n * m > w.length) {
-    throw new RangeError(`matvec: [${n}] @ [${n}, ${m}] at offset ${wOff} does not fit a=${a.length}, W=${w.length}, out=${out.length}`);
+    throw new RangeError(
+      `matvec: [${n}] @ [${n}, ${m}] at offset ${wOff} does not fit a=${a.length}, W=${w.length}, out=${out.length}`,
+    );
   }
   out.fill(0, 0, m);
   for (let i = 0; i < n; i++) {
-    const ai = a[i]!, row = wOff + i * m;
+    const ai = a[i]!,
+      row = wOff + i * m;
     // out is a Float32Array: the store is the f32 rounding of the sum.
     for (let o = 0; o < m; o++) out[o] = out[o]! + fr(ai * w[row + o]!);
   }
@@ -42,14 +52,14 @@ export function dot(a: Float32Array, aOff: number, b: Float32Array, bOff: number
   return acc;
 }
 
-// MODEL.md is silent: the precision of eps; it is the f32 nearest 1e-6, added in f32.
+// docs/model.md is silent: the precision of eps; it is the f32 nearest 1e-6, added in f32.
 export const RMS_EPS = fr(1e-6);
 
 /**
  * out = h / sqrt(mean(h²) + eps) · g, in this order:
  *   ss = Σ f32(h_i·h_i) in f32, i order;  mean = f32(ss / H);  r = f32(sqrt(f32(mean + eps)))
  *   out_i = f32(f32(h_i / r) · g_i)
- * MODEL.md is silent: the order of the last two operations; we follow its formula left to right
+ * docs/model.md is silent: the order of the last two operations; we follow its formula left to right
  * (divide, then gain), and the sum of squares is f32 like every other activation.
  */
 export function rmsnorm(h: Float32Array, g: Float32Array, out: Float32Array): Float32Array {
@@ -63,7 +73,7 @@ export function rmsnorm(h: Float32Array, g: Float32Array, out: Float32Array): Fl
 
 /**
  * In place over x[0 .. n−1]: e_j = f32(exp(f32(x_j − max))), sum = Σ e_j in f32, j order,
- * x_j = f32(e_j / sum). MODEL.md is silent: whether the max is subtracted; it is (it changes
+ * x_j = f32(e_j / sum). docs/model.md is silent: whether the max is subtracted; it is (it changes
  * nothing mathematically and keeps exp finite, as every real kernel does).
  */
 export function softmaxInPlace(x: Float32Array, n = x.length): Float32Array {
@@ -78,7 +88,7 @@ export function softmaxInPlace(x: Float32Array, n = x.length): Float32Array {
   return x;
 }
 
-/** MODEL.md is silent: silu's formula; we use silu(g) = f32(g / f32(1 + f32(exp(−g)))). */
+/** docs/model.md is silent: silu's formula; we use silu(g) = f32(g / f32(1 + f32(exp(−g)))). */
 export function silu(g: number): number {
   return fr(g / fr(1 + fr(Math.exp(-g))));
 }
@@ -88,7 +98,8 @@ export function silu(g: number): number {
  * Picking the best untaken K times (strict >, scanning upward) gives exactly that order.
  */
 export function topk(x: ArrayLike<number>, k: number): number[] {
-  if (!Number.isInteger(k) || k < 1 || k > x.length) throw new RangeError(`topk: k must be in [1, ${x.length}], got ${k}`);
+  if (!Number.isInteger(k) || k < 1 || k > x.length)
+    throw new RangeError(`topk: k must be in [1, ${x.length}], got ${k}`);
   const taken = new Uint8Array(x.length);
   const ids: number[] = [];
   for (let s = 0; s < k; s++) {
@@ -123,7 +134,8 @@ export function quantizeE4m3Blocks(b: Float32Array, xq: Uint8Array, xs: Float32A
   const n = b.length;
   if (n % QUANT_BLOCK !== 0) throw new RangeError(`quantize: length ${n} is not a multiple of ${QUANT_BLOCK}`);
   for (let k = 0; k * QUANT_BLOCK < n; k++) {
-    const lo = k * QUANT_BLOCK, hi = lo + QUANT_BLOCK;
+    const lo = k * QUANT_BLOCK,
+      hi = lo + QUANT_BLOCK;
     let mx = 0;
     for (let i = lo; i < hi; i++) mx = Math.max(mx, Math.abs(b[i]!));
     const s = mx === 0 ? 1 : fr(mx / E4M3_MAX);

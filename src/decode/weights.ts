@@ -1,16 +1,29 @@
 /**
- * The synthetic model's weights (shared/MODEL.md, "Weights"): every element is a pure function of
+ * The synthetic model's weights (docs/model.md, "Weights"): every element is a pure function of
  * (seed, tensor id, flat index), so a GPU rank can generate exactly its own shard and still agree
  * bit for bit with this reference. This file is the bit-exact half of the oracle: a kernel that
  * generates weights must reproduce these bf16 bits, not approximate them.
  *
  * The u64 hash runs on 32-bit halves (Math.imul and 16-bit limbs) because BigInt per element
  * would make `small` (~63M weights) take minutes; the test checks it against a BigInt transcription
- * of MODEL.md.
+ * of docs/model.md.
  */
 import { validateConfig, type ModelConfig } from './model-config.js';
 
-export type TensorName = 'Emb' | 'Wq' | 'Wuv' | 'Wdkv' | 'Wo' | 'Wr' | 'W1' | 'W3' | 'W2' | 'g1' | 'g2' | 'gf' | 'Wvocab';
+export type TensorName =
+  | 'Emb'
+  | 'Wq'
+  | 'Wuv'
+  | 'Wdkv'
+  | 'Wo'
+  | 'Wr'
+  | 'W1'
+  | 'W3'
+  | 'W2'
+  | 'g1'
+  | 'g2'
+  | 'gf'
+  | 'Wvocab';
 
 export interface TensorSpec {
   readonly name: TensorName;
@@ -26,7 +39,7 @@ export interface TensorSpec {
   readonly scale: number;
 }
 
-/** Per-layer ids are 16l + this offset (MODEL.md's table). */
+/** Per-layer ids are 16l + this offset (docs/model.md's table). */
 export const LAYER_OFFSET = { Wq: 1, Wuv: 2, Wdkv: 3, Wo: 4, Wr: 5, W1: 6, W3: 7, W2: 8, g1: 9, g2: 10 } as const;
 export type LayerTensorName = keyof typeof LAYER_OFFSET;
 
@@ -34,7 +47,7 @@ export function layerTensorId(layer: number, name: LayerTensorName): number {
   return 16 * layer + LAYER_OFFSET[name];
 }
 
-/** `1 / Math.sqrt(fan_in)` rounded to f32, literally as MODEL.md writes it (double sqrt and divide, one rounding). */
+/** `1 / Math.sqrt(fan_in)` rounded to f32, literally as docs/model.md writes it (double sqrt and divide, one rounding). */
 export function matrixScale(fanIn: number): number {
   return Math.fround(1 / Math.sqrt(fanIn));
 }
@@ -75,8 +88,14 @@ const M64 = (1n << 64n) - 1n;
 const GOLDEN = 0x9e3779b97f4a7c15n; // multiplies the seed
 const ID_MUL = 0xd1b54a32d192ed03n; // multiplies the tensor id
 // The two mix multipliers, as 32-bit halves and the low half as 16-bit limbs.
-const C1_HI = 0xbf58476d, C1_LO = 0x1ce4e5b9, C1_L0 = C1_LO & 0xffff, C1_L1 = C1_LO >>> 16;
-const C2_HI = 0x94d049bb, C2_LO = 0x133111eb, C2_L0 = C2_LO & 0xffff, C2_L1 = C2_LO >>> 16;
+const C1_HI = 0xbf58476d,
+  C1_LO = 0x1ce4e5b9,
+  C1_L0 = C1_LO & 0xffff,
+  C1_L1 = C1_LO >>> 16;
+const C2_HI = 0x94d049bb,
+  C2_LO = 0x133111eb,
+  C2_L0 = C2_LO & 0xffff,
+  C2_L1 = C2_LO >>> 16;
 const TWO32 = 4294967296;
 
 /**
@@ -84,7 +103,8 @@ const TWO32 = 4294967296;
  * Every partial product is below 2^32, so it is exact in a double and `>>>` can split it.
  */
 function mulHi32(a: number, b0: number, b1: number): number {
-  const a0 = a & 0xffff, a1 = a >>> 16;
+  const a0 = a & 0xffff,
+    a1 = a >>> 16;
   const t = a0 * b0;
   const m1 = a1 * b0 + (t >>> 16);
   const m2 = a0 * b1 + (m1 & 0xffff);
@@ -107,14 +127,16 @@ function mixToU24(hi: number, lo: number): number {
   h = (ph ^ (ph >>> 27)) >>> 0;
   const qh = (mulHi32(l, C2_L0, C2_L1) + Math.imul(h, C2_LO) + Math.imul(l, C2_HI)) >>> 0;
   // z = z ^ (z >> 31); u24 = z >> 40
-  return ((qh ^ (qh >>> 31)) >>> 8);
+  return (qh ^ (qh >>> 31)) >>> 8;
 }
 
 /** S·GOLDEN + id·ID_MUL + start (mod 2^64) as [hi, lo]: once per call, so BigInt is fine here. */
 function startState(seed: bigint, id: number, start: number): [number, number] {
   if (seed < 0n || seed > M64) throw new RangeError(`seed must be a u64, got ${seed}`);
-  if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`tensor id must be a non-negative safe integer, got ${id}`);
-  if (!Number.isSafeInteger(start) || start < 0) throw new RangeError(`start index must be a non-negative safe integer, got ${start}`);
+  if (!Number.isSafeInteger(id) || id < 0)
+    throw new RangeError(`tensor id must be a non-negative safe integer, got ${id}`);
+  if (!Number.isSafeInteger(start) || start < 0)
+    throw new RangeError(`start index must be a non-negative safe integer, got ${start}`);
   const z = (seed * GOLDEN + BigInt(id) * ID_MUL + BigInt(start)) & M64;
   return [Number(z >> 32n), Number(z & 0xffffffffn)];
 }
@@ -129,7 +151,10 @@ export function fillU24(seed: bigint, id: number, start: number, out: Uint32Arra
     out[k] = mixToU24(hi, lo);
     // z + 1 with the carry into the high word (i may cross 2^32, and so may S·G + id·M + i).
     lo = lo + 1;
-    if (lo === TWO32) { lo = 0; hi = (hi + 1) >>> 0; }
+    if (lo === TWO32) {
+      lo = 0;
+      hi = (hi + 1) >>> 0;
+    }
   }
   return out;
 }
@@ -142,7 +167,7 @@ const F32_BITS = new Uint32Array(F32.buffer);
 
 /**
  * bf16 bits of the f32 with bits `b`, round to nearest, ties to even.
- * MODEL.md is silent: NaN (never generated); it stays a NaN, quieted, instead of rounding to inf.
+ * docs/model.md is silent: NaN (never generated); it stays a NaN, quieted, instead of rounding to inf.
  */
 export function f32BitsToBf16(b: number): number {
   b >>>= 0;
@@ -176,7 +201,7 @@ export function widenBf16(src: Uint16Array): Float32Array {
 // Tensors
 
 const TWO_POW_24 = 16777216;
-// MODEL.md is silent: whether "0.1" in the gain formula is the f32 0.1 or the double 0.1. We take
+// docs/model.md is silent: whether "0.1" in the gain formula is the f32 0.1 or the double 0.1. We take
 // the f32 constant (what a kernel writing 0.1f uses), so every operand of the gain is an f32.
 const F32_TENTH = Math.fround(0.1);
 const CHUNK = 1 << 16;

@@ -1094,7 +1094,8 @@ export class CpuDevice implements DeviceApi {
   /** Advance this lane's stream epoch: every op is one step of the stream's order. */
   private tick(): number {
     const k = this.layout.knows + this.lane * (this.world.lanes + 1);
-    return (this.f64[k] = this.f64[k]! + 1);
+    this.f64[k] = this.f64[k]! + 1;
+    return this.f64[k]!;
   }
 
   private eventBase(event: number): number {

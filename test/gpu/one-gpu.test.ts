@@ -54,7 +54,8 @@ describe('one GPU', function () {
         const ref = oracleRun(presetByName('small'), start, steps);
         const got = await runSession(s, start, steps, [start, ...ref.next.slice(0, -1)]);
         const errs = got.hidden.map((h, i) => relL2(h, ref.hidden[i]!));
-        for (const [i, e] of errs.entries()) assert.ok(e <= 1e-3, `step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`);
+        for (const [i, e] of errs.entries())
+          assert.ok(e <= 1e-3, `step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`);
         const median = [...errs].sort((x, y) => x - y)[errs.length >> 1]!;
         assert.ok(median <= 1e-5, `median relative L2 ${median.toExponential(2)} > 1e-5`);
         const same = got.next.filter((n, i) => n.every((x, k) => x === ref.next[i]![k])).length;

@@ -191,9 +191,8 @@ describe(`transports on ${PAIR_NAME}`, function () {
           const jobs = (await link.llServeStats()).map((s) => s.jobs);
           const viaServer = await runCase(rt, t, c, inputs);
           const fits = rows * n <= 8192;
-          (await link.llServeStats()).forEach((s, r) =>
-            assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`),
-          );
+          for (const [r, s] of (await link.llServeStats()).entries())
+            assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`);
           await link.setLlServe(0);
           const launched = await runCase(rt, t, c, inputs);
           for (const r of [0, 1])
@@ -209,12 +208,11 @@ describe(`transports on ${PAIR_NAME}`, function () {
       const before = await link.llServeStats();
       await new Promise((r) => setTimeout(r, 50));
       await runCase(rt, t, { op: 'allReduce', n: 999, rows: 1, inPlace: false, ops: 4 });
-      (await link.llServeStats()).forEach((s, r) =>
+      for (const [r, s] of (await link.llServeStats()).entries())
         assert.ok(
           s.launches > before[r]!.launches,
           `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`,
-        ),
-      );
+        );
       assert.equal(rt.failure, undefined);
       assert.deepEqual(await link.barrierErrors(), [0, 0]);
     } finally {

@@ -7,10 +7,11 @@ import { strict as assert } from 'node:assert';
 import { Worker } from 'node:worker_threads';
 import { loadBinding } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
-import { ModelOps } from '../../src/decode/model-ops.js';
 import { randomF32Ints, randomBytes } from '../support/random.js';
 import { GPUS, LOOPBACK, PAIR, PAIR_NAME, gpuSuite, itLoopback, itTwoDevices } from '../support/gpu-machine.js';
 import { refusesToOpen } from '../support/refuses-to-open.js';
+import { LOOPBACK_PEER } from '../support/pair-modes.js';
+import { checkOneWorker } from '../support/one-worker-check.js';
 
 const binding = loadBinding();
 const addonPath = new URL('../../../build/Release/memra.node', import.meta.url).pathname;
@@ -84,14 +85,7 @@ describe(`GPU foundation (${PAIR_NAME})`, function () {
   itLoopback(
     "in loopback, enables no peer access and writes each rank's memory from the other rank and reads it back instead",
     async () => {
-      assert.deepEqual(rt.peer, {
-        enabled: [
-          [true, true],
-          [true, true],
-        ],
-        reason: [],
-        loopback: true,
-      });
+      assert.deepEqual(rt.peer, LOOPBACK_PEER);
       assert.deepEqual(
         rt.ranks.map((r) => r.ordinal),
         [0, 0],
@@ -287,30 +281,7 @@ describe('one worker on one GPU', function () {
   it('devices [0] opens one pinned worker, rank 0, with its ring, completion counter and mailbox; what needs two ranks says so', async () => {
     const rt = await Runtime.open({ backend: 'cuda', devices: [0] });
     try {
-      assert.equal(rt.ranks.length, 1);
-      assert.equal(rt.peer, undefined);
-      assert.equal(rt.placement.length, 1);
-      const a = rt.ranks[0];
-      for (const n of [1, 7, 4099, 100_003]) {
-        const x = await a.alloc(n * 4),
-          y = await a.alloc(n * 4);
-        const hx = randomF32Ints(n, 1000),
-          hy = randomF32Ints(n, 1000);
-        await a.upload(x, hx);
-        await a.upload(y, hy);
-        const k = 1 + Math.floor(Math.random() * 7);
-        a.axpy(y, x, n, k);
-        new ModelOps(a).toMailbox(y, 0, Math.min(n, 64) * 4);
-        const v = (rt.counter(0, 9) + 1) >>> 0;
-        a.signal(9, v);
-        await rt.waitCompleted(0, 9, v);
-        const box = new Float32Array(rt.mailboxes[0]!.buffer, rt.mailboxes[0]!.byteOffset, Math.min(n, 64));
-        for (let i = 0; i < box.length; i++) assert.equal(box[i], hy[i]! + k * hx[i]!, `n ${n}: mailbox element ${i}`);
-        const got = await a.downloadF32(y, n);
-        for (let i = 0; i < n; i++) assert.equal(got[i], hy[i]! + k * hx[i]!, `n ${n} element ${i}`);
-        await a.free(x);
-        await a.free(y);
-      }
+      await checkOneWorker(rt, [1, 7, 4099, 100_003]);
       assert.throws(
         () => rt.pair('the tp link'),
         /the tp link needs two ranks, and this runtime has one \(devices \[0\]\)/,

@@ -12,9 +12,9 @@ import { JoinProfiler } from '../../src/decode/join-profile.js';
 import { checkInRange } from '../../src/runtime/device-choice.js';
 import { liveWorkers } from '../../src/workers/worker-handle.js';
 import { Op } from '../../src/workers/ops.js';
-import { ModelOps } from '../../src/decode/model-ops.js';
-import { randomF32Ints } from '../support/random.js';
 import { refusesToOpen } from '../support/refuses-to-open.js';
+import { checkOneWorker } from '../support/one-worker-check.js';
+import { LOOPBACK_PEER } from '../support/pair-modes.js';
 
 const openCpu = (extra = {}): Promise<Runtime> => Runtime.open({ backend: 'cpu', callTimeoutMs: 5000, ...extra });
 
@@ -30,32 +30,10 @@ describe('runtime devices: one worker, two, and loopback (CPU reference)', () =>
       const before = liveWorkers();
       rt = await openCpu({ devices: [ordinal] });
       assert.equal(liveWorkers(), before + 1);
-      assert.equal(rt.ranks.length, 1);
       assert.deepEqual(rt.devices, [ordinal]);
       assert.equal(rt.loopback, false);
-      assert.equal(rt.peer, undefined, 'one rank: nothing to probe');
-      assert.equal(rt.placement.length, 1);
-      const a = rt.ranks[0];
-      assert.equal(a.ordinal, ordinal);
-      const n = 4099;
-      const x = await a.alloc(n * 4),
-        y = await a.alloc(n * 4);
-      const hx = randomF32Ints(n, 1000),
-        hy = randomF32Ints(n, 1000);
-      await a.upload(x, hx);
-      await a.upload(y, hy);
-      a.axpy(y, x, n, 3);
-      new ModelOps(a).toMailbox(y, 0, 64);
-      const done = (rt.counter(0, 7) + 1) >>> 0;
-      a.signal(7, done);
-      await rt.waitCompleted(0, 7, done);
-      const got = await a.downloadF32(y, n);
-      for (let i = 0; i < n; i++) assert.equal(got[i], hy[i]! + 3 * hx[i]!, `element ${i}`);
-      assert.deepEqual(
-        [...new Float32Array(rt.mailboxes[0]!.buffer, rt.mailboxes[0]!.byteOffset, 16)],
-        [...got.subarray(0, 16)],
-        'the mailbox holds what the device copied there',
-      );
+      assert.equal(rt.ranks[0].ordinal, ordinal);
+      await checkOneWorker(rt, [1, 7, 4099]);
       await rt.close();
       assert.equal(liveWorkers(), before, 'close ends the worker');
     });
@@ -116,14 +94,7 @@ describe('runtime devices: one worker, two, and loopback (CPU reference)', () =>
       rt.ranks.map((r) => r.ordinal),
       [1, 1],
     );
-    assert.deepEqual(rt.peer, {
-      enabled: [
-        [true, true],
-        [true, true],
-      ],
-      reason: [],
-      loopback: true,
-    });
+    assert.deepEqual(rt.peer, LOOPBACK_PEER);
     // Each rank has its own stream and its own memory; the two reach each other's.
     const [a, b] = rt.pair('the test');
     const n = 1000;

@@ -170,7 +170,8 @@ export function printDecode(r: DecodeReport): void {
   console.log(`chose: ${r.why}`);
   const size = (b: number): string =>
     b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`;
-  if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
+  if (r.weightBytesPerRank.length)
+    console.log(`weights per ${r.loopback ? 'rank' : 'device'}: ${r.weightBytesPerRank.map(size).join(', ')}`);
   if (r.placement.some((p) => p.cpu !== null))
     console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
   for (const [s, row] of r.tokens.entries()) console.log(`row ${s}: ${row.join(' ')}`);

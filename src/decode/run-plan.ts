@@ -35,7 +35,7 @@ export interface RunPlan {
 
 const where = (devices: readonly number[], loopback: boolean): string =>
   loopback
-    ? `both ranks on device ${devices[0]} (loopback)`
+    ? `device ${devices[0]}, both ranks`
     : devices.length === 2
       ? `devices ${devices[0]} and ${devices[1]}`
       : `device ${devices[0]}`;

@@ -1,6 +1,8 @@
 /**
  * `decode`: the `bench` model at t = 1 on the two-H200 machine: one GPU unsharded, two GPUs with
- * each transport, and the mixed config in bench/configs/. One sample = one step's main-thread
+ * each transport, and the mixed config in bench/configs/. On a machine of one GPU, the unsharded
+ * rows alone (eager and from the step graph); with --loopback the sharded rows too, both ranks on
+ * one device and the file labelled so (bench/run.ts). One sample = one step's main-thread
  * wall time (enqueue the whole walk, wait for the tokens in the mailbox), so it includes every
  * kernel and join on the device plus the host's enqueue.
  *
@@ -58,7 +60,7 @@ export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
     }
   };
   await withWalk(
-    backend,
+    ctx,
     'unsharded',
     async (walk, rt) => {
       await memory(rt, 'unsharded');
@@ -78,8 +80,10 @@ export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
     },
     ctx.progress,
   );
+  // One GPU without --loopback: the rows above are the machine's (bench/run.ts).
+  if (!ctx.pair) return rows;
   await withWalk(
-    backend,
+    ctx,
     'sharded',
     async (walk, rt) => {
       await memory(rt, 'sharded');

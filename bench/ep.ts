@@ -30,7 +30,7 @@ export async function benchEp(ctx: SuiteContext): Promise<Row[]> {
     ['eager peer', cfg('peer', false)],
   ];
   await withWalk(
-    backend,
+    ctx,
     'sharded',
     async (walk) => {
       await walk.timeEpSteps(true);

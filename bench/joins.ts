@@ -27,10 +27,10 @@ import { CapturedGraph } from '../src/runtime/graph.js';
 import { openTransport } from '../src/runtime/transports/open.js';
 import type { PerRank, Transport, TransportName } from '../src/runtime/transports/transport.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
-import type { DeviceEvent } from '../src/runtime/rank.js';
+import type { DeviceEvent, Rank } from '../src/runtime/rank.js';
 import { placementNote, row, type Row } from './results-file.js';
 import type { Progress } from '../src/cli/progress.js';
-import { count as scaled, type JoinOp, type SuiteContext } from './suite-context.js';
+import { count as scaled, pairOf, type JoinOp, type SuiteContext } from './suite-context.js';
 
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 /** The sizes of a smoke run on the CPU reference: one small join, one large. */
@@ -79,6 +79,9 @@ interface Buffers {
   dst: PerRank;
 }
 
+/** Every join here is between two ranks. */
+const ranksOf = (rt: Runtime): readonly [Rank, Rank] => rt.pair('the joins suite');
+
 function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
   const n = bytes / 4;
   switch (op) {
@@ -106,7 +109,7 @@ interface TimingEvents {
 async function timingEvents(rt: Runtime): Promise<TimingEvents> {
   const make = async (r: 0 | 1, n: number, timing: boolean): Promise<DeviceEvent[]> => {
     const out: DeviceEvent[] = [];
-    for (let i = 0; i < n; i++) out.push(await rt.ranks[r].createEvent(timing));
+    for (let i = 0; i < n; i++) out.push(await ranksOf(rt)[r].createEvent(timing));
     return out;
   };
   return {
@@ -118,7 +121,7 @@ async function timingEvents(rt: Runtime): Promise<TimingEvents> {
 /** Per-op samples from one rank's marks around REPLAYS replays (after the replays have run). */
 async function perOp(rt: Runtime, r: 0 | 1, marks: DeviceEvent[], ops: number): Promise<number[]> {
   const out: number[] = [];
-  for (let i = 0; i < REPLAYS; i++) out.push(((await rt.ranks[r].elapsedMs(marks[i]!, marks[i + 1]!)) * 1000) / ops);
+  for (let i = 0; i < REPLAYS; i++) out.push(((await ranksOf(rt)[r].elapsedMs(marks[i]!, marks[i + 1]!)) * 1000) / ops);
   return out;
 }
 
@@ -128,7 +131,7 @@ async function perOp(rt: Runtime, r: 0 | 1, marks: DeviceEvent[], ops: number): 
  * events), but over a replay both ranks run the same joins, and each two-way join holds both.
  */
 async function pipelinedSamples(rt: Runtime, g: CapturedGraph, ev: TimingEvents, ops: number): Promise<number[]> {
-  const [a, b] = rt.ranks;
+  const [a, b] = ranksOf(rt);
   a.record(ev.marks[0][0]!);
   b.record(ev.marks[1][0]!);
   for (let i = 0; i < REPLAYS; i++) {
@@ -152,7 +155,7 @@ async function drainedSamples(
   ev: TimingEvents,
   ops: number,
 ): Promise<number[]> {
-  const [a, b] = rt.ranks;
+  const [a, b] = ranksOf(rt);
   a.record(ev.marks[0][0]!);
   for (let i = 0; i < REPLAYS; i++) {
     g.launch();
@@ -176,7 +179,7 @@ async function hostSamples(
   joins: number,
   warm: number,
 ): Promise<number[]> {
-  const [a, b] = rt.ranks;
+  const [a, b] = ranksOf(rt);
   const host: number[] = [];
   for (let i = -warm; i < joins; i++) {
     const t0 = performance.now();
@@ -196,6 +199,7 @@ async function hostSamples(
 /** What every transport's run shares. */
 interface Plan {
   backend: BackendKind;
+  pair: ReturnType<typeof pairOf>;
   ops: readonly JoinOp[];
   sizes: readonly number[];
   progress: Progress;
@@ -209,6 +213,7 @@ interface Plan {
 
 export async function benchJoins(ctx: SuiteContext): Promise<Row[]> {
   const { backend, progress, transports, ops } = ctx;
+  const pair = pairOf(ctx, 'joins');
   // A bad value fails the suite, not each transport.
   const perGraph = graphOps(process.env.MEMRA_JOINS_PER_GRAPH);
   const llServer = llServerRows(process.env.MEMRA_JOINS_LL_SERVER);
@@ -217,6 +222,7 @@ export async function benchJoins(ctx: SuiteContext): Promise<Row[]> {
   const total = transports.length * ops.length * sizes.length;
   const plan: Plan = {
     backend,
+    pair,
     ops,
     sizes,
     progress,
@@ -241,20 +247,20 @@ export async function benchJoins(ctx: SuiteContext): Promise<Row[]> {
 
 async function benchTransport(
   name: TransportName,
-  { backend, ops, sizes, progress, counter, hostJoins, hostWarm, JOINS_PER_GRAPH, llServer }: Plan,
+  { backend, pair, ops, sizes, progress, counter, hostJoins, hostWarm, JOINS_PER_GRAPH, llServer }: Plan,
 ): Promise<Row[]> {
   const rows: Row[] = [];
-  const rt = await Runtime.open({ backend, spinMicros: 2000 });
+  const rt = await Runtime.open({ backend, ...pair, spinMicros: 2000 });
   const link = await ArLink.open(rt);
   try {
     const maxN = Math.max(...sizes) / 4;
     await link.reserve(maxN);
-    const [a, b] = rt.ranks;
+    const [a, b] = ranksOf(rt);
     const bufs: Buffers = {
       src: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
       dst: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
     };
-    for (const r of [0, 1]) rt.ranks[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
+    for (const r of [0, 1]) ranksOf(rt)[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
     const ev = await timingEvents(rt);
     const t = await openTransport(name, link);
     for (const op of ops) {

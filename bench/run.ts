@@ -7,11 +7,19 @@
  * not the hardware the tables are about. On the CPU reference every suite runs small counts, in
  * seconds: a smoke run of its code, not a measurement.
  *
+ * The suites follow the machine. With two GPUs every suite runs on devices 0 and 1. With one,
+ * `decode` runs its one-GPU rows (the unsharded walk, eager and from its step graph) and the
+ * suites that need two ranks (ring, joins, ep) run in loopback, both ranks on device 0.
+ * `--loopback` runs every two-rank part in loopback, decode's sharded rows included. A suite run
+ * in loopback writes `loopback: true` and a machine label ending `-loopback` (`1xH200-loopback`),
+ * so its figures are never read as two-GPU ones (bench/report.ts keeps them apart).
+ *
  * What cannot run is refused before anything does (an unknown suite, transport or op, a
  * transport the backend lacks); a suite that produces no row is an error, never an empty file,
  * and a variant that failed makes the exit status 1 after the rest are written.
  */
 import { detectBackend } from '../src/runtime/runtime.js';
+import { visibleDevices } from '../src/runtime/device-choice.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
 import { TRANSPORTS, type TransportName } from '../src/runtime/transports/transport.js';
 import { UsageError, defineCommand } from '../src/cli/options.js';
@@ -21,7 +29,7 @@ import { benchDecode } from './decode.js';
 import { benchEp } from './ep.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { costCell } from './paired-difference.js';
-import { JOIN_OPS, type JoinOp, type SuiteContext } from './suite-context.js';
+import { JOIN_OPS, LOOPBACK_PAIR, type JoinOp, type SuiteContext } from './suite-context.js';
 import { Progress } from '../src/cli/progress.js';
 
 export const SUITES: Readonly<Record<string, (ctx: SuiteContext) => Promise<Row[]>>> = {
@@ -30,9 +38,20 @@ export const SUITES: Readonly<Record<string, (ctx: SuiteContext) => Promise<Row[
   decode: benchDecode,
   ep: benchEp,
 };
+/** Suites with rows of one rank too: on one GPU without --loopback they run those alone. */
+const ONE_GPU_ROWS = new Set(['decode']);
 
-/** Transports the CPU reference has (NCCL needs CUDA). */
-const CPU_TRANSPORTS = TRANSPORTS.filter((t) => t !== 'nccl');
+/** The two-rank options suite `s` runs with on a machine of `visible` devices (see the header). */
+export function pairFor(s: string, visible: number, loopback: boolean): SuiteContext['pair'] {
+  if (loopback) return LOOPBACK_PAIR;
+  if (visible >= 2) return {};
+  return ONE_GPU_ROWS.has(s) ? undefined : LOOPBACK_PAIR;
+}
+
+/** The transports a run has: NCCL needs CUDA, and two devices (it refuses loopback). */
+function transportsFor(backend: BackendKind, loopback: boolean): readonly TransportName[] {
+  return backend === 'cpu' || loopback ? TRANSPORTS.filter((t) => t !== 'nccl') : TRANSPORTS;
+}
 
 export const benchCommand = defineCommand(
   {
@@ -40,10 +59,11 @@ export const benchCommand = defineCommand(
     summary: 'the benchmark suites (ring, joins, decode, ep); results as JSON',
     description:
       'The benchmark suites, each written as <suite>-<machine>-<date>.json: on the GPUs into bench/results/ and --out DIR, on the CPU reference only into --out DIR. ' +
-      'On the CPU reference the suites run small counts in seconds: a smoke run of their code, not a measurement.',
+      'On the CPU reference the suites run small counts in seconds: a smoke run of their code, not a measurement. ' +
+      'On one GPU, decode runs its unsharded rows and the two-rank suites run in loopback (both ranks on device 0), labelled so.',
     positionals: { name: 'suite', choices: Object.keys(SUITES), help: 'the suites to run (default: all)' },
     options: {
-      backend: { type: 'choice', choices: ['cuda', 'cpu'], help: 'default: cuda with two GPUs, else cpu' },
+      backend: { type: 'choice', choices: ['cuda', 'cpu'], help: 'default: cuda where a GPU is visible, else cpu' },
       joins: {
         type: 'int',
         min: 100,
@@ -57,6 +77,10 @@ export const benchCommand = defineCommand(
         help: "the joins suite's transports (default: all the backend has)",
       },
       ops: { type: 'list', choices: JOIN_OPS, value: 'OP[,OP...]', help: "the joins suite's ops (default: all)" },
+      loopback: {
+        type: 'flag',
+        help: "every two-rank part in loopback, both ranks on device 0 (decode's sharded rows too); its files are labelled -loopback, never two-GPU figures",
+      },
       out: { type: 'path', value: 'DIR', help: 'a folder to write the results into as well' },
     },
   },
@@ -68,15 +92,17 @@ export const benchCommand = defineCommand(
         `--transports and --ops choose the joins suite's rows; this run has ${suites.join(', ')}`,
         'ERR_INVALID_ARG_VALUE',
       );
-    const missing =
-      backend === 'cpu' ? (v.transports ?? []).filter((t) => !(CPU_TRANSPORTS as readonly string[]).includes(t)) : [];
+    const has = transportsFor(backend, v.loopback);
+    const missing = (v.transports ?? []).filter((t) => !(has as readonly string[]).includes(t));
     if (missing.length > 0)
       throw new UsageError(
-        `--transports ${missing.join(',')}: the CPU reference has no ${missing.join(' or ')} transport (it needs CUDA); it has ${CPU_TRANSPORTS.join(', ')}`,
+        `--transports ${missing.join(',')}: ${backend === 'cpu' ? 'the CPU reference' : 'a run in loopback'} has no ${missing.join(' or ')} transport (it needs ${backend === 'cpu' ? 'CUDA' : 'two devices'}); it has ${has.join(', ')}`,
         'ERR_INVALID_ARG_VALUE',
       );
+    const visible = visibleDevices(backend);
+    if (backend === 'cuda' && visible === 0)
+      throw new UsageError('--backend cuda: no CUDA device is visible; use --backend cpu', 'ERR_INVALID_ARG_VALUE');
     const smoke = backend === 'cpu';
-    const machine = describeMachine(backend);
     const dirs = [
       ...(backend === 'cuda' ? [new URL('../../bench/results/', import.meta.url).pathname] : []),
       ...(v.out ? [v.out] : []),
@@ -89,13 +115,24 @@ export const benchCommand = defineCommand(
       console.error("bench: the CPU reference's figures are not kept in bench/results/; pass --out DIR to keep them");
     const failures: string[] = [];
     for (const s of suites) {
+      const pair = pairFor(s, visible, v.loopback);
+      const machine = describeMachine(backend, pair?.loopback === true);
+      if (!pair)
+        console.error(
+          `bench: ${s}: one GPU visible: its one-GPU rows only (--loopback runs its two-rank rows too, both ranks on device 0)`,
+        );
+      else if (pair.loopback)
+        console.error(
+          `bench: ${s}: in loopback, both ranks on device 0: written as ${machine.label}, never two-GPU figures`,
+        );
       const ctx: SuiteContext = {
         backend,
         smoke,
         joins: v.joins ?? (smoke ? 100 : 20_000),
         progress: new Progress(),
-        transports: (v.transports ?? (smoke ? CPU_TRANSPORTS : TRANSPORTS)) as TransportName[],
+        transports: (v.transports ?? transportsFor(backend, pair?.loopback === true)) as TransportName[],
         ops: (v.ops ?? JOIN_OPS) as JoinOp[],
+        pair,
         flush: (partial) => writeResults(s, machine, partial, dirs),
         fail: (what, e) => {
           const m = `${s}: ${what}: ${e.message}`;

@@ -1,5 +1,5 @@
 /** memra's public API: every value and type a caller meets, from the package root. */
-export { Runtime, detectBackend, type RuntimeOptions } from './runtime/runtime.js';
+export { Runtime, detectBackend, type RuntimeOptions, type Ranks } from './runtime/runtime.js';
 export { Rank, type DeviceEvent } from './runtime/rank.js';
 export type { PeerStatus } from './runtime/peer.js';
 export type { BackendKind } from './runtime/device-api.js';
@@ -24,6 +24,7 @@ export {
   type ModelConfigJson,
   type PresetName,
 } from './decode/model-config.js';
+export { planRun, type RunAsk, type RunPlan } from './decode/run-plan.js';
 export {
   DEFAULT_CONFIG,
   ConfigError,

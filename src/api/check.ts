@@ -101,16 +101,9 @@ export function oneOf<T extends string>(allowed: readonly T[]): Check<T> {
   };
 }
 
-/** An array of `min` to `max` elements, each passing `each` (named `at[i]`). */
-export function list<T>(each: Check<T>, min: number, max: number): Check<T[]> {
-  return (v, at) => {
-    if (!Array.isArray(v)) throw new InvalidArgTypeError(`${at} must be an array, got ${describe(v)}`);
-    if (v.length < min || v.length > max)
-      throw new InvalidArgValueError(
-        `${at} must have ${min === max ? min : `${min} to ${max}`} element${max === 1 ? '' : 's'}, got ${v.length}`,
-      );
-    return v.map((x, i) => each(x, `${at}[${i}]`));
-  };
+/** An option whose check is another module's, made where it knows the options it depends on. */
+export function deferred<T>(): Check<T> {
+  return (v) => v as T;
 }
 
 /** One check per option, every option listed: a spec cannot forget one the type has. */

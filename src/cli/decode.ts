@@ -21,7 +21,7 @@ export const DECODE_OPTIONS = {
   preset: {
     type: 'choice',
     choices: Object.keys(PRESETS),
-    help: 'the model (default: small on two GPUs, tiny on the CPU reference)',
+    help: 'the model (default: small on the GPU, tiny on the CPU reference)',
   },
   tokens: {
     type: 'int',
@@ -49,8 +49,19 @@ export const DECODE_OPTIONS = {
   layout: {
     type: 'choice',
     choices: LAYOUTS,
-    default: 'sharded',
-    help: 'sharded over the two devices, or unsharded on the first alone',
+    help: 'sharded over two ranks, or unsharded on one (default: sharded over two GPUs, unsharded on one; it prints which it chose and why)',
+  },
+  devices: {
+    type: 'ints',
+    min: 0,
+    count: [1, 2],
+    value: 'D[,D]',
+    what: 'one device ordinal or two separated by a comma (0, or 0,1)',
+    help: 'the device ordinals, one per rank: one runs unsharded, two sharded',
+  },
+  loopback: {
+    type: 'flag',
+    help: 'both ranks of the sharded walk on one device (for testing two-rank code on one card; its timings are not two-GPU figures)',
   },
   json: JSON_OPTION,
 } as const;
@@ -82,7 +93,9 @@ export function decodeOptions(v: CliValues<typeof DECODE_OPTIONS>): Omit<DecodeO
     batch: v.batch,
     json: v.json,
     backend: v.backend as DecodeOptions['backend'],
-    layout: v.layout as Layout,
+    loopback: v.loopback,
+    ...(v.layout ? { layout: v.layout as Layout } : {}),
+    ...(v.devices ? { devices: v.devices } : {}),
     ...(v.preset ? { preset: v.preset as PresetName } : {}),
     ...(v.config ? { config: v.config } : {}),
   };
@@ -94,7 +107,12 @@ export interface DecodeOptions {
   batch: number;
   config?: string;
   backend: 'auto' | BackendKind;
-  layout: Layout;
+  /** Default: what the machine allows (src/decode/run-plan.ts). */
+  layout?: Layout;
+  /** Device ordinals, one per rank (RuntimeOptions.devices). */
+  devices?: number[];
+  /** Both ranks on one device (RuntimeOptions.loopback). */
+  loopback: boolean;
   json: boolean;
   /** Time every join on the device (the config's `profile`), and summarise per hop. */
   profile: boolean;
@@ -114,6 +132,11 @@ export interface HopSummary {
 export interface DecodeReport {
   backend: BackendKind;
   layout: Layout;
+  /** One ordinal per rank. */
+  devices: number[];
+  loopback: boolean;
+  /** Why this backend, layout and these devices (src/decode/run-plan.ts). */
+  why: string;
   preset: string;
   layers: number;
   batch: number;
@@ -154,7 +177,8 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
   const progress = new Progress();
   const session = await Session.open({
     backend: o.backend,
-    layout: o.layout,
+    ...(o.layout ? { layout: o.layout } : {}),
+    runtime: { loopback: o.loopback, ...(o.devices ? { devices: o.devices } : {}) },
     maxBatch: o.batch,
     model: preset,
     ...(o.config ? { config: o.config } : {}),
@@ -185,6 +209,9 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     const report: DecodeReport = {
       backend: session.backend,
       layout: session.layout,
+      devices: session.plan.devices,
+      loopback: session.plan.loopback,
+      why: session.plan.why,
       preset,
       layers: session.model.layers,
       batch: o.batch,
@@ -226,10 +253,14 @@ function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPe
 }
 
 export function printDecode(r: DecodeReport): void {
-  console.log(`backend: ${r.backend} (${r.layout}), model: ${r.preset}, batch ${r.batch}`);
+  console.log(
+    `backend: ${r.backend} (${r.layout}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
+  );
+  console.log(`chose: ${r.why}`);
   const size = (b: number): string =>
     b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`;
-  if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
+  if (r.weightBytesPerRank.length)
+    console.log(`weights per ${r.loopback ? 'rank' : 'device'}: ${r.weightBytesPerRank.map(size).join(', ')}`);
   if (r.placement.some((p) => p.cpu !== null))
     console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
   for (const [s, row] of r.tokens.entries()) console.log(`row ${s}: ${row.join(' ')}`);

@@ -12,6 +12,7 @@ const FLAGS: Readonly<Record<string, string>> = {
   model: '--preset',
   layout: '--layout',
   maxBatch: '--batch',
+  devices: '--devices',
 };
 
 export interface CliErrorReport {

@@ -11,6 +11,7 @@ export type CliOption =
   | { type: 'int'; min: number; max?: number; default?: number; value: string; help: string }
   | { type: 'choice'; choices: readonly string[]; default?: string; help: string }
   | { type: 'list'; choices: readonly string[]; value: string; help: string }
+  | { type: 'ints'; min: number; count: readonly [number, number]; value: string; what: string; help: string }
   | { type: 'path'; default?: string; value: string; help: string }
   | { type: 'flag'; help: string };
 
@@ -27,11 +28,13 @@ export interface CommandSpec {
 
 type Value<O extends CliOption> = O extends { type: 'int' }
   ? number
-  : O extends { type: 'list' }
-    ? string[]
-    : O extends { type: 'flag' }
-      ? boolean
-      : string;
+  : O extends { type: 'ints' }
+    ? number[]
+    : O extends { type: 'list' }
+      ? string[]
+      : O extends { type: 'flag' }
+        ? boolean
+        : string;
 
 /** What parsing gives: an option with a default (or a flag) always has a value. */
 export type CliValues<S extends Readonly<Record<string, CliOption>>> = {
@@ -59,7 +62,11 @@ function intLimits(o: Extract<CliOption, { type: 'int' }>): string {
   return o.min === 1 ? 'a positive integer' : `an integer of at least ${o.min}`;
 }
 
-function parseValue(flag: string, o: Exclude<CliOption, { type: 'flag' }>, raw: string): string | number | string[] {
+function parseValue(
+  flag: string,
+  o: Exclude<CliOption, { type: 'flag' }>,
+  raw: string,
+): string | number | string[] | number[] {
   const bad = (what: string): never => {
     throw new UsageError(`${flag} must be ${what}, got '${raw}'`, 'ERR_INVALID_ARG_VALUE');
   };
@@ -85,6 +92,14 @@ function parseValue(flag: string, o: Exclude<CliOption, { type: 'flag' }>, raw: 
           'ERR_INVALID_ARG_VALUE',
         );
       return items;
+    }
+    case 'ints': {
+      const [lo, hi] = o.count;
+      const items = raw.split(',');
+      if (items.length < lo || items.length > hi || !items.every((x) => /^\d+$/.test(x.trim()))) bad(o.what);
+      const ns = items.map(Number);
+      if (ns.some((n) => !Number.isSafeInteger(n) || n < o.min)) bad(o.what);
+      return ns;
     }
     case 'path':
       if (raw === '') bad(`a ${o.value === 'DIR' ? 'folder' : 'file'} path`);
@@ -159,6 +174,7 @@ export function parseCommandLine<S extends CommandSpec>(
 function optionValue(o: CliOption): string {
   switch (o.type) {
     case 'int':
+    case 'ints':
     case 'path':
     case 'list':
       return o.value;

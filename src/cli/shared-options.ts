@@ -5,7 +5,7 @@ export const BACKEND_OPTION = {
   type: 'choice',
   choices: ['auto', 'cuda', 'cpu'],
   default: 'auto',
-  help: 'cuda needs two GPUs; auto picks them when present, else the CPU reference',
+  help: 'auto: CUDA where a GPU is visible, else the CPU reference',
 } as const satisfies CliOption;
 
 export const JSON_OPTION = {

@@ -49,7 +49,7 @@ function cudaLimit(devices: readonly number[]): { bytes: number; text: string } 
 
 function cudaAvailable(): boolean {
   try {
-    return loadBinding().deviceCount() >= 2;
+    return loadBinding().deviceCount() >= 1;
   } catch {
     return false;
   }
@@ -57,7 +57,8 @@ function cudaAvailable(): boolean {
 
 /**
  * Throws ModelTooLargeError when the model does not fit a device of `backend` (the CPU
- * reference's emulated devices, or the smallest of the CUDA `devices`).
+ * reference's emulated devices, or the smallest of the CUDA `devices`). In loopback one device
+ * holds both ranks: twice the fuller rank's bytes (the CPU reference makes its device that size).
  */
 export function checkFits(
   model: ModelConfig,
@@ -65,8 +66,10 @@ export function checkFits(
   maxBatch: number,
   backend: BackendKind,
   devices: readonly number[],
+  loopback: boolean,
 ): void {
-  const need = (m: ModelConfig, l: Layout): number => bytesPerDevice(m, l, maxBatch, backend);
+  const ranksHere = loopback ? 2 : 1;
+  const need = (m: ModelConfig, l: Layout): number => ranksHere * bytesPerDevice(m, l, maxBatch, backend);
   const limit =
     backend === 'cpu'
       ? { bytes: CPU_ARENA_MAX_BYTES, text: `the CPU reference holds at most ${gb(CPU_ARENA_MAX_BYTES)} a device` }
@@ -81,8 +84,9 @@ export function checkFits(
   for (const p of Object.keys(PRESETS) as PresetName[])
     if (need(PRESETS[p], layout) <= limit.bytes) remedies.push({ option: 'model', value: p });
   if (backend === 'cpu' && cudaAvailable()) remedies.push({ option: 'backend', value: 'cuda' });
+  const per = loopback ? ', both ranks on one device in loopback' : '';
   throw new ModelTooLargeError(
-    `model ${modelName(model)} needs ${gb(bytes)} on a device (${layout}, maxBatch ${maxBatch}: ${gb(weights)} of weights, ${gb(activations)} of activations and KV cache), and ${limit.text}`,
+    `model ${modelName(model)} needs ${gb(bytes)} on a device (${layout}${per}, maxBatch ${maxBatch}: ${gb(ranksHere * weights)} of weights, ${gb(ranksHere * activations)} of activations and KV cache), and ${limit.text}`,
     bytes,
     limit.bytes,
     remedies,

@@ -8,7 +8,7 @@
  * a device (a worker's refusal, a barrier that timed out) closes the session, and every later
  * call says why.
  */
-import { Runtime, detectBackend, RUNTIME_OPTIONS, type RuntimeOptions } from '../runtime/runtime.js';
+import { Runtime, RUNTIME_OPTIONS, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
 import type { BackendKind } from '../runtime/device-api.js';
 import { holdOpen } from '../runtime/exit-guard.js';
@@ -45,13 +45,18 @@ import {
   type DecodeConfigPatch,
 } from './decode-config.js';
 import { bytesPerDevice, checkFits } from './device-fit.js';
+import { planRun, type RunPlan } from './run-plan.js';
 
 export interface SessionOptions {
   /** A preset name (`tiny`, `small`, `bench`) or a whole config. Default: `small` on CUDA, `tiny` on the CPU. */
   model?: PresetName | ModelConfig;
-  /** Default `auto`: CUDA when two devices are visible, else the CPU reference. */
+  /** Default `auto`: CUDA when a device is visible, else the CPU reference. */
   backend?: 'auto' | BackendKind;
-  /** `sharded` over the two devices (the default) or `unsharded` on rank 0 alone (the oracle). */
+  /**
+   * `sharded` over two ranks or `unsharded` on rank 0 alone (the oracle, and one GPU's layout).
+   * Default: sharded where two devices are visible (or `runtime.devices` names two, or
+   * `runtime.loopback`), unsharded on one GPU (run-plan.ts).
+   */
   layout?: Layout;
   /** The most rows (sequences) a step may carry. Default 4, at most 8. */
   maxBatch?: number;
@@ -62,7 +67,7 @@ export interface SessionOptions {
   config?: DecodeConfigPatch | string;
   /** Called while weights are generated. */
   onProgress?: Progress;
-  /** Passed to Runtime.open. */
+  /** Passed to Runtime.open; `devices` and `loopback` also decide the default layout. */
   runtime?: RuntimeOptions;
 }
 
@@ -131,9 +136,9 @@ export class Session {
   private release: () => void = () => undefined;
 
   private constructor(
-    readonly backend: BackendKind,
+    /** The backend, layout and devices this session runs on, and why. */
+    readonly plan: RunPlan,
     model: ModelConfig,
-    readonly layout: Layout,
     readonly maxBatch: number,
     private config: DecodeConfig,
     private readonly dev: { rt: Runtime; link: ArLink | undefined; walk: DeviceWalk },
@@ -151,19 +156,25 @@ export class Session {
    */
   static async open(opts: SessionOptions = {}): Promise<Session> {
     SESSION_OPTIONS(opts, 'SessionOptions');
-    const backend: BackendKind =
-      (opts.backend ?? 'auto') === 'auto' ? detectBackend().backend : (opts.backend as BackendKind);
+    const plan = planRun({
+      backend: opts.backend,
+      layout: opts.layout,
+      devices: opts.runtime?.devices,
+      loopback: opts.runtime?.loopback,
+    });
+    const { backend, layout } = plan;
     const model =
       opts.model === undefined
         ? presetByName(backend === 'cuda' ? 'small' : 'tiny')
         : modelOption(opts.model, 'SessionOptions.model');
     const maxBatch = opts.maxBatch ?? 4;
-    const layout = opts.layout ?? 'sharded';
     const config = Session.readConfig(opts.config, 'SessionOptions.config', Session.against(model), DEFAULT_CONFIG);
-    checkFits(model, layout, maxBatch, backend, opts.runtime?.devices ?? [0, 1]);
+    checkFits(model, layout, maxBatch, backend, plan.devices, plan.loopback);
     const rt = await Runtime.open({
       ...opts.runtime,
       backend,
+      devices: plan.devices,
+      loopback: plan.loopback,
       mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)),
       // The CPU reference's emulated devices hold the weights too: size their arenas for them.
       ...(backend === 'cpu'
@@ -174,14 +185,17 @@ export class Session {
     try {
       link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
       const walk = await DeviceWalk.load(rt, link, model, layout, maxBatch, opts.onProgress);
-      const s = new Session(backend, model, layout, maxBatch, config, { rt, link, walk });
+      const s = new Session(plan, model, maxBatch, config, { rt, link, walk });
       try {
         await walk.prepare(config);
       } catch (e) {
         await s.close().catch(() => undefined);
         throw e;
       }
-      s.release = holdOpen(`a session (${backend}, model ${modelName(model)}, ${layout})`, () => s.close());
+      s.release = holdOpen(
+        `a session (${backend}, model ${modelName(model)}, ${layout}${plan.loopback ? ', loopback' : ''})`,
+        () => s.close(),
+      );
       return s;
     } catch (e) {
       await link?.close().catch(() => undefined);
@@ -204,6 +218,13 @@ export class Session {
     if (c === undefined) return base;
     if (typeof c === 'string') return loadDecodeConfig(c, { model, base });
     return parseDecodeConfig(c, { source: at, model, base });
+  }
+
+  get backend(): BackendKind {
+    return this.plan.backend;
+  }
+  get layout(): Layout {
+    return this.plan.layout;
   }
 
   /** The decode config in force. */

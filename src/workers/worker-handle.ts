@@ -38,6 +38,26 @@ function startWorker(workerData: WorkerInit, port: MessagePort): Worker {
   throw new Error('unreachable: no execArgv choice');
 }
 
+/** Device workers started and not yet exited, process-wide. */
+const live = new Set<WorkerHandle>();
+
+/**
+ * How many device workers are running. A runtime left open keeps its workers until the process
+ * runs out of work (runtime/exit-guard.ts closes it then); the test suites check this is 0 when
+ * they end, naming the leak.
+ */
+export function liveWorkers(): number {
+  return live.size;
+}
+
+/**
+ * End every device worker still running, skipping the orderly close (no drain): the last resort
+ * of a test run that found a leak and must still exit.
+ */
+export async function endLiveWorkers(): Promise<void> {
+  await Promise.all([...live].map((w) => w.terminate()));
+}
+
 export class WorkerHandle {
   readonly tag: string;
   private readonly worker: Worker;
@@ -57,6 +77,7 @@ export class WorkerHandle {
     this.tag = `worker ${init.rank} (device ${init.ordinal})`;
     const { port1, port2 } = new MessageChannel();
     this.worker = startWorker({ ...init, control: port2 }, port2);
+    live.add(this);
     this.remote = Comlink.wrap<DeviceControl>(portEndpoint(port1));
     this.worker.on('message', (m: WorkerFault) => {
       if (m?.type === 'fault') onFault(m);
@@ -66,6 +87,7 @@ export class WorkerHandle {
     });
     this.exited = new Promise((resolve) => {
       this.worker.on('exit', (code) => {
+        live.delete(this);
         const why = this.lastError ? `: ${this.lastError.message}` : '';
         this.dead = new ControlError(`${this.tag} exited (code ${code})${why}`, 'ERR_WORKER_EXITED');
         for (const reject of this.pending) reject(this.dead);

@@ -338,11 +338,15 @@ describe('argument checks: Runtime.open and the rank operations (CPU backend)', 
     );
     await assert.rejects(
       Runtime.open({ backend: 'cpu', devices: [0, '1'] } as never),
-      is(typeErr(/^RuntimeOptions\.devices\[1\] must be an integer, got the string "1"$/)),
+      is(typeErr(/^RuntimeOptions\.devices\[1\] must be a device ordinal \(an integer\), got "1"$/)),
     );
     await assert.rejects(
       Runtime.open({ backend: 'cpu', devices: [0, 1, 2] } as never),
-      is(rangeErr(/^RuntimeOptions\.devices must have 1 to 2 elements, got 3$/)),
+      is(
+        rangeErr(
+          /^RuntimeOptions\.devices must be one device ordinal \(one worker\) or two \(one per rank\), got \[0,1,2\]$/,
+        ),
+      ),
     );
     await assert.rejects(
       Runtime.open({ backend: 'cpu', ringCapacty: 8 } as never),
@@ -357,7 +361,7 @@ describe('argument checks: Runtime.open and the rank operations (CPU backend)', 
   it('a rank operation with a bad argument is refused on the main thread and the runtime keeps working', async () => {
     const rt = await Runtime.open({ backend: 'cpu' });
     try {
-      const [r0, r1] = rt.ranks;
+      const [r0, r1] = rt.pair('the test');
       const n = randomInt(17, 300);
       const x = await r0.alloc(n * 4);
       const value = randomInt(1, 1000) + 0.5;

@@ -74,7 +74,9 @@ describe('memra: conventions of the command line', function () {
         /--tokens N +.*\(a positive integer; default 32\)/,
         /--batch T +.*\(an integer from 1 to 8; default 1\)/,
         /--backend auto\|cuda\|cpu .*\(default auto\)/,
-        /--layout sharded\|unsharded .*\(default sharded\)/,
+        /--layout sharded\|unsharded .*default: sharded over two GPUs, unsharded on one/,
+        /--devices D\[,D\] +the device ordinals, one per rank/,
+        /--loopback +both ranks of the sharded walk on one device/,
         /--no-profile/,
       ],
       profile: [

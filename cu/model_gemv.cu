@@ -24,10 +24,15 @@
 
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
+#include "cu/pdl.cuh"
 
 namespace cg = cooperative_groups;
 
 namespace {
+
+using memra_cu::LaunchModelKernel;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
 
 constexpr unsigned kWarpCols = 32;     // x-threads: a warp spans one tile's columns
 constexpr unsigned kSplitY = 16;       // y-threads: partials per block
@@ -157,7 +162,12 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  unsigned n) {
   const uint64_t full = K / kChunk;
   uint64_t c = first;
+  // The first batch of weights is loaded before the previous kernel has finished (pdl.cuh); x is
+  // read only after PdlWait().
+  bool waited = false;
   if constexpr (!kFull) {
+    PdlWait();
+    waited = true;
     // The clipped thread (at most one a launch): a row at a time, same order. Its guarded
     // 2-byte loads batched would need many more registers, and registers are allocated for the
     // whole kernel, so they would cost every thread.
@@ -176,6 +186,10 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       for (unsigned u = 0; u < U; ++u) {
         LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
       }
+      if (!waited) {
+        PdlWait();
+        waited = true;
+      }
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
 #pragma unroll
@@ -188,21 +202,27 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
     for (; c < full; c += stride) {
       WRow<CW> wv[kChunk][M];
       LoadChunk<M, CW, kWide, kFull>(wv, w, c * kChunk, ldw, n);
+      if (!waited) {
+        PdlWait();
+        waited = true;
+      }
 #pragma unroll
       for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, LoadX4<kVecX>(xr[s] + c * kChunk), s, wv);
     }
   }
+  if (!waited) PdlWait();
   if (K % kChunk != 0 && full >= first && (full - first) % stride == 0) {
     for (uint32_t k = uint32_t(full) * kChunk; k < K; ++k) FmaRow<T, M, CW, kWide, kFull>(acc, xr, w, k, ldw, n);
   }
 }
 
-// One block's share of one column tile: T rows of x (row stride ldx) times M matrices (W[m]
-// points at column 0 of the slice, row stride ldw), columns [col0, col0 + 32 * CW) clipped to
-// cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread of
-// every block of the cluster must reach it (no early return once a cluster has started it).
+// One block's share of one column tile: T rows of x (xr[s], each K floats) times M matrices
+// (W[m] points at column 0 of the slice, row stride ldw), columns [col0, col0 + 32 * CW) clipped
+// to cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread
+// of every block of the cluster must reach it (no early return once a cluster has started it);
+// a block may call it again (the grouped experts' passes) once it has returned.
 template <int T, int M, int CW, bool kWide, bool kVecX, class Epi>
-__device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t ldx,
+__device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
                                          const Epi& epi) {
@@ -218,7 +238,7 @@ __device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t l
     const unsigned n = cols - j < CW ? cols - j : CW;
     const float* xr[T];
 #pragma unroll
-    for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
+    for (int s = 0; s < T; ++s) xr[s] = xrow[s];
     const uint16_t* w[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
@@ -231,6 +251,8 @@ __device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t l
                                                       split * kSplitY, n);
     }
   }
+  // A thread that loaded nothing still stores below; the one-time wait is free for the others.
+  PdlWait();
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -270,8 +292,13 @@ __device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t l
       epi(s, col0 + c, v);
     }
   }
-  // Rank 0 reads the others' shared memory: they must not exit before it is done.
-  if (split > 1) cg::this_cluster().sync();
+  // Rank 0 reads the others' shared memory: they must not exit before it is done. Alone, the
+  // block still must not overwrite part[] in a next pass before the epilogue has read it.
+  if (split > 1) {
+    cg::this_cluster().sync();
+  } else {
+    __syncthreads();
+  }
 }
 
 // ---- memra_gemv ----
@@ -289,67 +316,151 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
          const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
          unsigned split) {
+  PdlLaunchDependents();
   const uint16_t* const w[1] = {W};
-  GemvTile<T, 1, CW, kWide, kVecX>(x, ldx, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW,
+  const float* xr[T];
+#pragma unroll
+  for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
+  GemvTile<T, 1, CW, kWide, kVecX>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW,
                                    split, StoreRows{out, ldo});
 }
 
-// ---- the expert FFN ----
+// ---- the expert FFN, grouped by expert ----
+//
+// Block row y of a launch is group y: the y-th smallest owned expert some slot names, with the
+// slots naming it in slot order. Its blocks stream that expert's weights once and apply them to
+// T of the group's slots a pass (a valid routing names an expert at most once a row, so at t > 2
+// a popular expert's later passes re-read its tile from L2). Which slot lands in which pass
+// changes no sum, so an output is the same whatever the grouping (the slice rule).
 
-// Slot q = s * K + k of the grid's y; its expert, if this rank owns it, picks the matrices.
-// Every block of a cluster has the same q, so an unowned slot returns from whole clusters.
-__device__ __forceinline__ bool OwnedExpert(const int32_t* ids, uint32_t e0, uint32_t nE,
-                                            uint64_t* local) {
-  const int64_t e = ids[blockIdx.y];
-  if (e < int64_t(e0) || e >= int64_t(e0) + int64_t(nE)) return false;
-  *local = uint64_t(e - int64_t(e0));
+constexpr unsigned kMaxSlots = MEMRA_MODEL_MAX_ROWS * MEMRA_MODEL_MAX_TOPK;
+constexpr unsigned kMaskWords = MEMRA_MODEL_MAX_EXPERTS / 32;
+
+struct ExpertGroup {
+  uint64_t local;         // the expert's index among this rank's nE
+  unsigned n;             // slots naming it
+  const uint16_t* slots;  // their indices s * K + k, increasing (shared memory)
+};
+
+// Every thread of the block calls it (it holds barriers); every block of a cluster gets the same
+// answer, so a cluster returns whole when its group is empty.
+__device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint32_t e0,
+                          uint32_t nE, ExpertGroup* group) {
+  __shared__ uint32_t present[kMaskWords];
+  __shared__ uint16_t list[kMaxSlots];
+  __shared__ int32_t chosen;
+  __shared__ unsigned count;
+  const unsigned tid = threadIdx.x;
+  for (unsigned i = tid; i < kMaskWords; i += blockDim.x) present[i] = 0;
+  __syncthreads();
+  for (unsigned q = tid; q < slots; q += blockDim.x) {
+    const int64_t e = int64_t(ids[q]) - int64_t(e0);
+    if (e >= 0 && e < int64_t(nE)) atomicOr(&present[e / 32], 1u << (e % 32));
+  }
+  __syncthreads();
+  if (tid == 0) {
+    unsigned g = blockIdx.y;
+    int32_t found = -1;
+    for (unsigned w = 0; w < (nE + 31) / 32 && found < 0; ++w) {
+      uint32_t m = present[w];
+      const unsigned c = __popc(m);
+      if (g >= c) {
+        g -= c;
+        continue;
+      }
+      for (unsigned k = 0; k < g; ++k) m &= m - 1;
+      found = int32_t(w * 32 + __ffs(m) - 1);
+    }
+    chosen = found;
+  }
+  __syncthreads();
+  if (chosen < 0) return false;
+  if (tid < 32) {
+    unsigned n = 0;
+    for (unsigned base = 0; base < slots; base += 32) {
+      const unsigned q = base + tid;
+      const bool match = q < slots && int64_t(ids[q]) - int64_t(e0) == chosen;
+      const uint32_t m = __ballot_sync(0xffffffffu, match);
+      if (match) list[n + __popc(m & ((1u << tid) - 1))] = uint16_t(q);
+      n += __popc(m);
+    }
+    if (tid == 0) count = n;
+  }
+  __syncthreads();
+  *group = {uint64_t(chosen), count, list};
   return true;
 }
 
+template <int T>
 struct SiluGateUp {
-  float* act;  // this slot's row
+  float* act[T];  // each row's slot row, null for a pass's unused rows
   // f32-ops.ts: silu(g) = f32(g / f32(1 + f32(exp(-g)))), then f32(silu * up).
-  __device__ void operator()(unsigned, uint32_t f, const float (&v)[2]) const {
+  __device__ void operator()(unsigned s, uint32_t f, const float (&v)[2]) const {
+    if (act[s] == nullptr) return;
     const float g = v[0];
     const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
-    act[f] = __fmul_rn(silu, v[1]);
+    act[s][f] = __fmul_rn(silu, v[1]);
   }
 };
 
-template <int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kWide, bool kVecX>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_up(float* __restrict__ act, const float* __restrict__ xd,
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
               const uint16_t* __restrict__ w3, uint32_t e0, uint32_t nE, uint32_t K, uint32_t H,
-              uint32_t F, unsigned split) {
-  uint64_t e;
-  if (!OwnedExpert(ids, e0, nE, &e)) return;
-  const uint64_t q = blockIdx.y;
-  const uint16_t* const w[2] = {w1 + e * H * F, w3 + e * H * F};
-  GemvTile<1, 2, CW, kWide, kVecX>(xd + (q / K) * H, H, w, F, H, F,
-                                   (blockIdx.x / split) * kWarpCols * CW, split,
-                                   SiluGateUp{act + q * F});
+              uint32_t F, unsigned slots, unsigned split) {
+  // Which expert's weights to read is itself the router's output.
+  PdlWait();
+  PdlLaunchDependents();
+  ExpertGroup g;
+  if (!FindGroup(ids, slots, e0, nE, &g)) return;
+  const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
+  const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
+  for (unsigned b = 0; b < g.n; b += T) {
+    const float* xr[T];
+    SiluGateUp<T> epi;
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = xd + (q / K) * H;
+      epi.act[s] = b + s < g.n ? act + q * F : nullptr;
+    }
+    GemvTile<T, 2, CW, kWide, kVecX>(xr, w, F, H, F, col0, split, epi);
+  }
 }
 
+template <int T>
 struct StoreContrib {
-  float* contrib;  // this slot's row
-  __device__ void operator()(unsigned, uint32_t i, const float (&v)[1]) const {
-    contrib[i] = v[0];
+  float* contrib[T];  // each row's slot row, null for a pass's unused rows
+  __device__ void operator()(unsigned s, uint32_t i, const float (&v)[1]) const {
+    if (contrib[s] != nullptr) contrib[s][i] = v[0];
   }
 };
 
-template <int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kWide, bool kVecX>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
-                uint32_t nE, uint32_t H, uint32_t F, unsigned split) {
-  uint64_t e;
-  if (!OwnedExpert(ids, e0, nE, &e)) return;
-  const uint64_t q = blockIdx.y;
-  const uint16_t* const w[1] = {w2 + e * F * H};
-  GemvTile<1, 1, CW, kWide, kVecX>(act + q * F, F, w, H, F, H,
-                                   (blockIdx.x / split) * kWarpCols * CW, split,
-                                   StoreContrib{contrib + q * H});
+                uint32_t nE, uint32_t K, uint32_t H, uint32_t F, unsigned slots, unsigned split) {
+  PdlWait();
+  PdlLaunchDependents();
+  ExpertGroup g;
+  if (!FindGroup(ids, slots, e0, nE, &g)) return;
+  const uint16_t* const w[1] = {w2 + g.local * F * H};
+  const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
+  for (unsigned b = 0; b < g.n; b += T) {
+    const float* xr[T];
+    StoreContrib<T> epi;
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = act + q * F;
+      epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
+    }
+    GemvTile<T, 1, CW, kWide, kVecX>(xr, w, H, F, H, col0, split, epi);
+  }
 }
 
 // ---- launching ----
@@ -385,24 +496,8 @@ int PickCw(int cwMax, bool (*wideOk)(int, const void*), const void* ctx, uint32_
 template <class Kernel, class... Args>
 cudaError_t LaunchTiles(Kernel kernel, uint32_t cols, int cw, unsigned gridY, unsigned split,
                         cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(Tiles(cols, cw) * split), gridY, 1);
-  cfg.blockDim = dim3(kGemvThreads, 1, 1);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = split;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = split > 1 ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return err;
-  }
-  return cudaGetLastError();
+  const dim3 grid(static_cast<unsigned>(Tiles(cols, cw) * split), gridY, 1);
+  return LaunchModelKernel(kernel, grid, dim3(kGemvThreads), 0, split, stream, args...);
 }
 
 // The instance of `kernel<..., wide, vec>` for the runtime flags `wide` and `vec` in scope: the
@@ -459,11 +554,12 @@ struct ExpertUpArgs {
   uint32_t e0, nE, K, H, F;
 };
 
-template <int CW>
+// grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
+template <int T, int CW>
 cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, bool vec, unsigned slots,
-                           unsigned split, cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(expert_up, CW), a.F, CW, slots, split, stream, a.act, a.xd,
-                     a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, split);
+                           unsigned groups, unsigned split, cudaStream_t stream) {
+  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW), a.F, CW, groups, split, stream, a.act, a.xd,
+                     a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, slots, split);
 }
 
 struct ExpertDownArgs {
@@ -474,12 +570,16 @@ struct ExpertDownArgs {
   uint32_t e0, nE, K, H, F;
 };
 
-template <int CW>
+template <int T, int CW>
 cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, bool vec, unsigned slots,
-                             unsigned split, cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(expert_down, CW), a.H, CW, slots, split, stream, a.contrib,
-                     a.act, a.ids, a.w2, a.e0, a.nE, a.H, a.F, split);
+                             unsigned groups, unsigned split, cudaStream_t stream) {
+  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW), a.H, CW, groups, split, stream, a.contrib,
+                     a.act, a.ids, a.w2, a.e0, a.nE, a.K, a.H, a.F, slots, split);
 }
+
+// Rows a pass of a group takes: one at t = 1 (the widest loads), two past it (a valid routing
+// gives an expert at most t slots, about tK/E of them on average).
+constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : 2; }
 
 #undef MEMRA_PICK4
 
@@ -507,38 +607,51 @@ extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_
                                        const uint16_t* w1, const uint16_t* w3, uint32_t e0,
                                        uint32_t nE, uint32_t t, uint32_t K, uint32_t H,
                                        uint32_t F, cudaStream_t stream) {
-  if (!ExpertArgsOk(t, K)) return cudaErrorInvalidValue;
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
   if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
   const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F};
-  const unsigned split = Split(H), slots = t * K;
+  const unsigned split = Split(H), slots = t * K, groups = slots < nE ? slots : nE;
   const auto ok = [](int c, const void* p) {
     const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
     return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);
   };
-  const int cw = PickCw(CwMax(1, 2), ok, &a, F, uint64_t(split) * slots);
-  const bool wide = ok(cw, &a);
   const bool vec = Aligned(xd, 16) && H % 4 == 0;
-  if (cw == 8) return ExpertUpLaunch<8>(a, wide, vec, slots, split, stream);
-  if (cw == 4) return ExpertUpLaunch<4>(a, wide, vec, slots, split, stream);
-  return ExpertUpLaunch<2>(a, wide, vec, slots, split, stream);
+  if (ExpertRows(t) == 1) {
+    const int cw = PickCw(CwMax(1, 2), ok, &a, F, uint64_t(split) * groups);
+    const bool wide = ok(cw, &a);
+    if (cw == 8) return ExpertUpLaunch<1, 8>(a, wide, vec, slots, groups, split, stream);
+    if (cw == 4) return ExpertUpLaunch<1, 4>(a, wide, vec, slots, groups, split, stream);
+    return ExpertUpLaunch<1, 2>(a, wide, vec, slots, groups, split, stream);
+  }
+  const int cw = PickCw(CwMax(2, 2), ok, &a, F, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if (cw == 4) return ExpertUpLaunch<2, 4>(a, wide, vec, slots, groups, split, stream);
+  return ExpertUpLaunch<2, 2>(a, wide, vec, slots, groups, split, stream);
 }
 
 extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
                                          const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
                                          uint32_t K, uint32_t H, uint32_t F,
                                          cudaStream_t stream) {
-  if (!ExpertArgsOk(t, K)) return cudaErrorInvalidValue;
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
   if (t == 0 || K == 0 || H == 0 || nE == 0) return cudaSuccess;
   const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F};
-  const unsigned split = Split(F), slots = t * K;
+  const unsigned split = Split(F), slots = t * K, groups = slots < nE ? slots : nE;
   const auto ok = [](int c, const void* p) {
     const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
     return WideOk(g.w2, g.H, c);
   };
-  const int cw = PickCw(CwMax(1, 1), ok, &a, H, uint64_t(split) * slots);
-  const bool wide = ok(cw, &a);
   const bool vec = Aligned(act, 16) && F % 4 == 0;
-  if (cw == 8) return ExpertDownLaunch<8>(a, wide, vec, slots, split, stream);
-  if (cw == 4) return ExpertDownLaunch<4>(a, wide, vec, slots, split, stream);
-  return ExpertDownLaunch<2>(a, wide, vec, slots, split, stream);
+  if (ExpertRows(t) == 1) {
+    const int cw = PickCw(CwMax(1, 1), ok, &a, H, uint64_t(split) * groups);
+    const bool wide = ok(cw, &a);
+    if (cw == 8) return ExpertDownLaunch<1, 8>(a, wide, vec, slots, groups, split, stream);
+    if (cw == 4) return ExpertDownLaunch<1, 4>(a, wide, vec, slots, groups, split, stream);
+    return ExpertDownLaunch<1, 2>(a, wide, vec, slots, groups, split, stream);
+  }
+  const int cw = PickCw(CwMax(2, 1), ok, &a, H, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if (cw == 8) return ExpertDownLaunch<2, 8>(a, wide, vec, slots, groups, split, stream);
+  if (cw == 4) return ExpertDownLaunch<2, 4>(a, wide, vec, slots, groups, split, stream);
+  return ExpertDownLaunch<2, 2>(a, wide, vec, slots, groups, split, stream);
 }

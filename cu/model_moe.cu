@@ -9,11 +9,15 @@
 #include "cu/launch.cuh"
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
+#include "cu/pdl.cuh"
 
 namespace {
 
 using memra_model::E4m3Decode;
 using memra_model::E4m3Encode;
+using memra_cu::LaunchModelKernel;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
 
 // ---- router ----
 
@@ -25,6 +29,8 @@ constexpr uint32_t kNone = 0xffffffffu;
 
 __global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,
                        const float* __restrict__ logits, uint32_t t, uint32_t E, uint32_t K) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint32_t s = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (s >= t) return;  // whole warps
   const float* x = logits + uint64_t(s) * E;
@@ -83,6 +89,8 @@ template <bool kVec>
 __global__ void __launch_bounds__(kQuantThreads)
     quantize(uint8_t* __restrict__ xq, float* __restrict__ xs, const float* __restrict__ b,
              uint64_t blocks) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint64_t blk = uint64_t(blockIdx.x) * kQuantWarps + threadIdx.x / 32;
   if (blk >= blocks) return;
   const unsigned lane = threadIdx.x % 32;
@@ -108,6 +116,8 @@ __global__ void __launch_bounds__(kQuantThreads)
 
 __global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ xq,
                            const float* __restrict__ xs, uint64_t n) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     xd[i] = __fmul_rn(E4m3Decode(xq[i]), xs[i / kQB]);
@@ -122,6 +132,8 @@ __global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ x
 __global__ void moe_combine(float* __restrict__ h, const float* __restrict__ wts,
                             const int32_t* __restrict__ ids, const float* lo, const float* hi,
                             uint32_t splitE, uint32_t K, uint32_t H, uint64_t n) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t idx = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     const uint64_t s = idx / H, i = idx - s * H;
@@ -144,8 +156,7 @@ extern "C" cudaError_t memra_router(int32_t* ids, float* wts, const float* logit
       K > E) {
     return cudaErrorInvalidValue;
   }
-  router<<<1, 32 * t, 0, stream>>>(ids, wts, logits, t, E, K);
-  return cudaGetLastError();
+  return LaunchModelKernel(router, dim3(1), dim3(32 * t), 0, 1, stream, ids, wts, logits, t, E, K);
 }
 
 extern "C" cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, uint32_t t,
@@ -155,12 +166,8 @@ extern "C" cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, ui
   const uint64_t blocks = uint64_t(t) * (H / kQB);
   const unsigned grid = static_cast<unsigned>((blocks + kQuantWarps - 1) / kQuantWarps);
   // Every block starts 512 bytes after the previous one, so b's own alignment decides.
-  if (reinterpret_cast<uintptr_t>(b) % 16 == 0) {
-    quantize<true><<<grid, kQuantThreads, 0, stream>>>(xq, xs, b, blocks);
-  } else {
-    quantize<false><<<grid, kQuantThreads, 0, stream>>>(xq, xs, b, blocks);
-  }
-  return cudaGetLastError();
+  const auto kernel = reinterpret_cast<uintptr_t>(b) % 16 == 0 ? quantize<true> : quantize<false>;
+  return LaunchModelKernel(kernel, dim3(grid), dim3(kQuantThreads), 0, 1, stream, xq, xs, b, blocks);
 }
 
 extern "C" cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs,
@@ -168,8 +175,8 @@ extern "C" cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const floa
   if (t == 0 || H == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS || H % kQB != 0) return cudaErrorInvalidValue;
   const uint64_t n = uint64_t(t) * H;
-  dequantize<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(xd, xq, xs, n);
-  return cudaGetLastError();
+  return LaunchModelKernel(dequantize, dim3(memra_cu::GridFor(n)), dim3(memra_cu::kBlock), 0, 1,
+                           stream, xd, xq, xs, n);
 }
 
 extern "C" cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids,
@@ -179,7 +186,6 @@ extern "C" cudaError_t memra_moe_combine(float* h, const float* wts, const int32
   if (t == 0 || H == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS || K > MEMRA_MODEL_MAX_TOPK) return cudaErrorInvalidValue;
   const uint64_t n = uint64_t(t) * H;
-  moe_combine<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(h, wts, ids, lo, hi, splitE,
-                                                                     K, H, n);
-  return cudaGetLastError();
+  return LaunchModelKernel(moe_combine, dim3(memra_cu::GridFor(n)), dim3(memra_cu::kBlock), 0, 1,
+                           stream, h, wts, ids, lo, hi, splitE, K, H, n);
 }

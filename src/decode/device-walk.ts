@@ -31,6 +31,7 @@ import type { PerRank, Transport, TransportName } from '../runtime/transports/tr
 import { openTransport } from '../runtime/transports/open.js';
 import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
+import { mlaWorkspaceBytes } from './mla-workspace.js';
 import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
 import { JoinProfiler, profileSwitches, stampBlockBytes, type CapturedJoin, type Hop, type JoinTiming, type ProfileSwitches } from './join-profile.js';
@@ -45,6 +46,8 @@ interface Buffers {
   hx: number; a: number; c: number; q: number; uPart: number; uFull: number; yPart: number; yFull: number; yAr: number;
   logitsE: number; pack: number; xd: number; act: number; contrib: number; contribPeer: number;
   fin: number; logitsV: number; tokIn: number; tokOut: number; cache: number;
+  /** The attention's tile partials (mla-workspace.ts). */
+  attnWork: number;
 }
 
 /** The completion counter a step's last record advances on rank 0 (rank 1's PROFILE_SLOT is 1). */
@@ -201,6 +204,7 @@ export class DeviceWalk {
       pack: DeviceWalk.packWords(cfg, B) * 4, xd: B * H * 4, act: B * K * F * 4, contrib: B * K * H * 4,
       contribPeer: root && layout === 'sharded' ? B * K * H * 4 : 0, fin: root ? B * H * 4 : 0, logitsV: root ? B * V * 4 : 0,
       tokIn: root ? B * 4 : 0, tokOut: root ? B * 4 : 0, cache: B * L * P * R * 4,
+      attnWork: mlaWorkspaceBytes(B, own.nh, P, R),
     };
   }
 
@@ -445,7 +449,7 @@ export class DeviceWalk {
       o.gemv(br.c, R, br.a, H, lw.wdkv, R, H, R, t);
       o.cacheWrite(br.cache, br.c, posAt(r), t, l, L, P, R);
       o.gemv(br.q, nh * R, br.a, H, lw.wq, nh * R, H, nh * R, t);
-      o.mlaAttention(br.uPart, nh * Dv, br.q, nh * R, br.cache, posAt(r), lw.wuv, t, nh, l, L, P, R, Dv);
+      o.mlaAttention(br.uPart, nh * Dv, br.q, nh * R, br.cache + l * P * R * 4, L * P * R, posAt(r), lw.wuv, br.attnWork, t, nh, P, R, Dv);
     }
     const root = this.ops[0];
     if (!tr) {

@@ -45,8 +45,9 @@ export class ModelOps {
   cacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number): number {
     return this.put(Op.CacheWrite, cache, c, pos, t, layer, L, P, R);
   }
-  mlaAttention(u: number, ldu: number, q: number, ldq: number, cache: number, pos: number, wuv: number, t: number, nh: number, layer: number, L: number, P: number, R: number, Dv: number): number {
-    return this.put(Op.MlaAttention, u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv);
+  /** `cache`: this layer's rows of slot 0 (slot s at cache + s·slotStride floats); `work`: mlaWorkspaceBytes. */
+  mlaAttention(u: number, ldu: number, q: number, ldq: number, cache: number, slotStride: number, pos: number, wuv: number, work: number, t: number, nh: number, P: number, R: number, Dv: number): number {
+    return this.put(Op.MlaAttention, u, ldu, q, ldq, cache, slotStride, pos, wuv, work, t, nh, P, R, Dv);
   }
   router(ids: number, wts: number, logits: number, t: number, E: number, K: number): number {
     return this.put(Op.Router, ids, wts, logits, t, E, K);

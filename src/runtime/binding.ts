@@ -249,19 +249,31 @@ export interface NativeBinding {
    */
   launchGenWeights(dst: DevicePtr, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number, stream: StreamHandle): void;
   /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
-  launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle): void;
-  launchEmbed(out: DevicePtr, emb: DevicePtr, tokens: DevicePtr, t: number, H: number, V: number, stream: StreamHandle): void;
-  launchRmsnorm(out: DevicePtr, input: DevicePtr, gain: DevicePtr, t: number, H: number, stream: StreamHandle): void;
-  launchGemv(out: DevicePtr, ldo: number, x: DevicePtr, ldx: number, w: DevicePtr, ldw: number, K: number, cols: number, t: number, stream: StreamHandle): void;
-  launchCacheWrite(cache: DevicePtr, c: DevicePtr, pos: DevicePtr, t: number, layer: number, L: number, P: number, R: number, stream: StreamHandle): void;
-  launchMlaAttention(u: DevicePtr, ldu: number, q: DevicePtr, ldq: number, cache: DevicePtr, pos: DevicePtr, wuv: DevicePtr, t: number, nh: number, layer: number, L: number, P: number, R: number, Dv: number, stream: StreamHandle): void;
-  launchRouter(ids: DevicePtr, wts: DevicePtr, logits: DevicePtr, t: number, E: number, K: number, stream: StreamHandle): void;
-  launchQuantize(xq: DevicePtr, xs: DevicePtr, b: DevicePtr, t: number, H: number, stream: StreamHandle): void;
-  launchDequantize(xd: DevicePtr, xq: DevicePtr, xs: DevicePtr, t: number, H: number, stream: StreamHandle): void;
-  launchExpertUp(act: DevicePtr, xd: DevicePtr, ids: DevicePtr, w1: DevicePtr, w3: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle): void;
-  launchExpertDown(contrib: DevicePtr, act: DevicePtr, ids: DevicePtr, w2: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle): void;
-  launchMoeCombine(h: DevicePtr, wts: DevicePtr, ids: DevicePtr, lo: DevicePtr, hi: DevicePtr, splitE: number, t: number, K: number, H: number, stream: StreamHandle): void;
-  launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle): void;
+  /**
+   * The step kernels below take an optional `pdl` after their stream: when true, the launch may
+   * start before the previous kernel of the stream has finished (programmatic dependent launch,
+   * cu/pdl.cuh); each kernel waits for it before reading anything but weights. Only correct when
+   * the previous work on the stream is itself one of these kernels (the worker tracks that).
+   */
+  launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle, pdl?: boolean): void;
+  launchEmbed(out: DevicePtr, emb: DevicePtr, tokens: DevicePtr, t: number, H: number, V: number, stream: StreamHandle, pdl?: boolean): void;
+  launchRmsnorm(out: DevicePtr, input: DevicePtr, gain: DevicePtr, t: number, H: number, stream: StreamHandle, pdl?: boolean): void;
+  launchGemv(out: DevicePtr, ldo: number, x: DevicePtr, ldx: number, w: DevicePtr, ldw: number, K: number, cols: number, t: number, stream: StreamHandle, pdl?: boolean): void;
+  launchCacheWrite(cache: DevicePtr, c: DevicePtr, pos: DevicePtr, t: number, layer: number, L: number, P: number, R: number, stream: StreamHandle, pdl?: boolean): void;
+  /**
+   * Absorbed MLA attention (cu/model.h MemraMlaArgs): `cache` points at this layer's rows of slot
+   * 0, slot s's at `cache + s * slotStride` floats; `work` holds mlaWorkspaceBytes(t, nh, P, R).
+   */
+  launchMlaAttention(u: DevicePtr, ldu: number, q: DevicePtr, ldq: number, cache: DevicePtr, slotStride: number, pos: DevicePtr, wuv: DevicePtr, work: DevicePtr, t: number, nh: number, P: number, R: number, Dv: number, stream: StreamHandle, pdl?: boolean): void;
+  /** Bytes of launchMlaAttention's workspace for t rows of nh heads over P positions of latent R. */
+  mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number;
+  launchRouter(ids: DevicePtr, wts: DevicePtr, logits: DevicePtr, t: number, E: number, K: number, stream: StreamHandle, pdl?: boolean): void;
+  launchQuantize(xq: DevicePtr, xs: DevicePtr, b: DevicePtr, t: number, H: number, stream: StreamHandle, pdl?: boolean): void;
+  launchDequantize(xd: DevicePtr, xq: DevicePtr, xs: DevicePtr, t: number, H: number, stream: StreamHandle, pdl?: boolean): void;
+  launchExpertUp(act: DevicePtr, xd: DevicePtr, ids: DevicePtr, w1: DevicePtr, w3: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle, pdl?: boolean): void;
+  launchExpertDown(contrib: DevicePtr, act: DevicePtr, ids: DevicePtr, w2: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle, pdl?: boolean): void;
+  launchMoeCombine(h: DevicePtr, wts: DevicePtr, ids: DevicePtr, lo: DevicePtr, hi: DevicePtr, splitE: number, t: number, K: number, H: number, stream: StreamHandle, pdl?: boolean): void;
+  launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle, pdl?: boolean): void;
 
   // ---- the calling thread's CPU affinity (Linux) ----
   /** Pin the calling thread (not the process) to these CPUs. */

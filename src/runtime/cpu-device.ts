@@ -6,6 +6,7 @@
  *
  * It is the oracle GPU results are compared with and what CI runs, not a speed path.
  */
+import { mlaWorkspaceBytes } from '../decode/mla-workspace.js';
 import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
 import type { HostRegistration } from './binding.js';
@@ -635,9 +636,11 @@ export class CpuDevice implements DeviceApi {
   launchCacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number, stream: number): void {
     mk.cacheWrite(this.kernel('launchCacheWrite', stream), cache, c, pos, t, layer, L, P, R);
   }
-  launchMlaAttention(u: number, ldu: number, q: number, ldq: number, cache: number, pos: number, wuv: number, t: number, nh: number, layer: number, L: number, P: number, R: number, Dv: number, stream: number): void {
-    mk.mlaAttention(this.kernel('launchMlaAttention', stream), u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv);
+  launchMlaAttention(u: number, ldu: number, q: number, ldq: number, cache: number, slotStride: number, pos: number, wuv: number, _work: number, t: number, nh: number, P: number, R: number, Dv: number, stream: number): void {
+    // The GPU's tile partials live in `work`; here the oracle's two-pass softmax needs none.
+    mk.mlaAttention(this.kernel('launchMlaAttention', stream), u, ldu, q, ldq, cache, slotStride, pos, wuv, t, nh, P, R, Dv);
   }
+  mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number { return mlaWorkspaceBytes(t, nh, P, R); }
   launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
     mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);
   }

@@ -81,8 +81,10 @@ export function cacheWrite(m: KernelMemory, cache: number, c: number, pos: numbe
   }
 }
 
-export function mlaAttention(m: KernelMemory, u: number, ldu: number, q: number, ldq: number, cache: number, pos: number, wuv: number, t: number, nh: number, layer: number, L: number, P: number, R: number, Dv: number): void {
+/** The oracle's attention; `cache` is this layer's rows of slot 0, slot s at cache + s·slotStride floats. */
+export function mlaAttention(m: KernelMemory, u: number, ldu: number, q: number, ldq: number, cache: number, slotStride: number, pos: number, wuv: number, t: number, nh: number, P: number, R: number, Dv: number): void {
   checkRows('launchMlaAttention', t);
+  if (slotStride < P * R) throw new RangeError(`launchMlaAttention: slotStride (${slotStride}) must be >= P * R (${P} * ${R})`);
   const p = m.i32('pos', pos, t, R_), qs = m.f32('q', q, (t - 1) * ldq + nh * R, R_);
   const Wuv = Float32Array.from(m.u16('wuv', wuv, nh * R * Dv, R_), widen);
   const out = m.f32('u', u, (t - 1) * ldu + nh * Dv, W_);
@@ -91,7 +93,7 @@ export function mlaAttention(m: KernelMemory, u: number, ldu: number, q: number,
   for (let s = 0; s < t; s++) {
     const ps = p[s]!;
     if (ps < 0 || ps >= P) { out.fill(Number.NaN, s * ldu, s * ldu + nh * Dv); continue; }
-    const cl = m.f32('cache', cache + ((s * L + layer) * P * R) * 4, (ps + 1) * R, R_);
+    const cl = m.f32('cache', cache + s * slotStride * 4, (ps + 1) * R, R_);
     const sc = new Float32Array(ps + 1);
     for (let n = 0; n < nh; n++) {
       for (let j = 0; j <= ps; j++) sc[j] = dot(qs, s * ldq + n * R, cl, j * R, R) / sqrtR;

@@ -17,7 +17,7 @@ export type DeviceApi = Pick<
   | 'launchProbeWrite' | 'launchSpin' | 'hostAlloc' | 'hostFree'
   | 'arSignalBytes' | 'arMaxBlocks' | 'llStateBytes' | 'llDepth' | 'llMaxValues' | 'llConfigure' | 'llServeStats' | 'launchLl' | 'launchPush' | 'launchPush2d' | 'launchFold' | 'launchOneShot'
   | 'modelMaxRows' | 'launchGenWeights' | 'launchSetI32' | 'launchEmbed' | 'launchRmsnorm' | 'launchGemv'
-  | 'launchCacheWrite' | 'launchMlaAttention' | 'launchRouter' | 'launchQuantize' | 'launchDequantize'
+  | 'launchCacheWrite' | 'launchMlaAttention' | 'mlaWorkspaceBytes' | 'launchRouter' | 'launchQuantize' | 'launchDequantize'
   | 'launchExpertUp' | 'launchExpertDown' | 'launchMoeCombine' | 'launchArgmax'
   | 'streamBeginCapture' | 'streamEndCapture' | 'graphLaunch' | 'graphDestroy'
   | 'streamEndCaptureChild' | 'childGraphDestroy' | 'parentGraphBuild'

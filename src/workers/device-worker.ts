@@ -21,7 +21,7 @@ import type { HostRegistration } from '../runtime/binding.js';
 import { loadBinding } from '../runtime/binding.js';
 import { CpuDevice } from '../runtime/cpu-device.js';
 import { hostMicros } from '../runtime/host-clock.js';
-import { executeModelOp, type Mailbox } from './model-dispatch.js';
+import { executeModelOp, PdlChain, type Mailbox } from './model-dispatch.js';
 import { ProfileBoard } from './profile-board.js';
 
 const init = workerData as WorkerInit;
@@ -112,8 +112,12 @@ function awaitPeer(seq: number, mine: number): void {
   }
 }
 
+/** Which model launches may overlap the kernel before them on this stream. */
+const pdlChain = new PdlChain();
+
 function execute(r: RecordRef, a: Float64Array): void {
   const i = r.arg;
+  const pdl = pdlChain.next(r.op, r.marked);
   switch (r.op) {
     case Op.Nop: return;
     case Op.Fill: dev.launchFillF32(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
@@ -171,7 +175,7 @@ function execute(r: RecordRef, a: Float64Array): void {
     }
     case Op.NcclSendRecv: dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream); return;
     default:
-      if (executeModelOp(dev, r.op, a, i, stream, mailbox)) return;
+      if (executeModelOp(dev, r.op, a, i, stream, mailbox, pdl)) return;
       throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${OP_COUNT - 1}`, 'ERR_UNKNOWN_OP');
   }
 }
@@ -398,6 +402,8 @@ const control = {
    */
   async genWeights(dst: number, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number): Promise<void> {
     needOpen('genWeights');
+    // The next step kernel must not start before the weights it may read ahead are written.
+    pdlChain.reset();
     dev.launchGenWeights(dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale, stream);
   },
 

@@ -65,7 +65,7 @@ export enum Op {
   Gemv = 26,
   /** cache, c, pos, t, layer, L, P, R. */
   CacheWrite = 27,
-  /** u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv. */
+  /** u, ldu, q, ldq, cache (the layer's rows of slot 0), slotStride, pos, wuv, work, t, nh, P, R, Dv. */
   MlaAttention = 28,
   /** ids, wts, logits, t, E, K. */
   Router = 29,

@@ -32,7 +32,7 @@ namespace {
 // CUDA loads kernels lazily by default, and loading one may wait for every kernel running in the
 // context to end. The LL server's grid does not end while joins keep coming, so the first launch
 // of a kernel not yet loaded would wait for it forever: the server's first joins stalled that way
-// until CUDA_MODULE_LOADING=EAGER (calls 28 to 33, notes/perf.md). Set before this process's
+// until CUDA_MODULE_LOADING=EAGER (docs/transports.md, "The LL server"). Set before this process's
 // first CUDA call, which only this addon makes; a value the user set is kept, and the server
 // then refuses to start under lazy loading (addon/ll_server.cpp).
 void PreferEagerModuleLoading() {

@@ -1,5 +1,5 @@
 /**
- * `ep`: the MoE step of `bench` at t = 1 (issue 5), through seed 003's parent graph against its
+ * `ep`: the MoE step of `bench` at t = 1, through seed 003's parent graph against its
  * eager twin. Device time of the EP step (fan-out to merge) from a timing-event pair per layer on
  * rank 0's stream (ep-step-timer.ts), one sample per layer and step; the step's main-thread wall
  * time alongside, for the effect on tokens/s. The rest of the walk uses `ll` in every variant,

@@ -38,13 +38,13 @@ type JoinOp = (typeof OPS)[number];
  * Ops per captured graph (default 100; MEMRA_JOINS_PER_GRAPH sets another, and the method string
  * records it). Each replay also pays fixed costs no join pays in a walk: the graphs' launch and
  * rank 0's wait on rank 1's end event, which empties the pipeline between replays. Measured with
- * 100 and with 1000 ops a graph on one machine (call 44, gpu-session graph-ops), those cost 7-14
+ * 100 and with 1000 ops a graph on one machine (`scripts/gpu-session.sh graph-ops`), those cost 7-14
  * us a replay: at 100 ops they put 0.06-0.14 us on every `ll` 4-16 KB op (8 KB all-gather
  * 2.02-2.03 against 1.96; broadcast 1.36 against 1.24). That measured the drained method (the
  * `device-drained` rows now); the `device` rows of per-rank graphs no longer wait between
  * replays, so what is left of it is the graph's launch. 1000 is not the default: in a
  * multi-device graph of 1000 ops the push, oneshot and peer broadcasts slowed (8 KB: push and
- * oneshot 3.8 -> 10.2 us, peer 10-12 -> 77; call 45), a cost of the graph's size, not of a join.
+ * oneshot 3.8 -> 10.2 us, peer 10-12 -> 77), a cost of the graph's size, not of a join.
  */
 function graphOps(v: string | undefined): number {
   if (v === undefined || v === '') return 100;

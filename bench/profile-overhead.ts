@@ -1,5 +1,5 @@
 /**
- * Profiling's cost (issue 6: at most 3% of tokens/s, eagerly and from the step graph): the `ll`
+ * Profiling's cost (the target: at most 3% of tokens/s, eagerly and from the step graph): the `ll`
  * walk with every join profiled against the same walk unprofiled, and two variants that say where
  * the cost is (host times only; timing events instead of self-timed joins).
  *

@@ -1,6 +1,6 @@
 /**
- * The README's targets table, computed from the stored results so that no measured figure in it
- * is typed by hand: each line names its goal (from the issues), the figure the newest results
+ * The targets table (docs/performance.md), computed from the stored results so that no measured figure in it
+ * is typed by hand: each line names its goal, the figure the newest results
  * hold for it, whether it is met, and the file(s) it came from. A target with no results yet says
  * so rather than showing a stale number.
  */
@@ -46,10 +46,10 @@ const KB8 = 8192;
 
 export function targetLines(files: StoredResults[]): Line[] {
   const lines: Line[] = [];
-  // Issue 2: the ring's main-thread cost, one kernel per worker.
+  // The ring's main-thread cost, one kernel per worker.
   const ring = newest(files, 'ring', (r) => r.op === 'join-kernel');
   lines.push(line('main-thread cost of a join, one kernel per worker', '≤ 5 µs', ring && [ring], ([f]) => `${us(f!.row.median)} median`, ([f]) => f!.row.median <= 5));
-  // Issue 3: device times at 8 KB, the best transport of each op, and the eager host time.
+  // Device times at 8 KB, the best transport of each op, and the eager host time.
   const device = (op: string): Found[] => bestByTransport(files, 'joins', (r) => r.op === op && r.metric === 'device' && r.bytes === KB8);
   // From joins run28 on, per-rank graphs replay back to back; the same file's figure with
   // the pipeline drained between replays (every earlier run's method) is shown beside it.
@@ -69,7 +69,7 @@ export function targetLines(files: StoredResults[]): Line[] {
     return `${x.row.op} ${us(x.row.median)} (\`${x.row.transport}\`${l ? `, LL server; launched ${us(l.median)}` : ''})`;
   };
   lines.push(line('eager join, host time, 8 KB (every op)', '≤ 6 µs', host, (f) => f.map(hostCell).join(', '), (f) => f.every((x) => x.row.median <= 6)));
-  // Issue 4: the decode walk, bench at t = 1.
+  // The decode walk, bench at t = 1.
   const step = (t: string): Found | undefined => newest(files, 'decode', (r) => r.op === 'step' && r.transport === t);
   // Like against like: eagerly enqueued steps, and steps replayed from the step graph.
   const modes = [{ label: 'eager', suffix: '' }, { label: 'step graph', suffix: '+graph' }];
@@ -100,7 +100,7 @@ export function targetLines(files: StoredResults[]): Line[] {
   const gb = (x: Found): number => (x.row.median * 2 ** 30) / 1e9;
   lines.push(line('device memory per GPU, bench sharded', '≤ 24 GB', newestAll(files, 'decode', (r) => r.op === 'memory' && r.transport === 'sharded'),
     (f) => f.map((x) => `GPU ${x.row.bytes}: ${gb(x).toFixed(2)} GB`).join(', '), (f) => f.every((x) => gb(x) <= 24)));
-  // Issue 5: the EP step through the parent graph against its eager twin.
+  // The EP step through the parent graph against its eager twin.
   const graph = newest(files, 'ep', (r) => r.op === 'moe step' && r.transport === 'graph');
   const eager = newest(files, 'ep', (r) => r.op === 'moe step' && r.transport === 'eager ll');
   const stepG = newest(files, 'ep', (r) => r.op === 'step' && r.transport === 'graph');
@@ -109,7 +109,6 @@ export function targetLines(files: StoredResults[]): Line[] {
   const perToken = stepG && stepE ? `; tokens/s ${(1000 / stepE.row.median).toFixed(1)} → ${(1000 / stepG.row.median).toFixed(1)} (${(((stepE.row.median / stepG.row.median) - 1) * 100).toFixed(1)}%)` : '';
   lines.push(line('MoE step, EP graph against the eager twin (bench, t = 1)', '≥ 1.5× faster', graph && eager ? [graph, eager] : undefined,
     ([g, e]) => `graph ${us(g!.row.median)}, eager ${us(e!.row.median)}: ${(e!.row.median / g!.row.median).toFixed(2)}×${perToken}`, ([g, e]) => e!.row.median / g!.row.median >= 1.5));
-  // Issue 6: profiling's cost.
   // Measured on both paths, eagerly and from the step graph; met only where both are.
   const prof = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll');
   const profGraph = newest(files, 'decode', (r) => r.op === 'profile overhead' && r.transport === 'll+graph');

@@ -1,107 +1,68 @@
 /**
- * `npm run bench:report`: rewrite the README's performance tables from bench/results/*.json(.gz), so
- * no figure in the README is typed by hand. Each table sits between
- * `<!-- bench:<suite> -->` and `<!-- /bench:<suite> -->`; and write bench/results/index.html, the
- * results as one self-contained page (report-html.ts).
+ * `npm run bench:report`: rewrite the performance tables of README.md and docs/performance.md
+ * from bench/results/, so no figure in them is typed by hand, and write bench/results/index.html
+ * (the results as one self-contained page, report-html.ts). Each table sits between
+ * `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`. `--check` writes nothing and fails, naming
+ * the file, where a document is not what the stored results regenerate.
  */
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import { renderBenchReport } from './report-html.js';
-import type { NamedResults, ResultsFile } from './results-types.js';
-import { byDateThenName, newestLines } from './newest-results.js';
+import { joinsTable, rowsTable, summaryTable, variantsTable } from './report-tables.js';
 import { targetsTable } from './report-targets.js';
+import type { NamedResults } from './results-types.js';
+import { readStoredResults } from './stored-results.js';
 
-const root = new URL('../../', import.meta.url).pathname;
-const dir = join(root, 'bench', 'results');
-/**
- * Results files by the name they were written under. Superseded runs are kept gzipped
- * (`NAME.json.gz`): the tree that travels to the GPU host is capped at 64 MiB (notes/perf.md),
- * and a joins run with its raw samples is over 1 MB. They read, and are named, as before.
- */
-const stored = new Map<string, string>();
-for (const f of readdirSync(dir).filter((f) => f.endsWith('.json') || f.endsWith('.json.gz'))) {
-  const file = f.replace(/\.gz$/, '');
-  if (stored.has(file)) throw new Error(`bench:report: both ${file} and ${file}.gz are in ${dir}; keep one`);
-  stored.set(file, f);
-}
-const bySuite = new Map<string, Array<{ file: string; data: ResultsFile }>>();
-for (const file of [...stored.keys()].sort()) {
-  const f = stored.get(file)!;
-  const raw = readFileSync(join(dir, f));
-  const data = JSON.parse((f.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8')) as ResultsFile;
-  if (!bySuite.has(data.suite)) bySuite.set(data.suite, []);
-  bySuite.get(data.suite)!.push({ file, data });
+/** A generated table: the document it lives in, its marker, and what it renders from the results. */
+export interface Section {
+  doc: string;
+  name: string;
+  render: (files: NamedResults[]) => string;
 }
 
-const fmt = (v: number): string => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
+const ofSuite = (suite: string) => (files: NamedResults[]): NamedResults[] => files.filter((f) => f.data.suite === suite);
+/** The targets are two-GPU goals: only two-GPU machines' files count (loopback runs share one card). */
+const twoGpu = (files: NamedResults[]): NamedResults[] => files.filter((f) => /^2x/.test(f.data.machine?.label ?? '') && !/loopback/.test(f.data.machine.label));
 
-function table(entries: Array<{ file: string; data: ResultsFile }>): string {
-  const lines = ['| results file | machine | op | bytes | median | p90 | p99 | n | unit |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |'];
-  for (const { file, data } of entries) {
-    for (const r of data.rows) {
-      lines.push(`| \`${file}\` | ${data.machine.label}, CUDA driver API ${data.machine.driverVersion}, node ${data.machine.node} | ${r.op} | ${r.bytes} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
+export const SECTIONS: Section[] = [
+  { doc: 'README.md', name: 'summary', render: (f) => summaryTable(f) },
+  { doc: 'docs/performance.md', name: 'targets', render: (f) => targetsTable(twoGpu(f)) },
+  { doc: 'docs/performance.md', name: 'decode', render: (f) => variantsTable(ofSuite('decode')(f)) },
+  { doc: 'docs/performance.md', name: 'ep', render: (f) => variantsTable(ofSuite('ep')(f)) },
+  { doc: 'docs/performance.md', name: 'joins', render: (f) => joinsTable(ofSuite('joins')(f)) },
+  { doc: 'docs/performance.md', name: 'ring', render: (f) => rowsTable(ofSuite('ring')(f)) },
+];
+
+/** Every generated file's text as the stored results make it: the documents and the page. */
+export function regenerate(root: string): Map<string, string> {
+  const files = readStoredResults(join(root, 'bench', 'results'));
+  const out = new Map<string, string>();
+  for (const s of SECTIONS) {
+    let text = out.get(s.doc) ?? readFileSync(join(root, s.doc), 'utf8');
+    const re = new RegExp(`(<!-- bench:${s.name} -->\\n)[\\s\\S]*?(<!-- /bench:${s.name} -->)`);
+    if (!re.test(text)) throw new Error(`bench:report: ${s.doc} has no <!-- bench:${s.name} --> ... <!-- /bench:${s.name} --> section`);
+    text = text.replace(re, (_all, open: string, close: string) => `${open}${s.render(files)}\n${close}`);
+    out.set(s.doc, text);
+  }
+  out.set(join('bench', 'results', 'index.html'), renderBenchReport(files));
+  return out;
+}
+
+const main = process.argv[1] && new URL(import.meta.url).pathname === process.argv[1];
+if (main) {
+  const root = new URL('../../', import.meta.url).pathname;
+  const check = process.argv.includes('--check');
+  let stale = 0;
+  for (const [file, text] of regenerate(root)) {
+    const path = join(root, file);
+    if (existsSync(path) && readFileSync(path, 'utf8') === text) continue;
+    if (check) {
+      console.error(`bench:report --check: ${file} is not what bench/results/ regenerates; run npm run bench:report`);
+      stale++;
+    } else {
+      writeFileSync(path, text);
+      console.log(`bench:report: wrote ${file}`);
     }
   }
-  return lines.join('\n');
+  process.exitCode = stale ? 1 : 0;
 }
-
-/**
- * Joins: one line per transport, op and metric, one column per size, median (p99); each line
- * from the newest results file that has it (a later run of one transport supersedes its rows).
- */
-function pivot(entries: NamedResults[]): string {
-  const lines = newestLines(entries);
-  const sizes = [...new Set(lines.flatMap((l) => l.rows.map((r) => r.bytes)))].sort((x, y) => x - y);
-  const label = (b: number): string => (b >= 1 << 20 ? `${b >> 20} MB` : `${b >> 10} KB`);
-  const out = [
-    'Median (p99), µs; each line from the newest results file holding it.',
-    '',
-    `| transport | op | metric | ${sizes.map(label).join(' | ')} | file |`,
-    `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} | --- |`,
-  ];
-  for (const l of lines) {
-    const cells = sizes.map((b) => { const r = l.rows.find((x) => x.bytes === b); return r ? `${fmt(r.median)} (${fmt(r.p99)})` : ''; });
-    out.push(`| ${l.transport} | ${l.op} | ${l.metric} | ${cells.join(' | ')} | \`${l.file.replace(/\.json$/, '')}\` |`);
-  }
-  return out.join('\n');
-}
-
-/**
- * Decode and EP: every row of the newest file, with its transport (the variant) and metric; the
- * older files stay in bench/results/ and on the HTML page.
- */
-function newestFile(entries: Array<{ file: string; data: ResultsFile }>): string {
-  const { file, data } = [...entries].sort(byDateThenName).at(-1)!;
-  const out = [
-    `From \`${file}\` (${data.machine.label}, ${data.date.slice(0, 10)}, node ${data.machine.node}).`,
-    '',
-    '| op | variant | metric | median | p90 | p99 | n | unit |',
-    '| --- | --- | --- | ---: | ---: | ---: | ---: | --- |',
-  ];
-  for (const r of data.rows) {
-    const variant = r.op === 'memory' ? `${r.transport}, device ${r.bytes}` : r.transport;
-    out.push(`| ${r.op} | ${variant} | ${r.metric ?? ''} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
-  }
-  return out.join('\n');
-}
-
-const RENDER: Record<string, (e: Array<{ file: string; data: ResultsFile }>) => string> = { joins: pivot, decode: newestFile, ep: newestFile };
-
-const readmePath = join(root, 'README.md');
-let readme = readFileSync(readmePath, 'utf8');
-for (const [suite, entries] of bySuite) {
-  const re = new RegExp(`(<!-- bench:${suite} -->\\n)[\\s\\S]*?(<!-- /bench:${suite} -->)`);
-  if (!re.test(readme)) { console.error(`bench:report: README has no <!-- bench:${suite} --> section; skipped`); continue; }
-  readme = readme.replace(re, `$1${(RENDER[suite] ?? table)(entries)}\n$2`);
-  console.log(`bench:report: ${suite}: ${entries.length} file(s)`);
-}
-// The targets table draws on every suite's files.
-const targets = /(<!-- bench:targets -->\n)[\s\S]*?(<!-- \/bench:targets -->)/;
-if (targets.test(readme)) readme = readme.replace(targets, `$1${targetsTable([...bySuite.values()].flat())}\n$2`);
-else console.error('bench:report: README has no <!-- bench:targets --> section; skipped');
-writeFileSync(readmePath, readme);
-
-const pagePath = join(dir, 'index.html');
-writeFileSync(pagePath, renderBenchReport([...bySuite.values()].flat()));
-console.log(`bench:report: ${pagePath}`);

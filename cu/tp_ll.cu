@@ -27,12 +27,12 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   // The lines the first chunk reads right after the wait are prefetched to L2 before it: the
   // grid sits resident 1-2 us before its release (scripts/probes/ll-phase-probe.cu, 'resident'),
   // and a prefetch reads nothing into a register, so it cannot see a value too early. Measured
-  // against the same kernel without it, in one device call, three rounds alternating
-  // (gpu-session ab-ll, 2026-11-30 call 50): 8 KB in a graph, all-gather 2.02-2.04 -> 1.95-1.98
+  // against the same kernel without it on one machine, three rounds alternating
+  // (`scripts/gpu-session.sh ab-ll`): 8 KB in a graph, all-gather 2.02-2.04 -> 1.95-1.98
   // us, all-reduce 2.05 -> 2.02-2.03, broadcast 1.36 -> 1.32. Where the time goes is the input
-  // lines: prefetching only the epoch and ack moved nothing (call 49), and prefetching the
+  // lines: prefetching only the epoch and ack moved nothing, and prefetching the
   // destinations as well was slower (1.99-2.00). The peer's slots are never prefetched: a
-  // prefetch of remote lines made the 1 MB all-reduce 8 -> 28 us (call 49).
+  // prefetch of remote lines made the 1 MB all-reduce 8 -> 28 us.
   {
     const unsigned c = blockIdx.x, line = c * kChunkLines + threadIdx.x;
     PrefetchL2(&j.self->epoch[c]);
@@ -72,7 +72,7 @@ extern "C" cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, 
   const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
   // Launched with programmatic stream serialization when `pdl`: the grid is scheduled while the
   // previous kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the
-  // stream's full kernel boundary: 0.45 us less per join in a graph (2026-11-30, notes/perf.md).
+  // stream's full kernel boundary: 0.45 us less per join in a graph (docs/performance.md).
   // Eagerly the host's launch is the join's bottleneck, and the attribute put about 1 us on it
   // (eager all-reduce 4.77 -> 5.80 us host, joins run4 -> run5), so callers ask for it only while
   // capturing. Without it griddepcontrol.wait returns at once: the kernel is correct either way.

@@ -12,7 +12,7 @@
 // that take chunk c on each rank (both ranks launch the same grid for a join, so the twins are
 // well defined). No block ever waits for another block of its own grid: the first version
 // published one epoch per join through a cross-block count, so a join either ran on one SM or
-// paid for the count (measured 2026-11-30, notes/perf.md).
+// paid for the count (docs/performance.md).
 //
 // A local copy (broadcast's root, the gathers' own part) covers the same element indices as the
 // exchange, so the exchanging thread makes it: from the values it already loaded to send when the
@@ -26,15 +26,15 @@
 // one-way join (broadcast, gather) run at one ack round trip per two joins; four lets the sender
 // run ahead. Every LL join launches on both ranks (a rank with nothing to send or receive still
 // runs and acks), so the ranks' per-chunk epochs advance in lockstep.
-// Tried and dropped (call 43, the ab-ll phase of scripts/gpu-session.sh, this kernel against its
+// Tried and dropped (the ab-ll phase of scripts/gpu-session.sh, this kernel against its
 // base on one machine): implicit acks, where a line of epoch e tells the receiver its twin
 // finished e - 1 and only a rank that receives without sending stores an ack, so a two-way join
 // ends without a store across NVLink. Every 8 KB op got slower in a graph: broadcast 1.36 -> 1.46
 // us, gather 1.34 -> 1.47, all-reduce 2.05 -> 2.15, all-gather 2.02 -> 2.04-2.09. Also slower,
-// in the same way (call 47; 8 KB all-gather 2.03 against): one 8-byte load and store for a line's
+// in the same way (8 KB all-gather 2.03 against): one 8-byte load and store for a line's
 // two values (2.23-2.25), the local copy stored after the receive (2.22) or after the first poll
-// is issued (2.15), 512-line chunks (2.20, call 48). This kernel's speed follows its instruction
-// shape closely; measure any change against its base (notes/perf.md, seventh session).
+// is issued (2.15), 512-line chunks (2.20). This kernel's speed follows its instruction
+// shape closely; measure any change against its base (docs/performance.md).
 //
 // Latency, not bandwidth, is what a TP join pays for, so the dependent memory trips are few: a
 // thread issues its epoch, ack and source loads together and polls only after its store is on its
@@ -192,7 +192,7 @@ __device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned ack, unsigned need
 }
 
 // Spin (bounded) until both halves of the line carry epoch e. False: refused.
-// One load in flight at a time. Tried and dropped (call 46, ab-ll, branch exp/staggered-poll):
+// One load in flight at a time. Tried and dropped (measured with `scripts/gpu-session.sh ab-ll`):
 // two loads of the line in flight, the second started 120 ticks after the first, to see a landed
 // line within half a round trip. Slower at every size (8 KB in a graph: all-gather 1.97 -> 1.99
 // us, all-reduce 1.99 -> 2.08, broadcast 1.23 -> 1.36).

@@ -13,7 +13,7 @@
 //
 // Why one reader of host memory: when all sixteen blocks read the job's slot over PCIe, the reads
 // were served one after another, about 1 us each, and a job took 17 us; with the dispatcher's
-// copy in device memory, 4.1 us (scripts/probes/ll-server-timing.cu, calls 34 to 36).
+// copy in device memory, 4.1 us (scripts/probes/ll-server-timing.cu).
 //
 // The working blocks never read ctl->cmd, only the ticket: a block that read cmd directly could
 // see a job released to the NEXT generation after the dispatcher decided to stop, and run it

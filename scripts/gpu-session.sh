@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call's worth of GPU work, in phases under one shared deadline, every step logged and
-# bounded, so one failure or hang never costs the steps after it (device time is scarce: see
-# notes/perf.md).
+# The GPU work for a host reached by one batch job (a GPU host without Node.js runs it through a
+# packed Node and built tree), in phases under one shared deadline, every step logged and bounded,
+# so one failure or hang never costs the steps after it.
 #
 #   bash scripts/gpu-session.sh [--budget SECONDS] PHASE... [--out DIR]
 #
@@ -27,15 +27,15 @@
 #   ab-ll   the ll joins bench on this build and on each build/ab/NAME.node (copy earlier or
 #           variant builds there first), in rounds (MEMRA_AB_ROUNDS, default 2), each round this
 #           build first, into ab-this-R and ab-NAME-R: changes to the LL kernels against their
-#           base on one machine, in one call
+#           base on one machine, in one run
 #   ab-serve  the ll joins bench once with the LL server's host rows left out
 #           (MEMRA_JOINS_LL_SERVER=off), into ab-serve-off: do the server's earlier grids change
-#           the device rows after them? (compare with the ab-this rounds of the same call)
+#           the device rows after them? (compare with the ab-this rounds of the same run)
 #
-# A step gets its own bound or what is left of the budget (default 570 s, under the device tool's
-# 600 s a call), whichever is less; one that would get under 20 s is skipped and says so. Logs go
+# A step gets its own bound or what is left of the budget (default 570 s, under a batch
+# job's 600 s), whichever is less; one that would get under 20 s is skipped and says so. Logs go
 # to a scratch folder and are packed into ONE file, DIR/gpu-session.tgz (DIR defaults to $OUT),
-# because the device tool brings back at most 8 files, two folders deep.
+# because a batch job brings back few files.
 set -uo pipefail
 budget=570 phases=() out=${OUT:-}
 while [ $# -gt 0 ]; do
@@ -52,7 +52,7 @@ mkdir -p "$out"
 logs=$(mktemp -d /tmp/memra-gpu-session.XXXXXX)
 pack() { tar -C "$logs" -czf "$out/gpu-session.tgz" . && echo "packed $(du -sh "$out/gpu-session.tgz" | cut -f1) into $out/gpu-session.tgz"; }
 trap pack EXIT
-export NCCL_NVLS_ENABLE=0   # NVLink multicast stays off on the lent machines
+export NCCL_NVLS_ENABLE=0   # NVLink multicast (NVLS) stays off: on a shared host it can take the GPUs out of service
 deadline=$((SECONDS + budget))
 step() { # name seconds command...
   local name=$1 secs=$2; shift 2

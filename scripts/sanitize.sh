@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the EP graph path (issue 5): `tiny` decoded on two GPUs with the EP step
+# compute-sanitizer over the EP graph path: `tiny` decoded on two GPUs with the EP step
 # through seed 003's parent graph, under memcheck, racecheck and synccheck in turn.
 #
 #   npm run sanitize [-- OUT_DIR]      (default OUT_DIR: ./sanitize-logs)

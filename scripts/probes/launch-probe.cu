@@ -1,4 +1,4 @@
-// What an eager join's host time is made of, without Node (notes/perf.md, "Host side"):
+// What an eager join's host time is made of, without Node (docs/performance.md, "The ring"):
 //   1. one launch, back to back from one thread: the runtime API (cudaLaunchKernelEx, as the
 //      addon does) against the driver API (cuLaunchKernel on a function resolved once), with a
 //      parameter block the size of the LL join's;

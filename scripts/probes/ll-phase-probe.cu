@@ -1,4 +1,4 @@
-// Where an 8 KB LL join's ~2 us in a graph goes (issue 3: the all-gather's 2 us target), on two
+// Where an 8 KB LL join's ~2 us in a graph goes (the all-gather's 2 us target), on two
 // GPUs without Node. Each rank captures 100 launched joins into its own graph, as the joins bench
 // does, with the launched kernel built with MEMRA_LL_PHASE_TRACE: thread 0 of each chunk's block
 // stamps %globaltimer (32 ns steps on H200) at each phase of cu/tp_ll_chunks.cuh's LlPhase.

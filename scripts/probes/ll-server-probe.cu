@@ -1,4 +1,4 @@
-// Why the LL server's first job faults (notes/perf.md, "Fourth session"), without Node, on one GPU:
+// Why the LL server's first job faulted (docs/performance.md, "The eager join's host time"), without Node, on one GPU:
 //   T1  a kernel reads CPU-written mapped host memory, through the host address and through
 //       cudaHostGetDevicePointer's: does it see what the CPU wrote?
 //   T2  the same from a kernel already running, released by cuStreamWriteValue32 after the CPU

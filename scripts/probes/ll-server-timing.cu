@@ -1,4 +1,4 @@
-// Where the LL server's ~23 us a job goes (joins bench on branch next/ll-server, call 33), on one
+// Where the LL server's ~23 us a job went (the LL server's first version), on one
 // GPU with local-copy jobs (8 KB), without Node. Per job the server stamps when block 0 saw the
 // walk stream's release (stamp[0]) and when the last block ended (stamp[1]). Modes:
 //   wait    : per job one cuStreamBatchMemOp {write cmd, wait done >= seq} (the addon's path)

@@ -1,4 +1,4 @@
-// What a per-join device timestamp can cost and resolve on this GPU (notes/perf.md, "Next" 1):
+// What a per-join device timestamp can cost and resolve on this GPU (docs/performance.md, "Profiling's cost"):
 //   1. %globaltimer's resolution: the smallest nonzero step one thread sees in a tight loop.
 //   2. What a timing event costs between kernels: a chain of short kernels replayed from a graph,
 //      with and without an event-record node (cudaEventRecordExternal) between every second pair,

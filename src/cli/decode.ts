@@ -9,6 +9,7 @@ import type { StepOutput } from '../decode/session.js';
 import { HOPS, type JoinTiming } from '../decode/join-profile.js';
 import { Progress } from './progress.js';
 import type { BackendKind } from '../runtime/device-api.js';
+import { detectBackend } from '../runtime/runtime.js';
 import type { Layout } from '../decode/device-weights.js';
 import { summarize } from './stats.js';
 
@@ -55,6 +56,11 @@ export interface DecodeReport {
 }
 
 export async function decode(o: DecodeOptions): Promise<DecodeReport> {
+  if (o.backend === 'auto') {
+    // The user asked for the best backend; when that is the CPU reference, say why before the wait.
+    const pick = detectBackend();
+    if (pick.backend === 'cpu') process.stderr.write(`memra: decoding on the CPU reference backend: ${pick.why}\n`);
+  }
   const progress = new Progress();
   const session = await Session.open({
     backend: o.backend,
@@ -77,7 +83,9 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
       o.onStep?.(cur.length, r);
       stepMs.push(r.ms);
       if (r.joins) joinReads.push(r.joins);
-      r.next.forEach((x, s) => out[s]!.push(x));
+      r.next.forEach((x, s) => {
+        out[s]!.push(x);
+      });
       cur = r.next;
       progress.tick('tokens', i + 1, o.tokens);
     }
@@ -127,7 +135,7 @@ export function printDecode(r: DecodeReport): void {
   const size = (b: number): string => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
   if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
   if (r.placement.some((p) => p.cpu !== null)) console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
-  r.tokens.forEach((row, s) => console.log(`row ${s}: ${row.join(' ')}`));
+  for (const [s, row] of r.tokens.entries()) console.log(`row ${s}: ${row.join(' ')}`);
   console.log(`${r.tokensPerSecond.toFixed(1)} tokens/s; step ${r.medianStepMs.toFixed(3)} ms median over ${Math.max(1, r.stepMs.length - 1)} steps (main-thread wall time, first step excluded)`);
   if (r.epGraph) {
     const g = r.epGraph;

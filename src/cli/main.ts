@@ -15,7 +15,7 @@ commands:
       reference), run N ordered cross-device joins and check the result
   decode [--preset tiny|small|bench] [--tokens N] [--batch T] [--config FILE]
          [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--no-profile] [--json]
-      greedy decoding of the synthetic model (shared/MODEL.md): row s starts from token s and
+      greedy decoding of the synthetic model (docs/model.md): row s starts from token s and
       feeds its tokens back; default model: small on two GPUs, tiny on the CPU reference.
       Prints tokens/s and each hop's join latency (device events on the receiving rank);
       --no-profile leaves the joins untimed

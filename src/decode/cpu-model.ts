@@ -1,5 +1,5 @@
 /**
- * The unsharded decode step of the synthetic model on the CPU (shared/MODEL.md, "One decode
+ * The unsharded decode step of the synthetic model on the CPU (docs/model.md, "One decode
  * step"): the oracle the sharded GPU walk is compared against. It is written for clarity and
  * exactness, not speed: every activation is f32 and every operation is the f32 operation named in
  * f32-ops.ts, so a GPU kernel that disagrees by more than rounding is wrong, not "differently
@@ -17,7 +17,7 @@ import { dot, matvec, quantizeE4m3Blocks, rmsnorm, silu, softmaxInPlace, topk, a
 export interface CpuModelOptions {
   /**
    * Sequence slots, the largest batch a step may carry; row s of a step is slot s.
-   * MODEL.md is silent on batch size; this is the reference's own limit (default 8).
+   * docs/model.md is silent on batch size; this is the reference's own limit (default 8).
    */
   readonly maxBatch?: number;
 }
@@ -142,7 +142,7 @@ export class CpuModel {
     const xq = new Uint8Array(H), xs = new Float32Array(H / QUANT_BLOCK), xd = new Float32Array(H);
     const g = new Float32Array(this.cfg.ffn), up = new Float32Array(this.cfg.ffn), contrib = new Float32Array(H), moe = new Float32Array(H);
     const logits = new Float32Array(V);
-    // MODEL.md is silent: how sqrt(R) is formed; it is the f32 sqrt of R, and scores divide by it
+    // docs/model.md is silent: how sqrt(R) is formed; it is the f32 sqrt of R, and scores divide by it
     // as written (not multiply by a reciprocal).
     const sqrtR = Math.fround(Math.sqrt(R));
     const F = this.cfg.ffn;

@@ -3,7 +3,7 @@
  * step enqueued whole (every layer, every hop, both ranks) as ring records, then one read-back of
  * the next tokens through rank 0's mailbox.
  *
- * `sharded` (MODEL.md "How it is sharded"; rank 0 is root):
+ * `sharded` (docs/model.md "How it is sharded"; rank 0 is root):
  *   hop 1  fan-out:    root broadcasts h and the positions (packed: t·H floats, then t words)
  *   local             both: rmsnorm, the latent c (replicated, into each rank's cache), their
  *                     heads' q and attention -> their part of u

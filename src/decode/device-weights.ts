@@ -1,7 +1,7 @@
 /**
  * What each rank holds of the model's weights, and generating it on the device.
  *
- * Every tensor a rank needs is a dense slice of a MODEL.md tensor (a column range of each row, or
+ * Every tensor a rank needs is a dense slice of a docs/model.md tensor (a column range of each row, or
  * a run of whole rows), generated in place by a kernel (cu/model.h memra_gen_weights) that is
  * bit-identical to src/decode/weights.ts: no weight ever crosses PCIe, and a rank generates only
  * its shard. The plan:

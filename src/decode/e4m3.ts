@@ -30,7 +30,7 @@ function roundHalfEven(q: number): number {
  * The code nearest x, ties to the even code (even mantissa). |x| >= 448 and ±inf saturate to
  * ±448; NaN gives 0x7f.
  *
- * MODEL.md is silent: what infinities and NaN become; "saturate at ±448" is extended to ±inf
+ * docs/model.md is silent: what infinities and NaN become; "saturate at ±448" is extended to ±inf
  * (as CUDA's __NV_SATFINITE does), and NaN maps to NaN. Neither arises from a finite b / xs.
  */
 export function e4m3Encode(x: number): number {

@@ -9,7 +9,7 @@
  * required to be correctly rounded, and neither is a GPU's expf; both land within an ulp or so,
  * which is why activations are compared within rounding and only weights bit for bit.
  *
- * MODEL.md is silent: whether a product-accumulate is fused. We round the product and then the
+ * docs/model.md is silent: whether a product-accumulate is fused. We round the product and then the
  * sum (no FMA): acc = f32(acc + f32(a·w)), starting from acc = 0, in index order. A kernel that
  * uses FMA or another summation order differs by rounding, not by more.
  */
@@ -42,14 +42,14 @@ export function dot(a: Float32Array, aOff: number, b: Float32Array, bOff: number
   return acc;
 }
 
-// MODEL.md is silent: the precision of eps; it is the f32 nearest 1e-6, added in f32.
+// docs/model.md is silent: the precision of eps; it is the f32 nearest 1e-6, added in f32.
 export const RMS_EPS = fr(1e-6);
 
 /**
  * out = h / sqrt(mean(h²) + eps) · g, in this order:
  *   ss = Σ f32(h_i·h_i) in f32, i order;  mean = f32(ss / H);  r = f32(sqrt(f32(mean + eps)))
  *   out_i = f32(f32(h_i / r) · g_i)
- * MODEL.md is silent: the order of the last two operations; we follow its formula left to right
+ * docs/model.md is silent: the order of the last two operations; we follow its formula left to right
  * (divide, then gain), and the sum of squares is f32 like every other activation.
  */
 export function rmsnorm(h: Float32Array, g: Float32Array, out: Float32Array): Float32Array {
@@ -63,7 +63,7 @@ export function rmsnorm(h: Float32Array, g: Float32Array, out: Float32Array): Fl
 
 /**
  * In place over x[0 .. n−1]: e_j = f32(exp(f32(x_j − max))), sum = Σ e_j in f32, j order,
- * x_j = f32(e_j / sum). MODEL.md is silent: whether the max is subtracted; it is (it changes
+ * x_j = f32(e_j / sum). docs/model.md is silent: whether the max is subtracted; it is (it changes
  * nothing mathematically and keeps exp finite, as every real kernel does).
  */
 export function softmaxInPlace(x: Float32Array, n = x.length): Float32Array {
@@ -78,7 +78,7 @@ export function softmaxInPlace(x: Float32Array, n = x.length): Float32Array {
   return x;
 }
 
-/** MODEL.md is silent: silu's formula; we use silu(g) = f32(g / f32(1 + f32(exp(−g)))). */
+/** docs/model.md is silent: silu's formula; we use silu(g) = f32(g / f32(1 + f32(exp(−g)))). */
 export function silu(g: number): number {
   return fr(g / fr(1 + fr(Math.exp(-g))));
 }

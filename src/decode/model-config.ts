@@ -1,5 +1,5 @@
 /**
- * The shape of the synthetic decode model (shared/MODEL.md, "Configuration"). The constraints are
+ * The shape of the synthetic decode model (docs/model.md, "Configuration"). The constraints are
  * not taste: each one is what a sharded or blocked kernel relies on (N/2 heads per TP rank, E/2
  * experts per EP rank, 128-wide fp8 quantization blocks, 32-wide tiles), so a config that breaks
  * one is refused here, by name, before any weight is generated.
@@ -55,7 +55,7 @@ export function presetByName(name: string, seed?: bigint): ModelConfig {
 
 type IntField = Exclude<keyof ModelConfig, 'seed'>;
 
-/** Throws on the first field that breaks MODEL.md's table; returns cfg so calls can chain. */
+/** Throws on the first field that breaks docs/model.md's table; returns cfg so calls can chain. */
 export function validateConfig(cfg: ModelConfig): ModelConfig {
   const int = (f: IntField): number => {
     const v: unknown = cfg[f];
@@ -69,7 +69,7 @@ export function validateConfig(cfg: ModelConfig): ModelConfig {
     const v = int(f);
     if (!ok(v)) throw new Error(`${f} must be ${text}, got ${v}`);
   };
-  // MODEL.md is silent: whether a multiple-of rule admits 0 or negatives. A zero-width model has
+  // docs/model.md is silent: whether a multiple-of rule admits 0 or negatives. A zero-width model has
   // no weights and no step, so every width must also be positive.
   const multiple = (f: IntField, m: number): void => rule(f, (v) => v > 0 && v % m === 0, `a positive multiple of ${m}`);
   multiple('hidden', 256);

@@ -1,6 +1,6 @@
 /**
  * Route validation (the config's `validate`): the router's output for one layer, checked on the
- * host against what MODEL.md says it is: `ids` the K largest logits, so K distinct experts in
+ * host against what docs/model.md says it is: `ids` the K largest logits, so K distinct experts in
  * [0, E); `wts` a softmax over them, largest first, so finite, positive, non-increasing and
  * summing to 1. The seed's engine had the same kind of switch (route validation), and its EP graph
  * refused to capture while one was on, since a graph hides the state such a check reads.

@@ -1,12 +1,12 @@
 /**
- * The synthetic model's weights (shared/MODEL.md, "Weights"): every element is a pure function of
+ * The synthetic model's weights (docs/model.md, "Weights"): every element is a pure function of
  * (seed, tensor id, flat index), so a GPU rank can generate exactly its own shard and still agree
  * bit for bit with this reference. This file is the bit-exact half of the oracle: a kernel that
  * generates weights must reproduce these bf16 bits, not approximate them.
  *
  * The u64 hash runs on 32-bit halves (Math.imul and 16-bit limbs) because BigInt per element
  * would make `small` (~63M weights) take minutes; the test checks it against a BigInt transcription
- * of MODEL.md.
+ * of docs/model.md.
  */
 import { validateConfig, type ModelConfig } from './model-config.js';
 
@@ -26,7 +26,7 @@ export interface TensorSpec {
   readonly scale: number;
 }
 
-/** Per-layer ids are 16l + this offset (MODEL.md's table). */
+/** Per-layer ids are 16l + this offset (docs/model.md's table). */
 export const LAYER_OFFSET = { Wq: 1, Wuv: 2, Wdkv: 3, Wo: 4, Wr: 5, W1: 6, W3: 7, W2: 8, g1: 9, g2: 10 } as const;
 export type LayerTensorName = keyof typeof LAYER_OFFSET;
 
@@ -34,7 +34,7 @@ export function layerTensorId(layer: number, name: LayerTensorName): number {
   return 16 * layer + LAYER_OFFSET[name];
 }
 
-/** `1 / Math.sqrt(fan_in)` rounded to f32, literally as MODEL.md writes it (double sqrt and divide, one rounding). */
+/** `1 / Math.sqrt(fan_in)` rounded to f32, literally as docs/model.md writes it (double sqrt and divide, one rounding). */
 export function matrixScale(fanIn: number): number {
   return Math.fround(1 / Math.sqrt(fanIn));
 }
@@ -142,7 +142,7 @@ const F32_BITS = new Uint32Array(F32.buffer);
 
 /**
  * bf16 bits of the f32 with bits `b`, round to nearest, ties to even.
- * MODEL.md is silent: NaN (never generated); it stays a NaN, quieted, instead of rounding to inf.
+ * docs/model.md is silent: NaN (never generated); it stays a NaN, quieted, instead of rounding to inf.
  */
 export function f32BitsToBf16(b: number): number {
   b >>>= 0;
@@ -176,7 +176,7 @@ export function widenBf16(src: Uint16Array): Float32Array {
 // Tensors
 
 const TWO_POW_24 = 16777216;
-// MODEL.md is silent: whether "0.1" in the gain formula is the f32 0.1 or the double 0.1. We take
+// docs/model.md is silent: whether "0.1" in the gain formula is the f32 0.1 or the double 0.1. We take
 // the f32 constant (what a kernel writing 0.1f uses), so every operand of the gain is an f32.
 const F32_TENTH = Math.fround(0.1);
 const CHUNK = 1 << 16;

@@ -93,7 +93,10 @@ export function aggregate(profile: Profile, options: AggregateOptions = {}): Agg
     checkJoin(j, i, layers);
     const key = `${j.layer}\u0000${j.hop}\u0000${j.transport}`;
     let row = rows.get(key);
-    if (!row) rows.set(key, row = { layer: j.layer, hop: j.hop, transport: j.transport, g: new JoinGroup() });
+    if (!row) {
+      row = { layer: j.layer, hop: j.hop, transport: j.transport, g: new JoinGroup() };
+      rows.set(key, row);
+    }
     row.g.add(j);
   });
   const ordered = [...rows.values()].sort((a, b) => a.layer - b.layer || hopOrder(a.hop, b.hop) || byName(a.transport, b.transport));
@@ -184,7 +187,10 @@ function rollUp<Id>(rows: Row[], key: (r: Row) => string, id: (r: Row) => Id): A
   for (const r of rows) {
     const k = key(r);
     let u = out.get(k);
-    if (!u) out.set(k, u = { id: id(r), members: [], g: new JoinGroup() });
+    if (!u) {
+      u = { id: id(r), members: [], g: new JoinGroup() };
+      out.set(k, u);
+    }
     u.members.push(r);
     u.g.absorb(r.g);
   }

@@ -62,7 +62,10 @@ export function chromeTrace(profile: Profile): ChromeTrace {
   profile.joins.forEach((j, i) => {
     checkJoin(j, i, steps);
     let list = byStep.get(j.step);
-    if (!list) byStep.set(j.step, list = []);
+    if (!list) {
+      list = [];
+      byStep.set(j.step, list);
+    }
     list.push({ j, i });
   });
   const ordered = [...steps.values()].sort((a, b) => a.hostStartMs - b.hostStartMs || a.step - b.step);

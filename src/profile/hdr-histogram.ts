@@ -1,15 +1,18 @@
 /**
- * An HDR (high dynamic range) histogram of non-negative doubles in µs: log-linear buckets that
- * keep `digits` significant decimal digits over the whole range, in memory that grows with the
- * range's octaves, not with the number of samples. A run records one sample per join per step;
- * a histogram per (layer, hop, transport) keeps the aggregation's memory flat however long it ran.
+ * An HDR (high dynamic range) histogram of non-negative doubles in µs, on hdr-histogram-js (the
+ * TypeScript port of Gil Tene's HdrHistogram): log-linear buckets that keep `digits` significant
+ * decimal digits over the whole range, in memory that grows with the range's octaves, not with
+ * the number of samples. A run records one sample per join per step; a histogram per (layer,
+ * hop, transport) keeps the aggregation's memory flat however long it ran.
  *
- * Layout (as in Gil Tene's HdrHistogram): a value is scaled to an integer count of units, units
- * are grouped into buckets that double in width, and each bucket has `half` sub-buckets, where
- * `half` is the power of two at or above 10^digits. So a bucket's width is at most 1/half of its
- * lowest value: the relative error of any value at or above `lowest` is below 10^-digits.
- * Below `lowest` (down to 0) the error is absolute: at most `lowest`·10^-digits.
+ * HdrHistogram counts integers, so a value is scaled to units of `lowest`·10^-digits µs: the
+ * relative error of any value at or above `lowest` is below 10^-digits, and below `lowest` (down
+ * to 0) the error is absolute, at most `lowest`·10^-digits. The counts array starts small and
+ * grows to the largest value recorded (the port's packed array reads wrong percentiles at 4
+ * digits, so plain 32-bit counts). What HdrHistogram keeps only to bucket precision (min,
+ * max, sum) is kept exactly beside it, and percentiles follow the nearest-rank rule.
  */
+import { Int32Histogram, type JsHistogram, decodeFromCompressedBase64, encodeIntoCompressedBase64 } from 'hdr-histogram-js';
 
 export interface HdrOptions {
   /** Significant decimal digits kept, 1 to 5 (default 3). */
@@ -20,7 +23,7 @@ export interface HdrOptions {
   highest?: number;
 }
 
-/** The compact form: only the non-empty buckets, as [bucket index, count] pairs in value order. */
+/** The JSON form: the counts in HdrHistogram's compressed interchange encoding (any HdrHistogram reads it), in units. */
 export interface HdrJson {
   digits: number;
   lowest: number;
@@ -29,7 +32,9 @@ export interface HdrJson {
   min: number | null;
   max: number | null;
   sum: number;
-  counts: Array<[number, number]>;
+  count: number;
+  /** `encodeIntoCompressedBase64` of the counts; a value v µs is the integer floor(v·10^digits/lowest). */
+  hdr: string;
 }
 
 export class HdrHistogram {
@@ -38,12 +43,7 @@ export class HdrHistogram {
   readonly highest: number;
   /** Units per µs. */
   private readonly scale: number;
-  /** Sub-buckets in the upper half of every bucket; a power of two, ≥ 10^digits. */
-  private readonly half: number;
-  private readonly halfMagnitude: number;
-  private readonly bucketCount: number;
-  /** Bucket 0 holds 2·half unit-wide slots; bucket b ≥ 1 holds `half` slots 2^b units wide. Allocated on first use. */
-  private readonly buckets: Array<Float64Array | undefined>;
+  private readonly counts: JsHistogram;
   private n = 0;
   private lo = Infinity;
   private hi = -Infinity;
@@ -60,10 +60,8 @@ export class HdrHistogram {
     this.scale = 10 ** digits / lowest;
     // Units are integers held in doubles: past 2^53 they stop being exact.
     if (highest * this.scale > Number.MAX_SAFE_INTEGER) throw new RangeError(`HdrHistogram: [${lowest}, ${highest}] µs at ${digits} digits needs more than 2^53 units; narrow the range or the digits`);
-    this.halfMagnitude = Math.ceil(Math.log2(10 ** digits));
-    this.half = 2 ** this.halfMagnitude;
-    this.bucketCount = this.bucketOf(Math.floor(highest * this.scale))[0] + 1;
-    this.buckets = new Array<Float64Array | undefined>(this.bucketCount).fill(undefined);
+    this.counts = new Int32Histogram(1, 2, digits);
+    this.counts.autoResize = true;
   }
 
   get count(): number { return this.n; }
@@ -79,7 +77,7 @@ export class HdrHistogram {
       throw new RangeError(`HdrHistogram: cannot record ${String(value)}: values must be finite numbers ≥ 0 µs`);
     }
     if (value > this.highest) throw new RangeError(`HdrHistogram: ${value} µs is above the highest trackable value, ${this.highest} µs`);
-    this.add(this.indexOf(value), 1);
+    this.counts.recordValue(Math.floor(value * this.scale));
     this.n++;
     this.total += value;
     if (value < this.lo) this.lo = value;
@@ -96,23 +94,16 @@ export class HdrHistogram {
     if (this.n === 0) return NaN;
     if (p === 0) return this.lo;
     if (p === 100) return this.hi;
+    // HdrHistogram reads rank round(p/100 · n); asking for exactly rank/n makes that the nearest rank.
     const rank = nearestRank(p, this.n);
-    let seen = 0;
-    for (const [index, c] of this.entries()) {
-      seen += c;
-      if (seen >= rank) {
-        const [lo, width] = this.unitsOf(index);
-        return Math.min(this.hi, Math.max(this.lo, (lo + width / 2) / this.scale));
-      }
-    }
-    // Unreachable while the counts sum to n; the max is the honest answer if they ever don't.
-    return this.hi;
+    const units = this.counts.medianEquivalentValue(this.counts.getValueAtPercentile((100 * rank) / this.n));
+    return Math.min(this.hi, Math.max(this.lo, units / this.scale));
   }
 
   /** Add every sample of `other` (same digits and range) to this one. */
   merge(other: HdrHistogram): this {
     this.requireSameLayout(other, 'merge');
-    for (const [index, c] of other.entries()) this.add(index, c);
+    this.counts.add(other.counts);
     this.n += other.n;
     this.total += other.total;
     if (other.n > 0) {
@@ -125,27 +116,30 @@ export class HdrHistogram {
   toJSON(): HdrJson {
     return {
       digits: this.digits, lowest: this.lowest, highest: this.highest,
-      min: this.n === 0 ? null : this.lo, max: this.n === 0 ? null : this.hi, sum: this.total,
-      counts: [...this.entries()],
+      min: this.n === 0 ? null : this.lo, max: this.n === 0 ? null : this.hi, sum: this.total, count: this.n,
+      hdr: encodeIntoCompressedBase64(this.counts),
     };
   }
 
   static fromJSON(json: unknown): HdrHistogram {
     const j = json as Partial<HdrJson> | null;
     if (typeof j !== 'object' || j === null) throw new TypeError(`HdrHistogram.fromJSON: expected an object, got ${json === null ? 'null' : typeof json}`);
-    for (const key of ['digits', 'lowest', 'highest'] as const) {
+    for (const key of ['digits', 'lowest', 'highest', 'count'] as const) {
       if (typeof j[key] !== 'number') throw new TypeError(`HdrHistogram.fromJSON: ${key} must be a number, got ${typeof j[key]}`);
     }
     const h = new HdrHistogram({ digits: j.digits, lowest: j.lowest, highest: j.highest });
-    if (!Array.isArray(j.counts)) throw new TypeError('HdrHistogram.fromJSON: counts must be an array of [index, count] pairs');
-    const slots = h.flatIndex(h.bucketCount - 1, 2 * h.half - 1) + 1;
-    for (const pair of j.counts) {
-      const [index, c] = Array.isArray(pair) ? pair : [];
-      if (!Number.isInteger(index) || index! < 0 || index! >= slots) throw new RangeError(`HdrHistogram.fromJSON: bucket index ${String(index)} is outside [0, ${slots})`);
-      if (!Number.isSafeInteger(c) || c! <= 0) throw new RangeError(`HdrHistogram.fromJSON: bucket ${index} has count ${String(c)}; counts must be positive integers`);
-      h.add(index!, c!);
-      h.n += c!;
+    if (typeof j.hdr !== 'string') throw new TypeError(`HdrHistogram.fromJSON: hdr must be a string (HdrHistogram's compressed base64 encoding), got ${typeof j.hdr}`);
+    let decoded;
+    try {
+      decoded = decodeFromCompressedBase64(j.hdr, 32);
+    } catch (e) {
+      throw new RangeError(`HdrHistogram.fromJSON: hdr is not a compressed base64 HdrHistogram: ${(e as Error).message}`);
     }
+    if (decoded.numberOfSignificantValueDigits !== h.digits) throw new RangeError(`HdrHistogram.fromJSON: hdr keeps ${decoded.numberOfSignificantValueDigits} digits, but digits is ${h.digits}`);
+    if (decoded.totalCount !== j.count) throw new RangeError(`HdrHistogram.fromJSON: hdr holds ${decoded.totalCount} values, but count is ${String(j.count)}`);
+    if (decoded.maxValue > h.highest * h.scale) throw new RangeError(`HdrHistogram.fromJSON: hdr holds values above highest (${h.highest} µs)`);
+    h.counts.add(decoded as JsHistogram);
+    h.n = decoded.totalCount;
     if (h.n === 0) {
       if (j.min != null || j.max != null) throw new RangeError('HdrHistogram.fromJSON: min/max given but no counts');
       return h;
@@ -159,55 +153,6 @@ export class HdrHistogram {
     h.hi = max;
     h.total = sum;
     return h;
-  }
-
-  /** Non-empty buckets as [flat index, count], in value order. */
-  private *entries(): Generator<[number, number]> {
-    for (let b = 0; b < this.bucketCount; b++) {
-      const counts = this.buckets[b];
-      if (!counts) continue;
-      const first = b === 0 ? 0 : this.half;
-      for (let k = 0; k < counts.length; k++) if (counts[k]! > 0) yield [this.flatIndex(b, first + k), counts[k]!];
-    }
-  }
-
-  private add(index: number, c: number): void {
-    const [b, sub] = this.bucketOfIndex(index);
-    let counts = this.buckets[b];
-    if (!counts) counts = this.buckets[b] = new Float64Array(b === 0 ? 2 * this.half : this.half);
-    counts[b === 0 ? sub : sub - this.half]! += c;
-  }
-
-  private indexOf(value: number): number {
-    const [b, sub] = this.bucketOf(Math.floor(value * this.scale));
-    return this.flatIndex(b, sub);
-  }
-
-  /** Bucket and sub-bucket of `units`: bucket 0 for units < 2·half, else sub in [half, 2·half). */
-  private bucketOf(units: number): [number, number] {
-    if (units < 2 * this.half) return [0, units];
-    let b = Math.floor(Math.log2(units)) - this.halfMagnitude;
-    // log2 of a float can land one off at an exact power of two; the sub-bucket range settles it.
-    if (Math.floor(units / 2 ** b) >= 2 * this.half) b++;
-    else if (Math.floor(units / 2 ** b) < this.half) b--;
-    return [b, Math.floor(units / 2 ** b)];
-  }
-
-  /** Flat indices run without gaps in value order: bucket b ≥ 1 follows bucket b-1's last slot. */
-  private flatIndex(b: number, sub: number): number {
-    return b === 0 ? sub : b * this.half + sub;
-  }
-
-  private bucketOfIndex(index: number): [number, number] {
-    if (index < 2 * this.half) return [0, index];
-    const b = Math.floor(index / this.half) - 1;
-    return [b, index - b * this.half];
-  }
-
-  /** The units a flat index covers: [lowest unit, width). */
-  private unitsOf(index: number): [number, number] {
-    const [b, sub] = this.bucketOfIndex(index);
-    return [sub * 2 ** b, 2 ** b];
   }
 
   private requireSameLayout(other: HdrHistogram, what: string): void {

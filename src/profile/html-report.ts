@@ -176,7 +176,7 @@ function heatMap(agg: Aggregate, layers: number): string {
   const medians = agg.byLayerHop.map((c) => c.device.median);
   const scale = ColourScale.covering(medians);
   const out: string[] = [`<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${VIRIDIS.map((c, i) => `<stop offset="${i / (VIRIDIS.length - 1)}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`];
-  HOPS.forEach((hop, k) => out.push(`<text x="${left + k * cellW + cellW / 2}" y="${top - 10}" text-anchor="middle" font-weight="600">${esc(hop)}</text>`));
+  HOPS.forEach((hop, k) => void out.push(`<text x="${left + k * cellW + cellW / 2}" y="${top - 10}" text-anchor="middle" font-weight="600">${esc(hop)}</text>`));
   const labelEvery = cellH >= 12 ? 1 : 5;
   for (let l = 0; l < layers; l++) {
     const y = top + l * cellH;

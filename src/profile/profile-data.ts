@@ -68,6 +68,6 @@ export interface Profile {
   meta: ProfileMeta;
   steps: StepSample[];
   joins: JoinSample[];
-  /** The EP graph slots' counters (issue 5): graph launches, capture attempts, refusals. */
+  /** The EP graph slots' counters: graph launches, capture attempts, refusals. */
   epGraph?: { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> };
 }

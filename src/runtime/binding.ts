@@ -357,8 +357,8 @@ function addonPath(): string {
     if (existsSync(p)) return p;
   }
   throw new Error(
-    'memra: the native addon is not built (build/Release/memra.node is missing). ' +
-      'Run `npm install` (or `npm run build:addon`), which needs cmake and nvcc.',
+    'memra: the CUDA addon is not built (build/Release/memra.node is missing); ' +
+      '`npm run build:addon` (or `npm rebuild memra` where memra is a dependency) builds it with CUDA 13 (nvcc) and cmake',
   );
 }
 

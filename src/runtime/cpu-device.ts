@@ -711,7 +711,8 @@ export class CpuDevice implements DeviceApi {
   /** Advance this device's stream epoch: every op is one step of the stream's order. */
   private tick(): number {
     const k = this.layout.knows + this.dev * (this.world.devices + 1);
-    return (this.f64[k] = this.f64[k]! + 1);
+    this.f64[k] = this.f64[k]! + 1;
+    return this.f64[k]!;
   }
 
   private eventBase(event: number): number { return this.layout.eventData + (event - 1) * this.layout.eventStride; }

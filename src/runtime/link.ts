@@ -52,7 +52,7 @@ export class ArLink {
    * 3.8-4.5 at 8 KB (joins run22), but a served join that other work follows costs its stream
    * about 6 us while the stream's wait for it resolves, so a walk that alternates joins and
    * kernels runs slower (the eager `bench` decode step: 5.66 ms launched, decode run14; 7.07
-   * served, gpu-session-2026-11-30/call39-decode-ll-server-on.json). Hence off by default. Its
+   * served, docs/performance.md). Hence off by default. Its
    * grid stops after this many microseconds idle (an implicitly synchronizing call such as
    * cudaFree waits up to that long); 0 launches every join.
    * `setLlServe` changes it; LL_SERVE_IDLE_MICROS is a sensible value to turn it on with.

@@ -58,9 +58,9 @@ describe('the model on the GPU', function () {
 
   // Two bounds, not one: the backends sum in different orders (relative L2 ~3e-7 a step), and now
   // and then an element of b / xs lies within that rounding of a midpoint between two e4m3 codes
-  // (MODEL.md's MoE quantization), so the two round it to neighbouring codes, one code being up
-  // to 1/8 of the element. That moves the step by ~1e-4 (5.9e-5 and 1.1e-4 seen, the second in
-  // call 41, with 2.3e-7 to 2.8e-7 in every other run). So: every step within 1e-3 (a flip, not a
+  // (docs/model.md's MoE quantization), so the two round it to neighbouring codes, one code being up
+  // to 1/8 of the element. That moves the step by ~1e-4 (5.9e-5 and 1.1e-4 seen, each in one
+  // run, with 2.3e-7 to 2.8e-7 in every other run). So: every step within 1e-3 (a flip, not a
   // wrong kernel, whose error is O(1)), and the median step within 1e-5 (a systematic loss of
   // precision, such as activations rounded to bf16, lands near 1e-3 on every step).
   it('tiny: the GPU agrees with the CPU reference under teacher forcing (hidden state: every step within relative L2 1e-3, the median within 1e-5)', async () => {
@@ -128,8 +128,8 @@ describe('the model on the GPU', function () {
             assert.deepEqual(served.next[i], ref.next[i], `ll served step ${i}: tokens differ`);
             assert.ok(sameBits(served.hidden[i]!, ref.hidden[i]!), `ll served step ${i}: hidden state not bit-identical`);
           }
-          (await s.llServeStats()).forEach((x, r) => assert.ok(x.jobs > jobsBefore[r]!, `rank ${r}: the LL server ran no join (${JSON.stringify(x)})`));
-          // The EP step through seed 003's parent graph (issue 5): bit-identical to the eager twin
+          (await s.llServeStats()).forEach((x, r) => void assert.ok(x.jobs > jobsBefore[r]!, `rank ${r}: the LL server ran no join (${JSON.stringify(x)})`));
+          // The EP step through seed 003's parent graph: bit-identical to the eager twin
           // and the oracle. At t = 1 every layer's graph runs every step; at t = 4 the guard
           // refuses, the refusal latches, and the eager twin carries on.
           await s.setConfig({ ...configWith('ll'), epGraph: true });
@@ -191,7 +191,7 @@ describe('the model on the GPU', function () {
           await s.setConfig(configWith('ll', 'allreduce'));
           const force = [start, ...ref.next.slice(0, -1)];
           const ar = await run(s, start, steps, force);
-          // The two partial sums round differently from the one sum, by about 1e-7. MODEL.md's
+          // The two partial sums round differently from the one sum, by about 1e-7. docs/model.md's
           // e4m3 quantization of the MoE input amplifies that wherever an element sits on a
           // rounding boundary: it moves by 1/16 of itself. On small (2 layers) such a flip is
           // rare and fades (seen on the CPU reference too: small, t = 4, one step at 1e-4, the

@@ -147,7 +147,7 @@ describe('transports on two GPUs', function () {
           const jobs = (await link.llServeStats()).map((s) => s.jobs);
           const viaServer = await runCase(rt, t, c, inputs);
           const fits = rows * n <= 8192;
-          (await link.llServeStats()).forEach((s, r) => assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`));
+          (await link.llServeStats()).forEach((s, r) => void assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`));
           await link.setLlServe(0);
           const launched = await runCase(rt, t, c, inputs);
           for (const r of [0, 1]) assert.ok(Buffer.from(viaServer.outputs[r]!).equals(Buffer.from(launched.outputs[r]!)), `${op} n=${n} rank ${r}: served and launched bytes differ`);
@@ -159,7 +159,7 @@ describe('transports on two GPUs', function () {
       const before = await link.llServeStats();
       await new Promise((r) => setTimeout(r, 50));
       await runCase(rt, t, { op: 'allReduce', n: 999, rows: 1, inPlace: false, ops: 4 });
-      (await link.llServeStats()).forEach((s, r) => assert.ok(s.launches > before[r]!.launches, `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`));
+      (await link.llServeStats()).forEach((s, r) => void assert.ok(s.launches > before[r]!.launches, `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`));
       assert.equal(rt.failure, undefined);
       assert.deepEqual(await link.barrierErrors(), [0, 0]);
     } finally {

@@ -1,7 +1,7 @@
 /**
- * The synthetic model's CPU oracle (shared/MODEL.md). Weights are held bit for bit to slow
+ * The synthetic model's CPU oracle (docs/model.md). Weights are held bit for bit to slow
  * BigInt and nearest-value transcriptions written here, independently of src/decode; the decode
- * step is held to determinism, row independence, and a float64 transcription of MODEL.md.
+ * step is held to determinism, row independence, and a float64 transcription of docs/model.md.
  */
 import { strict as assert } from 'node:assert';
 import { PRESETS, presetByName, validateConfig, tiny, type ModelConfig } from '../../src/decode/model-config.js';
@@ -15,7 +15,7 @@ import { CpuModel } from '../../src/decode/cpu-model.js';
 
 const M64 = (1n << 64n) - 1n;
 
-/** MODEL.md's hash, transcribed with BigInt: u·2^24 of element i of tensor id. */
+/** docs/model.md's hash, transcribed with BigInt: u·2^24 of element i of tensor id. */
 function refU24(S: bigint, id: number, i: number): number {
   let z = (S * 0x9e3779b97f4a7c15n + BigInt(id) * 0xd1b54a32d192ed03n + BigInt(i)) & M64;
   z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M64;
@@ -80,14 +80,14 @@ function refE4m3Encode(x: number): number {
 // ---------------------------------------------------------------------------------------------
 
 describe('synthetic model: configuration', () => {
-  it('has the presets MODEL.md gives, and they validate', () => {
+  it('has the presets docs/model.md gives, and they validate', () => {
     assert.deepEqual({ ...PRESETS.tiny }, { hidden: 256, heads: 4, latent: 32, headDim: 32, experts: 4, topk: 2, ffn: 128, vocab: 256, layers: 2, maxPos: 64, seed: 0n });
     assert.deepEqual({ ...PRESETS.small }, { hidden: 1024, heads: 8, latent: 128, headDim: 64, experts: 8, topk: 2, ffn: 512, vocab: 4096, layers: 4, maxPos: 256, seed: 0n });
     assert.deepEqual({ ...PRESETS.bench }, { hidden: 4096, heads: 32, latent: 512, headDim: 128, experts: 32, topk: 8, ffn: 1536, vocab: 32768, layers: 30, maxPos: 4096, seed: 0n });
     for (const name of ['tiny', 'small', 'bench']) assert.equal(validateConfig(presetByName(name)), presetByName(name));
   });
 
-  it('bench is about 21 GB of weights per GPU (MODEL.md), as its shapes say', () => {
+  it('bench is about 21 GB of weights per GPU (docs/model.md), as its shapes say', () => {
     // Per GPU, bf16: half the heads (Wq, Wuv, Wo rows), half the experts, the rest whole.
     // A sanity check that the shapes match the prose.
     const halved = ['Wq', 'Wuv', 'Wo', 'W1', 'W2', 'W3'];
@@ -134,7 +134,7 @@ describe('synthetic model: configuration', () => {
 });
 
 describe('synthetic model: weights', () => {
-  it('the 32-bit-halves hash equals the BigInt transcription of MODEL.md', () => {
+  it('the 32-bit-halves hash equals the BigInt transcription of docs/model.md', () => {
     const next = bigStream(42n);
     let checked = 0;
     const cases: [bigint, number, number][] = [
@@ -168,7 +168,7 @@ describe('synthetic model: weights', () => {
     for (let k = 0; k < 8; k++) assert.equal(got[k], refU24(seed, id, start + k));
   });
 
-  it('has MODEL.md\'s ids, shapes and f32 scales', () => {
+  it('has docs/model.md\'s ids, shapes and f32 scales', () => {
     const c = tiny, H = 256, N = 4, R = 32, Dv = 32, E = 4, F = 128, V = 256, L = 2;
     const specs = tensorSpecs(c);
     const byId = new Map(specs.map((s) => [s.id, s]));
@@ -200,7 +200,7 @@ describe('synthetic model: weights', () => {
     assert.equal(byId.get(0)!.scale, 1);
   });
 
-  it('generates each element as MODEL.md writes it, bit for bit (matrices and gains)', () => {
+  it('generates each element as docs/model.md writes it, bit for bit (matrices and gains)', () => {
     const seed = 0xfeedfacecafebeefn;
     const cfg = { ...presetByName('small'), seed };
     for (const spec of tensorSpecs(cfg).filter((s) => ['Emb', 'Wo', 'W2', 'g1', 'gf', 'Wvocab'].includes(s.name))) {
@@ -399,7 +399,7 @@ describe('synthetic model: routing and small pieces', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// A float64 transcription of "One decode step", written straight from MODEL.md with its own
+// A float64 transcription of "One decode step", written straight from docs/model.md with its own
 // indexing, to catch structural mistakes (a wrong stride, a missing residual) that determinism
 // tests cannot see. Only the fp8 round trip is shared (already held to its own references).
 
@@ -525,7 +525,7 @@ describe('synthetic model: CPU decode', function () {
     }
   });
 
-  it('agrees with a float64 transcription of MODEL.md within f32 rounding', () => {
+  it('agrees with a float64 transcription of docs/model.md within f32 rounding', () => {
     const ref = new Ref64(model);
     let x = 3;
     for (let p = 0; p < 8; p++) {

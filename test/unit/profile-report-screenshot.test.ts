@@ -100,7 +100,7 @@ function readPng(buf: Buffer): Png {
     else if (type === 'IEND') break;
     at += 12 + len;
   }
-  if (!ihdr || ihdr.length !== 13) throw new Error('PNG: no IHDR chunk of 13 bytes');
+  if (ihdr?.length !== 13) throw new Error('PNG: no IHDR chunk of 13 bytes');
   const width = ihdr.readUInt32BE(0), height = ihdr.readUInt32BE(4), depth = ihdr[8]!, type = ihdr[9]!, interlace = ihdr[12]!;
   const channels = CHANNELS[type];
   if (depth !== 8 || channels === undefined || interlace !== 0) throw new Error(`PNG: bit depth ${depth}, colour type ${type}, interlace ${interlace} not read here (8-bit, non-interlaced grey/RGB/RGBA only)`);

@@ -1,4 +1,4 @@
-/** The README's example, verbatim in substance, on the CPU reference. */
+/** The README's session example and docs/architecture.md's runtime example, verbatim in substance, on the CPU reference. */
 import { strict as assert } from 'node:assert';
 import { DEFAULT_CONFIG, Runtime, Session } from '../../src/index.js';
 

@@ -86,7 +86,7 @@ describe('command ring', () => {
     for (let i = 0; i < 40; i++) {
       // Every third record carries one mark, every fifth two; a third mark is refused.
       if (i % 3 === 0) assert.ok(p.mark(100 + i));
-      if (i % 5 === 0) { assert.ok(p.mark(200 + i)); assert.equal(p.mark(300 + i), i % 3 === 0 ? false : true); }
+      if (i % 5 === 0) { assert.ok(p.mark(200 + i)); assert.equal(p.mark(300 + i), i % 3 !== 0); }
       assert.equal(p.marksPending(), i % 3 === 0 || i % 5 === 0);
       p.push(7, [i]);
       assert.equal(p.marksPending(), false);

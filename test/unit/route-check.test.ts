@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { checkRoutes } from '../../src/decode/route-check.js';
 
-/** Routes of t rows as MODEL.md's router makes them: distinct ids, a descending softmax. */
+/** Routes of t rows as docs/model.md's router makes them: distinct ids, a descending softmax. */
 function sound(t: number, K: number, E: number): { ids: Int32Array; wts: Float32Array } {
   const ids = new Int32Array(t * K), wts = new Float32Array(t * K);
   for (let s = 0; s < t; s++) {

@@ -23,8 +23,12 @@ import type { DeviceWalk } from '../src/decode/device-walk.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
 const NO_JOINS: Transport = {
-  name: 'll', graphMode: 'per-rank',
-  broadcast: () => undefined, allGather: () => undefined, gather: () => undefined, allReduce: () => undefined,
+  name: 'll',
+  graphMode: 'per-rank',
+  broadcast: () => undefined,
+  allGather: () => undefined,
+  gather: () => undefined,
+  allReduce: () => undefined,
 };
 
 export async function benchDecode(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
@@ -35,81 +39,163 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
   const memory = async (rt: Runtime, label: string): Promise<void> => {
     for (const r of rt.ranks) {
       const m = await r.control.call('memInfo');
-      rows.push(row({ ...base, op: 'memory', transport: label, bytes: r.ordinal, unit: 'GiB', metric: 'device', method: `cudaMemGetInfo total - free on device ${r.ordinal}, weights and caches loaded` }, [(m.total - m.free) / 2 ** 30]));
+      rows.push(
+        row(
+          {
+            ...base,
+            op: 'memory',
+            transport: label,
+            bytes: r.ordinal,
+            unit: 'GiB',
+            metric: 'device',
+            method: `cudaMemGetInfo total - free on device ${r.ordinal}, weights and caches loaded`,
+          },
+          [(m.total - m.free) / 2 ** 30],
+        ),
+      );
     }
   };
-  await withWalk(backend, 'unsharded', async (walk, rt) => {
-    await memory(rt, 'unsharded');
-    rows.push(row({ ...base, transport: 'unsharded', method }, (await timeSteps(walk, DEFAULT_CONFIG, 'decode unsharded', progress)).host));
-    const graphed = { ...DEFAULT_CONFIG, stepGraph: true };
-    await walk.prepare(graphed);
-    const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', progress);
-    if (g) rows.push(row({ ...base, transport: 'unsharded+graph', method: `${method}; the step replayed from its graph` }, g));
-  }, progress);
-  await withWalk(backend, 'sharded', async (walk, rt) => {
-    await memory(rt, 'sharded');
-    // Every variant's joins are its step time minus this walk's. It runs on what real steps leave
-    // in rank 1's buffers (no join fills them): run straight after the weights' load it took 6.02
-    // ms a step, and 4.69 after the other transports had run (decode-2xH200-2026-11-30-run11);
-    // before that was known, the eager joins could not be told from the walk.
-    await walk.prepare(DEFAULT_CONFIG);
-    await timeSteps(walk, DEFAULT_CONFIG, 'decode real steps first (not recorded)', progress);
-    await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
-    const bareTimes = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', progress);
-    const bare = bareTimes.host;
-    rows.push(...stepRows(base, 'no-joins', `${method}; the sharded walk with joins that move nothing`, bareTimes));
-    const mixedPath = new URL('../../bench/configs/mixed.json', import.meta.url).pathname;
-    const variants: Array<[string, DecodeConfig]> = TRANSPORTS.map((t): [string, DecodeConfig] => [t, { ...DEFAULT_CONFIG, transport: { default: t, layers: [] } }]);
-    // The mixed config is written for bench's 30 layers.
-    if (preset === 'bench') variants.push(['mixed', loadDecodeConfig(mixedPath, presetByName(preset).layers)]);
-    try {
-      rows.push(...await benchProfileOverhead(walk, base, method, progress));
-    } catch (e) {
-      console.error(`decode: profile overhead: ${(e as Error).message}`);
-    }
-    for (const [name, dc] of variants) {
+  await withWalk(
+    backend,
+    'unsharded',
+    async (walk, rt) => {
+      await memory(rt, 'unsharded');
+      rows.push(
+        row(
+          { ...base, transport: 'unsharded', method },
+          (await timeSteps(walk, DEFAULT_CONFIG, 'decode unsharded', progress)).host,
+        ),
+      );
+      const graphed = { ...DEFAULT_CONFIG, stepGraph: true };
+      await walk.prepare(graphed);
+      const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', progress);
+      if (g)
+        rows.push(
+          row({ ...base, transport: 'unsharded+graph', method: `${method}; the step replayed from its graph` }, g),
+        );
+    },
+    progress,
+  );
+  await withWalk(
+    backend,
+    'sharded',
+    async (walk, rt) => {
+      await memory(rt, 'sharded');
+      // Every variant's joins are its step time minus this walk's. It runs on what real steps leave
+      // in rank 1's buffers (no join fills them): run straight after the weights' load it took 6.02
+      // ms a step, and 4.69 after the other transports had run (decode-2xH200-2026-11-30-run11);
+      // before that was known, the eager joins could not be told from the walk.
+      await walk.prepare(DEFAULT_CONFIG);
+      await timeSteps(walk, DEFAULT_CONFIG, 'decode real steps first (not recorded)', progress);
+      await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
+      const bareTimes = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', progress);
+      const bare = bareTimes.host;
+      rows.push(...stepRows(base, 'no-joins', `${method}; the sharded walk with joins that move nothing`, bareTimes));
+      const mixedPath = new URL('../../bench/configs/mixed.json', import.meta.url).pathname;
+      const variants: Array<[string, DecodeConfig]> = TRANSPORTS.map((t): [string, DecodeConfig] => [
+        t,
+        { ...DEFAULT_CONFIG, transport: { default: t, layers: [] } },
+      ]);
+      // The mixed config is written for bench's 30 layers.
+      if (preset === 'bench') variants.push(['mixed', loadDecodeConfig(mixedPath, presetByName(preset).layers)]);
       try {
-        await walk.prepare(dc);
-        const times = await timeSteps(walk, dc, `decode ${name}`, progress);
-        const s = times.host;
-        rows.push(...stepRows(base, name, method, times));
-        rows.push(row({ ...base, op: 'joins', transport: name, method: 'step time minus the no-joins step at the same position (paired by step index)' }, s.map((v, i) => v - bare[i]!)));
+        rows.push(...(await benchProfileOverhead(walk, base, method, progress)));
       } catch (e) {
-        console.error(`decode: ${name}: ${(e as Error).message}`);
+        console.error(`decode: profile overhead: ${(e as Error).message}`);
       }
-    }
-    // The eager walk without joins once more, after every transport's: the baseline should not
-    // depend on when it ran.
-    await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
-    const again = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins, after the others', progress);
-    rows.push(...stepRows(base, 'no-joins (after the others)', `${method}; the sharded walk with joins that move nothing, run after every transport's`, again));
-    // The same walk with each step replayed from its graph (config stepGraph): the host's enqueue
-    // leaves the step, so what is left is the device's time; joins again by difference, against
-    // the no-joins walk replayed the same way.
-    const bareDc = { ...DEFAULT_CONFIG, stepGraph: true };
-    await walk.prepare(bareDc, NO_JOINS);
-    const bareGraph = await graphedSteps(walk, bareDc, 'decode no joins, step graph', progress);
-    if (bareGraph) rows.push(row({ ...base, transport: 'no-joins+graph', method: `${method}; joins that move nothing, the step replayed from its graph` }, bareGraph));
-    for (const [name, dc] of variants) {
-      try {
-        const graphed = { ...dc, stepGraph: true };
-        await walk.prepare(graphed);
-        const s = await graphedSteps(walk, graphed, `decode ${name}, step graph`, progress);
-        if (!s) continue;
-        rows.push(row({ ...base, transport: `${name}+graph`, method: `${method}; the step replayed from its graph` }, s));
-        if (bareGraph) rows.push(row({ ...base, op: 'joins', transport: `${name}+graph`, method: 'step-graph step time minus the no-joins step-graph step at the same position' }, s.map((v, i) => v - bareGraph[i]!)));
-      } catch (e) {
-        console.error(`decode: ${name}, step graph: ${(e as Error).message}`);
+      for (const [name, dc] of variants) {
+        try {
+          await walk.prepare(dc);
+          const times = await timeSteps(walk, dc, `decode ${name}`, progress);
+          const s = times.host;
+          rows.push(...stepRows(base, name, method, times));
+          rows.push(
+            row(
+              {
+                ...base,
+                op: 'joins',
+                transport: name,
+                method: 'step time minus the no-joins step at the same position (paired by step index)',
+              },
+              s.map((v, i) => v - bare[i]!),
+            ),
+          );
+        } catch (e) {
+          console.error(`decode: ${name}: ${(e as Error).message}`);
+        }
       }
-    }
-  }, progress);
+      // The eager walk without joins once more, after every transport's: the baseline should not
+      // depend on when it ran.
+      await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
+      const again = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins, after the others', progress);
+      rows.push(
+        ...stepRows(
+          base,
+          'no-joins (after the others)',
+          `${method}; the sharded walk with joins that move nothing, run after every transport's`,
+          again,
+        ),
+      );
+      // The same walk with each step replayed from its graph (config stepGraph): the host's enqueue
+      // leaves the step, so what is left is the device's time; joins again by difference, against
+      // the no-joins walk replayed the same way.
+      const bareDc = { ...DEFAULT_CONFIG, stepGraph: true };
+      await walk.prepare(bareDc, NO_JOINS);
+      const bareGraph = await graphedSteps(walk, bareDc, 'decode no joins, step graph', progress);
+      if (bareGraph)
+        rows.push(
+          row(
+            {
+              ...base,
+              transport: 'no-joins+graph',
+              method: `${method}; joins that move nothing, the step replayed from its graph`,
+            },
+            bareGraph,
+          ),
+        );
+      for (const [name, dc] of variants) {
+        try {
+          const graphed = { ...dc, stepGraph: true };
+          await walk.prepare(graphed);
+          const s = await graphedSteps(walk, graphed, `decode ${name}, step graph`, progress);
+          if (!s) continue;
+          rows.push(
+            row({ ...base, transport: `${name}+graph`, method: `${method}; the step replayed from its graph` }, s),
+          );
+          if (bareGraph)
+            rows.push(
+              row(
+                {
+                  ...base,
+                  op: 'joins',
+                  transport: `${name}+graph`,
+                  method: 'step-graph step time minus the no-joins step-graph step at the same position',
+                },
+                s.map((v, i) => v - bareGraph[i]!),
+              ),
+            );
+        } catch (e) {
+          console.error(`decode: ${name}, step graph: ${(e as Error).message}`);
+        }
+      }
+    },
+    progress,
+  );
   return rows;
 }
 
 /** Timed steps through the step graph; undefined (and why, on stderr) when it was refused. */
-async function graphedSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress): Promise<number[] | undefined> {
+async function graphedSteps(
+  walk: DeviceWalk,
+  dc: DecodeConfig,
+  label: string,
+  progress: Progress,
+): Promise<number[] | undefined> {
   const host = (await timeSteps(walk, dc, label, progress)).host;
   const refused = walk.stepGraphStats().refused;
-  if (refused.length > 0) { console.error(`decode: ${label}: refused: ${refused[0]!.reason}`); return undefined; }
+  if (refused.length > 0) {
+    console.error(`decode: ${label}: refused: ${refused[0]!.reason}`);
+    return undefined;
+  }
   return host;
 }

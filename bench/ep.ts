@@ -18,26 +18,64 @@ const WARM = 8;
 export async function benchEp(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
   const preset = presetFor(backend);
   const rows: Row[] = [];
-  const cfg = (transport: TransportName, epGraph: boolean): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: transport, layers: [] }, epGraph });
+  const cfg = (transport: TransportName, epGraph: boolean): DecodeConfig => ({
+    ...DEFAULT_CONFIG,
+    transport: { default: transport, layers: [] },
+    epGraph,
+  });
   // `eager peer` crosses on the copy engine, ordered by events, as the graph's copy nodes do: what
   // those crossings cost without the graph.
-  const variants: Array<[string, DecodeConfig]> = [['graph', cfg('ll', true)], ['eager ll', cfg('ll', false)], ['eager push', cfg('push', false)], ['eager peer', cfg('peer', false)]];
-  await withWalk(backend, 'sharded', async (walk) => {
-    await walk.timeEpSteps(true);
-    for (const [name, dc] of variants) {
-      await walk.prepare(dc);
-      const r = await timeSteps(walk, dc, `ep ${name}`, progress, STEPS[backend], WARM, () => walk.epStepTimes());
-      const stats = walk.epGraphStats();
-      if (name === 'graph' && stats.refused.length > 0) throw new Error(`ep: the graph was refused on layer ${stats.refused[0]!.layer}: ${stats.refused[0]!.reason}`);
-      rows.push(row({
-        suite: 'ep', op: 'moe step', transport: name, bytes: 0, preset, unit: 'us', metric: 'device',
-        method: 'CUDA events on rank 0 around one layer\'s EP step (fan-out to merge), t=1; one sample per layer and step',
-      }, r.extra.flat()));
-      rows.push(row({
-        suite: 'ep', op: 'step', transport: name, bytes: 0, preset, unit: 'ms', metric: 'host',
-        method: 'main-thread wall time of one t=1 step (every layer), EP steps timed',
-      }, r.host));
-    }
-  }, progress);
+  const variants: Array<[string, DecodeConfig]> = [
+    ['graph', cfg('ll', true)],
+    ['eager ll', cfg('ll', false)],
+    ['eager push', cfg('push', false)],
+    ['eager peer', cfg('peer', false)],
+  ];
+  await withWalk(
+    backend,
+    'sharded',
+    async (walk) => {
+      await walk.timeEpSteps(true);
+      for (const [name, dc] of variants) {
+        await walk.prepare(dc);
+        const r = await timeSteps(walk, dc, `ep ${name}`, progress, STEPS[backend], WARM, () => walk.epStepTimes());
+        const stats = walk.epGraphStats();
+        if (name === 'graph' && stats.refused.length > 0)
+          throw new Error(`ep: the graph was refused on layer ${stats.refused[0]!.layer}: ${stats.refused[0]!.reason}`);
+        rows.push(
+          row(
+            {
+              suite: 'ep',
+              op: 'moe step',
+              transport: name,
+              bytes: 0,
+              preset,
+              unit: 'us',
+              metric: 'device',
+              method:
+                "CUDA events on rank 0 around one layer's EP step (fan-out to merge), t=1; one sample per layer and step",
+            },
+            r.extra.flat(),
+          ),
+        );
+        rows.push(
+          row(
+            {
+              suite: 'ep',
+              op: 'step',
+              transport: name,
+              bytes: 0,
+              preset,
+              unit: 'ms',
+              metric: 'host',
+              method: 'main-thread wall time of one t=1 step (every layer), EP steps timed',
+            },
+            r.host,
+          ),
+        );
+      }
+    },
+    progress,
+  );
   return rows;
 }

@@ -49,7 +49,8 @@ type JoinOp = (typeof OPS)[number];
 function graphOps(v: string | undefined): number {
   if (v === undefined || v === '') return 100;
   const n = Number(v);
-  if (!Number.isSafeInteger(n) || n < 1 || n > 10_000) throw new RangeError(`MEMRA_JOINS_PER_GRAPH must be an integer from 1 to 10000, got '${v}'`);
+  if (!Number.isSafeInteger(n) || n < 1 || n > 10_000)
+    throw new RangeError(`MEMRA_JOINS_PER_GRAPH must be an integer from 1 to 10000, got '${v}'`);
   return n;
 }
 /**
@@ -70,20 +71,34 @@ function llServerRows(v: string | undefined): boolean {
 const HOST_WARM = 1000;
 const REPLAYS = 48;
 
-interface Buffers { src: PerRank; dst: PerRank }
+interface Buffers {
+  src: PerRank;
+  dst: PerRank;
+}
 
 function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
   const n = bytes / 4;
   switch (op) {
-    case 'broadcast': t.broadcast(0, b.src[0], b.dst, n); break;
-    case 'allGather': t.allGather(b.src, b.dst, n / 2); break;
-    case 'gather': t.gather(0, b.src, b.dst[0], n / 2); break;
-    case 'allReduce': t.allReduce(b.src, n, b.dst); break;
+    case 'broadcast':
+      t.broadcast(0, b.src[0], b.dst, n);
+      break;
+    case 'allGather':
+      t.allGather(b.src, b.dst, n / 2);
+      break;
+    case 'gather':
+      t.gather(0, b.src, b.dst[0], n / 2);
+      break;
+    case 'allReduce':
+      t.allReduce(b.src, n, b.dst);
+      break;
   }
 }
 
 /** Per rank, REPLAYS + 1 timing events (marks); on rank 1 also REPLAYS plain ones (ends). */
-interface TimingEvents { marks: [DeviceEvent[], DeviceEvent[]]; ends: DeviceEvent[] }
+interface TimingEvents {
+  marks: [DeviceEvent[], DeviceEvent[]];
+  ends: DeviceEvent[];
+}
 
 async function timingEvents(rt: Runtime): Promise<TimingEvents> {
   const make = async (r: 0 | 1, n: number, timing: boolean): Promise<DeviceEvent[]> => {
@@ -91,13 +106,16 @@ async function timingEvents(rt: Runtime): Promise<TimingEvents> {
     for (let i = 0; i < n; i++) out.push(await rt.ranks[r].createEvent(timing));
     return out;
   };
-  return { marks: [await make(0, REPLAYS + 1, true), await make(1, REPLAYS + 1, true)], ends: await make(1, REPLAYS, false) };
+  return {
+    marks: [await make(0, REPLAYS + 1, true), await make(1, REPLAYS + 1, true)],
+    ends: await make(1, REPLAYS, false),
+  };
 }
 
 /** Per-op samples from one rank's marks around REPLAYS replays (after the replays have run). */
 async function perOp(rt: Runtime, r: 0 | 1, marks: DeviceEvent[], ops: number): Promise<number[]> {
   const out: number[] = [];
-  for (let i = 0; i < REPLAYS; i++) out.push((await rt.ranks[r].elapsedMs(marks[i]!, marks[i + 1]!)) * 1000 / ops);
+  for (let i = 0; i < REPLAYS; i++) out.push(((await rt.ranks[r].elapsedMs(marks[i]!, marks[i + 1]!)) * 1000) / ops);
   return out;
 }
 
@@ -108,10 +126,12 @@ async function perOp(rt: Runtime, r: 0 | 1, marks: DeviceEvent[], ops: number): 
  */
 async function pipelinedSamples(rt: Runtime, g: CapturedGraph, ev: TimingEvents, ops: number): Promise<number[]> {
   const [a, b] = rt.ranks;
-  a.record(ev.marks[0][0]!); b.record(ev.marks[1][0]!);
+  a.record(ev.marks[0][0]!);
+  b.record(ev.marks[1][0]!);
   for (let i = 0; i < REPLAYS; i++) {
     g.launch();
-    a.record(ev.marks[0][i + 1]!); b.record(ev.marks[1][i + 1]!);
+    a.record(ev.marks[0][i + 1]!);
+    b.record(ev.marks[1][i + 1]!);
   }
   await rt.drain();
   const [s0, s1] = [await perOp(rt, 0, ev.marks[0], ops), await perOp(rt, 1, ev.marks[1], ops)];
@@ -122,12 +142,21 @@ async function pipelinedSamples(rt: Runtime, g: CapturedGraph, ev: TimingEvents,
  * Rank 0's events around each replay. After a per-rank graph rank 0 waits on an event rank 1
  * records after its replay, so the end mark completes only when both devices are done.
  */
-async function drainedSamples(rt: Runtime, g: CapturedGraph, perRank: boolean, ev: TimingEvents, ops: number): Promise<number[]> {
+async function drainedSamples(
+  rt: Runtime,
+  g: CapturedGraph,
+  perRank: boolean,
+  ev: TimingEvents,
+  ops: number,
+): Promise<number[]> {
   const [a, b] = rt.ranks;
   a.record(ev.marks[0][0]!);
   for (let i = 0; i < REPLAYS; i++) {
     g.launch();
-    if (perRank) { b.record(ev.ends[i]!); a.wait(ev.ends[i]!); }
+    if (perRank) {
+      b.record(ev.ends[i]!);
+      a.wait(ev.ends[i]!);
+    }
     a.record(ev.marks[0][i + 1]!);
   }
   await rt.drain();
@@ -135,14 +164,24 @@ async function drainedSamples(rt: Runtime, g: CapturedGraph, perRank: boolean, e
 }
 
 /** Host time per eager join, after HOST_WARM untimed ones; drains and checks for faults after. */
-async function hostSamples(rt: Runtime, t: Transport, op: JoinOp, bufs: Buffers, bytes: number, joins: number): Promise<number[]> {
+async function hostSamples(
+  rt: Runtime,
+  t: Transport,
+  op: JoinOp,
+  bufs: Buffers,
+  bytes: number,
+  joins: number,
+): Promise<number[]> {
   const [a, b] = rt.ranks;
   const host: number[] = [];
   for (let i = -HOST_WARM; i < joins; i++) {
     const t0 = performance.now();
     issue(t, op, bufs, bytes);
-    const h0 = a.ring.view.head(), h1 = b.ring.view.head();
-    while (!(a.enqueued(h0) && b.enqueued(h1))) { /* spin */ }
+    const h0 = a.ring.view.head(),
+      h1 = b.ring.view.head();
+    while (!(a.enqueued(h0) && b.enqueued(h1))) {
+      /* spin */
+    }
     if (i >= 0) host.push((performance.now() - t0) * 1000);
   }
   await rt.drain();
@@ -150,7 +189,13 @@ async function hostSamples(rt: Runtime, t: Transport, op: JoinOp, bufs: Buffers,
   return host;
 }
 
-export async function benchJoins(backend: BackendKind, joins: number, progress: Progress, only?: string[], flush?: (rows: Row[]) => void): Promise<Row[]> {
+export async function benchJoins(
+  backend: BackendKind,
+  joins: number,
+  progress: Progress,
+  only?: string[],
+  flush?: (rows: Row[]) => void,
+): Promise<Row[]> {
   // A bad value fails the suite, not each transport.
   const perGraph = graphOps(process.env.MEMRA_JOINS_PER_GRAPH);
   const llServer = llServerRows(process.env.MEMRA_JOINS_LL_SERVER);
@@ -161,7 +206,7 @@ export async function benchJoins(backend: BackendKind, joins: number, progress: 
   for (const name of transports) {
     // A runtime per transport: one transport's refusal costs its own rows, not the others'.
     try {
-      rows.push(...await benchTransport(name, backend, joins, progress, counter, perGraph, llServer));
+      rows.push(...(await benchTransport(name, backend, joins, progress, counter, perGraph, llServer)));
       flush?.(rows); // a later transport that crashes the process must not take these with it
     } catch (e) {
       console.error(`joins: ${name}: ${(e as Error).message}`);
@@ -171,7 +216,15 @@ export async function benchJoins(backend: BackendKind, joins: number, progress: 
   return rows;
 }
 
-async function benchTransport(name: TransportName, backend: BackendKind, joins: number, progress: Progress, counter: { done: number; total: number }, JOINS_PER_GRAPH: number, llServer: boolean): Promise<Row[]> {
+async function benchTransport(
+  name: TransportName,
+  backend: BackendKind,
+  joins: number,
+  progress: Progress,
+  counter: { done: number; total: number },
+  JOINS_PER_GRAPH: number,
+  llServer: boolean,
+): Promise<Row[]> {
   const rows: Row[] = [];
   const rt = await Runtime.open({ backend, spinMicros: 2000 });
   const link = await ArLink.open(rt);
@@ -193,15 +246,48 @@ async function benchTransport(name: TransportName, backend: BackendKind, joins: 
         if (process.env.MEMRA_BENCH_TRACE) console.error(`joins: ${name} ${op} ${bytes}`);
         const base = { suite: 'joins', op, transport: name, bytes, unit: 'us', preset: null };
         if (backend === 'cuda') {
-          const g = await CapturedGraph.capture(rt, () => { for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes); }, t.graphMode);
+          const g = await CapturedGraph.capture(
+            rt,
+            () => {
+              for (let j = 0; j < JOINS_PER_GRAPH; j++) issue(t, op, bufs, bytes);
+            },
+            t.graphMode,
+          );
           try {
             for (let w = 0; w < 3; w++) g.launch();
             const of = `${JOINS_PER_GRAPH} ops; sample = elapsed / ${JOINS_PER_GRAPH}`;
             if (t.graphMode === 'per-rank') {
-              rows.push(row({ ...base, metric: 'device', method: `CUDA events on both ranks around each of ${REPLAYS} back-to-back replays of per-rank graphs of ${of}, the larger rank's` }, await pipelinedSamples(rt, g, ev, JOINS_PER_GRAPH)));
-              rows.push(row({ ...base, metric: 'device-drained', method: `CUDA events on rank 0 around each replay of per-rank graphs of ${of}, rank 0 waiting on rank 1's end event after each` }, await drainedSamples(rt, g, true, ev, JOINS_PER_GRAPH)));
+              rows.push(
+                row(
+                  {
+                    ...base,
+                    metric: 'device',
+                    method: `CUDA events on both ranks around each of ${REPLAYS} back-to-back replays of per-rank graphs of ${of}, the larger rank's`,
+                  },
+                  await pipelinedSamples(rt, g, ev, JOINS_PER_GRAPH),
+                ),
+              );
+              rows.push(
+                row(
+                  {
+                    ...base,
+                    metric: 'device-drained',
+                    method: `CUDA events on rank 0 around each replay of per-rank graphs of ${of}, rank 0 waiting on rank 1's end event after each`,
+                  },
+                  await drainedSamples(rt, g, true, ev, JOINS_PER_GRAPH),
+                ),
+              );
             } else {
-              rows.push(row({ ...base, metric: 'device', method: `CUDA events on rank 0 around each replay of a multi-device graph of ${of}` }, await drainedSamples(rt, g, false, ev, JOINS_PER_GRAPH)));
+              rows.push(
+                row(
+                  {
+                    ...base,
+                    metric: 'device',
+                    method: `CUDA events on rank 0 around each replay of a multi-device graph of ${of}`,
+                  },
+                  await drainedSamples(rt, g, false, ev, JOINS_PER_GRAPH),
+                ),
+              );
             }
           } finally {
             await g.destroy();

@@ -37,7 +37,14 @@ export function newestLines(entries: NamedResults[]): ResultsLine[] {
     }
     for (const [k, rows] of fresh) {
       const [transport, op, metric] = JSON.parse(k) as [string, string, string];
-      lines.set(k, { transport, op, metric, file, date: data.date, rows: [...rows.values()].sort((x, y) => x.bytes - y.bytes) });
+      lines.set(k, {
+        transport,
+        op,
+        metric,
+        file,
+        date: data.date,
+        rows: [...rows.values()].sort((x, y) => x.bytes - y.bytes),
+      });
     }
   }
   return [...lines.values()];

@@ -42,7 +42,12 @@ interface Group {
 }
 
 /** Each variant's samples, rounds concatenated in order: index k is round k / STEPS, step k % STEPS. */
-async function interleave(walk: DeviceWalk, variants: Variant[], label: string, progress: Progress): Promise<StepTimes[]> {
+async function interleave(
+  walk: DeviceWalk,
+  variants: Variant[],
+  label: string,
+  progress: Progress,
+): Promise<StepTimes[]> {
   const out = variants.map((): StepTimes => ({ host: [], enqueue: [], wait: [], extra: [] }));
   const off = variants[0]!.dc;
   for (let round = 0; round < ROUNDS; round++) {
@@ -52,7 +57,14 @@ async function interleave(walk: DeviceWalk, variants: Variant[], label: string, 
       Object.assign(walk.profileSwitches, v.knobs ?? {});
       try {
         await walk.prepare(v.dc);
-        const t = await timeSteps(walk, v.dc, `${label}: ${v.name}, round ${round + 1}/${ROUNDS}`, progress, STEPS, WARM);
+        const t = await timeSteps(
+          walk,
+          v.dc,
+          `${label}: ${v.name}, round ${round + 1}/${ROUNDS}`,
+          progress,
+          STEPS,
+          WARM,
+        );
         const refused = walk.stepGraphStats().refused;
         if (refused.length > 0) throw new Error(`${v.name}: the step graph was refused: ${refused[0]!.reason}`);
         for (const k of ['host', 'enqueue', 'wait'] as const) out[i]![k].push(...t[k]);
@@ -65,37 +77,95 @@ async function interleave(walk: DeviceWalk, variants: Variant[], label: string, 
   return out;
 }
 
-export async function benchProfileOverhead(walk: DeviceWalk, base: Pick<Row, 'suite' | 'op' | 'bytes' | 'preset' | 'unit' | 'metric'>, stepMethod: string, progress: Progress): Promise<Row[]> {
+export async function benchProfileOverhead(
+  walk: DeviceWalk,
+  base: Pick<Row, 'suite' | 'op' | 'bytes' | 'preset' | 'unit' | 'metric'>,
+  stepMethod: string,
+  progress: Progress,
+): Promise<Row[]> {
   const eager: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] } };
   const graph: DecodeConfig = { ...eager, stepGraph: true };
   const pairing = `paired with the unprofiled step of the same round and position (${ROUNDS} interleaved rounds of ${STEPS} steps)`;
   const groups: Array<[string, Group]> = [
-    ['eager', {
-      plain: { name: 'll', stepName: 'll', dc: eager },
-      profiled: [
-        { name: 'll', stepName: 'll+profile', dc: { ...eager, profile: true }, method: `profiled step time / unprofiled step time, minus 1, in percent; ${pairing}` },
-        { name: 'll (host times only)', stepName: 'll+profile (host times only)', dc: { ...eager, profile: true }, knobs: { deviceEvents: false }, method: `as above, the profile's device times left out (host enqueue times only)` },
-        { name: 'll (timing events)', stepName: 'll+profile (timing events)', dc: { ...eager, profile: true }, knobs: { selfTimed: false }, method: `as above, every join bracketed by a timing-event pair instead of timing itself` },
-      ],
-      split: false,
-    }],
-    ['step graph', {
-      plain: { name: 'll+graph', stepName: 'll+graph', dc: graph },
-      profiled: [
-        { name: 'll+graph', stepName: 'll+graph+profile', dc: { ...graph, profile: true }, method: `profiled step-graph step time / unprofiled step-graph step time, minus 1, in percent; ${pairing}` },
-        { name: 'll+graph (host times only)', stepName: 'll+graph+profile (host times only)', dc: { ...graph, profile: true }, knobs: { deviceEvents: false }, method: `as above, the profile's device times left out` },
-      ],
-      split: true,
-    }],
+    [
+      'eager',
+      {
+        plain: { name: 'll', stepName: 'll', dc: eager },
+        profiled: [
+          {
+            name: 'll',
+            stepName: 'll+profile',
+            dc: { ...eager, profile: true },
+            method: `profiled step time / unprofiled step time, minus 1, in percent; ${pairing}`,
+          },
+          {
+            name: 'll (host times only)',
+            stepName: 'll+profile (host times only)',
+            dc: { ...eager, profile: true },
+            knobs: { deviceEvents: false },
+            method: `as above, the profile's device times left out (host enqueue times only)`,
+          },
+          {
+            name: 'll (timing events)',
+            stepName: 'll+profile (timing events)',
+            dc: { ...eager, profile: true },
+            knobs: { selfTimed: false },
+            method: `as above, every join bracketed by a timing-event pair instead of timing itself`,
+          },
+        ],
+        split: false,
+      },
+    ],
+    [
+      'step graph',
+      {
+        plain: { name: 'll+graph', stepName: 'll+graph', dc: graph },
+        profiled: [
+          {
+            name: 'll+graph',
+            stepName: 'll+graph+profile',
+            dc: { ...graph, profile: true },
+            method: `profiled step-graph step time / unprofiled step-graph step time, minus 1, in percent; ${pairing}`,
+          },
+          {
+            name: 'll+graph (host times only)',
+            stepName: 'll+graph+profile (host times only)',
+            dc: { ...graph, profile: true },
+            knobs: { deviceEvents: false },
+            method: `as above, the profile's device times left out`,
+          },
+        ],
+        split: true,
+      },
+    ],
   ];
   const rows: Row[] = [];
   for (const [label, g] of groups) {
-    const [plain, ...profiled] = await interleave(walk, [g.plain, ...g.profiled], `profile overhead, ${label}`, progress);
+    const [plain, ...profiled] = await interleave(
+      walk,
+      [g.plain, ...g.profiled],
+      `profile overhead, ${label}`,
+      progress,
+    );
     if (g.split) rows.push(...stepSplitRows(base, g.plain.stepName, plain!));
     g.profiled.forEach((v, i) => {
       const t = profiled[i]!;
-      rows.push(row({ ...base, transport: v.stepName, method: `${stepMethod}; ${v.name}, every join profiled (interleaved rounds)` }, t.host));
-      rows.push(row({ ...base, op: 'profile overhead', unit: '%', transport: v.name, method: v.method }, t.host.map((ms, k) => (ms / plain!.host[k]! - 1) * 100)));
+      rows.push(
+        row(
+          {
+            ...base,
+            transport: v.stepName,
+            method: `${stepMethod}; ${v.name}, every join profiled (interleaved rounds)`,
+          },
+          t.host,
+        ),
+      );
+      rows.push(
+        row(
+          { ...base, op: 'profile overhead', unit: '%', transport: v.name, method: v.method },
+          t.host.map((ms, k) => (ms / plain!.host[k]! - 1) * 100),
+        ),
+      );
       if (g.split) rows.push(...stepSplitRows(base, v.stepName, t));
     });
   }

@@ -28,18 +28,30 @@ const OP_ORDER = ['broadcast', 'allGather', 'gather', 'allReduce'];
 /** Suites whose rows compare variants of one measurement: drawn as bars as well as tabled. */
 const BAR_SUITES = new Set(['decode', 'ep']);
 /** Line style per metric, so device and host figures of one transport share its colour. */
-const METRIC_DASH = new Map<string, string | null>([['device', null], ['host', '7 4'], ['', null]]);
+const METRIC_DASH = new Map<string, string | null>([
+  ['device', null],
+  ['host', '7 4'],
+  ['', null],
+]);
 const OTHER_METRIC_DASH = '2 3';
 
 export function renderBenchReport(files: Array<{ file: string; data: ResultsFile }>): string {
   const ordered = [...files].sort(byDateThenName);
   const bySuite = groupBy(ordered, (f) => String(f.data.suite));
-  const suites = [...bySuite.keys()].sort((a, b) => rank(SUITE_ORDER, a) - rank(SUITE_ORDER, b) || (a < b ? -1 : a > b ? 1 : 0));
+  const suites = [...bySuite.keys()].sort(
+    (a, b) => rank(SUITE_ORDER, a) - rank(SUITE_ORDER, b) || (a < b ? -1 : a > b ? 1 : 0),
+  );
   const colours = seriesColours(ordered.flatMap((f) => rowsOf(f.data).map((r) => String(r.transport))));
-  const body = suites.map((suite) => suite === 'joins' ? joinsSection(bySuite.get(suite)!, colours) : suiteSection(suite, bySuite.get(suite)!, colours));
-  return htmlPage('memra benchmarks', STYLE, `<h1>memra benchmarks</h1>
+  const body = suites.map((suite) =>
+    suite === 'joins' ? joinsSection(bySuite.get(suite)!, colours) : suiteSection(suite, bySuite.get(suite)!, colours),
+  );
+  return htmlPage(
+    'memra benchmarks',
+    STYLE,
+    `<h1>memra benchmarks</h1>
 ${machinesSection(ordered)}
-${body.join('\n')}`);
+${body.join('\n')}`,
+  );
 }
 
 // The shared page style, plus what only this page has: spacing for its many tables, heat cells.
@@ -56,18 +68,44 @@ function machinesSection(files: NamedResults[]): string {
   const machines = new Map<string, { m: Partial<Machine>; files: string[] }>();
   for (const { file, data } of files) {
     const m: Partial<Machine> = data.machine ?? {};
-    const k = JSON.stringify([m.hostname, m.label, m.os, m.cpu, m.node, m.driverVersion, m.cudaRuntimeVersion, m.nccl, m.addon, (m.gpus ?? []).map((g) => [g.name, g.pciBusId])]);
+    const k = JSON.stringify([
+      m.hostname,
+      m.label,
+      m.os,
+      m.cpu,
+      m.node,
+      m.driverVersion,
+      m.cudaRuntimeVersion,
+      m.nccl,
+      m.addon,
+      (m.gpus ?? []).map((g) => [g.name, g.pciBusId]),
+    ]);
     if (!machines.has(k)) machines.set(k, { m, files: [] });
     machines.get(k)!.files.push(file);
   }
-  const head = '<tr><th>machine</th><th>GPUs</th><th>CUDA driver</th><th>CUDA runtime</th><th>NCCL</th><th>Node</th><th>addon</th><th>CPU</th><th>OS</th><th class="num">files</th></tr>';
-  const rows = [...machines.values()].map(({ m, files: fs }) => `<tr>${[
-    `${esc(m.label ?? 'unlabelled')}<br><span class="note">${esc(m.hostname ?? '')}, ${esc(m.backend ?? '')}</span>`,
-    esc(gpuSummary(m.gpus ?? [])), esc(cudaVersion(m.driverVersion)), esc(cudaVersion(m.cudaRuntimeVersion)), esc(ncclVersion(m.nccl)),
-    esc(m.node ?? 'not recorded'), esc(m.addon ?? 'not recorded'), esc(`${m.cpu ?? 'unknown'} (${m.cores ?? '?'} cores)`), esc(m.os ?? 'not recorded'),
-  ].map((v) => `<td>${v}</td>`).join('')}<td class="num">${fs.length}</td></tr>`);
+  const head =
+    '<tr><th>machine</th><th>GPUs</th><th>CUDA driver</th><th>CUDA runtime</th><th>NCCL</th><th>Node</th><th>addon</th><th>CPU</th><th>OS</th><th class="num">files</th></tr>';
+  const rows = [...machines.values()].map(
+    ({ m, files: fs }) =>
+      `<tr>${[
+        `${esc(m.label ?? 'unlabelled')}<br><span class="note">${esc(m.hostname ?? '')}, ${esc(m.backend ?? '')}</span>`,
+        esc(gpuSummary(m.gpus ?? [])),
+        esc(cudaVersion(m.driverVersion)),
+        esc(cudaVersion(m.cudaRuntimeVersion)),
+        esc(ncclVersion(m.nccl)),
+        esc(m.node ?? 'not recorded'),
+        esc(m.addon ?? 'not recorded'),
+        esc(`${m.cpu ?? 'unknown'} (${m.cores ?? '?'} cores)`),
+        esc(m.os ?? 'not recorded'),
+      ]
+        .map((v) => `<td>${v}</td>`)
+        .join('')}<td class="num">${fs.length}</td></tr>`,
+  );
   const dates = files.map((f) => String(f.data.date));
-  const fileRows = files.map(({ file, data }) => `<tr><td><code>${esc(file)}</code></td><td>${esc(data.suite)}</td><td>${esc(data.date)}</td><td>${esc(data.machine?.label ?? '')}</td><td class="num">${rowsOf(data).length}</td></tr>`);
+  const fileRows = files.map(
+    ({ file, data }) =>
+      `<tr><td><code>${esc(file)}</code></td><td>${esc(data.suite)}</td><td>${esc(data.date)}</td><td>${esc(data.machine?.label ?? '')}</td><td class="num">${rowsOf(data).length}</td></tr>`,
+  );
   return `<section id="machines">
 <h2>Where and when</h2>
 <p>${files.length} results file(s), dated ${esc(dates[0]!)} to ${esc(dates[dates.length - 1]!)}.</p>
@@ -105,7 +143,9 @@ function cudaVersion(v: number | undefined): string {
 function ncclVersion(v: number | undefined): string {
   if (typeof v !== 'number') return 'not recorded';
   if (v === 0) return 'not loaded';
-  return v >= 20900 ? `${Math.floor(v / 10000)}.${Math.floor((v % 10000) / 100)}.${v % 100}` : `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 100)}.${v % 100}`;
+  return v >= 20900
+    ? `${Math.floor(v / 10000)}.${Math.floor((v % 10000) / 100)}.${v % 100}`
+    : `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 100)}.${v % 100}`;
 }
 
 // ---- joins: latency against size per op ----
@@ -121,11 +161,22 @@ function joinsSection(entries: NamedResults[], colours: Map<string, string>): st
       byPlot.get(k)!.lines.push({ ...l, rows });
     }
   }
-  const plots = [...byPlot.values()].sort((a, b) => rank(OP_ORDER, a.op) - rank(OP_ORDER, b.op) || (a.op < b.op ? -1 : a.op > b.op ? 1 : 0) || (a.unit < b.unit ? -1 : 1));
+  const plots = [...byPlot.values()].sort(
+    (a, b) =>
+      rank(OP_ORDER, a.op) - rank(OP_ORDER, b.op) ||
+      (a.op < b.op ? -1 : a.op > b.op ? 1 : 0) ||
+      (a.unit < b.unit ? -1 : 1),
+  );
   const parts = plots.map(({ op, unit, lines: ls }) => {
-    ls.sort((a, b) => (a.transport < b.transport ? -1 : a.transport > b.transport ? 1 : 0) || (a.metric < b.metric ? -1 : a.metric > b.metric ? 1 : 0));
+    ls.sort(
+      (a, b) =>
+        (a.transport < b.transport ? -1 : a.transport > b.transport ? 1 : 0) ||
+        (a.metric < b.metric ? -1 : a.metric > b.metric ? 1 : 0),
+    );
     const series: LatencySeries[] = ls.map((l) => ({
-      label: lineLabel(l), colour: colours.get(l.transport) ?? '#4a5568', dash: METRIC_DASH.has(l.metric) ? METRIC_DASH.get(l.metric)! : OTHER_METRIC_DASH,
+      label: lineLabel(l),
+      colour: colours.get(l.transport) ?? '#4a5568',
+      dash: METRIC_DASH.has(l.metric) ? METRIC_DASH.get(l.metric)! : OTHER_METRIC_DASH,
       source: `${l.file} (${l.date})`,
       points: l.rows.map((r) => ({ bytes: r.bytes, median: r.median, p90: r.p90, p99: r.p99, n: r.n })),
     }));
@@ -147,13 +198,19 @@ ${parts.join('\n') || '<p class="note">No rows.</p>'}
  */
 function lineTable(lines: ResultsLine[], unit: string): string {
   const sizes = [...new Set(lines.flatMap((l) => l.rows.map((r) => r.bytes)))].sort((a, b) => a - b);
-  const scales = new Map(sizes.map((b) => [b, ColourScale.covering(lines.flatMap((l) => l.rows.filter((r) => r.bytes === b).map((r) => r.median)))]));
+  const scales = new Map(
+    sizes.map((b) => [
+      b,
+      ColourScale.covering(lines.flatMap((l) => l.rows.filter((r) => r.bytes === b).map((r) => r.median))),
+    ]),
+  );
   const head = `<tr><th>transport</th><th>metric</th>${sizes.map((b) => `<th class="num">${esc(fmtByteSize(b))}</th>`).join('')}<th>file</th></tr>`;
   const rows = lines.map((l) => {
     const cells = sizes.map((b) => {
       const r = l.rows.find((x) => x.bytes === b);
       if (!r) return '<td></td>';
-      const s = scales.get(b)!, shade = typeof r.median === 'number' && r.median > 0;
+      const s = scales.get(b)!,
+        shade = typeof r.median === 'number' && r.median > 0;
       const style = shade ? ` style="background:${s.colour(r.median)};color:${s.ink(r.median)}"` : '';
       const tip = `median ${fmtInUnit(r.median, unit)}, p90 ${fmtInUnit(r.p90, unit)}, p99 ${fmtInUnit(r.p99, unit)} (n = ${r.n})`;
       return `<td class="num" title="${esc(tip)}"${style}>${esc(fmtInUnit(r.median, unit))} (${esc(fmtInUnit(r.p99, unit))})</td>`;
@@ -189,24 +246,34 @@ ${files.join('\n')}
 /** A chart per (op, metric, unit): bars of one chart must share an axis. */
 function barCharts(rows: Row[], colours: Map<string, string>): string {
   const groups = groupBy(rows, (r) => JSON.stringify([r.op, r.metric ?? '', r.unit]));
-  return [...groups].map(([k, rs]) => {
-    const [op, metric, unit] = JSON.parse(k) as [string, string, string];
-    // Where a transport has several rows (decode's memory: one per device), the bytes field tells them apart.
-    const perTransport = groupBy(rs, (r) => String(r.transport));
-    const bars: Bar[] = rs.map((r) => ({
-      label: perTransport.get(String(r.transport))!.length > 1 ? `${r.transport} [${r.bytes}]` : String(r.transport),
-      colour: colours.get(String(r.transport)) ?? '#4a5568', median: r.median, p90: r.p90, p99: r.p99, n: r.n,
-    }));
-    const what = `${op}${metric ? ` (${metric})` : ''}, ${unit}`;
-    return `<p class="chart-title">${esc(what)}</p>\n${barChart(`${what}: median per transport`, unit, bars)}`;
-  }).join('\n');
+  return [...groups]
+    .map(([k, rs]) => {
+      const [op, metric, unit] = JSON.parse(k) as [string, string, string];
+      // Where a transport has several rows (decode's memory: one per device), the bytes field tells them apart.
+      const perTransport = groupBy(rs, (r) => String(r.transport));
+      const bars: Bar[] = rs.map((r) => ({
+        label: perTransport.get(String(r.transport))!.length > 1 ? `${r.transport} [${r.bytes}]` : String(r.transport),
+        colour: colours.get(String(r.transport)) ?? '#4a5568',
+        median: r.median,
+        p90: r.p90,
+        p99: r.p99,
+        n: r.n,
+      }));
+      const what = `${op}${metric ? ` (${metric})` : ''}, ${unit}`;
+      return `<p class="chart-title">${esc(what)}</p>\n${barChart(`${what}: median per transport`, unit, bars)}`;
+    })
+    .join('\n');
 }
 
 function rowsTable(rows: Row[]): string {
-  const head = '<tr><th>op</th><th>transport</th><th>metric</th><th class="num">bytes</th><th>unit</th><th class="num">median</th><th class="num">p90</th><th class="num">p99</th><th class="num">n</th></tr>';
-  const body = rows.map((r) => `<tr title="${esc(r.method ?? '')}"><td>${esc(r.op)}</td><td>${esc(r.transport)}</td><td>${esc(r.metric ?? '')}</td>` +
-    `<td class="num">${esc(r.bytes)}</td><td>${esc(r.unit)}</td>` +
-    `${[r.median, r.p90, r.p99].map((v) => `<td class="num">${esc(fmtFigure(v))}</td>`).join('')}<td class="num">${esc(r.n)}</td></tr>`);
+  const head =
+    '<tr><th>op</th><th>transport</th><th>metric</th><th class="num">bytes</th><th>unit</th><th class="num">median</th><th class="num">p90</th><th class="num">p99</th><th class="num">n</th></tr>';
+  const body = rows.map(
+    (r) =>
+      `<tr title="${esc(r.method ?? '')}"><td>${esc(r.op)}</td><td>${esc(r.transport)}</td><td>${esc(r.metric ?? '')}</td>` +
+      `<td class="num">${esc(r.bytes)}</td><td>${esc(r.unit)}</td>` +
+      `${[r.median, r.p90, r.p99].map((v) => `<td class="num">${esc(fmtFigure(v))}</td>`).join('')}<td class="num">${esc(r.n)}</td></tr>`,
+  );
   return `<table class="rows">\n${head}\n${body.join('\n')}\n</table>`;
 }
 

@@ -30,25 +30,42 @@ function origin({ file, data }: NamedResults): string {
 
 /** Ring (and any suite without a table of its own): every row of each machine's newest file. */
 export function rowsTable(files: NamedResults[]): string {
-  return byMachine(files).map(([, mine]) => {
-    const newest = newestFile(mine)!;
-    const lines = [origin(newest), '', '| op | bytes | median | p90 | p99 | n | unit |', '| --- | ---: | ---: | ---: | ---: | ---: | --- |'];
-    for (const r of newest.data.rows) lines.push(`| ${r.op} | ${r.bytes} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
-    return lines.join('\n');
-  }).join('\n\n');
+  return byMachine(files)
+    .map(([, mine]) => {
+      const newest = newestFile(mine)!;
+      const lines = [
+        origin(newest),
+        '',
+        '| op | bytes | median | p90 | p99 | n | unit |',
+        '| --- | ---: | ---: | ---: | ---: | ---: | --- |',
+      ];
+      for (const r of newest.data.rows)
+        lines.push(`| ${r.op} | ${r.bytes} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
+      return lines.join('\n');
+    })
+    .join('\n\n');
 }
 
 /** Decode and EP: every row of each machine's newest file, with its variant and metric. */
 export function variantsTable(files: NamedResults[]): string {
-  return byMachine(files).map(([, mine]) => {
-    const newest = newestFile(mine)!;
-    const lines = [origin(newest), '', '| op | variant | metric | median | p90 | p99 | n | unit |', '| --- | --- | --- | ---: | ---: | ---: | ---: | --- |'];
-    for (const r of newest.data.rows) {
-      const variant = r.op === 'memory' ? `${r.transport}, device ${r.bytes}` : r.transport;
-      lines.push(`| ${r.op} | ${variant} | ${r.metric ?? ''} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`);
-    }
-    return lines.join('\n');
-  }).join('\n\n');
+  return byMachine(files)
+    .map(([, mine]) => {
+      const newest = newestFile(mine)!;
+      const lines = [
+        origin(newest),
+        '',
+        '| op | variant | metric | median | p90 | p99 | n | unit |',
+        '| --- | --- | --- | ---: | ---: | ---: | ---: | --- |',
+      ];
+      for (const r of newest.data.rows) {
+        const variant = r.op === 'memory' ? `${r.transport}, device ${r.bytes}` : r.transport;
+        lines.push(
+          `| ${r.op} | ${variant} | ${r.metric ?? ''} | ${fmt(r.median)} | ${fmt(r.p90)} | ${fmt(r.p99)} | ${r.n} | ${r.unit} |`,
+        );
+      }
+      return lines.join('\n');
+    })
+    .join('\n\n');
 }
 
 /**
@@ -56,22 +73,27 @@ export function variantsTable(files: NamedResults[]): string {
  * each line from the newest file of that machine holding it (newest-results.ts).
  */
 export function joinsTable(files: NamedResults[]): string {
-  return byMachine(files).map(([label, mine]) => {
-    const lines = newestLines(mine);
-    const sizes = [...new Set(lines.flatMap((l) => l.rows.map((r) => r.bytes)))].sort((x, y) => x - y);
-    const size = (b: number): string => (b >= 1 << 20 ? `${b >> 20} MB` : `${b >> 10} KB`);
-    const out = [
-      `${label}: median (p99), µs; each line from the newest results file holding it.`,
-      '',
-      `| transport | op | metric | ${sizes.map(size).join(' | ')} | file |`,
-      `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} | --- |`,
-    ];
-    for (const l of lines) {
-      const cells = sizes.map((b) => { const r = l.rows.find((x) => x.bytes === b); return r ? `${fmt(r.median)} (${fmt(r.p99)})` : ''; });
-      out.push(`| ${l.transport} | ${l.op} | ${l.metric} | ${cells.join(' | ')} | \`${stem(l.file)}\` |`);
-    }
-    return out.join('\n');
-  }).join('\n\n');
+  return byMachine(files)
+    .map(([label, mine]) => {
+      const lines = newestLines(mine);
+      const sizes = [...new Set(lines.flatMap((l) => l.rows.map((r) => r.bytes)))].sort((x, y) => x - y);
+      const size = (b: number): string => (b >= 1 << 20 ? `${b >> 20} MB` : `${b >> 10} KB`);
+      const out = [
+        `${label}: median (p99), µs; each line from the newest results file holding it.`,
+        '',
+        `| transport | op | metric | ${sizes.map(size).join(' | ')} | file |`,
+        `| --- | --- | --- | ${sizes.map(() => '---:').join(' | ')} | --- |`,
+      ];
+      for (const l of lines) {
+        const cells = sizes.map((b) => {
+          const r = l.rows.find((x) => x.bytes === b);
+          return r ? `${fmt(r.median)} (${fmt(r.p99)})` : '';
+        });
+        out.push(`| ${l.transport} | ${l.op} | ${l.metric} | ${cells.join(' | ')} | \`${stem(l.file)}\` |`);
+      }
+      return out.join('\n');
+    })
+    .join('\n\n');
 }
 
 /** One line of the README's summary: which suite's rows, which row, and how to say what it is. */
@@ -82,9 +104,15 @@ export interface Headline {
 }
 
 const KB8 = 8192;
-const step = (variant: string): Headline => ({ suite: 'decode', what: `decode step, \`bench\` at t = 1, \`${variant}\``, pick: (r) => r.op === 'step' && r.transport === variant });
+const step = (variant: string): Headline => ({
+  suite: 'decode',
+  what: `decode step, \`bench\` at t = 1, \`${variant}\``,
+  pick: (r) => r.op === 'step' && r.transport === variant,
+});
 const join8k = (transport: string, op: string, metric: string, what: string): Headline => ({
-  suite: 'joins', what, pick: (r) => r.transport === transport && r.op === op && r.metric === metric && r.bytes === KB8,
+  suite: 'joins',
+  what,
+  pick: (r) => r.transport === transport && r.op === op && r.metric === metric && r.bytes === KB8,
 });
 
 /**
@@ -97,7 +125,11 @@ export const HEADLINES: Headline[] = [
   step('ll'),
   step('ll+graph'),
   { suite: 'ep', what: 'MoE step, EP parent graph', pick: (r) => r.op === 'moe step' && r.transport === 'graph' },
-  { suite: 'ep', what: 'MoE step, its eager twin over `ll`', pick: (r) => r.op === 'moe step' && r.transport === 'eager ll' },
+  {
+    suite: 'ep',
+    what: 'MoE step, its eager twin over `ll`',
+    pick: (r) => r.op === 'moe step' && r.transport === 'eager ll',
+  },
   join8k('ll', 'allReduce', 'device', '8 KB all-reduce in a graph, `ll`'),
   join8k('nccl', 'allReduce', 'device', '8 KB all-reduce in a graph, `nccl`'),
   join8k('ll', 'allGather', 'device', '8 KB all-gather in a graph, `ll`'),
@@ -112,8 +144,12 @@ export function summaryTable(files: NamedResults[], headlines: Headline[] = HEAD
   const out = ['| machine | what | median | p99 | results file |', '| --- | --- | ---: | ---: | --- |'];
   for (const [label, mine] of byMachine(files)) {
     for (const h of headlines) {
-      const found = [...mine].filter((f) => f.data.suite === h.suite).sort(byDateThenName).reverse()
-        .map((f) => ({ file: f.file, row: f.data.rows.find(h.pick) })).find((x) => x.row !== undefined);
+      const found = [...mine]
+        .filter((f) => f.data.suite === h.suite)
+        .sort(byDateThenName)
+        .reverse()
+        .map((f) => ({ file: f.file, row: f.data.rows.find(h.pick) }))
+        .find((x) => x.row !== undefined);
       if (!found) continue;
       const r = found.row!;
       const unit = r.unit === 'us' ? 'µs' : r.unit;

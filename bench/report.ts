@@ -20,9 +20,13 @@ export interface Section {
   render: (files: NamedResults[]) => string;
 }
 
-const ofSuite = (suite: string) => (files: NamedResults[]): NamedResults[] => files.filter((f) => f.data.suite === suite);
+const ofSuite =
+  (suite: string) =>
+  (files: NamedResults[]): NamedResults[] =>
+    files.filter((f) => f.data.suite === suite);
 /** The targets are two-GPU goals: only two-GPU machines' files count (loopback runs share one card). */
-const twoGpu = (files: NamedResults[]): NamedResults[] => files.filter((f) => /^2x/.test(f.data.machine?.label ?? '') && !/loopback/.test(f.data.machine.label));
+const twoGpu = (files: NamedResults[]): NamedResults[] =>
+  files.filter((f) => /^2x/.test(f.data.machine?.label ?? '') && !/loopback/.test(f.data.machine.label));
 
 export const SECTIONS: Section[] = [
   { doc: 'README.md', name: 'summary', render: (f) => summaryTable(f) },
@@ -40,7 +44,8 @@ export function regenerate(root: string): Map<string, string> {
   for (const s of SECTIONS) {
     let text = out.get(s.doc) ?? readFileSync(join(root, s.doc), 'utf8');
     const re = new RegExp(`(<!-- bench:${s.name} -->\\n)[\\s\\S]*?(<!-- /bench:${s.name} -->)`);
-    if (!re.test(text)) throw new Error(`bench:report: ${s.doc} has no <!-- bench:${s.name} --> ... <!-- /bench:${s.name} --> section`);
+    if (!re.test(text))
+      throw new Error(`bench:report: ${s.doc} has no <!-- bench:${s.name} --> ... <!-- /bench:${s.name} --> section`);
     text = text.replace(re, (_all, open: string, close: string) => `${open}${s.render(files)}\n${close}`);
     out.set(s.doc, text);
   }

@@ -38,8 +38,11 @@ export function writeResults(suite: string, machine: Machine, rows: Row[], outDi
   const date = new Date().toISOString();
   const name = `${suite}-${machine.label}-${date.slice(0, 10)}.json`;
   // Indented for reading, except the raw samples: one line per row keeps files diffable and small.
-  const body = JSON.stringify({ suite, date, machine, rows: rows.map((r, i) => ({ ...r, samples: `@samples${i}@` })) }, null, 1)
-    .replace(/"@samples(\d+)@"/g, (_, i: string) => JSON.stringify(rows[Number(i)]!.samples));
+  const body = JSON.stringify(
+    { suite, date, machine, rows: rows.map((r, i) => ({ ...r, samples: `@samples${i}@` })) },
+    null,
+    1,
+  ).replace(/"@samples(\d+)@"/g, (_, i: string) => JSON.stringify(rows[Number(i)]!.samples));
   return outDirs.map((dir) => {
     mkdirSync(dir, { recursive: true });
     const p = join(dir, name);

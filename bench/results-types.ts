@@ -6,7 +6,15 @@ import type { Machine, Row } from './results-file.js';
 
 export type { Machine, Row };
 
-export interface ResultsFile { suite: string; date: string; machine: Machine; rows: Row[] }
+export interface ResultsFile {
+  suite: string;
+  date: string;
+  machine: Machine;
+  rows: Row[];
+}
 
 /** A results file with the name it was read under. */
-export interface NamedResults { file: string; data: ResultsFile }
+export interface NamedResults {
+  file: string;
+  data: ResultsFile;
+}

@@ -23,17 +23,25 @@ const N_FLOATS = 1024;
 
 export async function benchRing(backend: BackendKind, joins: number, progress: Progress): Promise<Row[]> {
   const rows: Row[] = [];
-  const rt = await Runtime.open({ backend, peerAccess: false, spinMicros: Number(process.env.MEMRA_BENCH_SPIN_US ?? 2000) });
+  const rt = await Runtime.open({
+    backend,
+    peerAccess: false,
+    spinMicros: Number(process.env.MEMRA_BENCH_SPIN_US ?? 2000),
+  });
   try {
     const [a, b] = rt.ranks;
-    const pa = await a.alloc(N_FLOATS * 4), pb = await b.alloc(N_FLOATS * 4);
+    const pa = await a.alloc(N_FLOATS * 4),
+      pb = await b.alloc(N_FLOATS * 4);
     const measure = (label: string, launch: boolean, peerLaunches = launch): number[] => {
       const samples = new Array<number>(joins);
-      for (let i = -joins / 4; i < joins; i++) { // the first quarter warms up
+      for (let i = -joins / 4; i < joins; i++) {
+        // the first quarter warms up
         const t0 = performance.now();
         const s0 = launch ? a.fill(pa, N_FLOATS, i) : a.nop();
         const s1 = peerLaunches ? b.fill(pb, N_FLOATS, i) : b.nop();
-        while (!(a.enqueued(s0) && b.enqueued(s1))) { /* spin: a sleeping wait costs more than the join */ }
+        while (!(a.enqueued(s0) && b.enqueued(s1))) {
+          /* spin: a sleeping wait costs more than the join */
+        }
         if (i >= 0) samples[i] = (performance.now() - t0) * 1000;
         if ((i & 4095) === 0) progress.tick(label, Math.max(0, i), joins);
       }
@@ -41,9 +49,36 @@ export async function benchRing(backend: BackendKind, joins: number, progress: P
       return samples;
     };
     const fields = { suite: 'ring', transport: 'ring', bytes: N_FLOATS * 4, unit: 'us', preset: null };
-    rows.push(row({ ...fields, op: 'join-kernel', method: `host clock per join: a record to each worker, each launches one kernel, until both published enqueued; ${placementNote(rt.placement)}` }, measure('join-kernel', true)));
-    rows.push(row({ ...fields, op: 'join-kernel-one', method: `host clock per join: a record to each worker, worker 0 launches one kernel and worker 1 none, until both published enqueued; ${placementNote(rt.placement)}` }, measure('join-kernel-one', true, false)));
-    rows.push(row({ ...fields, op: 'join-nop', method: `host clock per join: a record to each worker, no launch, until both published enqueued; ${placementNote(rt.placement)}` }, measure('join-nop', false)));
+    rows.push(
+      row(
+        {
+          ...fields,
+          op: 'join-kernel',
+          method: `host clock per join: a record to each worker, each launches one kernel, until both published enqueued; ${placementNote(rt.placement)}`,
+        },
+        measure('join-kernel', true),
+      ),
+    );
+    rows.push(
+      row(
+        {
+          ...fields,
+          op: 'join-kernel-one',
+          method: `host clock per join: a record to each worker, worker 0 launches one kernel and worker 1 none, until both published enqueued; ${placementNote(rt.placement)}`,
+        },
+        measure('join-kernel-one', true, false),
+      ),
+    );
+    rows.push(
+      row(
+        {
+          ...fields,
+          op: 'join-nop',
+          method: `host clock per join: a record to each worker, no launch, until both published enqueued; ${placementNote(rt.placement)}`,
+        },
+        measure('join-nop', false),
+      ),
+    );
     await rt.drain();
   } finally {
     await rt.close();
@@ -57,8 +92,10 @@ function direct(joins: number, progress: Progress, launches: 1 | 2): Row {
   const b = loadBinding();
   b.bindDevice(0);
   try {
-    const s0 = b.streamCreate(), s1 = b.streamCreate();
-    const p0 = b.malloc(N_FLOATS * 4), p1 = b.malloc(N_FLOATS * 4);
+    const s0 = b.streamCreate(),
+      s1 = b.streamCreate();
+    const p0 = b.malloc(N_FLOATS * 4),
+      p1 = b.malloc(N_FLOATS * 4);
     const samples = new Array<number>(joins);
     for (let i = -joins / 4; i < joins; i++) {
       const t0 = performance.now();
@@ -70,10 +107,21 @@ function direct(joins: number, progress: Progress, launches: 1 | 2): Row {
     progress.tick(op, joins, joins);
     b.streamSynchronize(s0);
     b.streamSynchronize(s1);
-    return row({
-      suite: 'ring', op, transport: 'none', bytes: N_FLOATS * 4, unit: 'us', preset: null,
-      method: launches === 2 ? 'host clock per join: the main thread launches both kernels itself (two streams of device 0)' : 'host clock per launch: the main thread launches one kernel (device 0)',
-    }, samples);
+    return row(
+      {
+        suite: 'ring',
+        op,
+        transport: 'none',
+        bytes: N_FLOATS * 4,
+        unit: 'us',
+        preset: null,
+        method:
+          launches === 2
+            ? 'host clock per join: the main thread launches both kernels itself (two streams of device 0)'
+            : 'host clock per launch: the main thread launches one kernel (device 0)',
+      },
+      samples,
+    );
   } finally {
     b.releaseDevice();
   }

@@ -18,19 +18,33 @@ import { benchEp } from './ep.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { Progress } from '../src/cli/progress.js';
 
-type Suite = (backend: BackendKind, joins: number, p: Progress, transports?: string[], flush?: (rows: Row[]) => void) => Promise<Row[]>;
+type Suite = (
+  backend: BackendKind,
+  joins: number,
+  p: Progress,
+  transports?: string[],
+  flush?: (rows: Row[]) => void,
+) => Promise<Row[]>;
 
 export const SUITES: Record<string, Suite> = { ring: benchRing, joins: benchJoins, decode: benchDecode, ep: benchEp };
 
 /** Returns the process exit code: 0, or 2 for bad arguments (named on stderr). */
 export async function runBench(argv: string[]): Promise<number> {
-  const bad = (msg: string): number => { console.error(`bench: ${msg}`); return 2; };
+  const bad = (msg: string): number => {
+    console.error(`bench: ${msg}`);
+    return 2;
+  };
   let parsed;
   try {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { backend: { type: 'string' }, joins: { type: 'string', default: '20000' }, out: { type: 'string' }, transports: { type: 'string' } },
+      options: {
+        backend: { type: 'string' },
+        joins: { type: 'string', default: '20000' },
+        out: { type: 'string' },
+        transports: { type: 'string' },
+      },
     });
   } catch (e) {
     return bad((e as Error).message);
@@ -46,14 +60,31 @@ export async function runBench(argv: string[]): Promise<number> {
 
   const machine = describeMachine(backend);
   const progress = new Progress();
-  const dirs = [...(backend === 'cuda' ? [new URL('../../bench/results/', import.meta.url).pathname] : []), ...(values.out ? [values.out] : [])];
-  if (dirs.length === 0) console.error('bench: the CPU reference\'s figures are not kept in bench/results/; pass --out DIR to keep them');
+  const dirs = [
+    ...(backend === 'cuda' ? [new URL('../../bench/results/', import.meta.url).pathname] : []),
+    ...(values.out ? [values.out] : []),
+  ];
+  if (dirs.length === 0)
+    console.error("bench: the CPU reference's figures are not kept in bench/results/; pass --out DIR to keep them");
   for (const s of suites) {
-    const rows = await SUITES[s]!(backend, joins, progress, values.transports?.split(','), (partial) => writeResults(s, machine, partial, dirs));
+    const rows = await SUITES[s]!(backend, joins, progress, values.transports?.split(','), (partial) =>
+      writeResults(s, machine, partial, dirs),
+    );
     progress.done();
     const paths = writeResults(s, machine, rows, dirs);
     console.log(`\n${s} on ${machine.label} (${backend}):`);
-    console.table(rows.map((r) => ({ op: r.op, transport: r.transport, metric: r.metric ?? '', bytes: r.bytes, unit: r.unit, median: +r.median.toFixed(3), p99: +r.p99.toFixed(3), n: r.n })));
+    console.table(
+      rows.map((r) => ({
+        op: r.op,
+        transport: r.transport,
+        metric: r.metric ?? '',
+        bytes: r.bytes,
+        unit: r.unit,
+        median: +r.median.toFixed(3),
+        p99: +r.p99.toFixed(3),
+        n: r.n,
+      })),
+    );
     for (const p of paths) console.log(`wrote ${p}`);
   }
   return 0;

@@ -3,7 +3,16 @@
  * colour from plot to plot. Okabe and Ito's palette: told apart with the common colour-vision
  * deficiencies; its yellow, faint on white, comes last.
  */
-export const OKABE_ITO = ['#0072b2', '#d55e00', '#009e73', '#cc79a7', '#e69f00', '#56b4e9', '#000000', '#f0e442'] as const;
+export const OKABE_ITO = [
+  '#0072b2',
+  '#d55e00',
+  '#009e73',
+  '#cc79a7',
+  '#e69f00',
+  '#56b4e9',
+  '#000000',
+  '#f0e442',
+] as const;
 
 /** Names to colours in sorted order; past eight names the colours repeat. */
 export function seriesColours(names: Iterable<string>): Map<string, string> {

@@ -30,7 +30,15 @@ export interface StepTimes {
  * variant sees the same attention lengths at the same index). `each` runs after each step's
  * tokens are back, outside the timed span.
  */
-export async function timeSteps(walk: DeviceWalk, dc: DecodeConfig, label: string, progress: Progress, steps = 48, warm = 4, each?: () => Promise<number[]>): Promise<StepTimes> {
+export async function timeSteps(
+  walk: DeviceWalk,
+  dc: DecodeConfig,
+  label: string,
+  progress: Progress,
+  steps = 48,
+  warm = 4,
+  each?: () => Promise<number[]>,
+): Promise<StepTimes> {
   const out: StepTimes = { host: [], enqueue: [], wait: [], extra: [] };
   let tok = [1];
   for (let i = 0; i < warm + steps; i++) {
@@ -39,13 +47,23 @@ export async function timeSteps(walk: DeviceWalk, dc: DecodeConfig, label: strin
     const ms = performance.now() - t0;
     tok = next;
     const x = each ? await each() : [];
-    if (i >= warm) { out.host.push(ms); out.enqueue.push(timing.hostEnqueueUs); out.wait.push(timing.waitUs); out.extra.push(x); }
+    if (i >= warm) {
+      out.host.push(ms);
+      out.enqueue.push(timing.hostEnqueueUs);
+      out.wait.push(timing.waitUs);
+      out.extra.push(x);
+    }
     progress.tick(`${label}`, i + 1, warm + steps);
   }
   return out;
 }
 
-export async function withWalk<T>(backend: BackendKind, layout: Layout, fn: (walk: DeviceWalk, rt: Runtime) => Promise<T>, progress: Progress): Promise<T> {
+export async function withWalk<T>(
+  backend: BackendKind,
+  layout: Layout,
+  fn: (walk: DeviceWalk, rt: Runtime) => Promise<T>,
+  progress: Progress,
+): Promise<T> {
   const cfg = presetByName(presetFor(backend));
   const rt = await Runtime.open({ backend, mailboxBytes: mailboxBytesFor(cfg, 1) });
   const link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
@@ -66,15 +84,38 @@ export async function withWalk<T>(backend: BackendKind, layout: Layout, fn: (wal
  * Where a variant's step time went: enqueueing the step (step() until its completion signal is
  * written) and waiting for its completion counter; what is left is reading the tokens.
  */
-export function stepSplitRows(base: Pick<Row, 'suite' | 'bytes' | 'preset' | 'metric'>, transport: string, t: StepTimes): Row[] {
+export function stepSplitRows(
+  base: Pick<Row, 'suite' | 'bytes' | 'preset' | 'metric'>,
+  transport: string,
+  t: StepTimes,
+): Row[] {
   const b = { ...base, unit: 'us', transport };
   return [
-    row({ ...b, op: 'step enqueue', method: 'main-thread time from step() until the step\'s completion signal is enqueued' }, t.enqueue),
-    row({ ...b, op: 'step wait', method: 'main-thread time waiting for the step\'s completion counter after enqueueing it' }, t.wait),
+    row(
+      {
+        ...b,
+        op: 'step enqueue',
+        method: "main-thread time from step() until the step's completion signal is enqueued",
+      },
+      t.enqueue,
+    ),
+    row(
+      {
+        ...b,
+        op: 'step wait',
+        method: "main-thread time waiting for the step's completion counter after enqueueing it",
+      },
+      t.wait,
+    ),
   ];
 }
 
 /** A variant's step-time row (`base.op`, ms) followed by its enqueue and wait rows. */
-export function stepRows(base: Pick<Row, 'suite' | 'op' | 'bytes' | 'preset' | 'unit' | 'metric'>, transport: string, method: string, t: StepTimes): Row[] {
+export function stepRows(
+  base: Pick<Row, 'suite' | 'op' | 'bytes' | 'preset' | 'unit' | 'metric'>,
+  transport: string,
+  method: string,
+  t: StepTimes,
+): Row[] {
   return [row({ ...base, transport, method }, t.host), ...stepSplitRows(base, transport, t)];
 }

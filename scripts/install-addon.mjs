@@ -16,7 +16,8 @@ import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const HOW = 'build it with `npm run build:addon` (in this package) or `npm rebuild memra` (in a project that depends on it)';
+const HOW =
+  'build it with `npm run build:addon` (in this package) or `npm rebuild memra` (in a project that depends on it)';
 
 function executable(path) {
   try {
@@ -40,7 +41,8 @@ function missing() {
   const cudacxx = process.env.CUDACXX;
   if (cudacxx) {
     const path = isAbsolute(cudacxx) ? cudacxx : onPath(cudacxx);
-    if (!path || !executable(path)) gaps.push(`CUDACXX is set to '${cudacxx}', which is not an executable CUDA compiler`);
+    if (!path || !executable(path))
+      gaps.push(`CUDACXX is set to '${cudacxx}', which is not an executable CUDA compiler`);
   } else if (!onPath('nvcc')) {
     gaps.push('no CUDA compiler (nvcc is not on PATH and CUDACXX is unset)');
   }
@@ -49,7 +51,9 @@ function missing() {
 }
 
 if (process.env.MEMRA_SKIP_ADDON === '1') {
-  console.log(`memra: MEMRA_SKIP_ADDON=1, so the CUDA addon was not built; memra runs on its CPU reference backend until it is: ${HOW}.`);
+  console.log(
+    `memra: MEMRA_SKIP_ADDON=1, so the CUDA addon was not built; memra runs on its CPU reference backend until it is: ${HOW}.`,
+  );
   process.exit(0);
 }
 
@@ -63,9 +67,13 @@ if (why) {
 }
 
 const cmakeJs = join(dirname(createRequire(import.meta.url).resolve('cmake-js/package.json')), 'bin', 'cmake-js');
-const build = spawnSync(process.execPath, [cmakeJs, 'compile', '--CDCMAKE_CUDA_ARCHITECTURES=90', '--CDCMAKE_BUILD_TYPE=Release'], {
-  cwd: root,
-  stdio: 'inherit',
-});
+const build = spawnSync(
+  process.execPath,
+  [cmakeJs, 'compile', '--CDCMAKE_CUDA_ARCHITECTURES=90', '--CDCMAKE_BUILD_TYPE=Release'],
+  {
+    cwd: root,
+    stdio: 'inherit',
+  },
+);
 if (build.error) throw build.error;
 process.exit(build.status ?? 1);

@@ -9,7 +9,14 @@ export { ControlError } from './workers/worker-handle.js';
 export { loadBinding, type NativeBinding, type DeviceProps } from './runtime/binding.js';
 export { Session, type SessionOptions, type StepOutput } from './decode/session.js';
 export { PRESETS, presetByName, validateConfig, type ModelConfig, type PresetName } from './decode/model-config.js';
-export { DEFAULT_CONFIG, ConfigError, parseDecodeConfig, loadDecodeConfig, type DecodeConfig, type WoVariant } from './decode/decode-config.js';
+export {
+  DEFAULT_CONFIG,
+  ConfigError,
+  parseDecodeConfig,
+  loadDecodeConfig,
+  type DecodeConfig,
+  type WoVariant,
+} from './decode/decode-config.js';
 export { CpuModel } from './decode/cpu-model.js';
 export { ArLink } from './runtime/link.js';
 export { openTransport } from './runtime/transports/open.js';

@@ -28,7 +28,13 @@ export interface DecodeOptions {
 }
 
 /** One hop's joins over the run (steps after the first). */
-export interface HopSummary { hop: string; joinsPerToken: number; medianUs: number; p99Us: number; usPerToken: number }
+export interface HopSummary {
+  hop: string;
+  joinsPerToken: number;
+  medianUs: number;
+  p99Us: number;
+  usPerToken: number;
+}
 
 export interface DecodeReport {
   backend: BackendKind;
@@ -67,13 +73,20 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     layout: o.layout,
     maxBatch: o.batch,
     ...(o.preset ? { model: o.preset } : {}),
-    ...(o.config || o.profile ? { config: o.profile ? { ...(o.config ? loadDecodeConfig(o.config) : DEFAULT_CONFIG), profile: true } : o.config! } : {}),
+    ...(o.config || o.profile
+      ? {
+          config: o.profile
+            ? { ...(o.config ? loadDecodeConfig(o.config) : DEFAULT_CONFIG), profile: true }
+            : o.config!,
+        }
+      : {}),
     onProgress: (done, total) => progress.tick('weights', done, total),
   });
   progress.done();
   try {
     const preset = o.preset ?? (session.backend === 'cuda' ? 'small' : 'tiny');
-    if (o.tokens > session.model.maxPos) throw new RangeError(`--tokens ${o.tokens} is past the model's KV cache (maxPos ${session.model.maxPos})`);
+    if (o.tokens > session.model.maxPos)
+      throw new RangeError(`--tokens ${o.tokens} is past the model's KV cache (maxPos ${session.model.maxPos})`);
     const out: number[][] = Array.from({ length: o.batch }, () => []);
     const stepMs: number[] = [];
     const joinReads: Array<Promise<JoinTiming[]>> = [];
@@ -125,29 +138,47 @@ function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPe
     const all = perStep.flat().map((j) => j.deviceUs);
     if (all.length === 0) continue;
     const s = summarize(all);
-    hops.push({ hop, joinsPerToken: perStep[0]!.length, medianUs: s.median, p99Us: s.p99, usPerToken: summarize(perStep.map((js) => js.reduce((a, j) => a + j.deviceUs, 0))).median });
+    hops.push({
+      hop,
+      joinsPerToken: perStep[0]!.length,
+      medianUs: s.median,
+      p99Us: s.p99,
+      usPerToken: summarize(perStep.map((js) => js.reduce((a, j) => a + j.deviceUs, 0))).median,
+    });
   }
   return { hops, medianUsPerToken: summarize(steps.map((js) => js.reduce((a, j) => a + j.deviceUs, 0))).median };
 }
 
 export function printDecode(r: DecodeReport): void {
   console.log(`backend: ${r.backend} (${r.layout}), model: ${r.preset}, batch ${r.batch}`);
-  const size = (b: number): string => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`);
+  const size = (b: number): string =>
+    b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`;
   if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
-  if (r.placement.some((p) => p.cpu !== null)) console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
+  if (r.placement.some((p) => p.cpu !== null))
+    console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
   for (const [s, row] of r.tokens.entries()) console.log(`row ${s}: ${row.join(' ')}`);
-  console.log(`${r.tokensPerSecond.toFixed(1)} tokens/s; step ${r.medianStepMs.toFixed(3)} ms median over ${Math.max(1, r.stepMs.length - 1)} steps (main-thread wall time, first step excluded)`);
+  console.log(
+    `${r.tokensPerSecond.toFixed(1)} tokens/s; step ${r.medianStepMs.toFixed(3)} ms median over ${Math.max(1, r.stepMs.length - 1)} steps (main-thread wall time, first step excluded)`,
+  );
   if (r.epGraph) {
     const g = r.epGraph;
-    console.log(`EP graph: ${g.dispatches} launches, ${g.captures} captures${g.refused.length ? `; ${g.refused.length} layer(s) on the eager twin: ${g.refused[0]!.reason}` : ''}`);
+    console.log(
+      `EP graph: ${g.dispatches} launches, ${g.captures} captures${g.refused.length ? `; ${g.refused.length} layer(s) on the eager twin: ${g.refused[0]!.reason}` : ''}`,
+    );
   }
   if (r.stepGraph) {
     const g = r.stepGraph;
-    console.log(`step graph: ${g.launches} launches, ${g.captures} captures${g.refused.length ? `; refused at t = ${g.refused[0]!.t}: ${g.refused[0]!.reason}` : ''}${r.joins ? ' (profiled steps run eagerly: --no-profile times the graph)' : ''}`);
+    console.log(
+      `step graph: ${g.launches} launches, ${g.captures} captures${g.refused.length ? `; refused at t = ${g.refused[0]!.t}: ${g.refused[0]!.reason}` : ''}${r.joins ? ' (profiled steps run eagerly: --no-profile times the graph)' : ''}`,
+    );
   }
   if (!r.joins) return;
-  console.log(`joins per token: ${r.joins.medianUsPerToken.toFixed(1)} us median (device time on each join's receiving rank)`);
+  console.log(
+    `joins per token: ${r.joins.medianUsPerToken.toFixed(1)} us median (device time on each join's receiving rank)`,
+  );
   for (const h of r.joins.hops) {
-    console.log(`  ${h.hop.padEnd(16)} ${String(h.joinsPerToken).padStart(3)} a token   ${h.medianUs.toFixed(2).padStart(8)} us median  ${h.p99Us.toFixed(2).padStart(8)} us p99   ${h.usPerToken.toFixed(1).padStart(8)} us a token`);
+    console.log(
+      `  ${h.hop.padEnd(16)} ${String(h.joinsPerToken).padStart(3)} a token   ${h.medianUs.toFixed(2).padStart(8)} us median  ${h.p99Us.toFixed(2).padStart(8)} us p99   ${h.usPerToken.toFixed(1).padStart(8)} us a token`,
+    );
   }
 }

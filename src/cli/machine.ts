@@ -22,16 +22,29 @@ export interface Machine {
 }
 
 export function describeMachine(backend: string): Machine {
-  let gpus: DeviceProps[] = [], driverVersion = 0, cudaRuntimeVersion = 0, nccl = 0, addon = 'unavailable';
+  let gpus: DeviceProps[] = [],
+    driverVersion = 0,
+    cudaRuntimeVersion = 0,
+    nccl = 0,
+    addon = 'unavailable';
   try {
     const b = loadBinding();
     gpus = Array.from({ length: b.deviceCount() }, (_, i) => b.deviceProps(i));
     driverVersion = b.driverVersion();
     cudaRuntimeVersion = b.cudaRuntimeVersion;
     addon = b.version;
-    try { nccl = b.ncclLoad(); } catch { /* no libnccl: nccl stays 0 */ }
-  } catch { /* no addon: a CPU-only run */ }
-  const label = gpus.length > 0 ? `${gpus.length}x${gpus[0]!.name.replace(/^NVIDIA\s+/, '').replace(/[^A-Za-z0-9]+/g, '')}` : `cpu${cpus().length}`;
+    try {
+      nccl = b.ncclLoad();
+    } catch {
+      /* no libnccl: nccl stays 0 */
+    }
+  } catch {
+    /* no addon: a CPU-only run */
+  }
+  const label =
+    gpus.length > 0
+      ? `${gpus.length}x${gpus[0]!.name.replace(/^NVIDIA\s+/, '').replace(/[^A-Za-z0-9]+/g, '')}`
+      : `cpu${cpus().length}`;
   return {
     hostname: hostname(),
     label,
@@ -47,4 +60,3 @@ export function describeMachine(backend: string): Machine {
     addon,
   };
 }
-

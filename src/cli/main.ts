@@ -34,7 +34,10 @@ async function main(argv: string[]): Promise<number> {
     console.log(USAGE);
     return command ? 0 : 2;
   }
-  if (rest.includes('--help') || rest.includes('-h')) { console.log(USAGE); return 0; }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(USAGE);
+    return 0;
+  }
   if (command === 'decode') return decodeCommand(rest);
   if (command === 'profile') return profileCommand(rest);
   if (command === 'bench') {
@@ -69,7 +72,9 @@ async function main(argv: string[]): Promise<number> {
   else {
     console.log(`backend: ${r.backend} (${r.why})`);
     console.log(`peer access: ${r.peer}`);
-    console.log(`${r.joins} ordered joins: ${r.hostMicrosPerJoin.toFixed(2)} us of main-thread time each; result checked`);
+    console.log(
+      `${r.joins} ordered joins: ${r.hostMicrosPerJoin.toFixed(2)} us of main-thread time each; result checked`,
+    );
   }
   return 0;
 }
@@ -99,22 +104,35 @@ function parseDecodeArgs(command: string, argv: string[], withOut: boolean): Dec
     return (e as Error).message;
   }
   if (!BACKENDS.includes(values.backend!)) return `--backend must be auto, cuda or cpu, got '${values.backend}'`;
-  if (values.layout !== 'sharded' && values.layout !== 'unsharded') return `--layout must be sharded or unsharded, got '${values.layout}'`;
-  const tokens = Number(values.tokens), batch = Number(values.batch);
+  if (values.layout !== 'sharded' && values.layout !== 'unsharded')
+    return `--layout must be sharded or unsharded, got '${values.layout}'`;
+  const tokens = Number(values.tokens),
+    batch = Number(values.batch);
   if (!Number.isInteger(tokens) || tokens < 1) return `--tokens must be a positive integer, got '${values.tokens}'`;
-  if (!Number.isInteger(batch) || batch < 1 || batch > 8) return `--batch must be an integer from 1 to 8, got '${values.batch}'`;
+  if (!Number.isInteger(batch) || batch < 1 || batch > 8)
+    return `--batch must be an integer from 1 to 8, got '${values.batch}'`;
   if (withOut && args.length !== argv.length) return `${command} always profiles; --no-profile does not apply`;
   return {
-    tokens, batch, json: values.json!, profile: args.length === argv.length, backend: values.backend as 'auto' | 'cuda' | 'cpu', layout: values.layout,
+    tokens,
+    batch,
+    json: values.json!,
+    profile: args.length === argv.length,
+    backend: values.backend as 'auto' | 'cuda' | 'cpu',
+    layout: values.layout,
     ...(values.preset ? { preset: values.preset } : {}),
     ...(values.config ? { config: values.config } : {}),
-    ...(withOut && typeof (values as { out?: unknown }).out === 'string' ? { out: (values as { out: string }).out } : {}),
+    ...(withOut && typeof (values as { out?: unknown }).out === 'string'
+      ? { out: (values as { out: string }).out }
+      : {}),
   };
 }
 
 async function decodeCommand(argv: string[]): Promise<number> {
   const o = parseDecodeArgs('decode', argv, false);
-  if (typeof o === 'string') { console.error(`memra decode: ${o}`); return 2; }
+  if (typeof o === 'string') {
+    console.error(`memra decode: ${o}`);
+    return 2;
+  }
   const r = await decode(o);
   if (o.json) console.log(JSON.stringify(r));
   else printDecode(r);
@@ -123,7 +141,10 @@ async function decodeCommand(argv: string[]): Promise<number> {
 
 async function profileCommand(argv: string[]): Promise<number> {
   const o = parseDecodeArgs('profile', argv, true);
-  if (typeof o === 'string') { console.error(`memra profile: ${o}`); return 2; }
+  if (typeof o === 'string') {
+    console.error(`memra profile: ${o}`);
+    return 2;
+  }
   const { out, json, profile: _on, ...rest } = o;
   const r = await profile(rest, out!);
   if (json) console.log(JSON.stringify({ ...r.report, files: r.files }));
@@ -131,7 +152,12 @@ async function profileCommand(argv: string[]): Promise<number> {
   return 0;
 }
 
-main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e: unknown) => {
-  console.error(`memra: ${(e as Error).message}`);
-  process.exitCode = 1;
-});
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e: unknown) => {
+    console.error(`memra: ${(e as Error).message}`);
+    process.exitCode = 1;
+  },
+);

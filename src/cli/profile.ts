@@ -14,22 +14,36 @@ import { chromeTraceJson } from '../profile/chrome-trace.js';
 import { renderHtmlReport } from '../profile/html-report.js';
 import type { Profile } from '../profile/profile-data.js';
 
-export interface ProfileRun { report: DecodeReport; profile: Profile; files: string[] }
+export interface ProfileRun {
+  report: DecodeReport;
+  profile: Profile;
+  files: string[];
+}
 
-export async function profile(o: Omit<DecodeOptions, 'profile' | 'onStep' | 'json'>, outDir: string): Promise<ProfileRun> {
+export async function profile(
+  o: Omit<DecodeOptions, 'profile' | 'onStep' | 'json'>,
+  outDir: string,
+): Promise<ProfileRun> {
   // Before the run, not after it: the session takes exactly the layout it is given.
-  if (o.layout !== 'sharded') throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
+  if (o.layout !== 'sharded')
+    throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
   const recorder = new ProfileRecorder();
   const report = await decode({ ...o, json: false, profile: true, onStep: (rows, out) => recorder.record(rows, out) });
   const machine = describeMachine(report.backend);
-  const p = await recorder.finish({
-    preset: report.preset,
-    layers: report.layers,
-    backend: report.backend,
-    machine: machine.gpus.length > 0 ? `${machine.gpus.length}x ${machine.gpus[0]!.name}` : `cpu reference (${machine.cores} cores)`,
-    date: new Date().toISOString(),
-    config: report.config,
-  }, report.epGraph);
+  const p = await recorder.finish(
+    {
+      preset: report.preset,
+      layers: report.layers,
+      backend: report.backend,
+      machine:
+        machine.gpus.length > 0
+          ? `${machine.gpus.length}x ${machine.gpus[0]!.name}`
+          : `cpu reference (${machine.cores} cores)`,
+      date: new Date().toISOString(),
+      config: report.config,
+    },
+    report.epGraph,
+  );
   const dir = resolve(outDir);
   mkdirSync(dir, { recursive: true });
   // One aggregate for both the JSON and the HTML: the two cannot disagree.

@@ -11,11 +11,19 @@ export class Progress {
     const width = 30;
     const filled = Math.round((done / Math.max(1, total)) * width);
     const line = `${label.padEnd(16)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total}`;
-    if (this.out.isTTY) { this.out.write(`\r${line}`); return; }
+    if (this.out.isTTY) {
+      this.out.write(`\r${line}`);
+      return;
+    }
     // Logs get a line per tenth, so a failure can be placed.
     const decile = Math.floor((10 * done) / Math.max(1, total));
-    if (decile !== this.lastDecile) { this.lastDecile = decile; this.out.write(`${line}\n`); }
+    if (decile !== this.lastDecile) {
+      this.lastDecile = decile;
+      this.out.write(`${line}\n`);
+    }
   }
 
-  done(): void { if (this.out.isTTY) this.out.write('\n'); }
+  done(): void {
+    if (this.out.isTTY) this.out.write('\n');
+  }
 }

@@ -21,8 +21,10 @@ export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000):
   try {
     const [a, b] = rt.ranks;
     const n = 4096;
-    const pa = await a.alloc(n * 4), pb = await b.alloc(n * 4);
-    const ready = await b.createEvent(), pushed = await a.createEvent();
+    const pa = await a.alloc(n * 4),
+      pb = await b.alloc(n * 4);
+    const ready = await b.createEvent(),
+      pushed = await a.createEvent();
     const t0 = performance.now();
     for (let i = 1; i <= joins; i++) {
       // One push per join from rank 0 into rank 1, ordered both ways as seed 000 requires.
@@ -39,7 +41,11 @@ export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000):
     const got = await b.downloadF32(pb, n);
     const checked = got.every((v) => v === joins);
     if (!checked) throw new Error(`selfcheck: rank 1 holds ${got[0]} after ${joins} joins, wanted ${joins}`);
-    const peer = rt.peer ? (rt.peer.enabled[0][1] && rt.peer.enabled[1][0] ? 'proven both ways' : rt.peer.reason.join('; ')) : 'not probed';
+    const peer = rt.peer
+      ? rt.peer.enabled[0][1] && rt.peer.enabled[1][0]
+        ? 'proven both ways'
+        : rt.peer.reason.join('; ')
+      : 'not probed';
     return { backend, why: detected.why, peer, joins, hostMicrosPerJoin, checked };
   } finally {
     await rt.close();

@@ -11,8 +11,25 @@
  * up to ~263 MB f32; `bench` (~10 GB bf16) is not meant for this class.
  */
 import { validateConfig, type ModelConfig } from './model-config.js';
-import { generateTensor, layerTensorId, tensorSpecs, widenBf16, type LayerTensorName, type TensorSpec } from './weights.js';
-import { dot, matvec, quantizeE4m3Blocks, rmsnorm, silu, softmaxInPlace, topk, argmax, QUANT_BLOCK } from './f32-ops.js';
+import {
+  generateTensor,
+  layerTensorId,
+  tensorSpecs,
+  widenBf16,
+  type LayerTensorName,
+  type TensorSpec,
+} from './weights.js';
+import {
+  dot,
+  matvec,
+  quantizeE4m3Blocks,
+  rmsnorm,
+  silu,
+  softmaxInPlace,
+  topk,
+  argmax,
+  QUANT_BLOCK,
+} from './f32-ops.js';
 
 export interface CpuModelOptions {
   /**
@@ -64,12 +81,14 @@ export class CpuModel {
   constructor(cfg: ModelConfig, opts: CpuModelOptions = {}) {
     this.cfg = validateConfig(cfg);
     const maxBatch = opts.maxBatch ?? 8;
-    if (!Number.isSafeInteger(maxBatch) || maxBatch < 1) throw new Error(`maxBatch must be a positive integer, got ${maxBatch}`);
+    if (!Number.isSafeInteger(maxBatch) || maxBatch < 1)
+      throw new Error(`maxBatch must be a positive integer, got ${maxBatch}`);
     this.maxBatch = maxBatch;
     this.specs = tensorSpecs(cfg);
     for (const s of this.specs) this.bits.set(s.id, generateTensor(cfg.seed, s));
     this.cache = Array.from({ length: maxBatch }, () =>
-      Array.from({ length: cfg.layers }, () => new Float32Array(cfg.maxPos * cfg.latent)));
+      Array.from({ length: cfg.layers }, () => new Float32Array(cfg.maxPos * cfg.latent)),
+    );
     this.lengths = new Array<number>(maxBatch).fill(0);
   }
 
@@ -83,7 +102,10 @@ export class CpuModel {
   /** Tensor `id` widened to f32, widened once and kept. */
   weightF32(id: number): Float32Array {
     let w = this.wide.get(id);
-    if (!w) { w = widenBf16(this.weightBits(id)); this.wide.set(id, w); }
+    if (!w) {
+      w = widenBf16(this.weightBits(id));
+      this.wide.set(id, w);
+    }
     return w;
   }
 
@@ -99,13 +121,17 @@ export class CpuModel {
 
   /** Forget slot `s`'s sequence (all slots without an argument); its next position is 0. */
   reset(slot?: number): void {
-    if (slot === undefined) { this.lengths.fill(0); return; }
+    if (slot === undefined) {
+      this.lengths.fill(0);
+      return;
+    }
     this.checkSlot(slot);
     this.lengths[slot] = 0;
   }
 
   private checkSlot(slot: number): void {
-    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch) throw new RangeError(`slot must be in [0, ${this.maxBatch}), got ${slot}`);
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch)
+      throw new RangeError(`slot must be in [0, ${this.maxBatch}), got ${slot}`);
   }
 
   /**
@@ -113,34 +139,72 @@ export class CpuModel {
    * argument is checked before anything changes, so a refused step leaves the caches as they were.
    */
   step(tokens: readonly number[], positions: readonly number[], opts: { trace?: boolean } = {}): StepResult {
-    const { vocab: V, maxPos: P, hidden: H, latent: R, heads: N, headDim: Dv, topk: K, layers: L, experts: E } = this.cfg;
+    const {
+      vocab: V,
+      maxPos: P,
+      hidden: H,
+      latent: R,
+      heads: N,
+      headDim: Dv,
+      topk: K,
+      layers: L,
+      experts: E,
+    } = this.cfg;
     const t = tokens.length;
     if (positions.length !== t) throw new Error(`step: ${t} tokens but ${positions.length} positions`);
     if (t === 0) throw new Error('step: empty batch');
     if (t > this.maxBatch) throw new Error(`step: batch of ${t} rows is larger than maxBatch ${this.maxBatch}`);
     for (let s = 0; s < t; s++) {
-      const x = tokens[s]!, p = positions[s]!;
-      if (!Number.isInteger(x) || x < 0 || x >= V) throw new RangeError(`step: row ${s}: token ${x} is out of range [0, ${V})`);
-      if (!Number.isInteger(p) || p < 0) throw new RangeError(`step: row ${s}: position ${p} is not a non-negative integer`);
+      const x = tokens[s]!,
+        p = positions[s]!;
+      if (!Number.isInteger(x) || x < 0 || x >= V)
+        throw new RangeError(`step: row ${s}: token ${x} is out of range [0, ${V})`);
+      if (!Number.isInteger(p) || p < 0)
+        throw new RangeError(`step: row ${s}: position ${p} is not a non-negative integer`);
       if (p >= P) throw new RangeError(`step: row ${s}: position ${p} is past the KV cache (maxPos ${P})`);
-      if (p !== this.lengths[s]) throw new Error(`step: row ${s}: position ${p} does not follow the sequence, whose next position is ${this.lengths[s]}`);
+      if (p !== this.lengths[s])
+        throw new Error(
+          `step: row ${s}: position ${p} does not follow the sequence, whose next position is ${this.lengths[s]}`,
+        );
     }
 
-    const trace = opts.trace ? {
-      layers: Array.from({ length: L }, (): LayerTrace => ({
-        c: new Float32Array(t * R), u: new Float32Array(t * N * Dv), hAttn: new Float32Array(t * H),
-        ids: new Int32Array(t * K), wts: new Float32Array(t * K), xs: new Float32Array(t * H / QUANT_BLOCK),
-        xq: new Uint8Array(t * H), hOut: new Float32Array(t * H),
-      })),
-      logits: new Float32Array(t * V),
-    } : undefined;
+    const trace = opts.trace
+      ? {
+          layers: Array.from(
+            { length: L },
+            (): LayerTrace => ({
+              c: new Float32Array(t * R),
+              u: new Float32Array(t * N * Dv),
+              hAttn: new Float32Array(t * H),
+              ids: new Int32Array(t * K),
+              wts: new Float32Array(t * K),
+              xs: new Float32Array((t * H) / QUANT_BLOCK),
+              xq: new Uint8Array(t * H),
+              hOut: new Float32Array(t * H),
+            }),
+          ),
+          logits: new Float32Array(t * V),
+        }
+      : undefined;
 
     // Scratch, reused across rows and layers.
-    const a = new Float32Array(H), c = new Float32Array(R), q = new Float32Array(N * R);
-    const sc = new Float32Array(P), o = new Float32Array(R), u = new Float32Array(N * Dv), uh = new Float32Array(Dv);
-    const y = new Float32Array(H), logitsE = new Float32Array(E), wts = new Float32Array(K);
-    const xq = new Uint8Array(H), xs = new Float32Array(H / QUANT_BLOCK), xd = new Float32Array(H);
-    const g = new Float32Array(this.cfg.ffn), up = new Float32Array(this.cfg.ffn), contrib = new Float32Array(H), moe = new Float32Array(H);
+    const a = new Float32Array(H),
+      c = new Float32Array(R),
+      q = new Float32Array(N * R);
+    const sc = new Float32Array(P),
+      o = new Float32Array(R),
+      u = new Float32Array(N * Dv),
+      uh = new Float32Array(Dv);
+    const y = new Float32Array(H),
+      logitsE = new Float32Array(E),
+      wts = new Float32Array(K);
+    const xq = new Uint8Array(H),
+      xs = new Float32Array(H / QUANT_BLOCK),
+      xd = new Float32Array(H);
+    const g = new Float32Array(this.cfg.ffn),
+      up = new Float32Array(this.cfg.ffn),
+      contrib = new Float32Array(H),
+      moe = new Float32Array(H);
     const logits = new Float32Array(V);
     // docs/model.md is silent: how sqrt(R) is formed; it is the f32 sqrt of R, and scores divide by it
     // as written (not multiply by a reciprocal).
@@ -151,7 +215,8 @@ export class CpuModel {
     const next: number[] = [];
     const emb = this.weightF32(0);
     for (let s = 0; s < t; s++) {
-      const x = tokens[s]!, p = positions[s]!;
+      const x = tokens[s]!,
+        p = positions[s]!;
       const h = hidden.subarray(s * H, (s + 1) * H);
       h.set(emb.subarray(x * H, (x + 1) * H));
       for (let l = 0; l < L; l++) {
@@ -169,7 +234,8 @@ export class CpuModel {
           // o = Σ_j softmax(s)_j · cache[j], in f32, in j order.
           o.fill(0);
           for (let j = 0; j <= p; j++) {
-            const pj = sc[j]!, off = j * R;
+            const pj = sc[j]!,
+              off = j * R;
             for (let r = 0; r < R; r++) o[r] = o[r]! + Math.fround(pj * cacheL[off + r]!);
           }
           matvec(o, wuv, n * R * Dv, R, Dv, uh);
@@ -184,7 +250,9 @@ export class CpuModel {
         for (let k = 0; k < K; k++) wts[k] = logitsE[ids[k]!]!;
         softmaxInPlace(wts, K);
         quantizeE4m3Blocks(a, xq, xs, xd);
-        const w1 = this.lw(l, 'W1'), w3 = this.lw(l, 'W3'), w2 = this.lw(l, 'W2');
+        const w1 = this.lw(l, 'W1'),
+          w3 = this.lw(l, 'W3'),
+          w2 = this.lw(l, 'W2');
         // Σ_k wts[k]·contrib[k] in f32 in slot order, then added to h: the EP merge sums the
         // same terms in the same order whichever rank produced them.
         moe.fill(0);
@@ -199,8 +267,13 @@ export class CpuModel {
         }
         if (trace) {
           const tl = trace.layers[l]!;
-          tl.c.set(c, s * R); tl.u.set(u, s * N * Dv); tl.hAttn.set(h, s * H);
-          tl.ids.set(ids, s * K); tl.wts.set(wts, s * K); tl.xs.set(xs, s * xs.length); tl.xq.set(xq, s * H);
+          tl.c.set(c, s * R);
+          tl.u.set(u, s * N * Dv);
+          tl.hAttn.set(h, s * H);
+          tl.ids.set(ids, s * K);
+          tl.wts.set(wts, s * K);
+          tl.xs.set(xs, s * xs.length);
+          tl.xq.set(xq, s * H);
         }
         for (let i = 0; i < H; i++) h[i] = h[i]! + moe[i]!;
         if (trace) trace.layers[l]!.hOut.set(h, s * H);

@@ -23,7 +23,11 @@ import { TRANSPORTS, type TransportName } from '../runtime/transports/transport.
 export type WoVariant = 'concat' | 'allreduce';
 export const WO_VARIANTS: readonly WoVariant[] = ['concat', 'allreduce'];
 
-export interface LayerRange { from: number; to: number; transport: TransportName }
+export interface LayerRange {
+  from: number;
+  to: number;
+  transport: TransportName;
+}
 
 export interface DecodeConfig {
   transport: { default: TransportName; layers: LayerRange[] };
@@ -67,7 +71,11 @@ export const DEFAULT_CONFIG: DecodeConfig = {
 };
 
 export class ConfigError extends Error {
-  constructor(readonly source: string, readonly path: string, message: string) {
+  constructor(
+    readonly source: string,
+    readonly path: string,
+    message: string,
+  ) {
     super(`${source}: ${path}: ${message}`);
     this.name = 'ConfigError';
   }
@@ -84,7 +92,9 @@ const show = (v: Json): string => JSON.stringify(v) ?? String(v);
 class Reader {
   constructor(private readonly source: string) {}
 
-  fail(path: string, message: string): never { throw new ConfigError(this.source, path, message); }
+  fail(path: string, message: string): never {
+    throw new ConfigError(this.source, path, message);
+  }
 
   object(v: Json, path: string, keys: readonly string[]): Record<string, Json> {
     if (!isObject(v)) this.fail(path, `must be an object, got ${show(v)}`);
@@ -95,7 +105,8 @@ class Reader {
   }
 
   choice<T extends string>(v: Json, path: string, allowed: readonly T[]): T {
-    if (typeof v !== 'string' || !allowed.includes(v as T)) this.fail(path, `must be one of ${allowed.join(', ')}, got ${show(v)}`);
+    if (typeof v !== 'string' || !allowed.includes(v as T))
+      this.fail(path, `must be one of ${allowed.join(', ')}, got ${show(v)}`);
     return v as T;
   }
 
@@ -105,7 +116,8 @@ class Reader {
   }
 
   int(v: Json, path: string, lo: number, hi: number): number {
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi) this.fail(path, `must be an integer in [${lo}, ${hi}], got ${show(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < lo || v > hi)
+      this.fail(path, `must be an integer in [${lo}, ${hi}], got ${show(v)}`);
     return v;
   }
 }
@@ -116,14 +128,24 @@ class Reader {
  */
 export function parseDecodeConfig(json: Json, source = 'config', layers?: number): DecodeConfig {
   const r = new Reader(source);
-  const top = r.object(json, '$', ['transport', 'wo', 'epGraph', 'stepGraph', 'validate', 'profile', 'llServeMicros', 'spin']);
+  const top = r.object(json, '$', [
+    'transport',
+    'wo',
+    'epGraph',
+    'stepGraph',
+    'validate',
+    'profile',
+    'llServeMicros',
+    'spin',
+  ]);
   const cfg: DecodeConfig = structuredClone(DEFAULT_CONFIG);
   if (top.transport !== undefined) {
     const t = r.object(top.transport, '$.transport', ['default', 'layers']);
     if (t.default !== undefined) cfg.transport.default = r.choice(t.default, '$.transport.default', TRANSPORTS);
     if (t.layers !== undefined) {
       const list = t.layers;
-      if (!Array.isArray(list)) r.fail('$.transport.layers', `must be an array of { from, to, transport }, got ${show(list)}`);
+      if (!Array.isArray(list))
+        r.fail('$.transport.layers', `must be an array of { from, to, transport }, got ${show(list)}`);
       const maxLayer = layers === undefined ? Number.MAX_SAFE_INTEGER : layers - 1;
       cfg.transport.layers = (list as Json[]).map((item: Json, i: number) => {
         const path = `$.transport.layers[${i}]`;
@@ -138,15 +160,21 @@ export function parseDecodeConfig(json: Json, source = 'config', layers?: number
   if (top.wo !== undefined) cfg.wo = r.choice(top.wo, '$.wo', WO_VARIANTS);
   if (top.epGraph !== undefined) cfg.epGraph = r.bool(top.epGraph, '$.epGraph');
   if (top.stepGraph !== undefined) cfg.stepGraph = r.bool(top.stepGraph, '$.stepGraph');
-  if (cfg.stepGraph && cfg.epGraph) r.fail('$.stepGraph', 'cannot be on with $.epGraph: the step graph captures the EP step with the rest of the step; choose one');
+  if (cfg.stepGraph && cfg.epGraph)
+    r.fail(
+      '$.stepGraph',
+      'cannot be on with $.epGraph: the step graph captures the EP step with the rest of the step; choose one',
+    );
   if (top.validate !== undefined) cfg.validate = r.bool(top.validate, '$.validate');
   if (top.profile !== undefined) cfg.profile = r.bool(top.profile, '$.profile');
   if (top.llServeMicros !== undefined) cfg.llServeMicros = r.int(top.llServeMicros, '$.llServeMicros', 0, 60_000_000);
   if (top.spin !== undefined) {
     const s = r.object(top.spin, '$.spin', ['hostMicros', 'deviceTicks', 'handshakeTimeoutMs']);
     if (s.hostMicros !== undefined) cfg.spin.hostMicros = r.int(s.hostMicros, '$.spin.hostMicros', 0, 1_000_000);
-    if (s.deviceTicks !== undefined) cfg.spin.deviceTicks = r.int(s.deviceTicks, '$.spin.deviceTicks', 1, Number.MAX_SAFE_INTEGER);
-    if (s.handshakeTimeoutMs !== undefined) cfg.spin.handshakeTimeoutMs = r.int(s.handshakeTimeoutMs, '$.spin.handshakeTimeoutMs', 1, 600_000);
+    if (s.deviceTicks !== undefined)
+      cfg.spin.deviceTicks = r.int(s.deviceTicks, '$.spin.deviceTicks', 1, Number.MAX_SAFE_INTEGER);
+    if (s.handshakeTimeoutMs !== undefined)
+      cfg.spin.handshakeTimeoutMs = r.int(s.handshakeTimeoutMs, '$.spin.handshakeTimeoutMs', 1, 600_000);
   }
   return cfg;
 }

@@ -32,9 +32,24 @@ import { openTransport } from '../runtime/transports/open.js';
 import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
 import { mlaWorkspaceBytes } from './mla-workspace.js';
-import { ownership, WeightLoader, type Layout, type Ownership, type Progress, type RankWeights } from './device-weights.js';
+import {
+  ownership,
+  WeightLoader,
+  type Layout,
+  type Ownership,
+  type Progress,
+  type RankWeights,
+} from './device-weights.js';
 import { transportForLayer, type DecodeConfig } from './decode-config.js';
-import { JoinProfiler, profileSwitches, stampBlockBytes, type CapturedJoin, type Hop, type JoinTiming, type ProfileSwitches } from './join-profile.js';
+import {
+  JoinProfiler,
+  profileSwitches,
+  stampBlockBytes,
+  type CapturedJoin,
+  type Hop,
+  type JoinTiming,
+  type ProfileSwitches,
+} from './join-profile.js';
 import { EpGraphSlots } from './ep-graph-slot.js';
 import { checkRoutes } from './route-check.js';
 import { EpStepTimer } from './ep-step-timer.js';
@@ -43,9 +58,26 @@ import { CapturedGraph, type GraphMode } from '../runtime/graph.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
 interface Buffers {
-  hx: number; a: number; c: number; q: number; uPart: number; uFull: number; yPart: number; yFull: number; yAr: number;
-  logitsE: number; pack: number; xd: number; act: number; contrib: number; contribPeer: number;
-  fin: number; logitsV: number; tokIn: number; tokOut: number; cache: number;
+  hx: number;
+  a: number;
+  c: number;
+  q: number;
+  uPart: number;
+  uFull: number;
+  yPart: number;
+  yFull: number;
+  yAr: number;
+  logitsE: number;
+  pack: number;
+  xd: number;
+  act: number;
+  contrib: number;
+  contribPeer: number;
+  fin: number;
+  logitsV: number;
+  tokIn: number;
+  tokOut: number;
+  cache: number;
   /** The attention's tile partials (mla-workspace.ts). */
   attnWork: number;
 }
@@ -149,16 +181,30 @@ export class DeviceWalk {
     if (layout === 'sharded') {
       const [b0, b1] = [bufs[0]!, bufs[1]!];
       this.pairs = {
-        hx: [b0.hx, b1.hx], pack: [b0.pack, b1.pack], uPart: [b0.uPart, b1.uPart], uFull: [b0.uFull, b1.uFull],
-        yPart: [b0.yPart, b1.yPart], yAr: [b0.yAr, b1.yAr], contrib: [b0.contribPeer, b1.contrib],
+        hx: [b0.hx, b1.hx],
+        pack: [b0.pack, b1.pack],
+        uPart: [b0.uPart, b1.uPart],
+        uFull: [b0.uFull, b1.uFull],
+        yPart: [b0.yPart, b1.yPart],
+        yAr: [b0.yAr, b1.yAr],
+        contrib: [b0.contribPeer, b1.contrib],
       };
     }
   }
 
-  private get ranksUsed(): number { return this.layout === 'sharded' ? 2 : 1; }
+  private get ranksUsed(): number {
+    return this.layout === 'sharded' ? 2 : 1;
+  }
 
   /** Generate the weights and allocate the activations and caches. Frees everything on failure. */
-  static async load(rt: Runtime, link: ArLink | undefined, cfg: ModelConfig, layout: Layout, maxBatch: number, progress?: Progress): Promise<DeviceWalk> {
+  static async load(
+    rt: Runtime,
+    link: ArLink | undefined,
+    cfg: ModelConfig,
+    layout: Layout,
+    maxBatch: number,
+    progress?: Progress,
+  ): Promise<DeviceWalk> {
     if (layout === 'sharded' && !link) throw new Error('the sharded walk needs a tp link');
     const loader = new WeightLoader(cfg);
     const n = layout === 'sharded' ? 2 : 1;
@@ -169,7 +215,14 @@ export class DeviceWalk {
       const total = [0, 1].slice(0, n).reduce((a, r) => a + loader.tensorCount(layout, r), 0);
       const done = [0, 0];
       // allSettled, not all: when one rank fails, the other's finished weights must still be freed.
-      const loaded = await Promise.allSettled(rt.ranks.slice(0, n).map((rank, r) => loader.load(rank, layout, (d, _t, what) => { done[r] = d; progress?.(done[0]! + done[1]!, total, what); })));
+      const loaded = await Promise.allSettled(
+        rt.ranks.slice(0, n).map((rank, r) =>
+          loader.load(rank, layout, (d, _t, what) => {
+            done[r] = d;
+            progress?.(done[0]! + done[1]!, total, what);
+          }),
+        ),
+      );
       for (const x of loaded) if (x.status === 'fulfilled') weights.push(x.value);
       const failed = loaded.find((x): x is PromiseRejectedResult => x.status === 'rejected');
       if (failed) throw failed.reason;
@@ -195,15 +248,41 @@ export class DeviceWalk {
 
   /** Bytes of each activation buffer rank r allocates for maxBatch B. */
   private static bufferSizes(cfg: ModelConfig, layout: Layout, r: number, B: number): Record<keyof Buffers, number> {
-    const { hidden: H, heads: N, latent: R, headDim: Dv, experts: E, topk: K, ffn: F, vocab: V, layers: L, maxPos: P } = cfg;
+    const {
+      hidden: H,
+      heads: N,
+      latent: R,
+      headDim: Dv,
+      experts: E,
+      topk: K,
+      ffn: F,
+      vocab: V,
+      layers: L,
+      maxPos: P,
+    } = cfg;
     const own = ownership(cfg, layout, r);
     const root = r === 0;
     return {
-      hx: (B * H + B) * 4, a: B * H * 4, c: B * R * 4, q: B * own.nh * R * 4, uPart: B * own.nh * Dv * 4, uFull: B * N * Dv * 4,
-      yPart: B * own.woCols * 4, yFull: root ? B * H * 4 : 0, yAr: B * H * 4, logitsE: root ? B * E * 4 : 0,
-      pack: DeviceWalk.packWords(cfg, B) * 4, xd: B * H * 4, act: B * K * F * 4, contrib: B * K * H * 4,
-      contribPeer: root && layout === 'sharded' ? B * K * H * 4 : 0, fin: root ? B * H * 4 : 0, logitsV: root ? B * V * 4 : 0,
-      tokIn: root ? B * 4 : 0, tokOut: root ? B * 4 : 0, cache: B * L * P * R * 4,
+      hx: (B * H + B) * 4,
+      a: B * H * 4,
+      c: B * R * 4,
+      q: B * own.nh * R * 4,
+      uPart: B * own.nh * Dv * 4,
+      uFull: B * N * Dv * 4,
+      yPart: B * own.woCols * 4,
+      yFull: root ? B * H * 4 : 0,
+      yAr: B * H * 4,
+      logitsE: root ? B * E * 4 : 0,
+      pack: DeviceWalk.packWords(cfg, B) * 4,
+      xd: B * H * 4,
+      act: B * K * F * 4,
+      contrib: B * K * H * 4,
+      contribPeer: root && layout === 'sharded' ? B * K * H * 4 : 0,
+      fin: root ? B * H * 4 : 0,
+      logitsV: root ? B * V * 4 : 0,
+      tokIn: root ? B * 4 : 0,
+      tokOut: root ? B * 4 : 0,
+      cache: B * L * P * R * 4,
       attnWork: mlaWorkspaceBytes(B, own.nh, P, R),
     };
   }
@@ -213,7 +292,13 @@ export class DeviceWalk {
     return Object.values(DeviceWalk.bufferSizes(cfg, layout, 0, maxBatch)).reduce((a, b) => a + b, 0);
   }
 
-  private static async allocBuffers(rt: Runtime, r: number, cfg: ModelConfig, layout: Layout, B: number): Promise<Buffers> {
+  private static async allocBuffers(
+    rt: Runtime,
+    r: number,
+    cfg: ModelConfig,
+    layout: Layout,
+    B: number,
+  ): Promise<Buffers> {
     const rank = rt.ranks[r]!;
     const sizes = DeviceWalk.bufferSizes(cfg, layout, r, B);
     const out = {} as Buffers;
@@ -247,7 +332,10 @@ export class DeviceWalk {
     const names = Array.from({ length: this.cfg.layers }, (_, l) => transportForLayer(dc, l));
     // A step graph holds every layer's transport and the wo variant: another config needs new ones.
     const sgKey = JSON.stringify({ t: names, wo: dc.wo, on: dc.stepGraph, o: everyLayer?.name ?? null });
-    if (sgKey !== this.stepGraphKey) { await this.dropStepGraphs(); this.stepGraphKey = sgKey; }
+    if (sgKey !== this.stepGraphKey) {
+      await this.dropStepGraphs();
+      this.stepGraphKey = sgKey;
+    }
     if (this.layout !== 'sharded') return;
     this.override = everyLayer;
     for (const name of everyLayer ? [] : new Set(names)) {
@@ -257,8 +345,16 @@ export class DeviceWalk {
       await Promise.all([0, 1].map((r) => this.loader.loadWoRows(this.rt.ranks[r]!, this.layout, this.weights[r]!)));
     }
     if (dc.profile && !this.profiler) {
-      const mailbox = { offset: stampsAt(this.cfg, this.maxBatch), copy: (rank: number, src: number, offset: number, bytes: number): void => { this.ops[rank]!.toMailbox(src, offset, bytes); } };
-      this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, { switches: this.profileSwitches, mailbox: this.layout === 'sharded' ? mailbox : undefined });
+      const mailbox = {
+        offset: stampsAt(this.cfg, this.maxBatch),
+        copy: (rank: number, src: number, offset: number, bytes: number): void => {
+          this.ops[rank]!.toMailbox(src, offset, bytes);
+        },
+      };
+      this.profiler = await JoinProfiler.create(this.rt, this.cfg.layers, {
+        switches: this.profileSwitches,
+        mailbox: this.layout === 'sharded' ? mailbox : undefined,
+      });
     }
     // Off means off: the workers stop stamping their records once the board is gone. The step
     // graphs that hold the profiler's events go first (a replay would record destroyed events).
@@ -270,7 +366,10 @@ export class DeviceWalk {
     // A captured EP step holds its layer's transport: a new transport mapping or gate empties
     // the slots (and lifts latched refusals, whose reasons may no longer hold).
     const key = JSON.stringify({ t: names, g: dc.epGraph, o: everyLayer !== undefined });
-    if (key !== this.epConfigKey) { await this.epSlots.reset(); this.epConfigKey = key; }
+    if (key !== this.epConfigKey) {
+      await this.epSlots.reset();
+      this.epConfigKey = key;
+    }
     await this.link!.setSpinLimit(dc.spin.deviceTicks);
     if (this.link!.llServeIdleMicros !== dc.llServeMicros) await this.link!.setLlServe(dc.llServeMicros);
   }
@@ -279,7 +378,13 @@ export class DeviceWalk {
    * Enqueue one step for rows 0..t-1 (row s is slot s) and wait for its tokens. Arguments are
    * checked by the session; `prepare(dc)` must have run for this config.
    */
-  async step(tokens: readonly number[], positions: readonly number[], dc: DecodeConfig, wantHidden: boolean, timeoutMs = 60_000): Promise<StepResult> {
+  async step(
+    tokens: readonly number[],
+    positions: readonly number[],
+    dc: DecodeConfig,
+    wantHidden: boolean,
+    timeoutMs = 60_000,
+  ): Promise<StepResult> {
     const hostStartMs = performance.now();
     this.profiling = dc.profile && this.profiler !== undefined;
     this.validation = dc.validate;
@@ -287,7 +392,8 @@ export class DeviceWalk {
     if (this.profiling) await this.profiler!.beginStep();
     const t = tokens.length;
     const H = this.cfg.hidden;
-    const b0 = this.bufs[0]!, root = this.ops[0];
+    const b0 = this.bufs[0]!,
+      root = this.ops[0];
     const posAt = (r: number): number => this.bufs[r]!.hx + t * H * 4;
     // Tokens and positions are the step's only inputs from the host, written before the body:
     // everything after reads them from device memory, so a captured body replays any step.
@@ -314,8 +420,13 @@ export class DeviceWalk {
     const waitUs = (performance.now() - hostStartMs) * 1000 - hostEnqueueUs;
     const box = this.rt.mailboxes[0]!;
     const next = Array.from(new Int32Array(box.buffer, box.byteOffset, t));
-    const hidden = wantHidden ? new Float32Array(box.buffer.slice(box.byteOffset + HIDDEN_AT, box.byteOffset + HIDDEN_AT + 4 * t * H)) : undefined;
-    const out: StepResult = { next, timing: { hostStartMs, hostEnqueueUs, waitUs, wallUs: (performance.now() - hostStartMs) * 1000 } };
+    const hidden = wantHidden
+      ? new Float32Array(box.buffer.slice(box.byteOffset + HIDDEN_AT, box.byteOffset + HIDDEN_AT + 4 * t * H))
+      : undefined;
+    const out: StepResult = {
+      next,
+      timing: { hostStartMs, hostEnqueueUs, waitUs, wallUs: (performance.now() - hostStartMs) * 1000 },
+    };
     if (hidden) out.hidden = hidden;
     if (this.profiling) out.joins = this.profiler!.endStep();
     if (this.validation) this.checkRoutes(t);
@@ -327,7 +438,10 @@ export class DeviceWalk {
     return Array.from({ length: this.cfg.layers }, (_, l) => {
       if (this.layout !== 'sharded') return undefined;
       const tr = this.override ?? this.transports.get(transportForLayer(dc, l));
-      if (!tr) throw new Error(`step: transport '${transportForLayer(dc, l)}' of layer ${l} was not prepared; call prepare(config) between steps`);
+      if (!tr)
+        throw new Error(
+          `step: transport '${transportForLayer(dc, l)}' of layer ${l} was not prepared; call prepare(config) between steps`,
+        );
       return tr;
     });
   }
@@ -341,7 +455,9 @@ export class DeviceWalk {
   /** The final norm, the logits and the greedy pick, into tokOut. */
   private tail(t: number): void {
     const { hidden: H, vocab: V } = this.cfg;
-    const b0 = this.bufs[0]!, w0 = this.weights[0]!, root = this.ops[0];
+    const b0 = this.bufs[0]!,
+      w0 = this.weights[0]!,
+      root = this.ops[0];
     root.rmsnorm(b0.fin, b0.hx, w0.gf, t, H);
     root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
     root.argmax(b0.tokOut, b0.logitsV, t, V);
@@ -355,7 +471,12 @@ export class DeviceWalk {
    * joins order by events; the two mixed with NCCL are refused (graph.ts: NCCL in a multi-device
    * capture crashed the process).
    */
-  private async runStepGraph(t: number, dc: DecodeConfig, trs: Array<Transport | undefined>, posAt: (r: number) => number): Promise<void> {
+  private async runStepGraph(
+    t: number,
+    dc: DecodeConfig,
+    trs: Array<Transport | undefined>,
+    posAt: (r: number) => number,
+  ): Promise<void> {
     const profiler = this.profiling ? this.profiler! : undefined;
     const body = (): void => {
       this.head(t);
@@ -369,7 +490,7 @@ export class DeviceWalk {
     const key = !profiler ? `${t}` : profiler.graphPerSet(trs) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
     let entry = this.stepGraphs.get(key);
     if (!entry) {
-      entry = { ...await this.captureStep(t, trs, body, profiler), profiled: profiler !== undefined };
+      entry = { ...(await this.captureStep(t, trs, body, profiler)), profiled: profiler !== undefined };
       this.stepGraphs.set(key, entry);
     }
     if (entry.graph instanceof CapturedGraph) {
@@ -382,7 +503,12 @@ export class DeviceWalk {
     }
   }
 
-  private async captureStep(t: number, trs: Array<Transport | undefined>, body: () => void, profiler: JoinProfiler | undefined): Promise<Omit<StepGraph, 'profiled'>> {
+  private async captureStep(
+    t: number,
+    trs: Array<Transport | undefined>,
+    body: () => void,
+    profiler: JoinProfiler | undefined,
+  ): Promise<Omit<StepGraph, 'profiled'>> {
     const mode = this.stepGraphMode(trs);
     if (typeof mode !== 'string') return { t, graph: mode };
     this.stepGraphCounts.captures++;
@@ -401,7 +527,11 @@ export class DeviceWalk {
     if (this.layout !== 'sharded') return 'rank0';
     const modes = new Set(trs.map((tr) => tr!.graphMode));
     if (!modes.has('multi-device')) return 'per-rank';
-    if (trs.some((tr) => tr!.name === 'nccl')) return { refused: 'nccl layers with event-ordered ones: NCCL calls in a multi-device capture crashed the process (runtime/graph.ts); use per-rank transports (ll, nccl) or leave nccl out' };
+    if (trs.some((tr) => tr!.name === 'nccl'))
+      return {
+        refused:
+          'nccl layers with event-ordered ones: NCCL calls in a multi-device capture crashed the process (runtime/graph.ts); use per-rank transports (ll, nccl) or leave nccl out',
+      };
     return 'multi-device';
   }
 
@@ -416,7 +546,9 @@ export class DeviceWalk {
 
   /** The step graphs' counters and each batch size's refusal (for the profile and the CLI). */
   stepGraphStats(): { launches: number; captures: number; refused: Array<{ t: number; reason: string }> } {
-    const refused = [...this.stepGraphs.values()].filter((e) => !(e.graph instanceof CapturedGraph)).map(({ t, graph }) => ({ t, reason: (graph as { refused: string }).refused }));
+    const refused = [...this.stepGraphs.values()]
+      .filter((e) => !(e.graph instanceof CapturedGraph))
+      .map(({ t, graph }) => ({ t, reason: (graph as { refused: string }).refused }));
     return { ...this.stepGraphCounts, refused };
   }
 
@@ -434,22 +566,47 @@ export class DeviceWalk {
     if (this.profiling) this.profiler!.endJoin();
   }
 
-  private attention(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig, posAt: (r: number) => number): void {
+  private attention(
+    l: number,
+    t: number,
+    tr: Transport | undefined,
+    dc: DecodeConfig,
+    posAt: (r: number) => number,
+  ): void {
     const { hidden: H, heads: N, latent: R, headDim: Dv, layers: L, maxPos: P } = this.cfg;
     const n = this.ranksUsed;
-    const b = this.bufs, w = this.weights;
+    const b = this.bufs,
+      w = this.weights;
     if (tr) {
       this.joinBegin('fan-out', l, tr, t * H + t);
       tr.broadcast(0, b[0]!.hx, this.pairs!.hx, t * H + t);
       this.joinEnd();
     }
     for (let r = 0; r < n; r++) {
-      const o = this.ops[r]!, br = b[r]!, lw = w[r]!.layers[l]!, nh = this.own[r]!.nh;
+      const o = this.ops[r]!,
+        br = b[r]!,
+        lw = w[r]!.layers[l]!,
+        nh = this.own[r]!.nh;
       o.rmsnorm(br.a, br.hx, lw.g1, t, H);
       o.gemv(br.c, R, br.a, H, lw.wdkv, R, H, R, t);
       o.cacheWrite(br.cache, br.c, posAt(r), t, l, L, P, R);
       o.gemv(br.q, nh * R, br.a, H, lw.wq, nh * R, H, nh * R, t);
-      o.mlaAttention(br.uPart, nh * Dv, br.q, nh * R, br.cache + l * P * R * 4, L * P * R, posAt(r), lw.wuv, br.attnWork, t, nh, P, R, Dv);
+      o.mlaAttention(
+        br.uPart,
+        nh * Dv,
+        br.q,
+        nh * R,
+        br.cache + l * P * R * 4,
+        L * P * R,
+        posAt(r),
+        lw.wuv,
+        br.attnWork,
+        t,
+        nh,
+        P,
+        R,
+        Dv,
+      );
     }
     const root = this.ops[0];
     if (!tr) {
@@ -460,7 +617,8 @@ export class DeviceWalk {
     }
     const nh = N / 2;
     if (dc.wo === 'allreduce') {
-      for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yAr, H, b[r]!.uPart, nh * Dv, w[r]!.layers[l]!.woRows, H, nh * Dv, H, t);
+      for (let r = 0; r < 2; r++)
+        this.ops[r]!.gemv(b[r]!.yAr, H, b[r]!.uPart, nh * Dv, w[r]!.layers[l]!.woRows, H, nh * Dv, H, t);
       this.joinBegin('wo', l, tr, t * H);
       tr.allReduce(this.pairs!.yAr, t * H);
       this.joinEnd();
@@ -471,7 +629,8 @@ export class DeviceWalk {
     tr.allGather(this.pairs!.uPart, this.pairs!.uFull, nh * Dv, t);
     this.joinEnd();
     const half = H / 2;
-    for (let r = 0; r < 2; r++) this.ops[r]!.gemv(b[r]!.yPart, half, b[r]!.uFull, N * Dv, w[r]!.layers[l]!.woCols, half, N * Dv, half, t);
+    for (let r = 0; r < 2; r++)
+      this.ops[r]!.gemv(b[r]!.yPart, half, b[r]!.uFull, N * Dv, w[r]!.layers[l]!.woCols, half, N * Dv, half, t);
     this.joinBegin('wo', l, tr, t * half);
     tr.gather(0, this.pairs!.yPart, b[0]!.yFull, half, t);
     this.joinEnd();
@@ -487,14 +646,25 @@ export class DeviceWalk {
   private async moe(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig): Promise<void> {
     if (!this.moeHead(l, t, tr)) return;
     // The common case allocates nothing: the slot and the timer need closures, the eager step not.
-    if (!dc.epGraph && !this.epTimer) { this.epEager(l, t, tr!); return; }
+    if (!dc.epGraph && !this.epTimer) {
+      this.epEager(l, t, tr!);
+      return;
+    }
     const eager = (): void => this.epEager(l, t, tr!);
     const step = async (): Promise<void> => {
-      if (!dc.epGraph) { eager(); return; }
-      await this.epSlots.run(l, () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }), async () => {
-        const g = await ParentGraph.build(this.rt, this.epParts(l, t));
-        return { launch: () => g.launch(), destroy: () => g.destroy() };
-      }, eager);
+      if (!dc.epGraph) {
+        eager();
+        return;
+      }
+      await this.epSlots.run(
+        l,
+        () => ({ t, ownership: this.own, builtFor: this.builtFor, validation: this.validation, missing: [] }),
+        async () => {
+          const g = await ParentGraph.build(this.rt, this.epParts(l, t));
+          return { launch: () => g.launch(), destroy: () => g.destroy() };
+        },
+        eager,
+      );
     };
     if (this.epTimer) await this.epTimer.around(l, step);
     else await step();
@@ -506,8 +676,10 @@ export class DeviceWalk {
    */
   private moeHead(l: number, t: number, tr: Transport | undefined): boolean {
     const { hidden: H, experts: E, topk: K } = this.cfg;
-    const b0 = this.bufs[0]!, root = this.ops[0];
-    const p0 = this.packAt(0, t), lw0 = this.weights[0]!.layers[l]!;
+    const b0 = this.bufs[0]!,
+      root = this.ops[0];
+    const p0 = this.packAt(0, t),
+      lw0 = this.weights[0]!.layers[l]!;
     root.rmsnorm(b0.a, b0.hx, lw0.g2, t, H);
     root.gemv(b0.logitsE, E, b0.a, H, lw0.wr, E, H, E, t);
     root.router(p0.ids, p0.wts, b0.logitsE, t, E, K);
@@ -534,7 +706,8 @@ export class DeviceWalk {
   /** Root merges both halves' per-slot contributions by owner, sums them and adds the residual. */
   private epPost(t: number): void {
     const { hidden: H, experts: E, topk: K } = this.cfg;
-    const b0 = this.bufs[0]!, p0 = this.packAt(0, t);
+    const b0 = this.bufs[0]!,
+      p0 = this.packAt(0, t);
     this.ops[0].moeCombine(b0.hx, p0.wts, p0.ids, b0.contrib, b0.contribPeer, E / 2, t, K, H);
   }
 
@@ -557,7 +730,8 @@ export class DeviceWalk {
   /** The EP step as the parent graph's parts: the seed's four copies (xq, xs, ids, weights) and the return. */
   private epParts(l: number, t: number): ParentGraphParts {
     const { hidden: H, topk: K } = this.cfg;
-    const p0 = this.packAt(0, t), p1 = this.packAt(1, t);
+    const p0 = this.packAt(0, t),
+      p1 = this.packAt(1, t);
     const keys = ['xq', 'xs', 'ids', 'wts'] as const;
     return {
       owner: () => this.experts(0, l, t),
@@ -574,15 +748,21 @@ export class DeviceWalk {
   /** Time every layer's EP step on the device from now on (the `ep` benchmark), or stop. */
   async timeEpSteps(on: boolean): Promise<void> {
     if (on && !this.epTimer) this.epTimer = await EpStepTimer.create(this.rt, this.cfg.layers);
-    if (!on && this.epTimer) { await this.epTimer.close(); this.epTimer = undefined; }
+    if (!on && this.epTimer) {
+      await this.epTimer.close();
+      this.epTimer = undefined;
+    }
   }
 
   /** Device µs of each EP step timed since the last call (after the step's tokens are back). */
-  async epStepTimes(): Promise<number[]> { return this.epTimer ? this.epTimer.collect() : []; }
+  async epStepTimes(): Promise<number[]> {
+    return this.epTimer ? this.epTimer.collect() : [];
+  }
 
   /** Route validation: every layer's routes of this step, read from the mailbox. */
   private checkRoutes(t: number): void {
-    const box = this.rt.mailboxes[0]!, K = this.cfg.topk;
+    const box = this.rt.mailboxes[0]!,
+      K = this.cfg.topk;
     for (let l = 0; l < this.cfg.layers; l++) {
       const at = box.byteOffset + routesAt(this.cfg, this.maxBatch, l);
       const ids = new Int32Array(box.buffer.slice(at, at + t * K * 4));
@@ -594,17 +774,22 @@ export class DeviceWalk {
 
   /** Where the EP fan-out's packed payload sits in rank r's pack buffer, for t rows. */
   private packAt(r: number, t: number): { xq: number; xs: number; ids: number; wts: number } {
-    const H = this.cfg.hidden, K = this.cfg.topk;
+    const H = this.cfg.hidden,
+      K = this.cfg.topk;
     const base = this.bufs[r]!.pack;
     const xs = base + t * H;
-    const ids = xs + (t * H / 128) * 4;
+    const ids = xs + ((t * H) / 128) * 4;
     return { xq: base, xs, ids, wts: ids + t * K * 4 };
   }
 
   /** Rank r's experts for layer l: the slots whose expert it owns. */
   private experts(r: number, l: number, t: number): void {
     const { hidden: H, topk: K, ffn: F } = this.cfg;
-    const o = this.ops[r]!, br = this.bufs[r]!, lw = this.weights[r]!.layers[l]!, own = this.own[r]!, ids = this.packAt(r, t).ids;
+    const o = this.ops[r]!,
+      br = this.bufs[r]!,
+      lw = this.weights[r]!.layers[l]!,
+      own = this.own[r]!,
+      ids = this.packAt(r, t).ids;
     o.expertUp(br.act, br.xd, ids, lw.w1, lw.w3, own.e0, own.nE, t, K, H, F);
     o.expertDown(br.contrib, br.act, ids, lw.w2, own.e0, own.nE, t, K, H, F);
   }
@@ -620,7 +805,9 @@ export class DeviceWalk {
   }
 
   /** Weight bytes per rank. */
-  weightBytes(): number[] { return this.weights.map((w) => w.bytes); }
+  weightBytes(): number[] {
+    return this.weights.map((w) => w.bytes);
+  }
 
   /** Drain, then free the weights, buffers and caches. */
   async close(): Promise<void> {
@@ -631,4 +818,3 @@ export class DeviceWalk {
     await DeviceWalk.release(this.rt, this.weights, this.bufs);
   }
 }
-

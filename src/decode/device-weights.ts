@@ -20,12 +20,27 @@ import { layerTensorId, tensorSpecs, type LayerTensorName, type TensorSpec } fro
 export type Layout = 'unsharded' | 'sharded';
 
 /** A dense [rows, cols] slice: element (r, c) is the tensor's flat element base + r·srcCols + colStart + c. */
-interface Slice { spec: TensorSpec; base: number; rows: number; srcCols: number; colStart: number; cols: number }
+interface Slice {
+  spec: TensorSpec;
+  base: number;
+  rows: number;
+  srcCols: number;
+  colStart: number;
+  cols: number;
+}
 
 export interface LayerWeights {
-  g1: number; wdkv: number; wq: number; wuv: number; woCols: number; w1: number; w3: number; w2: number;
+  g1: number;
+  wdkv: number;
+  wq: number;
+  wuv: number;
+  woCols: number;
+  w1: number;
+  w3: number;
+  w2: number;
   /** Root only (0 elsewhere). */
-  g2: number; wr: number;
+  g2: number;
+  wr: number;
   /** This rank's rows of Wo, for `wo: "allreduce"`; 0 until first needed. */
   woRows: number;
 }
@@ -34,22 +49,40 @@ export interface RankWeights {
   /** The rank that holds them. */
   rank: number;
   /** Root only (0 elsewhere). */
-  emb: number; gf: number; wvocab: number;
+  emb: number;
+  gf: number;
+  wvocab: number;
   layers: LayerWeights[];
   /** Device bytes of bf16 weights this rank holds. */
   bytes: number;
 }
 
 /** The heads and experts rank r owns under a layout. */
-export interface Ownership { h0: number; nh: number; e0: number; nE: number; woCol0: number; woCols: number }
+export interface Ownership {
+  h0: number;
+  nh: number;
+  e0: number;
+  nE: number;
+  woCol0: number;
+  woCols: number;
+}
 
 export function ownership(cfg: ModelConfig, layout: Layout, r: number): Ownership {
   if (layout === 'unsharded') return { h0: 0, nh: cfg.heads, e0: 0, nE: cfg.experts, woCol0: 0, woCols: cfg.hidden };
-  const nh = cfg.heads / 2, nE = cfg.experts / 2, half = cfg.hidden / 2;
+  const nh = cfg.heads / 2,
+    nE = cfg.experts / 2,
+    half = cfg.hidden / 2;
   return { h0: r * nh, nh, e0: r * nE, nE, woCol0: r * half, woCols: half };
 }
 
-const whole = (spec: TensorSpec): Slice => ({ spec, base: 0, rows: 1, srcCols: spec.size, colStart: 0, cols: spec.size });
+const whole = (spec: TensorSpec): Slice => ({
+  spec,
+  base: 0,
+  rows: 1,
+  srcCols: spec.size,
+  colStart: 0,
+  cols: spec.size,
+});
 
 export type Progress = (done: number, total: number, what: string) => void;
 
@@ -59,11 +92,21 @@ export class WeightLoader {
     this.specs = new Map(tensorSpecs(cfg).map((s) => [s.id, s]));
   }
 
-  private spec(id: number): TensorSpec { return this.specs.get(id)!; }
-  private layer(l: number, name: LayerTensorName): TensorSpec { return this.spec(layerTensorId(l, name)); }
+  private spec(id: number): TensorSpec {
+    return this.specs.get(id)!;
+  }
+  private layer(l: number, name: LayerTensorName): TensorSpec {
+    return this.spec(layerTensorId(l, name));
+  }
 
   /** The slices rank r holds (allreduce rows excluded: see woRowsSlice). */
-  plan(layout: Layout, r: number): { top: Record<'emb' | 'gf' | 'wvocab', Slice | null>; layers: Array<Record<Exclude<keyof LayerWeights, 'woRows'>, Slice | null>> } {
+  plan(
+    layout: Layout,
+    r: number,
+  ): {
+    top: Record<'emb' | 'gf' | 'wvocab', Slice | null>;
+    layers: Array<Record<Exclude<keyof LayerWeights, 'woRows'>, Slice | null>>;
+  } {
     const { hidden: H, heads: N, latent: R, headDim: Dv, ffn: F, layers: L } = this.cfg;
     const own = ownership(this.cfg, layout, r);
     const root = r === 0;
@@ -101,11 +144,15 @@ export class WeightLoader {
   /** Every slice rank r holds, in plan order. */
   private slices(layout: Layout, r: number): Slice[] {
     const p = this.plan(layout, r);
-    return [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))].filter((s): s is Slice => s !== null);
+    return [...Object.values(p.top), ...p.layers.flatMap((x) => Object.values(x))].filter(
+      (s): s is Slice => s !== null,
+    );
   }
 
   /** How many tensors (slices) rank r generates. */
-  tensorCount(layout: Layout, r: number): number { return this.slices(layout, r).length; }
+  tensorCount(layout: Layout, r: number): number {
+    return this.slices(layout, r).length;
+  }
 
   /** Bytes rank r's plan allocates. */
   planBytes(layout: Layout, r: number): number {
@@ -117,8 +164,19 @@ export class WeightLoader {
     const bytes = s.rows * s.cols * 2;
     const ptr = await rank.alloc(bytes);
     try {
-      await rank.control.call('genWeights', ptr, this.cfg.seed.toString(), s.spec.id, s.base, s.rows, s.srcCols, s.colStart, s.cols,
-        s.spec.kind === 'gain' ? 1 : 0, s.spec.kind === 'gain' ? 0 : s.spec.scale);
+      await rank.control.call(
+        'genWeights',
+        ptr,
+        this.cfg.seed.toString(),
+        s.spec.id,
+        s.base,
+        s.rows,
+        s.srcCols,
+        s.colStart,
+        s.cols,
+        s.spec.kind === 'gain' ? 1 : 0,
+        s.spec.kind === 'gain' ? 0 : s.spec.scale,
+      );
     } catch (e) {
       await rank.free(ptr).catch(() => undefined);
       throw e;
@@ -139,15 +197,35 @@ export class WeightLoader {
       if (!s) return 0;
       const ptr = await this.generate(rank, s);
       made.push(ptr);
-      progress?.(made.length, total, `rank ${r}: ${s.spec.name}${s.spec.layer === null ? '' : ` layer ${s.spec.layer}`}`);
+      progress?.(
+        made.length,
+        total,
+        `rank ${r}: ${s.spec.name}${s.spec.layer === null ? '' : ` layer ${s.spec.layer}`}`,
+      );
       return ptr;
     };
     try {
-      const out: RankWeights = { rank: r, emb: await gen(p.top.emb), gf: await gen(p.top.gf), wvocab: await gen(p.top.wvocab), layers: [], bytes: this.planBytes(layout, r) };
+      const out: RankWeights = {
+        rank: r,
+        emb: await gen(p.top.emb),
+        gf: await gen(p.top.gf),
+        wvocab: await gen(p.top.wvocab),
+        layers: [],
+        bytes: this.planBytes(layout, r),
+      };
       for (const x of p.layers) {
         out.layers.push({
-          g1: await gen(x.g1), wdkv: await gen(x.wdkv), wq: await gen(x.wq), wuv: await gen(x.wuv), woCols: await gen(x.woCols),
-          w1: await gen(x.w1), w3: await gen(x.w3), w2: await gen(x.w2), g2: await gen(x.g2), wr: await gen(x.wr), woRows: 0,
+          g1: await gen(x.g1),
+          wdkv: await gen(x.wdkv),
+          wq: await gen(x.wq),
+          wuv: await gen(x.wuv),
+          woCols: await gen(x.woCols),
+          w1: await gen(x.w1),
+          w3: await gen(x.w3),
+          w2: await gen(x.w2),
+          g2: await gen(x.g2),
+          wr: await gen(x.wr),
+          woRows: 0,
         });
       }
       await rank.drain(600_000);
@@ -162,7 +240,8 @@ export class WeightLoader {
   /** Generate the allreduce variant's Wo rows for every layer (first use of `wo: "allreduce"`). */
   async loadWoRows(rank: Rank, layout: Layout, w: RankWeights): Promise<void> {
     for (let l = 0; l < w.layers.length; l++) {
-      if (w.layers[l]!.woRows === 0) w.layers[l]!.woRows = await this.generate(rank, this.woRowsSlice(layout, rank.rank, l));
+      if (w.layers[l]!.woRows === 0)
+        w.layers[l]!.woRows = await this.generate(rank, this.woRowsSlice(layout, rank.rank, l));
     }
     await rank.drain(600_000);
   }
@@ -170,7 +249,8 @@ export class WeightLoader {
   /** Free every weight of `w` (drain first: a queued kernel may still read them). */
   static async free(rank: Rank, w: RankWeights): Promise<void> {
     await rank.drain(60_000);
-    if (w.rank !== rank.rank) throw new Error(`WeightLoader.free: these weights live on rank ${w.rank}, not rank ${rank.rank}`);
+    if (w.rank !== rank.rank)
+      throw new Error(`WeightLoader.free: these weights live on rank ${w.rank}, not rank ${rank.rank}`);
     const ptrs = [w.emb, w.gf, w.wvocab, ...w.layers.flatMap((x) => Object.values(x))];
     for (const p of ptrs) if (p) await rank.free(p);
   }

@@ -12,7 +12,8 @@ export const E4M3_NAN = 0x7f;
 /** The value of code c (0..255): NaN for 0x7f and 0xff, -0 for 0x80. */
 export function e4m3Decode(c: number): number {
   const sign = c & 0x80 ? -1 : 1;
-  const e = (c >>> 3) & 0xf, m = c & 7;
+  const e = (c >>> 3) & 0xf,
+    m = c & 7;
   if (e === 15 && m === 7) return Number.NaN;
   const mag = e === 0 ? m * 2 ** -9 : (8 + m) * 2 ** (e - 10);
   return sign * mag;
@@ -20,7 +21,8 @@ export function e4m3Decode(c: number): number {
 
 /** Round half to even of a double that is exactly representable (q carries no rounding error). */
 function roundHalfEven(q: number): number {
-  const f = Math.floor(q), d = q - f;
+  const f = Math.floor(q),
+    d = q - f;
   if (d > 0.5) return f + 1;
   if (d < 0.5) return f;
   return f % 2 === 0 ? f : f + 1;
@@ -48,6 +50,9 @@ export function e4m3Encode(x: number): number {
   if (2 ** e > a) e--;
   else if (2 ** (e + 1) <= a) e++;
   let m = roundHalfEven(a / 2 ** (e - 3)); // exact scaling, m in [8, 16]
-  if (m === 16) { m = 8; e++; }
+  if (m === 16) {
+    m = 8;
+    e++;
+  }
   return s | ((e + 7) << 3) | (m - 8);
 }

@@ -35,12 +35,16 @@ export interface EpCaptureContext {
 /** The first guard that refuses, or undefined when a capture may be attempted. */
 export function epCaptureGuard(c: EpCaptureContext): string | undefined {
   if (c.t !== 1) return `the EP graph supports only t = 1 decode; this step has t = ${c.t}`;
-  const same = c.ownership.length === c.builtFor.length && c.ownership.every((o, r) => o.e0 === c.builtFor[r]!.e0 && o.nE === c.builtFor[r]!.nE);
+  const same =
+    c.ownership.length === c.builtFor.length &&
+    c.ownership.every((o, r) => o.e0 === c.builtFor[r]!.e0 && o.nE === c.builtFor[r]!.nE);
   if (!same) {
-    const show = (p: EpCaptureContext['ownership']): string => p.map((o, r) => `rank ${r}: [${o.e0}, ${o.e0 + o.nE})`).join(', ');
+    const show = (p: EpCaptureContext['ownership']): string =>
+      p.map((o, r) => `rank ${r}: [${o.e0}, ${o.e0 + o.nE})`).join(', ');
     return `EP ownership mismatch: experts are split ${show(c.ownership)} but the workspaces were built for ${show(c.builtFor)}`;
   }
-  if (c.validation) return 'the EP graph requires validation off (it does not expose the intermediate state validation reads)';
+  if (c.validation)
+    return 'the EP graph requires validation off (it does not expose the intermediate state validation reads)';
   if (c.missing.length > 0) return `the EP graph capture is missing ${c.missing.join(', ')}`;
   return undefined;
 }
@@ -56,14 +60,21 @@ export class EpGraphSlots {
     this.slots = Array.from({ length: layers }, () => ({ state: 'empty' }) as EpSlot);
   }
 
-  slot(l: number): EpSlot { return this.slots[l]!; }
+  slot(l: number): EpSlot {
+    return this.slots[l]!;
+  }
 
   /**
    * Run layer l's EP step: launch its graph when Ready; when Empty, check the guards and either
    * capture (Ready) or latch the refusal; otherwise (Refused, or a capture that failed) run the
    * eager twin. Returns which path ran.
    */
-  async run(l: number, ctx: () => EpCaptureContext, capture: () => Promise<EpGraph>, eager: () => void): Promise<'graph' | 'eager'> {
+  async run(
+    l: number,
+    ctx: () => EpCaptureContext,
+    capture: () => Promise<EpGraph>,
+    eager: () => void,
+  ): Promise<'graph' | 'eager'> {
     let s = this.slots[l]!;
     if (s.state === 'empty') {
       const reason = epCaptureGuard(ctx());

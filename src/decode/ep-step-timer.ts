@@ -11,13 +11,17 @@ import type { DeviceEvent } from '../runtime/rank.js';
 export class EpStepTimer {
   private pending: Array<[DeviceEvent, DeviceEvent]> = [];
 
-  private constructor(private readonly rt: Runtime, private readonly pairs: Array<[DeviceEvent, DeviceEvent]>) {}
+  private constructor(
+    private readonly rt: Runtime,
+    private readonly pairs: Array<[DeviceEvent, DeviceEvent]>,
+  ) {}
 
   static async create(rt: Runtime, layers: number): Promise<EpStepTimer> {
     const pairs: Array<[DeviceEvent, DeviceEvent]> = [];
     const t = new EpStepTimer(rt, pairs);
     try {
-      for (let l = 0; l < layers; l++) pairs.push([await rt.ranks[0].createEvent(true), await rt.ranks[0].createEvent(true)]);
+      for (let l = 0; l < layers; l++)
+        pairs.push([await rt.ranks[0].createEvent(true), await rt.ranks[0].createEvent(true)]);
     } catch (e) {
       await t.close();
       throw e;
@@ -38,7 +42,10 @@ export class EpStepTimer {
     const done = this.pending;
     this.pending = [];
     if (done.length === 0) return [];
-    const ms: number[] = await this.rt.ranks[0].control.call('elapsedMsPairs', done.flatMap(([s, e]) => [s.handle, e.handle]));
+    const ms: number[] = await this.rt.ranks[0].control.call(
+      'elapsedMsPairs',
+      done.flatMap(([s, e]) => [s.handle, e.handle]),
+    );
     return ms.map((x) => x * 1000);
   }
 

@@ -22,13 +22,23 @@ const fr = Math.fround;
  * W is row-major [n, m] starting at wOff; a column slice of W computes each of its outputs the
  * same way, which is what keeps the TP split bit-identical.
  */
-export function matvec(a: Float32Array, w: Float32Array, wOff: number, n: number, m: number, out: Float32Array): Float32Array {
+export function matvec(
+  a: Float32Array,
+  w: Float32Array,
+  wOff: number,
+  n: number,
+  m: number,
+  out: Float32Array,
+): Float32Array {
   if (a.length < n || out.length < m || wOff + n * m > w.length) {
-    throw new RangeError(`matvec: [${n}] @ [${n}, ${m}] at offset ${wOff} does not fit a=${a.length}, W=${w.length}, out=${out.length}`);
+    throw new RangeError(
+      `matvec: [${n}] @ [${n}, ${m}] at offset ${wOff} does not fit a=${a.length}, W=${w.length}, out=${out.length}`,
+    );
   }
   out.fill(0, 0, m);
   for (let i = 0; i < n; i++) {
-    const ai = a[i]!, row = wOff + i * m;
+    const ai = a[i]!,
+      row = wOff + i * m;
     // out is a Float32Array: the store is the f32 rounding of the sum.
     for (let o = 0; o < m; o++) out[o] = out[o]! + fr(ai * w[row + o]!);
   }
@@ -88,7 +98,8 @@ export function silu(g: number): number {
  * Picking the best untaken K times (strict >, scanning upward) gives exactly that order.
  */
 export function topk(x: ArrayLike<number>, k: number): number[] {
-  if (!Number.isInteger(k) || k < 1 || k > x.length) throw new RangeError(`topk: k must be in [1, ${x.length}], got ${k}`);
+  if (!Number.isInteger(k) || k < 1 || k > x.length)
+    throw new RangeError(`topk: k must be in [1, ${x.length}], got ${k}`);
   const taken = new Uint8Array(x.length);
   const ids: number[] = [];
   for (let s = 0; s < k; s++) {
@@ -123,7 +134,8 @@ export function quantizeE4m3Blocks(b: Float32Array, xq: Uint8Array, xs: Float32A
   const n = b.length;
   if (n % QUANT_BLOCK !== 0) throw new RangeError(`quantize: length ${n} is not a multiple of ${QUANT_BLOCK}`);
   for (let k = 0; k * QUANT_BLOCK < n; k++) {
-    const lo = k * QUANT_BLOCK, hi = lo + QUANT_BLOCK;
+    const lo = k * QUANT_BLOCK,
+      hi = lo + QUANT_BLOCK;
     let mx = 0;
     for (let i = lo; i < hi; i++) mx = Math.max(mx, Math.abs(b[i]!));
     const s = mx === 0 ? 1 : fr(mx / E4M3_MAX);

@@ -44,13 +44,17 @@ export { HOPS, type Hop };
 export type JoinTiming = Omit<JoinSample, 'step'>;
 
 /** A join as a step graph captured it: its identity and its events, replayed every launch. */
-export type CapturedJoin = Readonly<Pick<Pending, 'hop' | 'layer' | 'at' | 'transport' | 'bytes' | 'start' | 'end' | 'selfTimed'>>;
+export type CapturedJoin = Readonly<
+  Pick<Pending, 'hop' | 'layer' | 'at' | 'transport' | 'bytes' | 'start' | 'end' | 'selfTimed'>
+>;
 
 /** The completion counter rank 1 advances once its stamp block is in its mailbox. */
 export const PROFILE_SLOT = 1;
 
 /** Bytes of one step's stamp block: the step's start, then [start, end] per (layer, hop). */
-export function stampBlockBytes(layers: number): number { return 8 * (1 + 2 * layers * HOPS.length); }
+export function stampBlockBytes(layers: number): number {
+  return 8 * (1 + 2 * layers * HOPS.length);
+}
 
 /** Where the walk's mailboxes hold the stamp blocks (two, one per set), and how it copies into them. */
 export interface StampMailbox {
@@ -58,7 +62,6 @@ export interface StampMailbox {
   offset: number;
   copy(rank: number, src: number, offset: number, bytes: number): void;
 }
-
 
 /**
  * What a profile may leave out, to measure the profiler (bench/profile-overhead.ts) or to check
@@ -80,16 +83,26 @@ export interface ProfileSwitches {
   selfTimed: boolean;
 }
 
-export function profileSwitches(): ProfileSwitches { return { deviceEvents: true, selfTimed: true }; }
+export function profileSwitches(): ProfileSwitches {
+  return { deviceEvents: true, selfTimed: true };
+}
 
 interface Pending {
   /** `at`: the join's index in the step, layer * HOPS.length + hop (its event pair, its stamps). */
-  hop: Hop; layer: number; at: number; transport: string; bytes: number; token: number;
-  start: DeviceEvent; end: DeviceEvent; t0: number;
+  hop: Hop;
+  layer: number;
+  at: number;
+  transport: string;
+  bytes: number;
+  token: number;
+  start: DeviceEvent;
+  end: DeviceEvent;
+  t0: number;
   /** True when the join timed itself into the stamp block (slot = its index) instead of events. */
   selfTimed: boolean;
   /** Each ring's newest record once the join was written: the join's last on that ring. */
-  last0: number; last1: number;
+  last0: number;
+  last1: number;
   /** The later of the two workers' stamps for those records, once read. */
   enqueuedAt: number;
 }
@@ -137,7 +150,12 @@ export class JoinProfiler {
   /** The switches' deviceEvents as this profiler was made (see ProfileSwitches). */
   private readonly deviceEvents: boolean;
 
-  private constructor(private readonly rt: Runtime, layers: number, private readonly switches: ProfileSwitches, private readonly mailbox: StampMailbox | undefined) {
+  private constructor(
+    private readonly rt: Runtime,
+    layers: number,
+    private readonly switches: ProfileSwitches,
+    private readonly mailbox: StampMailbox | undefined,
+  ) {
     this.deviceEvents = switches.deviceEvents;
     this.boards = rt.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
     this.blockBytes = stampBlockBytes(layers);
@@ -147,7 +165,11 @@ export class JoinProfiler {
    * `switches` is kept, not copied: its selfTimed is read as the walk goes (see ProfileSwitches).
    * Without a mailbox no join times itself.
    */
-  static async create(rt: Runtime, layers: number, opts: { switches?: ProfileSwitches; mailbox?: StampMailbox } = {}): Promise<JoinProfiler> {
+  static async create(
+    rt: Runtime,
+    layers: number,
+    opts: { switches?: ProfileSwitches; mailbox?: StampMailbox } = {},
+  ): Promise<JoinProfiler> {
     const p = new JoinProfiler(rt, layers, opts.switches ?? profileSwitches(), opts.mailbox);
     try {
       for (let k = 0; k < 2; k++) {
@@ -191,7 +213,15 @@ export class JoinProfiler {
    * Issue `join` between this hop's two events on its receiving rank: marks carried by the
    * receiving ring's next records, not records of their own.
    */
-  around(hop: Hop, layer: number, transport: string, bytes: number, token: number, join: () => void, timer?: Pick<Transport, 'timeNext'>): void {
+  around(
+    hop: Hop,
+    layer: number,
+    transport: string,
+    bytes: number,
+    token: number,
+    join: () => void,
+    timer?: Pick<Transport, 'timeNext'>,
+  ): void {
     this.beginJoin(hop, layer, transport, bytes, token, timer);
     join();
     this.endJoin();
@@ -202,13 +232,34 @@ export class JoinProfiler {
    * its transport told to time it. Split from `around` so the walk's per-join path needs no
    * closure; joins never nest, so one open join is all there is.
    */
-  beginJoin(hop: Hop, layer: number, transport: string, bytes: number, token: number, timer?: Pick<Transport, 'timeNext'>): void {
+  beginJoin(
+    hop: Hop,
+    layer: number,
+    transport: string,
+    bytes: number,
+    token: number,
+    timer?: Pick<Transport, 'timeNext'>,
+  ): void {
     const at = layer * HOPS.length + HOPS.indexOf(hop);
     const [start, end] = this.set.pairs[at]!;
     const r = this.rt.ranks[RECEIVER[hop]];
     const selfTimed = this.timesItself(timer);
     // In replayed()'s field order, so every Pending shares one map (see there).
-    this.open = { hop, layer, at, transport, bytes, token, start, end, t0: hostMicros(this.base), selfTimed, last0: 0, last1: 0, enqueuedAt: 0 };
+    this.open = {
+      hop,
+      layer,
+      at,
+      transport,
+      bytes,
+      token,
+      start,
+      end,
+      t0: hostMicros(this.base),
+      selfTimed,
+      last0: 0,
+      last1: 0,
+      enqueuedAt: 0,
+    };
     if (selfTimed) timer!.timeNext!(r.rank, this.stampBlocks[r.rank]! + 8 * (1 + 2 * at));
     else if (this.deviceEvents) this.mark(r, start);
   }
@@ -237,7 +288,9 @@ export class JoinProfiler {
   }
 
   /** Which of the two event sets this step uses. */
-  get setIndex(): number { return this.set.index; }
+  get setIndex(): number {
+    return this.set.index;
+  }
 
   /**
    * Whether a step graph whose joins go through `transports` must be captured once per event set:
@@ -259,17 +312,30 @@ export class JoinProfiler {
   }
 
   /** Whether any join could time itself: device times wanted, and a mailbox to read them from. */
-  private get canSelfTime(): boolean { return this.deviceEvents && this.mailbox !== undefined; }
+  private get canSelfTime(): boolean {
+    return this.deviceEvents && this.mailbox !== undefined;
+  }
 
   /** How many joins this step has bracketed so far. */
-  get bracketed(): number { return this.pending.length; }
+  get bracketed(): number {
+    return this.pending.length;
+  }
 
   /**
    * The joins bracketed since `from`, taken out of this step: a capture enqueued them into a
    * graph, not onto the streams, so they are this step's only once the graph is launched.
    */
   takeCaptured(from: number): CapturedJoin[] {
-    return this.pending.splice(from).map(({ hop, layer, at, transport, bytes, start, end, selfTimed }) => ({ hop, layer, at, transport, bytes, start, end, selfTimed }));
+    return this.pending.splice(from).map(({ hop, layer, at, transport, bytes, start, end, selfTimed }) => ({
+      hop,
+      layer,
+      at,
+      transport,
+      bytes,
+      start,
+      end,
+      selfTimed,
+    }));
   }
 
   /**
@@ -278,18 +344,35 @@ export class JoinProfiler {
    * one ring record per rank for the whole step.
    */
   replayed(joins: readonly CapturedJoin[], t0: number, token: number): void {
-    const last0 = this.rt.ranks[0].ring.lastSeq(), last1 = this.rt.ranks[1].ring.lastSeq();
+    const last0 = this.rt.ranks[0].ring.lastSeq(),
+      last1 = this.rt.ranks[1].ring.lastSeq();
     // Field by field, in beginJoin()'s order, not `{ ...j, token, ... }`: V8 gives a spread object
     // with properties added after it a dictionary map, which made this loop and read()'s accesses
     // cost ~5 us a join, 0.75 ms of a bench step (decode-2xH200-2026-11-30-run8: the profiled step
     // graph's 7%, all of it in the host's enqueue and read).
     for (const j of joins) {
-      this.pending.push({ hop: j.hop, layer: j.layer, at: j.at, transport: j.transport, bytes: j.bytes, token, start: j.start, end: j.end, t0, selfTimed: j.selfTimed, last0, last1, enqueuedAt: 0 });
+      this.pending.push({
+        hop: j.hop,
+        layer: j.layer,
+        at: j.at,
+        transport: j.transport,
+        bytes: j.bytes,
+        token,
+        start: j.start,
+        end: j.end,
+        t0,
+        selfTimed: j.selfTimed,
+        last0,
+        last1,
+        enqueuedAt: 0,
+      });
     }
   }
 
   /** The host clock the profile counts in (µs since this profiler's base). */
-  now(): number { return hostMicros(this.base); }
+  now(): number {
+    return hostMicros(this.base);
+  }
 
   /**
    * End the step's enqueue: a mark still waiting for a record (the receiving ring's last join of
@@ -301,7 +384,10 @@ export class JoinProfiler {
 
   private mark(r: Runtime['ranks'][number], ev: DeviceEvent): void {
     // Two marks already wait when a join wrote nothing on its receiving ring: record this one.
-    if (!r.ring.mark(ev.handle)) { r.record(ev); return; }
+    if (!r.ring.mark(ev.handle)) {
+      r.record(ev);
+      return;
+    }
     ev.records++;
   }
 
@@ -329,10 +415,15 @@ export class JoinProfiler {
     // The step's completion is rank 0's; the peer's worker may enqueue its last join a moment
     // later. Its stamps must be read before its ring wraps onto their slots.
     const last = done[done.length - 1]!;
-    await this.rt.waitEnqueued([last.last0, last.last1], 10_000, 'join profile: a worker did not enqueue the step\'s last join within 10 s');
+    await this.rt.waitEnqueued(
+      [last.last0, last.last1],
+      10_000,
+      "join profile: a worker did not enqueue the step's last join within 10 s",
+    );
     const stampOf = (rank: 0 | 1, seq: number): number => {
       const ring = this.rt.ranks[rank].ring;
-      if (seqDiff(ring.lastSeq(), seq) >= ring.view.capacity) throw new Error(`join profile: ring ${rank} wrapped past record ${seq >>> 0} before its stamp was read`);
+      if (seqDiff(ring.lastSeq(), seq) >= ring.view.capacity)
+        throw new Error(`join profile: ring ${rank} wrapped past record ${seq >>> 0} before its stamp was read`);
       return this.boards[rank]!.stamps[seq & (ring.view.capacity - 1)]!;
     };
     for (const j of done) j.enqueuedAt = Math.max(stampOf(0, j.last0), stampOf(1, j.last1));
@@ -341,46 +432,66 @@ export class JoinProfiler {
     if (selfTimed) await this.rt.waitCompleted(1, PROFILE_SLOT, set.copied, 10_000, 0);
     // Both ranks at once: for the event-timed joins one control round trip each, in parallel.
     const out: JoinTiming[] = [];
-    await Promise.all(RANKS.map(async (rank) => {
-      const mine = done.filter((j) => RECEIVER[j.hop] === rank);
-      if (mine.length === 0) return;
-      const timed = this.deviceEvents ? mine.filter((j) => !j.selfTimed) : [];
-      const origin = set.stepStart[rank]!.handle;
-      // The newest of them all is the last join's end: this rank's stream recorded them in order.
-      const ms: number[] = timed.length > 0
-        ? await this.rt.ranks[rank].control.call('elapsedMsPairs', timed.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]), timed[timed.length - 1]!.end.handle)
-        : [];
-      const stamps = selfTimed ? this.stampsOf(rank, set) : undefined;
-      // `timed` is `mine` without the self-timed joins, in order: k walks it alongside.
-      let k = 0;
-      const device = (j: Pending): [number, number] => {
-        if (!this.deviceEvents) return [NaN, NaN];
-        if (j.selfTimed) return stamps!(j.at);
-        k++;
-        return [ms[2 * k - 2]! * 1000, ms[2 * k - 1]! * 1000];
-      };
-      for (const j of mine) {
-        const [deviceUs, deviceStartUs] = device(j);
-        out.push({
-          token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank,
-          hostStartUs: j.t0 - stepT0,
-          hostEnqueueUs: j.enqueuedAt - j.t0,
-          deviceUs,
-          deviceStartUs,
-        });
-      }
-    }));
+    await Promise.all(
+      RANKS.map(async (rank) => {
+        const mine = done.filter((j) => RECEIVER[j.hop] === rank);
+        if (mine.length === 0) return;
+        const timed = this.deviceEvents ? mine.filter((j) => !j.selfTimed) : [];
+        const origin = set.stepStart[rank]!.handle;
+        // The newest of them all is the last join's end: this rank's stream recorded them in order.
+        const ms: number[] =
+          timed.length > 0
+            ? await this.rt.ranks[rank].control.call(
+                'elapsedMsPairs',
+                timed.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]),
+                timed[timed.length - 1]!.end.handle,
+              )
+            : [];
+        const stamps = selfTimed ? this.stampsOf(rank, set) : undefined;
+        // `timed` is `mine` without the self-timed joins, in order: k walks it alongside.
+        let k = 0;
+        const device = (j: Pending): [number, number] => {
+          if (!this.deviceEvents) return [NaN, NaN];
+          if (j.selfTimed) return stamps!(j.at);
+          k++;
+          return [ms[2 * k - 2]! * 1000, ms[2 * k - 1]! * 1000];
+        };
+        for (const j of mine) {
+          const [deviceUs, deviceStartUs] = device(j);
+          out.push({
+            token: j.token,
+            layer: j.layer,
+            hop: j.hop,
+            transport: j.transport,
+            bytes: j.bytes,
+            rank,
+            hostStartUs: j.t0 - stepT0,
+            hostEnqueueUs: j.enqueuedAt - j.t0,
+            deviceUs,
+            deviceStartUs,
+          });
+        }
+      }),
+    );
     return out.sort((a, b) => a.layer - b.layer || HOPS.indexOf(a.hop) - HOPS.indexOf(b.hop));
   }
 
   /** Join `at`'s [device µs, µs from the step's start] from `rank`'s stamp block for `set`. */
   private stampsOf(rank: number, set: EventSet): (at: number) => [number, number] {
     const box = this.rt.mailboxes[rank]!;
-    const v = new BigUint64Array(box.buffer, box.byteOffset + this.mailbox!.offset + set.index * this.blockBytes, this.blockBytes / 8);
+    const v = new BigUint64Array(
+      box.buffer,
+      box.byteOffset + this.mailbox!.offset + set.index * this.blockBytes,
+      this.blockBytes / 8,
+    );
     const stepStart = v[0]!;
     return (at) => {
-      const start = v[1 + 2 * at]!, end = v[2 + 2 * at]!;
-      if (start < stepStart || end < start) throw new Error(`join profile: rank ${rank}'s stamps for join ${at} are out of order (step ${stepStart}, start ${start}, end ${end} ns): the join did not time itself this step`);
+      const start = v[1 + 2 * at]!,
+        end = v[2 + 2 * at]!;
+      if (start < stepStart || end < start)
+        throw new Error(
+          `join profile: rank ${rank}'s stamps for join ${at} are out of order (step ${stepStart}, start ${start}, end ${end} ns): the join did not time itself this step`,
+        );
       return [Number(end - start) / 1000, Number(start - stepStart) / 1000];
     };
   }
@@ -397,7 +508,8 @@ export class JoinProfiler {
         await this.rt.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);
       }
     }
-    for (const r of this.rt.ranks) if (this.stampBlocks[r.rank]) await r.free(this.stampBlocks[r.rank]!).catch(() => undefined);
+    for (const r of this.rt.ranks)
+      if (this.stampBlocks[r.rank]) await r.free(this.stampBlocks[r.rank]!).catch(() => undefined);
     this.sets.length = 0;
   }
 }

@@ -33,9 +33,45 @@ export interface ModelConfig {
 const U64_MAX = (1n << 64n) - 1n;
 
 export const PRESETS = {
-  tiny: { hidden: 256, heads: 4, latent: 32, headDim: 32, experts: 4, topk: 2, ffn: 128, vocab: 256, layers: 2, maxPos: 64, seed: 0n },
-  small: { hidden: 1024, heads: 8, latent: 128, headDim: 64, experts: 8, topk: 2, ffn: 512, vocab: 4096, layers: 4, maxPos: 256, seed: 0n },
-  bench: { hidden: 4096, heads: 32, latent: 512, headDim: 128, experts: 32, topk: 8, ffn: 1536, vocab: 32768, layers: 30, maxPos: 4096, seed: 0n },
+  tiny: {
+    hidden: 256,
+    heads: 4,
+    latent: 32,
+    headDim: 32,
+    experts: 4,
+    topk: 2,
+    ffn: 128,
+    vocab: 256,
+    layers: 2,
+    maxPos: 64,
+    seed: 0n,
+  },
+  small: {
+    hidden: 1024,
+    heads: 8,
+    latent: 128,
+    headDim: 64,
+    experts: 8,
+    topk: 2,
+    ffn: 512,
+    vocab: 4096,
+    layers: 4,
+    maxPos: 256,
+    seed: 0n,
+  },
+  bench: {
+    hidden: 4096,
+    heads: 32,
+    latent: 512,
+    headDim: 128,
+    experts: 32,
+    topk: 8,
+    ffn: 1536,
+    vocab: 32768,
+    layers: 30,
+    maxPos: 4096,
+    seed: 0n,
+  },
 } as const satisfies Record<string, ModelConfig>;
 
 export type PresetName = keyof typeof PRESETS;
@@ -71,7 +107,8 @@ export function validateConfig(cfg: ModelConfig): ModelConfig {
   };
   // docs/model.md is silent: whether a multiple-of rule admits 0 or negatives. A zero-width model has
   // no weights and no step, so every width must also be positive.
-  const multiple = (f: IntField, m: number): void => rule(f, (v) => v > 0 && v % m === 0, `a positive multiple of ${m}`);
+  const multiple = (f: IntField, m: number): void =>
+    rule(f, (v) => v > 0 && v % m === 0, `a positive multiple of ${m}`);
   multiple('hidden', 256);
   rule('heads', (v) => v > 0 && v % 2 === 0, 'positive and even (N/2 heads per TP rank)');
   multiple('latent', 32);
@@ -86,8 +123,15 @@ export function validateConfig(cfg: ModelConfig): ModelConfig {
   // (see weights.ts): no real model comes near this bound.
   rule('layers', (v) => 16 * v + 2 <= 0xffffffff, 'small enough that tensor ids fit in 32 bits');
   // Flat element indices are JS numbers: the largest tensor must stay exact.
-  const H = cfg.hidden, biggest = Math.max(cfg.vocab * H, cfg.experts * H * cfg.ffn, H * cfg.heads * cfg.latent, cfg.heads * cfg.headDim * H);
-  if (!Number.isSafeInteger(biggest)) throw new Error(`the largest tensor must have fewer than 2^53 elements, got ${biggest}`);
+  const H = cfg.hidden,
+    biggest = Math.max(
+      cfg.vocab * H,
+      cfg.experts * H * cfg.ffn,
+      H * cfg.heads * cfg.latent,
+      cfg.heads * cfg.headDim * H,
+    );
+  if (!Number.isSafeInteger(biggest))
+    throw new Error(`the largest tensor must have fewer than 2^53 elements, got ${biggest}`);
   if (typeof cfg.seed !== 'bigint' || cfg.seed < 0n || cfg.seed > U64_MAX) {
     throw new Error(`seed must be a u64 bigint in [0, 2^64), got ${String(cfg.seed)}`);
   }

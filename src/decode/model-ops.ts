@@ -14,11 +14,40 @@ export class ModelOps {
   constructor(readonly rank: Rank) {}
 
   /** One record, fixed arity (a step writes hundreds; none may allocate). */
-  private put(op: Op, a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0, a9 = 0, a10 = 0, a11 = 0, a12 = 0, a13 = 0): number {
+  private put(
+    op: Op,
+    a0 = 0,
+    a1 = 0,
+    a2 = 0,
+    a3 = 0,
+    a4 = 0,
+    a5 = 0,
+    a6 = 0,
+    a7 = 0,
+    a8 = 0,
+    a9 = 0,
+    a10 = 0,
+    a11 = 0,
+    a12 = 0,
+    a13 = 0,
+  ): number {
     const ring = this.rank.ring;
-    const a = ring.begin(op), v = ring.args;
-    v[a] = a0; v[a + 1] = a1; v[a + 2] = a2; v[a + 3] = a3; v[a + 4] = a4; v[a + 5] = a5; v[a + 6] = a6;
-    v[a + 7] = a7; v[a + 8] = a8; v[a + 9] = a9; v[a + 10] = a10; v[a + 11] = a11; v[a + 12] = a12; v[a + 13] = a13;
+    const a = ring.begin(op),
+      v = ring.args;
+    v[a] = a0;
+    v[a + 1] = a1;
+    v[a + 2] = a2;
+    v[a + 3] = a3;
+    v[a + 4] = a4;
+    v[a + 5] = a5;
+    v[a + 6] = a6;
+    v[a + 7] = a7;
+    v[a + 8] = a8;
+    v[a + 9] = a9;
+    v[a + 10] = a10;
+    v[a + 11] = a11;
+    v[a + 12] = a12;
+    v[a + 13] = a13;
     return ring.publish();
   }
 
@@ -27,8 +56,10 @@ export class ModelOps {
     const n = values.length;
     if (n < 1 || n > SET_I32_MAX) throw new RangeError(`setI32: 1 to ${SET_I32_MAX} values, got ${n}`);
     const ring = this.rank.ring;
-    const a = ring.begin(Op.SetI32), v = ring.args;
-    v[a] = dst; v[a + 1] = n;
+    const a = ring.begin(Op.SetI32),
+      v = ring.args;
+    v[a] = dst;
+    v[a + 1] = n;
     for (let i = 0; i < SET_I32_MAX; i++) v[a + 2 + i] = i < n ? values[i]! : 0;
     return ring.publish();
   }
@@ -39,14 +70,39 @@ export class ModelOps {
   rmsnorm(out: number, input: number, gain: number, t: number, H: number): number {
     return this.put(Op.Rmsnorm, out, input, gain, t, H);
   }
-  gemv(out: number, ldo: number, x: number, ldx: number, w: number, ldw: number, K: number, cols: number, t: number): number {
+  gemv(
+    out: number,
+    ldo: number,
+    x: number,
+    ldx: number,
+    w: number,
+    ldw: number,
+    K: number,
+    cols: number,
+    t: number,
+  ): number {
     return this.put(Op.Gemv, out, ldo, x, ldx, w, ldw, K, cols, t);
   }
   cacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number): number {
     return this.put(Op.CacheWrite, cache, c, pos, t, layer, L, P, R);
   }
   /** `cache`: this layer's rows of slot 0 (slot s at cache + s·slotStride floats); `work`: mlaWorkspaceBytes. */
-  mlaAttention(u: number, ldu: number, q: number, ldq: number, cache: number, slotStride: number, pos: number, wuv: number, work: number, t: number, nh: number, P: number, R: number, Dv: number): number {
+  mlaAttention(
+    u: number,
+    ldu: number,
+    q: number,
+    ldq: number,
+    cache: number,
+    slotStride: number,
+    pos: number,
+    wuv: number,
+    work: number,
+    t: number,
+    nh: number,
+    P: number,
+    R: number,
+    Dv: number,
+  ): number {
     return this.put(Op.MlaAttention, u, ldu, q, ldq, cache, slotStride, pos, wuv, work, t, nh, P, R, Dv);
   }
   router(ids: number, wts: number, logits: number, t: number, E: number, K: number): number {
@@ -58,13 +114,46 @@ export class ModelOps {
   dequantize(xd: number, xq: number, xs: number, t: number, H: number): number {
     return this.put(Op.Dequantize, xd, xq, xs, t, H);
   }
-  expertUp(act: number, xd: number, ids: number, w1: number, w3: number, e0: number, nE: number, t: number, K: number, H: number, F: number): number {
+  expertUp(
+    act: number,
+    xd: number,
+    ids: number,
+    w1: number,
+    w3: number,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+  ): number {
     return this.put(Op.ExpertUp, act, xd, ids, w1, w3, e0, nE, t, K, H, F);
   }
-  expertDown(contrib: number, act: number, ids: number, w2: number, e0: number, nE: number, t: number, K: number, H: number, F: number): number {
+  expertDown(
+    contrib: number,
+    act: number,
+    ids: number,
+    w2: number,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+  ): number {
     return this.put(Op.ExpertDown, contrib, act, ids, w2, e0, nE, t, K, H, F);
   }
-  moeCombine(h: number, wts: number, ids: number, lo: number, hi: number, splitE: number, t: number, K: number, H: number): number {
+  moeCombine(
+    h: number,
+    wts: number,
+    ids: number,
+    lo: number,
+    hi: number,
+    splitE: number,
+    t: number,
+    K: number,
+    H: number,
+  ): number {
     return this.put(Op.MoeCombine, h, wts, ids, lo, hi, splitE, t, K, H);
   }
   argmax(out: number, logits: number, t: number, V: number): number {

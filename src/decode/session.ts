@@ -70,13 +70,20 @@ export class Session {
   }
 
   static async open(opts: SessionOptions = {}): Promise<Session> {
-    const backend: BackendKind = (opts.backend ?? 'auto') === 'auto' ? detectBackend().backend : (opts.backend as BackendKind);
-    if (backend !== 'cuda' && backend !== 'cpu') throw new RangeError(`backend must be 'auto', 'cuda' or 'cpu', got '${String(opts.backend)}'`);
-    const model = typeof opts.model === 'string' ? presetByName(opts.model) : validateConfig(opts.model ?? presetByName(backend === 'cuda' ? 'small' : 'tiny'));
+    const backend: BackendKind =
+      (opts.backend ?? 'auto') === 'auto' ? detectBackend().backend : (opts.backend as BackendKind);
+    if (backend !== 'cuda' && backend !== 'cpu')
+      throw new RangeError(`backend must be 'auto', 'cuda' or 'cpu', got '${String(opts.backend)}'`);
+    const model =
+      typeof opts.model === 'string'
+        ? presetByName(opts.model)
+        : validateConfig(opts.model ?? presetByName(backend === 'cuda' ? 'small' : 'tiny'));
     const maxBatch = opts.maxBatch ?? 4;
-    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_BATCH) throw new RangeError(`maxBatch must be an integer in [1, ${MAX_BATCH}], got ${maxBatch}`);
+    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_BATCH)
+      throw new RangeError(`maxBatch must be an integer in [1, ${MAX_BATCH}], got ${maxBatch}`);
     const layout = opts.layout ?? 'sharded';
-    if (layout !== 'sharded' && layout !== 'unsharded') throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(layout)}'`);
+    if (layout !== 'sharded' && layout !== 'unsharded')
+      throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(layout)}'`);
     const config = Session.readConfig(opts.config, model.layers);
     const loader = new WeightLoader(model);
     const rt = await Runtime.open({
@@ -84,7 +91,14 @@ export class Session {
       backend,
       mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)),
       // The CPU reference's emulated devices hold the weights too: size their arenas for them.
-      ...(backend === 'cpu' ? { cpuArenaBytes: Math.max(opts.runtime?.cpuArenaBytes ?? 0, loader.planBytes(layout, 0) + DeviceWalk.activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK) } : {}),
+      ...(backend === 'cpu'
+        ? {
+            cpuArenaBytes: Math.max(
+              opts.runtime?.cpuArenaBytes ?? 0,
+              loader.planBytes(layout, 0) + DeviceWalk.activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK,
+            ),
+          }
+        : {}),
     });
     let link: ArLink | undefined;
     try {
@@ -112,7 +126,9 @@ export class Session {
   }
 
   /** The decode config in force. */
-  get decodeConfig(): DecodeConfig { return this.config; }
+  get decodeConfig(): DecodeConfig {
+    return this.config;
+  }
 
   /** Replace the decode config; it applies from the next step (opens transports it names). */
   async setConfig(c: DecodeConfig | string): Promise<void> {
@@ -134,7 +150,8 @@ export class Session {
 
   /** The position slot s's next token will take. */
   position(slot: number): number {
-    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch) throw new RangeError(`slot must be in [0, ${this.maxBatch}), got ${slot}`);
+    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch)
+      throw new RangeError(`slot must be in [0, ${this.maxBatch}), got ${slot}`);
     return this.lengths[slot]!;
   }
 
@@ -142,7 +159,10 @@ export class Session {
   reset(slot?: number): void {
     this.usable('reset');
     if (slot === undefined) this.lengths.fill(0);
-    else { this.position(slot); this.lengths[slot] = 0; }
+    else {
+      this.position(slot);
+      this.lengths[slot] = 0;
+    }
   }
 
   /** One step: row s carries slot s's next token; returns each row's greedy next token. */
@@ -154,19 +174,29 @@ export class Session {
     this.usable('step');
     const { vocab: V, maxPos: P } = this.model;
     const t = tokens.length;
-    if (t < 1 || t > this.maxBatch) throw new RangeError(`step: a step carries 1 to maxBatch (${this.maxBatch}) tokens, got ${t}`);
+    if (t < 1 || t > this.maxBatch)
+      throw new RangeError(`step: a step carries 1 to maxBatch (${this.maxBatch}) tokens, got ${t}`);
     const positions: number[] = [];
     for (let s = 0; s < t; s++) {
       const x = tokens[s]!;
-      if (!Number.isInteger(x) || x < 0 || x >= V) throw new RangeError(`step: row ${s}: token ${String(x)} is out of range [0, ${V})`);
+      if (!Number.isInteger(x) || x < 0 || x >= V)
+        throw new RangeError(`step: row ${s}: token ${String(x)} is out of range [0, ${V})`);
       const p = this.lengths[s]!;
-      if (p >= P) throw new RangeError(`step: row ${s}: slot ${s} is full: position ${p} is past the KV cache (maxPos ${P}); reset(${s}) to start it over`);
+      if (p >= P)
+        throw new RangeError(
+          `step: row ${s}: slot ${s} is full: position ${p} is past the KV cache (maxPos ${P}); reset(${s}) to start it over`,
+        );
       positions.push(p);
     }
     const t0 = performance.now();
     this.busy = true;
     try {
-      const { next, hidden, joins, timing } = await this.dev.walk.step(tokens, positions, this.config, opts.hidden === true);
+      const { next, hidden, joins, timing } = await this.dev.walk.step(
+        tokens,
+        positions,
+        this.config,
+        opts.hidden === true,
+      );
       for (let s = 0; s < t; s++) this.lengths[s]!++;
       const out: StepOutput = { next, ms: performance.now() - t0, timing };
       if (hidden) out.hidden = hidden;
@@ -213,10 +243,14 @@ export class Session {
   }
 
   /** Device bytes of weights per rank, for reports. */
-  weightBytes(): number[] { return this.dev.walk.weightBytes(); }
+  weightBytes(): number[] {
+    return this.dev.walk.weightBytes();
+  }
 
   /** The step graphs (config `stepGraph`): launches, capture attempts, and each batch size's refusal. */
-  stepGraph(): ReturnType<DeviceWalk['stepGraphStats']> { return this.dev.walk.stepGraphStats(); }
+  stepGraph(): ReturnType<DeviceWalk['stepGraphStats']> {
+    return this.dev.walk.stepGraphStats();
+  }
 
   /** Per rank, the LL server's jobs and grid launches so far (config `llServeMicros`); none unsharded. */
   llServeStats(): Promise<Array<{ jobs: number; launches: number }>> {
@@ -224,5 +258,7 @@ export class Session {
   }
 
   /** The runtime, for profiling and benchmarks. */
-  get runtime(): Runtime { return this.dev.rt; }
+  get runtime(): Runtime {
+    return this.dev.rt;
+  }
 }

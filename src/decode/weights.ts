@@ -10,7 +10,20 @@
  */
 import { validateConfig, type ModelConfig } from './model-config.js';
 
-export type TensorName = 'Emb' | 'Wq' | 'Wuv' | 'Wdkv' | 'Wo' | 'Wr' | 'W1' | 'W3' | 'W2' | 'g1' | 'g2' | 'gf' | 'Wvocab';
+export type TensorName =
+  | 'Emb'
+  | 'Wq'
+  | 'Wuv'
+  | 'Wdkv'
+  | 'Wo'
+  | 'Wr'
+  | 'W1'
+  | 'W3'
+  | 'W2'
+  | 'g1'
+  | 'g2'
+  | 'gf'
+  | 'Wvocab';
 
 export interface TensorSpec {
   readonly name: TensorName;
@@ -75,8 +88,14 @@ const M64 = (1n << 64n) - 1n;
 const GOLDEN = 0x9e3779b97f4a7c15n; // multiplies the seed
 const ID_MUL = 0xd1b54a32d192ed03n; // multiplies the tensor id
 // The two mix multipliers, as 32-bit halves and the low half as 16-bit limbs.
-const C1_HI = 0xbf58476d, C1_LO = 0x1ce4e5b9, C1_L0 = C1_LO & 0xffff, C1_L1 = C1_LO >>> 16;
-const C2_HI = 0x94d049bb, C2_LO = 0x133111eb, C2_L0 = C2_LO & 0xffff, C2_L1 = C2_LO >>> 16;
+const C1_HI = 0xbf58476d,
+  C1_LO = 0x1ce4e5b9,
+  C1_L0 = C1_LO & 0xffff,
+  C1_L1 = C1_LO >>> 16;
+const C2_HI = 0x94d049bb,
+  C2_LO = 0x133111eb,
+  C2_L0 = C2_LO & 0xffff,
+  C2_L1 = C2_LO >>> 16;
 const TWO32 = 4294967296;
 
 /**
@@ -84,7 +103,8 @@ const TWO32 = 4294967296;
  * Every partial product is below 2^32, so it is exact in a double and `>>>` can split it.
  */
 function mulHi32(a: number, b0: number, b1: number): number {
-  const a0 = a & 0xffff, a1 = a >>> 16;
+  const a0 = a & 0xffff,
+    a1 = a >>> 16;
   const t = a0 * b0;
   const m1 = a1 * b0 + (t >>> 16);
   const m2 = a0 * b1 + (m1 & 0xffff);
@@ -107,14 +127,16 @@ function mixToU24(hi: number, lo: number): number {
   h = (ph ^ (ph >>> 27)) >>> 0;
   const qh = (mulHi32(l, C2_L0, C2_L1) + Math.imul(h, C2_LO) + Math.imul(l, C2_HI)) >>> 0;
   // z = z ^ (z >> 31); u24 = z >> 40
-  return ((qh ^ (qh >>> 31)) >>> 8);
+  return (qh ^ (qh >>> 31)) >>> 8;
 }
 
 /** S·GOLDEN + id·ID_MUL + start (mod 2^64) as [hi, lo]: once per call, so BigInt is fine here. */
 function startState(seed: bigint, id: number, start: number): [number, number] {
   if (seed < 0n || seed > M64) throw new RangeError(`seed must be a u64, got ${seed}`);
-  if (!Number.isSafeInteger(id) || id < 0) throw new RangeError(`tensor id must be a non-negative safe integer, got ${id}`);
-  if (!Number.isSafeInteger(start) || start < 0) throw new RangeError(`start index must be a non-negative safe integer, got ${start}`);
+  if (!Number.isSafeInteger(id) || id < 0)
+    throw new RangeError(`tensor id must be a non-negative safe integer, got ${id}`);
+  if (!Number.isSafeInteger(start) || start < 0)
+    throw new RangeError(`start index must be a non-negative safe integer, got ${start}`);
   const z = (seed * GOLDEN + BigInt(id) * ID_MUL + BigInt(start)) & M64;
   return [Number(z >> 32n), Number(z & 0xffffffffn)];
 }
@@ -129,7 +151,10 @@ export function fillU24(seed: bigint, id: number, start: number, out: Uint32Arra
     out[k] = mixToU24(hi, lo);
     // z + 1 with the carry into the high word (i may cross 2^32, and so may S·G + id·M + i).
     lo = lo + 1;
-    if (lo === TWO32) { lo = 0; hi = (hi + 1) >>> 0; }
+    if (lo === TWO32) {
+      lo = 0;
+      hi = (hi + 1) >>> 0;
+    }
   }
   return out;
 }

@@ -10,10 +10,19 @@
 import { HdrHistogram, nearestRank, type HdrOptions } from './hdr-histogram.js';
 import { HOPS, type Hop, type JoinSample, type Profile, type StepSample } from './profile-data.js';
 
-export interface LatencySummary { min: number; median: number; p90: number; p99: number; max: number }
+export interface LatencySummary {
+  min: number;
+  median: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
 
 /** The bytes the group's joins delivered: min < max says they varied (e.g. with the batch's rows). */
-export interface ByteRange { min: number; max: number }
+export interface ByteRange {
+  min: number;
+  max: number;
+}
 
 export interface JoinStats {
   n: number;
@@ -24,13 +33,28 @@ export interface JoinStats {
   host: LatencySummary;
 }
 
-export interface JoinRow extends JoinStats { layer: number; hop: Hop; transport: string }
+export interface JoinRow extends JoinStats {
+  layer: number;
+  hop: Hop;
+  transport: string;
+}
 /** One hop over every layer it ran on with that transport. */
-export interface HopRollup extends JoinStats { hop: Hop; transport: string; layers: number }
+export interface HopRollup extends JoinStats {
+  hop: Hop;
+  transport: string;
+  layers: number;
+}
 /** One transport over every hop and layer it served. */
-export interface TransportRollup extends JoinStats { transport: string; hops: Hop[] }
+export interface TransportRollup extends JoinStats {
+  transport: string;
+  hops: Hop[];
+}
 /** One (layer, hop) over whichever transports served it (one, unless the config changed mid-run). */
-export interface LayerHopCell extends JoinStats { layer: number; hop: Hop; transports: string[] }
+export interface LayerHopCell extends JoinStats {
+  layer: number;
+  hop: Hop;
+  transports: string[];
+}
 
 export interface ThroughputPoint {
   step: number;
@@ -84,9 +108,11 @@ export const LATENCY_RANGE: HdrOptions = { digits: 3, lowest: 0.01, highest: 1e9
 
 export function aggregate(profile: Profile, options: AggregateOptions = {}): Aggregate {
   const window = options.window ?? 8;
-  if (!Number.isInteger(window) || window < 1) throw new RangeError(`aggregate: window must be a whole number of steps ≥ 1, got ${window}`);
+  if (!Number.isInteger(window) || window < 1)
+    throw new RangeError(`aggregate: window must be a whole number of steps ≥ 1, got ${window}`);
   const layers = profile.meta.layers;
-  if (!Number.isInteger(layers) || layers < 0) throw new RangeError(`aggregate: meta.layers must be a whole number ≥ 0, got ${String(layers)}`);
+  if (!Number.isInteger(layers) || layers < 0)
+    throw new RangeError(`aggregate: meta.layers must be a whole number ≥ 0, got ${String(layers)}`);
 
   const rows = new Map<string, { layer: number; hop: Hop; transport: string; g: JoinGroup }>();
   profile.joins.forEach((j, i) => {
@@ -99,11 +125,25 @@ export function aggregate(profile: Profile, options: AggregateOptions = {}): Agg
     }
     row.g.add(j);
   });
-  const ordered = [...rows.values()].sort((a, b) => a.layer - b.layer || hopOrder(a.hop, b.hop) || byName(a.transport, b.transport));
+  const ordered = [...rows.values()].sort(
+    (a, b) => a.layer - b.layer || hopOrder(a.hop, b.hop) || byName(a.transport, b.transport),
+  );
 
-  const byHop = rollUp(ordered, (r) => `${r.hop}\u0000${r.transport}`, (r) => ({ hop: r.hop, transport: r.transport }));
-  const byTransport = rollUp(ordered, (r) => r.transport, (r) => ({ transport: r.transport }));
-  const byLayerHop = rollUp(ordered, (r) => `${r.layer}\u0000${r.hop}`, (r) => ({ layer: r.layer, hop: r.hop }));
+  const byHop = rollUp(
+    ordered,
+    (r) => `${r.hop}\u0000${r.transport}`,
+    (r) => ({ hop: r.hop, transport: r.transport }),
+  );
+  const byTransport = rollUp(
+    ordered,
+    (r) => r.transport,
+    (r) => ({ transport: r.transport }),
+  );
+  const byLayerHop = rollUp(
+    ordered,
+    (r) => `${r.layer}\u0000${r.hop}`,
+    (r) => ({ layer: r.layer, hop: r.hop }),
+  );
 
   return {
     joins: profile.joins.length,
@@ -116,7 +156,11 @@ export function aggregate(profile: Profile, options: AggregateOptions = {}): Agg
       .map((u) => ({ ...u.id, hops: HOPS.filter((h) => u.members.some((r) => r.hop === h)), ...u.g.stats() })),
     byLayerHop: byLayerHop
       .sort((a, b) => a.id.layer - b.id.layer || hopOrder(a.id.hop, b.id.hop))
-      .map((u) => ({ ...u.id, transports: [...new Set(u.members.map((r) => r.transport))].sort(byName), ...u.g.stats() })),
+      .map((u) => ({
+        ...u.id,
+        transports: [...new Set(u.members.map((r) => r.transport))].sort(byName),
+        ...u.g.stats(),
+      })),
     throughput: throughput(profile.steps, window),
   };
 }
@@ -133,19 +177,32 @@ function throughput(steps: StepSample[], window: number): Throughput {
   const points: ThroughputPoint[] = sorted.map((s, i) => {
     const recent = sorted.slice(Math.max(0, i - window + 1), i + 1);
     return {
-      step: s.step, tMs: s.hostStartMs - t0, rows: s.rows, wallUs: s.wallUs,
+      step: s.step,
+      tMs: s.hostStartMs - t0,
+      rows: s.rows,
+      wallUs: s.wallUs,
       tokensPerS: perSecond(s.rows, s.wallUs),
-      movingTokensPerS: perSecond(sum(recent, (r) => r.rows), sum(recent, (r) => r.wallUs)),
+      movingTokensPerS: perSecond(
+        sum(recent, (r) => r.rows),
+        sum(recent, (r) => r.wallUs),
+      ),
     };
   });
   if (points.length === 0) return { window, points, summary: null };
   const rates = points.map((p) => p.tokensPerS).sort((a, b) => a - b);
-  const tokens = sum(sorted, (s) => s.rows), wallUs = sum(sorted, (s) => s.wallUs);
+  const tokens = sum(sorted, (s) => s.rows),
+    wallUs = sum(sorted, (s) => s.wallUs);
   return {
-    window, points,
+    window,
+    points,
     summary: {
-      steps: points.length, tokens, wallUs, overallTokensPerS: perSecond(tokens, wallUs),
-      minTokensPerS: rates[0]!, medianTokensPerS: rates[nearestRank(50, rates.length) - 1]!, maxTokensPerS: rates[rates.length - 1]!,
+      steps: points.length,
+      tokens,
+      wallUs,
+      overallTokensPerS: perSecond(tokens, wallUs),
+      minTokensPerS: rates[0]!,
+      medianTokensPerS: rates[nearestRank(50, rates.length) - 1]!,
+      maxTokensPerS: rates[rates.length - 1]!,
     },
   };
 }
@@ -172,7 +229,12 @@ class JoinGroup {
   }
 
   stats(): JoinStats {
-    return { n: this.device.count, bytes: { min: this.bytesMin, max: this.bytesMax }, device: summarise(this.device), host: summarise(this.host) };
+    return {
+      n: this.device.count,
+      bytes: { min: this.bytesMin, max: this.bytesMax },
+      device: summarise(this.device),
+      host: summarise(this.host),
+    };
   }
 }
 
@@ -180,9 +242,18 @@ function summarise(h: HdrHistogram): LatencySummary {
   return { min: h.min, median: h.percentile(50), p90: h.percentile(90), p99: h.percentile(99), max: h.max };
 }
 
-interface Row { layer: number; hop: Hop; transport: string; g: JoinGroup }
+interface Row {
+  layer: number;
+  hop: Hop;
+  transport: string;
+  g: JoinGroup;
+}
 
-function rollUp<Id>(rows: Row[], key: (r: Row) => string, id: (r: Row) => Id): Array<{ id: Id; members: Row[]; g: JoinGroup }> {
+function rollUp<Id>(
+  rows: Row[],
+  key: (r: Row) => string,
+  id: (r: Row) => Id,
+): Array<{ id: Id; members: Row[]; g: JoinGroup }> {
   const out = new Map<string, { id: Id; members: Row[]; g: JoinGroup }>();
   for (const r of rows) {
     const k = key(r);
@@ -199,22 +270,31 @@ function rollUp<Id>(rows: Row[], key: (r: Row) => string, id: (r: Row) => Id): A
 
 function checkJoin(j: JoinSample, i: number, layers: number): void {
   const where = `aggregate: join ${i} (step ${j.step}, layer ${j.layer}, hop ${JSON.stringify(j.hop)})`;
-  if (!(HOPS as readonly string[]).includes(j.hop)) throw new RangeError(`${where}: hop must be one of ${HOPS.map((h) => JSON.stringify(h)).join(', ')}`);
-  if (!Number.isInteger(j.layer) || j.layer < 0 || j.layer >= layers) throw new RangeError(`${where}: layer must be a whole number in [0, ${layers}) (meta.layers)`);
-  if (typeof j.transport !== 'string' || j.transport === '') throw new RangeError(`${where}: transport must be a non-empty string, got ${JSON.stringify(j.transport)}`);
+  if (!(HOPS as readonly string[]).includes(j.hop))
+    throw new RangeError(`${where}: hop must be one of ${HOPS.map((h) => JSON.stringify(h)).join(', ')}`);
+  if (!Number.isInteger(j.layer) || j.layer < 0 || j.layer >= layers)
+    throw new RangeError(`${where}: layer must be a whole number in [0, ${layers}) (meta.layers)`);
+  if (typeof j.transport !== 'string' || j.transport === '')
+    throw new RangeError(`${where}: transport must be a non-empty string, got ${JSON.stringify(j.transport)}`);
   for (const field of ['bytes', 'deviceUs', 'hostEnqueueUs'] as const) {
     const v = j[field];
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new RangeError(`${where}: ${field} must be a finite number ≥ 0, got ${String(v)}`);
-    if (field !== 'bytes' && v > LATENCY_RANGE.highest!) throw new RangeError(`${where}: ${field} ${v} µs is beyond the ${LATENCY_RANGE.highest} µs the histograms track`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+      throw new RangeError(`${where}: ${field} must be a finite number ≥ 0, got ${String(v)}`);
+    if (field !== 'bytes' && v > LATENCY_RANGE.highest!)
+      throw new RangeError(`${where}: ${field} ${v} µs is beyond the ${LATENCY_RANGE.highest} µs the histograms track`);
   }
 }
 
 function checkStep(s: StepSample): void {
   const where = `aggregate: step ${s.step}`;
-  if (!Number.isInteger(s.step)) throw new RangeError(`aggregate: a step's index must be a whole number, got ${String(s.step)}`);
-  if (!Number.isInteger(s.rows) || s.rows < 1) throw new RangeError(`${where}: rows must be a whole number ≥ 1, got ${String(s.rows)}`);
-  if (typeof s.wallUs !== 'number' || !Number.isFinite(s.wallUs) || s.wallUs <= 0) throw new RangeError(`${where}: wallUs must be a finite number > 0, got ${String(s.wallUs)}`);
-  if (typeof s.hostStartMs !== 'number' || !Number.isFinite(s.hostStartMs)) throw new RangeError(`${where}: hostStartMs must be a finite number, got ${String(s.hostStartMs)}`);
+  if (!Number.isInteger(s.step))
+    throw new RangeError(`aggregate: a step's index must be a whole number, got ${String(s.step)}`);
+  if (!Number.isInteger(s.rows) || s.rows < 1)
+    throw new RangeError(`${where}: rows must be a whole number ≥ 1, got ${String(s.rows)}`);
+  if (typeof s.wallUs !== 'number' || !Number.isFinite(s.wallUs) || s.wallUs <= 0)
+    throw new RangeError(`${where}: wallUs must be a finite number > 0, got ${String(s.wallUs)}`);
+  if (typeof s.hostStartMs !== 'number' || !Number.isFinite(s.hostStartMs))
+    throw new RangeError(`${where}: hostStartMs must be a finite number, got ${String(s.hostStartMs)}`);
 }
 
 function perSecond(tokens: number, us: number): number {

@@ -49,7 +49,12 @@ export function joinEnqueueTid(lane: number): number {
 }
 
 /** A slice in whole ns before it becomes an event: integers, so nesting is decided exactly. */
-interface Slice { startNs: number; endNs: number; event: Omit<TraceEvent, 'ts' | 'dur' | 'tid'>; parent: boolean }
+interface Slice {
+  startNs: number;
+  endNs: number;
+  event: Omit<TraceEvent, 'ts' | 'dur' | 'tid'>;
+  parent: boolean;
+}
 
 export function chromeTrace(profile: Profile): ChromeTrace {
   const steps = new Map<number, StepSample>();
@@ -71,30 +76,62 @@ export function chromeTrace(profile: Profile): ChromeTrace {
   const ordered = [...steps.values()].sort((a, b) => a.hostStartMs - b.hostStartMs || a.step - b.step);
   const t0 = ordered[0]?.hostStartMs ?? 0;
 
-  const stepSlices: Slice[] = [], joinSlices: Slice[] = [];
+  const stepSlices: Slice[] = [],
+    joinSlices: Slice[] = [];
   /** Each step's slice drawn wide enough to hold its joins: what the main track shows if they nest there. */
   const widened: Slice[] = [];
   const ranks: [Slice[], Slice[]] = [[], []];
   for (const s of ordered) {
-    const startUs = (s.hostStartMs - t0) * 1000, startNs = ns(startUs);
-    const joins = (byStep.get(s.step) ?? []).sort((a, b) => a.j.layer - b.j.layer || HOPS.indexOf(a.j.hop) - HOPS.indexOf(b.j.hop) || a.i - b.i);
-    const mine = joins.map(({ j }): Slice => ({
-      startNs: ns(startUs + j.hostStartUs), endNs: ns(startUs + j.hostStartUs + j.hostEnqueueUs), parent: false,
-      event: { name: `enqueue ${j.hop} L${j.layer}`, cat: 'join enqueue', ph: 'X', pid: TRACE_PID, args: joinArgs(j) },
-    }));
+    const startUs = (s.hostStartMs - t0) * 1000,
+      startNs = ns(startUs);
+    const joins = (byStep.get(s.step) ?? []).sort(
+      (a, b) => a.j.layer - b.j.layer || HOPS.indexOf(a.j.hop) - HOPS.indexOf(b.j.hop) || a.i - b.i,
+    );
+    const mine = joins.map(
+      ({ j }): Slice => ({
+        startNs: ns(startUs + j.hostStartUs),
+        endNs: ns(startUs + j.hostStartUs + j.hostEnqueueUs),
+        parent: false,
+        event: {
+          name: `enqueue ${j.hop} L${j.layer}`,
+          cat: 'join enqueue',
+          ph: 'X',
+          pid: TRACE_PID,
+          args: joinArgs(j),
+        },
+      }),
+    );
     joinSlices.push(...mine);
-    const stepArgs: Record<string, unknown> = { step: s.step, rows: s.rows, wallUs: s.wallUs, hostEnqueueUs: s.hostEnqueueUs };
-    const step: Slice = { startNs, endNs: ns(startUs + s.hostEnqueueUs), parent: true, event: { name: `step ${s.step} enqueue`, cat: 'step', ph: 'X', pid: TRACE_PID, args: stepArgs } };
+    const stepArgs: Record<string, unknown> = {
+      step: s.step,
+      rows: s.rows,
+      wallUs: s.wallUs,
+      hostEnqueueUs: s.hostEnqueueUs,
+    };
+    const step: Slice = {
+      startNs,
+      endNs: ns(startUs + s.hostEnqueueUs),
+      parent: true,
+      event: { name: `step ${s.step} enqueue`, cat: 'step', ph: 'X', pid: TRACE_PID, args: stepArgs },
+    };
     stepSlices.push(step);
     // The joins' enqueue can outlast the step's (workers finish enqueueing after the main thread
     // has moved on); to hold them as children the step is drawn wider, its args keeping the measured time.
     const joinsEndNs = Math.max(step.endNs, ...mine.map((m) => m.endNs));
-    widened.push(joinsEndNs > step.endNs
-      ? { ...step, endNs: joinsEndNs, event: { ...step.event, args: { ...stepArgs, drawnWiderToHoldJoinsUs: (joinsEndNs - startNs) / 1000 } } }
-      : step);
+    widened.push(
+      joinsEndNs > step.endNs
+        ? {
+            ...step,
+            endNs: joinsEndNs,
+            event: { ...step.event, args: { ...stepArgs, drawnWiderToHoldJoinsUs: (joinsEndNs - startNs) / 1000 } },
+          }
+        : step,
+    );
     for (const { j } of joins) {
       ranks[j.rank].push({
-        startNs: ns(startUs + j.deviceStartUs), endNs: ns(startUs + j.deviceStartUs + j.deviceUs), parent: false,
+        startNs: ns(startUs + j.deviceStartUs),
+        endNs: ns(startUs + j.deviceStartUs + j.deviceUs),
+        parent: false,
         event: { name: `${j.hop} L${j.layer}`, cat: j.transport, ph: 'X', pid: TRACE_PID, args: joinArgs(j) },
       });
     }
@@ -107,18 +144,53 @@ export function chromeTrace(profile: Profile): ChromeTrace {
 
   const m = profile.meta;
   const meta: TraceEvent[] = [
-    { name: 'process_name', ph: 'M', pid: TRACE_PID, tid: 0, ts: 0, args: { name: `memra decode: ${m.preset} (${m.machine})` } },
-    { name: 'thread_name', ph: 'M', pid: TRACE_PID, tid: MAIN_TID, ts: 0, args: { name: 'main thread (host enqueue)' } },
+    {
+      name: 'process_name',
+      ph: 'M',
+      pid: TRACE_PID,
+      tid: 0,
+      ts: 0,
+      args: { name: `memra decode: ${m.preset} (${m.machine})` },
+    },
+    {
+      name: 'thread_name',
+      ph: 'M',
+      pid: TRACE_PID,
+      tid: MAIN_TID,
+      ts: 0,
+      args: { name: 'main thread (host enqueue)' },
+    },
     { name: 'thread_sort_index', ph: 'M', pid: TRACE_PID, tid: MAIN_TID, ts: 0, args: { sort_index: 0 } },
   ];
   lanes.forEach((_, k) => {
     const name = k === 0 ? 'main thread: join enqueue' : `main thread: join enqueue (${k + 1})`;
     meta.push({ name: 'thread_name', ph: 'M', pid: TRACE_PID, tid: joinEnqueueTid(k), ts: 0, args: { name } });
-    meta.push({ name: 'thread_sort_index', ph: 'M', pid: TRACE_PID, tid: joinEnqueueTid(k), ts: 0, args: { sort_index: 1 + k } });
+    meta.push({
+      name: 'thread_sort_index',
+      ph: 'M',
+      pid: TRACE_PID,
+      tid: joinEnqueueTid(k),
+      ts: 0,
+      args: { sort_index: 1 + k },
+    });
   });
   for (const r of [0, 1] as const) {
-    meta.push({ name: 'thread_name', ph: 'M', pid: TRACE_PID, tid: rankTid(r), ts: 0, args: { name: `rank ${r} stream (device)` } });
-    meta.push({ name: 'thread_sort_index', ph: 'M', pid: TRACE_PID, tid: rankTid(r), ts: 0, args: { sort_index: 1 + lanes.length + r } });
+    meta.push({
+      name: 'thread_name',
+      ph: 'M',
+      pid: TRACE_PID,
+      tid: rankTid(r),
+      ts: 0,
+      args: { name: `rank ${r} stream (device)` },
+    });
+    meta.push({
+      name: 'thread_sort_index',
+      ph: 'M',
+      pid: TRACE_PID,
+      tid: rankTid(r),
+      ts: 0,
+      args: { sort_index: 1 + lanes.length + r },
+    });
   }
   return {
     traceEvents: [
@@ -131,9 +203,15 @@ export function chromeTrace(profile: Profile): ChromeTrace {
     // Joins last microseconds: the legacy viewer shows them in ns rather than rounding to 0 ms.
     displayTimeUnit: 'ns',
     otherData: {
-      preset: m.preset, layers: m.layers, backend: m.backend, machine: m.machine, date: m.date,
+      preset: m.preset,
+      layers: m.layers,
+      backend: m.backend,
+      machine: m.machine,
+      date: m.date,
       originHostMs: t0,
-      joinEnqueue: joinsNest ? 'nested under their steps on the main thread track' : `on ${lanes.length} track(s) of their own: on the main thread track they would overlap without nesting`,
+      joinEnqueue: joinsNest
+        ? 'nested under their steps on the main thread track'
+        : `on ${lanes.length} track(s) of their own: on the main thread track they would overlap without nesting`,
       deviceTimeline: "each stream's slices are placed from their step's host start; see deviceStartUs",
     },
   };
@@ -145,25 +223,43 @@ export function chromeTraceJson(profile: Profile): string {
 
 function joinArgs(j: JoinSample): Record<string, unknown> {
   return {
-    step: j.step, token: j.token, layer: j.layer, hop: j.hop, transport: j.transport, bytes: j.bytes, rank: j.rank,
-    deviceUs: j.deviceUs, deviceStartUs: j.deviceStartUs, hostStartUs: j.hostStartUs, hostEnqueueUs: j.hostEnqueueUs,
+    step: j.step,
+    token: j.token,
+    layer: j.layer,
+    hop: j.hop,
+    transport: j.transport,
+    bytes: j.bytes,
+    rank: j.rank,
+    deviceUs: j.deviceUs,
+    deviceStartUs: j.deviceStartUs,
+    hostStartUs: j.hostStartUs,
+    hostEnqueueUs: j.hostEnqueueUs,
   };
 }
 
 function checkJoin(j: JoinSample, i: number, steps: Map<number, StepSample>): void {
   const where = `chromeTrace: join ${i} (step ${j.step}, layer ${j.layer}, hop ${JSON.stringify(j.hop)})`;
-  if (!steps.has(j.step)) throw new RangeError(`${where}: step ${j.step} is not among the profile's steps, so the join has no place on the timeline`);
+  if (!steps.has(j.step))
+    throw new RangeError(
+      `${where}: step ${j.step} is not among the profile's steps, so the join has no place on the timeline`,
+    );
   if (j.rank !== 0 && j.rank !== 1) throw new RangeError(`${where}: rank must be 0 or 1, got ${String(j.rank)}`);
   for (const field of ['deviceUs', 'deviceStartUs', 'hostStartUs', 'hostEnqueueUs'] as const) {
     const v = j[field];
-    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new RangeError(`${where}: ${field} must be a finite number ≥ 0, got ${String(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+      throw new RangeError(`${where}: ${field} must be a finite number ≥ 0, got ${String(v)}`);
   }
 }
 
 function checkStep(s: StepSample): void {
-  if (typeof s.hostStartMs !== 'number' || !Number.isFinite(s.hostStartMs)) throw new RangeError(`chromeTrace: step ${s.step}: hostStartMs must be a finite number, got ${String(s.hostStartMs)}`);
+  if (typeof s.hostStartMs !== 'number' || !Number.isFinite(s.hostStartMs))
+    throw new RangeError(
+      `chromeTrace: step ${s.step}: hostStartMs must be a finite number, got ${String(s.hostStartMs)}`,
+    );
   if (typeof s.hostEnqueueUs !== 'number' || !Number.isFinite(s.hostEnqueueUs) || s.hostEnqueueUs < 0) {
-    throw new RangeError(`chromeTrace: step ${s.step}: hostEnqueueUs must be a finite number ≥ 0, got ${String(s.hostEnqueueUs)}`);
+    throw new RangeError(
+      `chromeTrace: step ${s.step}: hostEnqueueUs must be a finite number ≥ 0, got ${String(s.hostEnqueueUs)}`,
+    );
   }
 }
 
@@ -197,10 +293,15 @@ function nests(sorted: Slice[]): boolean {
  * by its start. Taken in start order, first fit needs no more tracks than the most slices open at once.
  */
 function intoLanes(slices: Slice[]): Slice[][] {
-  const lanes: Slice[][] = [], ends: number[] = [];
+  const lanes: Slice[][] = [],
+    ends: number[] = [];
   for (const s of [...slices].sort(byStartLongestFirst)) {
     let k = ends.findIndex((end) => end <= s.startNs);
-    if (k < 0) { k = lanes.length; lanes.push([]); ends.push(0); }
+    if (k < 0) {
+      k = lanes.length;
+      lanes.push([]);
+      ends.push(0);
+    }
     lanes[k]!.push(s);
     ends[k] = s.endNs;
   }

@@ -7,7 +7,10 @@
 export const VIRIDIS = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'] as const;
 
 export class ColourScale {
-  private constructor(private readonly lo: number, private readonly hi: number) {}
+  private constructor(
+    private readonly lo: number,
+    private readonly hi: number,
+  ) {}
 
   /** Over the positive values given; with none, every value maps to the middle. */
   static covering(vs: number[]): ColourScale {
@@ -24,7 +27,8 @@ export class ColourScale {
 
   /** The ramp's colour at v's position, as #rrggbb. */
   colour(v: number): string {
-    const t = this.position(v) * (VIRIDIS.length - 1), i = Math.min(VIRIDIS.length - 2, Math.floor(t));
+    const t = this.position(v) * (VIRIDIS.length - 1),
+      i = Math.min(VIRIDIS.length - 2, Math.floor(t));
     return mix(VIRIDIS[i]!, VIRIDIS[i + 1]!, t - i);
   }
 
@@ -36,11 +40,22 @@ export class ColourScale {
   /** (position, value) pairs to label a legend of the ramp with. */
   legend(): Array<[number, number]> {
     if (this.hi === this.lo) return [[0.5, this.lo]];
-    return [[0, this.lo], [0.5, Math.sqrt(this.lo * this.hi)], [1, this.hi]];
+    return [
+      [0, this.lo],
+      [0.5, Math.sqrt(this.lo * this.hi)],
+      [1, this.hi],
+    ];
   }
 }
 
 function mix(a: string, b: string, t: number): string {
-  const pa = [1, 3, 5].map((i) => parseInt(a.slice(i, i + 2), 16)), pb = [1, 3, 5].map((i) => parseInt(b.slice(i, i + 2), 16));
-  return `#${pa.map((v, i) => Math.round(v + (pb[i]! - v) * t).toString(16).padStart(2, '0')).join('')}`;
+  const pa = [1, 3, 5].map((i) => parseInt(a.slice(i, i + 2), 16)),
+    pb = [1, 3, 5].map((i) => parseInt(b.slice(i, i + 2), 16));
+  return `#${pa
+    .map((v, i) =>
+      Math.round(v + (pb[i]! - v) * t)
+        .toString(16)
+        .padStart(2, '0'),
+    )
+    .join('')}`;
 }

@@ -12,7 +12,12 @@
  * digits, so plain 32-bit counts). What HdrHistogram keeps only to bucket precision (min,
  * max, sum) is kept exactly beside it, and percentiles follow the nearest-rank rule.
  */
-import { Int32Histogram, type JsHistogram, decodeFromCompressedBase64, encodeIntoCompressedBase64 } from 'hdr-histogram-js';
+import {
+  Int32Histogram,
+  type JsHistogram,
+  decodeFromCompressedBase64,
+  encodeIntoCompressedBase64,
+} from 'hdr-histogram-js';
 
 export interface HdrOptions {
   /** Significant decimal digits kept, 1 to 5 (default 3). */
@@ -51,32 +56,47 @@ export class HdrHistogram {
 
   constructor(options: HdrOptions = {}) {
     const { digits = 3, lowest = 0.01, highest = 1e7 } = options;
-    if (!Number.isInteger(digits) || digits < 1 || digits > 5) throw new RangeError(`HdrHistogram: digits must be an integer from 1 to 5, got ${digits}`);
-    if (!Number.isFinite(lowest) || lowest <= 0) throw new RangeError(`HdrHistogram: lowest must be a finite value > 0 µs, got ${lowest}`);
-    if (!Number.isFinite(highest) || highest <= lowest) throw new RangeError(`HdrHistogram: highest must be finite and above lowest (${lowest} µs), got ${highest}`);
+    if (!Number.isInteger(digits) || digits < 1 || digits > 5)
+      throw new RangeError(`HdrHistogram: digits must be an integer from 1 to 5, got ${digits}`);
+    if (!Number.isFinite(lowest) || lowest <= 0)
+      throw new RangeError(`HdrHistogram: lowest must be a finite value > 0 µs, got ${lowest}`);
+    if (!Number.isFinite(highest) || highest <= lowest)
+      throw new RangeError(`HdrHistogram: highest must be finite and above lowest (${lowest} µs), got ${highest}`);
     this.digits = digits;
     this.lowest = lowest;
     this.highest = highest;
     this.scale = 10 ** digits / lowest;
     // Units are integers held in doubles: past 2^53 they stop being exact.
-    if (highest * this.scale > Number.MAX_SAFE_INTEGER) throw new RangeError(`HdrHistogram: [${lowest}, ${highest}] µs at ${digits} digits needs more than 2^53 units; narrow the range or the digits`);
+    if (highest * this.scale > Number.MAX_SAFE_INTEGER)
+      throw new RangeError(
+        `HdrHistogram: [${lowest}, ${highest}] µs at ${digits} digits needs more than 2^53 units; narrow the range or the digits`,
+      );
     this.counts = new Int32Histogram(1, 2, digits);
     this.counts.autoResize = true;
   }
 
-  get count(): number { return this.n; }
+  get count(): number {
+    return this.n;
+  }
   /** The exact smallest value recorded; NaN when empty. */
-  get min(): number { return this.n === 0 ? NaN : this.lo; }
+  get min(): number {
+    return this.n === 0 ? NaN : this.lo;
+  }
   /** The exact largest value recorded; NaN when empty. */
-  get max(): number { return this.n === 0 ? NaN : this.hi; }
+  get max(): number {
+    return this.n === 0 ? NaN : this.hi;
+  }
   /** The exact mean (a running sum, not the buckets); NaN when empty. */
-  get mean(): number { return this.n === 0 ? NaN : this.total / this.n; }
+  get mean(): number {
+    return this.n === 0 ? NaN : this.total / this.n;
+  }
 
   record(value: number): void {
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
       throw new RangeError(`HdrHistogram: cannot record ${String(value)}: values must be finite numbers ≥ 0 µs`);
     }
-    if (value > this.highest) throw new RangeError(`HdrHistogram: ${value} µs is above the highest trackable value, ${this.highest} µs`);
+    if (value > this.highest)
+      throw new RangeError(`HdrHistogram: ${value} µs is above the highest trackable value, ${this.highest} µs`);
     this.counts.recordValue(Math.floor(value * this.scale));
     this.n++;
     this.total += value;
@@ -90,7 +110,8 @@ export class HdrHistogram {
    * exact min and max. NaN when empty.
    */
   percentile(p: number): number {
-    if (typeof p !== 'number' || !(p >= 0 && p <= 100)) throw new RangeError(`HdrHistogram: percentile must be in [0, 100], got ${String(p)}`);
+    if (typeof p !== 'number' || !(p >= 0 && p <= 100))
+      throw new RangeError(`HdrHistogram: percentile must be in [0, 100], got ${String(p)}`);
     if (this.n === 0) return NaN;
     if (p === 0) return this.lo;
     if (p === 100) return this.hi;
@@ -115,29 +136,48 @@ export class HdrHistogram {
 
   toJSON(): HdrJson {
     return {
-      digits: this.digits, lowest: this.lowest, highest: this.highest,
-      min: this.n === 0 ? null : this.lo, max: this.n === 0 ? null : this.hi, sum: this.total, count: this.n,
+      digits: this.digits,
+      lowest: this.lowest,
+      highest: this.highest,
+      min: this.n === 0 ? null : this.lo,
+      max: this.n === 0 ? null : this.hi,
+      sum: this.total,
+      count: this.n,
       hdr: encodeIntoCompressedBase64(this.counts),
     };
   }
 
   static fromJSON(json: unknown): HdrHistogram {
     const j = json as Partial<HdrJson> | null;
-    if (typeof j !== 'object' || j === null) throw new TypeError(`HdrHistogram.fromJSON: expected an object, got ${json === null ? 'null' : typeof json}`);
+    if (typeof j !== 'object' || j === null)
+      throw new TypeError(`HdrHistogram.fromJSON: expected an object, got ${json === null ? 'null' : typeof json}`);
     for (const key of ['digits', 'lowest', 'highest', 'count'] as const) {
-      if (typeof j[key] !== 'number') throw new TypeError(`HdrHistogram.fromJSON: ${key} must be a number, got ${typeof j[key]}`);
+      if (typeof j[key] !== 'number')
+        throw new TypeError(`HdrHistogram.fromJSON: ${key} must be a number, got ${typeof j[key]}`);
     }
     const h = new HdrHistogram({ digits: j.digits, lowest: j.lowest, highest: j.highest });
-    if (typeof j.hdr !== 'string') throw new TypeError(`HdrHistogram.fromJSON: hdr must be a string (HdrHistogram's compressed base64 encoding), got ${typeof j.hdr}`);
+    if (typeof j.hdr !== 'string')
+      throw new TypeError(
+        `HdrHistogram.fromJSON: hdr must be a string (HdrHistogram's compressed base64 encoding), got ${typeof j.hdr}`,
+      );
     let decoded;
     try {
       decoded = decodeFromCompressedBase64(j.hdr, 32);
     } catch (e) {
-      throw new RangeError(`HdrHistogram.fromJSON: hdr is not a compressed base64 HdrHistogram: ${(e as Error).message}`);
+      throw new RangeError(
+        `HdrHistogram.fromJSON: hdr is not a compressed base64 HdrHistogram: ${(e as Error).message}`,
+      );
     }
-    if (decoded.numberOfSignificantValueDigits !== h.digits) throw new RangeError(`HdrHistogram.fromJSON: hdr keeps ${decoded.numberOfSignificantValueDigits} digits, but digits is ${h.digits}`);
-    if (decoded.totalCount !== j.count) throw new RangeError(`HdrHistogram.fromJSON: hdr holds ${decoded.totalCount} values, but count is ${String(j.count)}`);
-    if (decoded.maxValue > h.highest * h.scale) throw new RangeError(`HdrHistogram.fromJSON: hdr holds values above highest (${h.highest} µs)`);
+    if (decoded.numberOfSignificantValueDigits !== h.digits)
+      throw new RangeError(
+        `HdrHistogram.fromJSON: hdr keeps ${decoded.numberOfSignificantValueDigits} digits, but digits is ${h.digits}`,
+      );
+    if (decoded.totalCount !== j.count)
+      throw new RangeError(
+        `HdrHistogram.fromJSON: hdr holds ${decoded.totalCount} values, but count is ${String(j.count)}`,
+      );
+    if (decoded.maxValue > h.highest * h.scale)
+      throw new RangeError(`HdrHistogram.fromJSON: hdr holds values above highest (${h.highest} µs)`);
     h.counts.add(decoded as JsHistogram);
     h.n = decoded.totalCount;
     if (h.n === 0) {
@@ -146,9 +186,12 @@ export class HdrHistogram {
     }
     const { min, max, sum } = j;
     if (typeof min !== 'number' || typeof max !== 'number' || !(min >= 0 && min <= max && max <= h.highest)) {
-      throw new RangeError(`HdrHistogram.fromJSON: min ${String(min)} and max ${String(max)} must satisfy 0 ≤ min ≤ max ≤ ${h.highest}`);
+      throw new RangeError(
+        `HdrHistogram.fromJSON: min ${String(min)} and max ${String(max)} must satisfy 0 ≤ min ≤ max ≤ ${h.highest}`,
+      );
     }
-    if (typeof sum !== 'number' || !Number.isFinite(sum) || sum < 0) throw new RangeError(`HdrHistogram.fromJSON: sum must be a finite number ≥ 0, got ${String(sum)}`);
+    if (typeof sum !== 'number' || !Number.isFinite(sum) || sum < 0)
+      throw new RangeError(`HdrHistogram.fromJSON: sum must be a finite number ≥ 0, got ${String(sum)}`);
     h.lo = min;
     h.hi = max;
     h.total = sum;
@@ -157,7 +200,9 @@ export class HdrHistogram {
 
   private requireSameLayout(other: HdrHistogram, what: string): void {
     if (other.digits !== this.digits || other.lowest !== this.lowest || other.highest !== this.highest) {
-      throw new RangeError(`HdrHistogram: cannot ${what} a histogram of ${other.digits} digits over [${other.lowest}, ${other.highest}] µs into one of ${this.digits} digits over [${this.lowest}, ${this.highest}] µs`);
+      throw new RangeError(
+        `HdrHistogram: cannot ${what} a histogram of ${other.digits} digits over [${other.lowest}, ${other.highest}] µs into one of ${this.digits} digits over [${this.lowest}, ${this.highest}] µs`,
+      );
     }
   }
 }

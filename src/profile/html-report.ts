@@ -29,11 +29,15 @@ export interface HtmlReportOptions {
 export function renderHtmlReport(profile: Profile, options: HtmlReportOptions = {}): string {
   const agg = options.aggregate ?? aggregate(profile, options.window === undefined ? {} : { window: options.window });
   const m = profile.meta;
-  return htmlPage(`memra profile: ${esc(m.preset)}`, STYLE, `<h1>memra decode profile: ${esc(m.preset)}</h1>
+  return htmlPage(
+    `memra profile: ${esc(m.preset)}`,
+    STYLE,
+    `<h1>memra decode profile: ${esc(m.preset)}</h1>
 ${summarySection(profile, agg)}
 ${latencySection(agg)}
 ${heatMapSection(agg, m.layers)}
-${throughputSection(agg)}`);
+${throughputSection(agg)}`,
+  );
 }
 
 // The shared page style, plus the config's <pre>.
@@ -47,14 +51,24 @@ const HOST_COLOUR = '#c05621';
 // ---- summary ----
 
 function summarySection(p: Profile, agg: Aggregate): string {
-  const m = p.meta, t = agg.throughput.summary;
+  const m = p.meta,
+    t = agg.throughput.summary;
   const kv: Array<[string, string]> = [
-    ['Preset', esc(m.preset)], ['Layers', String(m.layers)], ['Backend', esc(m.backend)], ['Machine', esc(m.machine)], ['Date', esc(m.date)],
-    ['Steps', String(p.steps.length)], ['Tokens', t ? String(t.tokens) : '0'], ['Joins timed', String(agg.joins)],
+    ['Preset', esc(m.preset)],
+    ['Layers', String(m.layers)],
+    ['Backend', esc(m.backend)],
+    ['Machine', esc(m.machine)],
+    ['Date', esc(m.date)],
+    ['Steps', String(p.steps.length)],
+    ['Tokens', t ? String(t.tokens) : '0'],
+    ['Joins timed', String(agg.joins)],
   ];
   if (t) {
     kv.push(['Tokens/s, median step', fmtRate(t.medianTokensPerS)]);
-    kv.push(['Tokens/s, whole run', `${fmtRate(t.overallTokensPerS)} <span class="note">(${t.tokens} tokens in ${fmtUs(t.wallUs)})</span>`]);
+    kv.push([
+      'Tokens/s, whole run',
+      `${fmtRate(t.overallTokensPerS)} <span class="note">(${t.tokens} tokens in ${fmtUs(t.wallUs)})</span>`,
+    ]);
     kv.push(['Tokens/s, range over steps', `${fmtRate(t.minTokensPerS)} to ${fmtRate(t.maxTokensPerS)}`]);
   }
   if (p.epGraph) {
@@ -73,7 +87,10 @@ ${kv.map(([k, v]) => `<tr><th>${k}</th><td>${v}</td></tr>`).join('\n')}
 
 // ---- join latency: percentile ladders ----
 
-interface LadderGroup { label: string; stats: JoinStats }
+interface LadderGroup {
+  label: string;
+  stats: JoinStats;
+}
 
 function latencySection(agg: Aggregate): string {
   const perTransport = agg.byTransport.map((t) => ({ label: t.transport, stats: t }));
@@ -93,10 +110,20 @@ ${rowsTable(agg)}
 }
 
 function ladderPlot(groups: LadderGroup[], label: string): string {
-  const W = 1100, x0 = 250, x1 = 820, top = 34, rowH = 18, groupGap = 10, bottom = 40;
+  const W = 1100,
+    x0 = 250,
+    x1 = 820,
+    top = 34,
+    rowH = 18,
+    groupGap = 10,
+    bottom = 40;
   if (groups.length === 0) return emptyPlot(label, 'No joins were timed.');
   const h = top + groups.length * (2 * rowH + groupGap) + bottom;
-  const axis = LogAxis.covering(groups.flatMap((g) => [...values(g.stats.device), ...values(g.stats.host)]), x0, x1);
+  const axis = LogAxis.covering(
+    groups.flatMap((g) => [...values(g.stats.device), ...values(g.stats.host)]),
+    x0,
+    x1,
+  );
   const out: string[] = [];
   for (const t of axis.ticks(fmtUs)) {
     out.push(`<line class="grid" x1="${f(t.at)}" x2="${f(t.at)}" y1="${top - 6}" y2="${h - bottom}"/>`);
@@ -134,25 +161,43 @@ function ladderRow(axis: LogAxis, y: number, s: LatencySummary, colour: string, 
 
 function rollupTable(agg: Aggregate): string {
   if (agg.byHop.length === 0) return '';
-  const head = '<tr><th>hop</th><th>transport</th><th class="num">layers</th><th class="num">n</th><th class="num">bytes</th>' +
+  const head =
+    '<tr><th>hop</th><th>transport</th><th class="num">layers</th><th class="num">n</th><th class="num">bytes</th>' +
     '<th class="num">device p50</th><th class="num">p90</th><th class="num">p99</th><th class="num">max</th>' +
     '<th class="num">host p50</th><th class="num">p99</th><th class="num">max</th></tr>';
-  const rows = agg.byHop.map((h) => `<tr><td>${esc(h.hop)}</td><td>${esc(h.transport)}</td><td class="num">${h.layers}</td>${statCells(h)}</tr>`);
+  const rows = agg.byHop.map(
+    (h) => `<tr><td>${esc(h.hop)}</td><td>${esc(h.transport)}</td><td class="num">${h.layers}</td>${statCells(h)}</tr>`,
+  );
   return `<table class="rows">\n${head}\n${rows.join('\n')}\n</table>`;
 }
 
 function rowsTable(agg: Aggregate): string {
-  const head = '<tr><th class="num">layer</th><th>hop</th><th>transport</th><th class="num">n</th><th class="num">bytes</th>' +
+  const head =
+    '<tr><th class="num">layer</th><th>hop</th><th>transport</th><th class="num">n</th><th class="num">bytes</th>' +
     '<th class="num">device p50</th><th class="num">p90</th><th class="num">p99</th><th class="num">max</th>' +
     '<th class="num">host p50</th><th class="num">p99</th><th class="num">max</th></tr>';
-  const rows = agg.rows.map((r) => `<tr><td class="num">${r.layer}</td><td>${esc(r.hop)}</td><td>${esc(r.transport)}</td>${statCells(r)}</tr>`);
+  const rows = agg.rows.map(
+    (r) => `<tr><td class="num">${r.layer}</td><td>${esc(r.hop)}</td><td>${esc(r.transport)}</td>${statCells(r)}</tr>`,
+  );
   return `<table class="rows">\n${head}\n${rows.join('\n')}\n</table>`;
 }
 
 function statCells(s: JoinStats): string {
-  const d = s.device, h = s.host;
-  return [String(s.n), fmtBytes(s.bytes.min, s.bytes.max), fmtUs(d.median), fmtUs(d.p90), fmtUs(d.p99), fmtUs(d.max), fmtUs(h.median), fmtUs(h.p99), fmtUs(h.max)]
-    .map((v) => `<td class="num">${v}</td>`).join('');
+  const d = s.device,
+    h = s.host;
+  return [
+    String(s.n),
+    fmtBytes(s.bytes.min, s.bytes.max),
+    fmtUs(d.median),
+    fmtUs(d.p90),
+    fmtUs(d.p99),
+    fmtUs(d.max),
+    fmtUs(h.median),
+    fmtUs(h.p99),
+    fmtUs(h.max),
+  ]
+    .map((v) => `<td class="num">${v}</td>`)
+    .join('');
 }
 
 function values(s: LatencySummary): number[] {
@@ -170,29 +215,51 @@ ${heatMap(agg, layers)}
 }
 
 function heatMap(agg: Aggregate, layers: number): string {
-  const cellW = 150, cellH = layers <= 40 ? 18 : layers <= 100 ? 12 : 6, left = 80, top = 30;
-  const gridW = HOPS.length * cellW, W = Math.max(left + gridW + 20, 560), legendTop = top + layers * cellH + 24, H = legendTop + 50;
+  const cellW = 150,
+    cellH = layers <= 40 ? 18 : layers <= 100 ? 12 : 6,
+    left = 80,
+    top = 30;
+  const gridW = HOPS.length * cellW,
+    W = Math.max(left + gridW + 20, 560),
+    legendTop = top + layers * cellH + 24,
+    H = legendTop + 50;
   const cells = new Map(agg.byLayerHop.map((c) => [`${c.layer}/${c.hop}`, c]));
   const medians = agg.byLayerHop.map((c) => c.device.median);
   const scale = ColourScale.covering(medians);
-  const out: string[] = [`<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${VIRIDIS.map((c, i) => `<stop offset="${i / (VIRIDIS.length - 1)}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`];
-  HOPS.forEach((hop, k) => void out.push(`<text x="${left + k * cellW + cellW / 2}" y="${top - 10}" text-anchor="middle" font-weight="600">${esc(hop)}</text>`));
+  const out: string[] = [
+    `<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${VIRIDIS.map((c, i) => `<stop offset="${i / (VIRIDIS.length - 1)}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`,
+  ];
+  HOPS.forEach(
+    (hop, k) =>
+      void out.push(
+        `<text x="${left + k * cellW + cellW / 2}" y="${top - 10}" text-anchor="middle" font-weight="600">${esc(hop)}</text>`,
+      ),
+  );
   const labelEvery = cellH >= 12 ? 1 : 5;
   for (let l = 0; l < layers; l++) {
     const y = top + l * cellH;
-    if (l % labelEvery === 0) out.push(`<text x="${left - 8}" y="${f(y + cellH / 2 + 4)}" text-anchor="end">L${l}</text>`);
+    if (l % labelEvery === 0)
+      out.push(`<text x="${left - 8}" y="${f(y + cellH / 2 + 4)}" text-anchor="end">L${l}</text>`);
     HOPS.forEach((hop, k) => {
-      const x = left + k * cellW, c = cells.get(`${l}/${hop}`);
+      const x = left + k * cellW,
+        c = cells.get(`${l}/${hop}`);
       if (!c) {
-        out.push(`<rect class="cell empty" x="${x}" y="${y}" width="${cellW - 1}" height="${cellH - 1}" fill="#edf2f7"><title>${esc(`layer ${l} · ${hop}: no samples`)}</title></rect>`);
+        out.push(
+          `<rect class="cell empty" x="${x}" y="${y}" width="${cellW - 1}" height="${cellH - 1}" fill="#edf2f7"><title>${esc(`layer ${l} · ${hop}: no samples`)}</title></rect>`,
+        );
         return;
       }
-      const d = c.device, fill = scale.colour(d.median);
+      const d = c.device,
+        fill = scale.colour(d.median);
       const tip = `layer ${l} · ${hop} (${c.transports.join(', ')}): median ${fmtUs(d.median)}, p90 ${fmtUs(d.p90)}, p99 ${fmtUs(d.p99)}, max ${fmtUs(d.max)}; host median ${fmtUs(c.host.median)} (n = ${c.n})`;
-      out.push(`<rect class="cell" x="${x}" y="${y}" width="${cellW - 1}" height="${cellH - 1}" fill="${fill}"><title>${esc(tip)}</title></rect>`);
+      out.push(
+        `<rect class="cell" x="${x}" y="${y}" width="${cellW - 1}" height="${cellH - 1}" fill="${fill}"><title>${esc(tip)}</title></rect>`,
+      );
       if (cellH >= 12) {
         const ink = scale.ink(d.median);
-        out.push(`<text x="${x + cellW / 2}" y="${f(y + cellH / 2 + 3.5)}" text-anchor="middle" font-size="${cellH >= 18 ? 11 : 9}" style="fill:${ink}" pointer-events="none">${fmtUs(d.median)}</text>`);
+        out.push(
+          `<text x="${x + cellW / 2}" y="${f(y + cellH / 2 + 3.5)}" text-anchor="middle" font-size="${cellH >= 18 ? 11 : 9}" style="fill:${ink}" pointer-events="none">${fmtUs(d.median)}</text>`,
+        );
       }
     });
   }
@@ -200,7 +267,9 @@ function heatMap(agg: Aggregate, layers: number): string {
     const lw = 320;
     out.push(`<rect x="${left}" y="${legendTop}" width="${lw}" height="12" fill="url(#heat-ramp)"/>`);
     for (const [pos, v] of scale.legend()) {
-      out.push(`<line class="axis" x1="${f(left + pos * lw)}" x2="${f(left + pos * lw)}" y1="${legendTop + 12}" y2="${legendTop + 17}"/>`);
+      out.push(
+        `<line class="axis" x1="${f(left + pos * lw)}" x2="${f(left + pos * lw)}" y1="${legendTop + 12}" y2="${legendTop + 17}"/>`,
+      );
       out.push(`<text x="${f(left + pos * lw)}" y="${legendTop + 30}" text-anchor="middle">${fmtUs(v)}</text>`);
     }
     out.push(`<text x="${left + lw + 14}" y="${legendTop + 11}">median device time</text>`);
@@ -220,14 +289,27 @@ ${tokensChart(t.points, t.window, t.summary?.medianTokensPerS)}
 }
 
 function tokensChart(points: ThroughputPoint[], window: number, median: number | undefined): string {
-  const W = 1100, H = 360, x0 = 90, x1 = W - 30, y0 = H - 56, y1 = 36;
+  const W = 1100,
+    H = 360,
+    x0 = 90,
+    x1 = W - 30,
+    y0 = H - 56,
+    y1 = 36;
   if (points.length === 0) return emptyPlot('Tokens per second over time', 'No steps were recorded.');
   // A short run reads better in ms than in hundredths of a second.
-  const inMs = Math.max(...points.map((p) => p.tMs)) < 2000, perUnit = inMs ? 1 : 1000, unit = inMs ? 'ms' : 's';
+  const inMs = Math.max(...points.map((p) => p.tMs)) < 2000,
+    perUnit = inMs ? 1 : 1000,
+    unit = inMs ? 'ms' : 's';
   const tMax = Math.max(...points.map((p) => p.tMs / perUnit));
   const xAxis = LinearAxis.covering(0, tMax > 0 ? tMax : 1, x0, x1);
-  const yAxis = LinearAxis.covering(0, Math.max(...points.map((p) => Math.max(p.tokensPerS, p.movingTokensPerS))), y0, y1);
-  const x = (s: number) => xAxis.at(s), y = (v: number) => yAxis.at(v);
+  const yAxis = LinearAxis.covering(
+    0,
+    Math.max(...points.map((p) => Math.max(p.tokensPerS, p.movingTokensPerS))),
+    y0,
+    y1,
+  );
+  const x = (s: number) => xAxis.at(s),
+    y = (v: number) => yAxis.at(v);
   const out: string[] = [];
   for (const t of yAxis.ticks(fmtRate)) {
     out.push(`<line class="grid" x1="${x0}" x2="${x1}" y1="${f(t.at)}" y2="${f(t.at)}"/>`);
@@ -237,16 +319,30 @@ function tokensChart(points: ThroughputPoint[], window: number, median: number |
     out.push(`<line class="axis" x1="${f(t.at)}" x2="${f(t.at)}" y1="${y0}" y2="${y0 + 5}"/>`);
     out.push(`<text x="${f(t.at)}" y="${y0 + 19}" text-anchor="middle">${t.label}</text>`);
   }
-  out.push(`<line class="axis" x1="${x0}" x2="${x1}" y1="${y0}" y2="${y0}"/><line class="axis" x1="${x0}" x2="${x0}" y1="${y1}" y2="${y0}"/>`);
+  out.push(
+    `<line class="axis" x1="${x0}" x2="${x1}" y1="${y0}" y2="${y0}"/><line class="axis" x1="${x0}" x2="${x0}" y1="${y1}" y2="${y0}"/>`,
+  );
   out.push(`<text x="${(x0 + x1) / 2}" y="${H - 12}" text-anchor="middle">time since the first step (${unit})</text>`);
   out.push(`<text transform="translate(20 ${(y0 + y1) / 2}) rotate(-90)" text-anchor="middle">tokens/s</text>`);
-  const line = (v: (p: ThroughputPoint) => number) => points.map((p) => `${f(x(p.tMs / perUnit))},${f(y(v(p)))}`).join(' ');
-  out.push(`<polyline class="per-step" points="${line((p) => p.tokensPerS)}" fill="none" stroke="#90cdf4" stroke-width="1"/>`);
-  out.push(`<polyline class="moving" points="${line((p) => p.movingTokensPerS)}" fill="none" stroke="${DEVICE_COLOUR}" stroke-width="2.5"/>`);
-  if (points.length === 1) out.push(`<circle cx="${f(x(0))}" cy="${f(y(points[0]!.tokensPerS))}" r="4" fill="${DEVICE_COLOUR}"/>`);
+  const line = (v: (p: ThroughputPoint) => number) =>
+    points.map((p) => `${f(x(p.tMs / perUnit))},${f(y(v(p)))}`).join(' ');
+  out.push(
+    `<polyline class="per-step" points="${line((p) => p.tokensPerS)}" fill="none" stroke="#90cdf4" stroke-width="1"/>`,
+  );
+  out.push(
+    `<polyline class="moving" points="${line((p) => p.movingTokensPerS)}" fill="none" stroke="${DEVICE_COLOUR}" stroke-width="2.5"/>`,
+  );
+  if (points.length === 1)
+    out.push(`<circle cx="${f(x(0))}" cy="${f(y(points[0]!.tokensPerS))}" r="4" fill="${DEVICE_COLOUR}"/>`);
   if (median !== undefined) {
-    out.push(`<line x1="${x0}" x2="${x1}" y1="${f(y(median))}" y2="${f(y(median))}" stroke="#2f855a" stroke-dasharray="5 4"><title>median step: ${fmtRate(median)} tokens/s</title></line>`);
+    out.push(
+      `<line x1="${x0}" x2="${x1}" y1="${f(y(median))}" y2="${f(y(median))}" stroke="#2f855a" stroke-dasharray="5 4"><title>median step: ${fmtRate(median)} tokens/s</title></line>`,
+    );
   }
-  out.push(legendSwatch(x0, 18, '#90cdf4', 'per step'), legendSwatch(x0 + 100, 18, DEVICE_COLOUR, `moving, ${window} steps`), legendSwatch(x0 + 250, 18, '#2f855a', 'median step'));
+  out.push(
+    legendSwatch(x0, 18, '#90cdf4', 'per step'),
+    legendSwatch(x0 + 100, 18, DEVICE_COLOUR, `moving, ${window} steps`),
+    legendSwatch(x0 + 250, 18, '#2f855a', 'median step'),
+  );
   return svg(W, H, 'Tokens per second over time', out.join('\n'));
 }

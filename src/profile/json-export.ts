@@ -31,11 +31,22 @@ export function documentToJson(doc: ProfileDocument, indent?: number): string {
 /** Reads a document back, refusing one of another format rather than misreading it. */
 export function parseProfileJson(text: string): ProfileDocument {
   const doc = JSON.parse(text) as Partial<ProfileDocument> | null;
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new TypeError('parseProfileJson: expected a JSON object');
-  if (doc.format === undefined) throw new TypeError('parseProfileJson: not a memra profile document (no "format" field)');
-  if (doc.format !== PROFILE_FORMAT) throw new TypeError(`parseProfileJson: format ${JSON.stringify(doc.format)} is not ${JSON.stringify(PROFILE_FORMAT)}`);
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new TypeError('parseProfileJson: expected a JSON object');
+  if (doc.format === undefined)
+    throw new TypeError('parseProfileJson: not a memra profile document (no "format" field)');
+  if (doc.format !== PROFILE_FORMAT)
+    throw new TypeError(
+      `parseProfileJson: format ${JSON.stringify(doc.format)} is not ${JSON.stringify(PROFILE_FORMAT)}`,
+    );
   const p = doc.profile;
-  if (typeof p !== 'object' || p === null || typeof p.meta !== 'object' || !Array.isArray(p.steps) || !Array.isArray(p.joins)) {
+  if (
+    typeof p !== 'object' ||
+    p === null ||
+    typeof p.meta !== 'object' ||
+    !Array.isArray(p.steps) ||
+    !Array.isArray(p.joins)
+  ) {
     throw new TypeError('parseProfileJson: "profile" must hold meta, steps[] and joins[]');
   }
   if (typeof doc.aggregate !== 'object' || doc.aggregate === null || !Array.isArray(doc.aggregate.rows)) {
@@ -46,6 +57,7 @@ export function parseProfileJson(text: string): ProfileDocument {
 
 /** JSON writes NaN and ±Infinity as null without a word; a profile holding one is a bug to surface. */
 function refuseNonFinite(this: unknown, key: string, value: unknown): unknown {
-  if (typeof value === 'number' && !Number.isFinite(value)) throw new RangeError(`profileToJson: field ${JSON.stringify(key)} is ${value}, which JSON cannot hold`);
+  if (typeof value === 'number' && !Number.isFinite(value))
+    throw new RangeError(`profileToJson: field ${JSON.stringify(key)} is ${value}, which JSON cannot hold`);
   return value;
 }

@@ -41,7 +41,13 @@ export function fmtFigure(v: number): string {
 }
 
 /** µs per unit, for the duration units results files use. */
-const DURATION_UNITS = new Map<string, number>([['ns', 1e-3], ['us', 1], ['µs', 1], ['ms', 1e3], ['s', 1e6]]);
+const DURATION_UNITS = new Map<string, number>([
+  ['ns', 1e-3],
+  ['us', 1],
+  ['µs', 1],
+  ['ms', 1e3],
+  ['s', 1e6],
+]);
 
 /**
  * A value in a unit as results files name it: durations ('us', 'ms', 's') in whichever of ns to

@@ -14,7 +14,13 @@ export type Hop = (typeof HOPS)[number];
 
 /** The rank whose stream receives each hop, where its device time is taken (the all-gather
  *  lands on both; rank 0 is timed). */
-export const RECEIVER: Record<Hop, 0 | 1> = { 'fan-out': 1, 'head all-gather': 0, wo: 0, 'ep fan-out': 1, 'ep return': 0 };
+export const RECEIVER: Record<Hop, 0 | 1> = {
+  'fan-out': 1,
+  'head all-gather': 0,
+  wo: 0,
+  'ep fan-out': 1,
+  'ep return': 0,
+};
 
 /** One join of one step: its identity and what it cost. */
 export interface JoinSample {

@@ -14,14 +14,22 @@ export class ProfileRecorder {
   /** One step of `rows` tokens; its joins when the config profiled it. */
   record(rows: number, out: { timing: StepResult['timing']; joins?: Promise<JoinTiming[]> }): void {
     const step = this.steps.length;
-    this.steps.push({ step, rows, hostStartMs: out.timing.hostStartMs, hostEnqueueUs: out.timing.hostEnqueueUs, wallUs: out.timing.wallUs });
+    this.steps.push({
+      step,
+      rows,
+      hostStartMs: out.timing.hostStartMs,
+      hostEnqueueUs: out.timing.hostEnqueueUs,
+      wallUs: out.timing.wallUs,
+    });
     if (!out.joins) return;
     const read = out.joins.then((js) => js.map((j) => ({ step, ...j })));
     read.catch(() => undefined); // seen by finish(); never an unhandled rejection before it
     this.reads.push(read);
   }
 
-  get stepCount(): number { return this.steps.length; }
+  get stepCount(): number {
+    return this.steps.length;
+  }
 
   async finish(meta: ProfileMeta, epGraph?: Profile['epGraph']): Promise<Profile> {
     const p: Profile = { meta, steps: [...this.steps], joins: (await Promise.all(this.reads)).flat() };

@@ -17,7 +17,13 @@ export interface Tick {
  * latencies, powers of two for sizes that are powers of two themselves.
  */
 export class LogAxis {
-  private constructor(readonly lo: number, readonly hi: number, private readonly from: number, private readonly to: number, readonly base: 10 | 2) {}
+  private constructor(
+    readonly lo: number,
+    readonly hi: number,
+    private readonly from: number,
+    private readonly to: number,
+    readonly base: 10 | 2,
+  ) {}
 
   /** Zeros and negatives (a CPU reference's instant join) sit at the low end: a log axis has no 0. */
   static covering(vs: number[], from: number, to: number, base: 10 | 2 = 10): LogAxis {
@@ -41,8 +47,13 @@ export class LogAxis {
    * multiples as minor ticks. Base 2: every power, labelled, thinned to at most ten labels.
    */
   ticks(label: (v: number) => string): Tick[] {
-    const powers = Math.round(Math.log(this.hi / this.lo) / Math.log(this.base)), out: Tick[] = [];
-    const tick = (value: number, labelled: boolean): Tick => ({ at: this.at(value), value, label: labelled ? label(value) : null });
+    const powers = Math.round(Math.log(this.hi / this.lo) / Math.log(this.base)),
+      out: Tick[] = [];
+    const tick = (value: number, labelled: boolean): Tick => ({
+      at: this.at(value),
+      value,
+      label: labelled ? label(value) : null,
+    });
     if (this.base === 2) {
       const every = Math.ceil((powers + 1) / 10);
       for (let p = 0; p <= powers; p++) out.push(tick(this.lo * 2 ** p, p % every === 0));
@@ -60,14 +71,22 @@ export class LogAxis {
 
 /** A linear axis from round tick to round tick (niceTicks) covering the values given. */
 export class LinearAxis {
-  private constructor(private readonly values: number[], private readonly from: number, private readonly to: number) {}
+  private constructor(
+    private readonly values: number[],
+    private readonly from: number,
+    private readonly to: number,
+  ) {}
 
   static covering(lo: number, hi: number, from: number, to: number): LinearAxis {
     return new LinearAxis(niceTicks(lo, hi), from, to);
   }
 
-  get lo(): number { return this.values[0]!; }
-  get hi(): number { return this.values[this.values.length - 1]!; }
+  get lo(): number {
+    return this.values[0]!;
+  }
+  get hi(): number {
+    return this.values[this.values.length - 1]!;
+  }
 
   at(v: number): number {
     return this.from + ((v - this.lo) / (this.hi - this.lo)) * (this.to - this.from);
@@ -81,7 +100,8 @@ export class LinearAxis {
 /** Round tick values from lo to at least hi: steps of 1, 2 or 5 × a power of ten, about five of them. */
 export function niceTicks(lo: number, hi: number): number[] {
   if (!(hi > lo)) hi = lo + 1;
-  const raw = (hi - lo) / 5, mag = 10 ** Math.floor(Math.log10(raw));
+  const raw = (hi - lo) / 5,
+    mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 5, 10].map((k) => k * mag).find((s) => s >= raw)!;
   const out: number[] = [];
   for (let v = Math.floor(lo / step) * step; v < hi + step * 0.999; v += step) out.push(Number(v.toPrecision(12)));

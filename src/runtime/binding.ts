@@ -120,7 +120,11 @@ export interface NativeBinding {
   memcpyAsync(dst: DevicePtr, src: DevicePtr, bytes: number, stream: StreamHandle): void;
   /** cudaMemcpyPeerAsync: the copy engine moves `bytes` from `srcDevice` to `dstDevice`. */
   memcpyPeerAsync(
-    dst: DevicePtr, dstDevice: number, src: DevicePtr, srcDevice: number, bytes: number,
+    dst: DevicePtr,
+    dstDevice: number,
+    src: DevicePtr,
+    srcDevice: number,
+    bytes: number,
     stream: StreamHandle,
   ): void;
   /**
@@ -175,8 +179,13 @@ export interface NativeBinding {
    * overlap and race). At rows = 1 it is the contiguous push.
    */
   launchPush2d(
-    src: DevicePtr, dst: DevicePtr, rows: number, rowLen: number, srcStride: number,
-    dstStride: number, stream: StreamHandle,
+    src: DevicePtr,
+    dst: DevicePtr,
+    rows: number,
+    rowLen: number,
+    srcStride: number,
+    dstStride: number,
+    stream: StreamHandle,
   ): void;
   /** `dst[i] += stage[i]` for i < n f32. */
   launchFold(dst: DevicePtr, stage: DevicePtr, n: number, stream: StreamHandle): void;
@@ -195,9 +204,18 @@ export interface NativeBinding {
    * signal blocks before the next use.
    */
   launchOneShot(
-    x: DevicePtr, in0: DevicePtr, in1: DevicePtr, out: DevicePtr, selfSignal: DevicePtr,
-    peerSignal: DevicePtr, rank: number, n: number, err: DevicePtr, spinLimit: number,
-    blocks: number, stream: StreamHandle,
+    x: DevicePtr,
+    in0: DevicePtr,
+    in1: DevicePtr,
+    out: DevicePtr,
+    selfSignal: DevicePtr,
+    peerSignal: DevicePtr,
+    rank: number,
+    n: number,
+    err: DevicePtr,
+    spinLimit: number,
+    blocks: number,
+    stream: StreamHandle,
   ): void;
 
   // ---- low-latency exchange (cu/tp_ll.cu) ----
@@ -217,7 +235,17 @@ export interface NativeBinding {
    * by stream memory operations instead of a launch each, which stops after that long idle; 0:
    * every join is a launch.
    */
-  llConfigure(selfRecv: DevicePtr, peerRecv: DevicePtr, cap: number, selfState: DevicePtr, peerState: DevicePtr, rank: number, err: DevicePtr, spinLimit: number, serveIdleMicros: number): void;
+  llConfigure(
+    selfRecv: DevicePtr,
+    peerRecv: DevicePtr,
+    cap: number,
+    selfState: DevicePtr,
+    peerState: DevicePtr,
+    rank: number,
+    err: DevicePtr,
+    spinLimit: number,
+    serveIdleMicros: number,
+  ): void;
   /**
    * This thread's LL server: jobs it ran, grids launched for them (one per idle stop), and the
    * host's view of its mapped block (issued, done, state); `deep` adds the device's control block
@@ -235,8 +263,16 @@ export interface NativeBinding {
    * done) and folds its end into the second with a max.
    */
   launchLl(
-    reduce: number, rows: number, rowLen: number, sendSrc: DevicePtr, localSrc: DevicePtr,
-    localDst: DevicePtr, recvDst: DevicePtr, dstStride: number, stamp: DevicePtr, stream: StreamHandle,
+    reduce: number,
+    rows: number,
+    rowLen: number,
+    sendSrc: DevicePtr,
+    localSrc: DevicePtr,
+    localDst: DevicePtr,
+    recvDst: DevicePtr,
+    dstStride: number,
+    stamp: DevicePtr,
+    stream: StreamHandle,
   ): void;
 
   // ---- the synthetic model's kernels (cu/model.h states each one's exact computation) ----
@@ -247,7 +283,19 @@ export interface NativeBinding {
    * element `base + r * srcCols + colStart + c`, bit-identical to src/decode/weights.ts. `seed`
    * is a u64 as a decimal string. kind 0: matrix (w = (2u-1) * scale); 1: gain.
    */
-  launchGenWeights(dst: DevicePtr, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number, stream: StreamHandle): void;
+  launchGenWeights(
+    dst: DevicePtr,
+    seed: string,
+    id: number,
+    base: number,
+    rows: number,
+    srcCols: number,
+    colStart: number,
+    cols: number,
+    kind: number,
+    scale: number,
+    stream: StreamHandle,
+  ): void;
   /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
   /**
    * The step kernels below take an optional `pdl` after their stream: when true, the launch may
@@ -256,23 +304,144 @@ export interface NativeBinding {
    * the previous work on the stream is itself one of these kernels (the worker tracks that).
    */
   launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle, pdl?: boolean): void;
-  launchEmbed(out: DevicePtr, emb: DevicePtr, tokens: DevicePtr, t: number, H: number, V: number, stream: StreamHandle, pdl?: boolean): void;
-  launchRmsnorm(out: DevicePtr, input: DevicePtr, gain: DevicePtr, t: number, H: number, stream: StreamHandle, pdl?: boolean): void;
-  launchGemv(out: DevicePtr, ldo: number, x: DevicePtr, ldx: number, w: DevicePtr, ldw: number, K: number, cols: number, t: number, stream: StreamHandle, pdl?: boolean): void;
-  launchCacheWrite(cache: DevicePtr, c: DevicePtr, pos: DevicePtr, t: number, layer: number, L: number, P: number, R: number, stream: StreamHandle, pdl?: boolean): void;
+  launchEmbed(
+    out: DevicePtr,
+    emb: DevicePtr,
+    tokens: DevicePtr,
+    t: number,
+    H: number,
+    V: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchRmsnorm(
+    out: DevicePtr,
+    input: DevicePtr,
+    gain: DevicePtr,
+    t: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchGemv(
+    out: DevicePtr,
+    ldo: number,
+    x: DevicePtr,
+    ldx: number,
+    w: DevicePtr,
+    ldw: number,
+    K: number,
+    cols: number,
+    t: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchCacheWrite(
+    cache: DevicePtr,
+    c: DevicePtr,
+    pos: DevicePtr,
+    t: number,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
   /**
    * Absorbed MLA attention (cu/model.h MemraMlaArgs): `cache` points at this layer's rows of slot
    * 0, slot s's at `cache + s * slotStride` floats; `work` holds mlaWorkspaceBytes(t, nh, P, R).
    */
-  launchMlaAttention(u: DevicePtr, ldu: number, q: DevicePtr, ldq: number, cache: DevicePtr, slotStride: number, pos: DevicePtr, wuv: DevicePtr, work: DevicePtr, t: number, nh: number, P: number, R: number, Dv: number, stream: StreamHandle, pdl?: boolean): void;
+  launchMlaAttention(
+    u: DevicePtr,
+    ldu: number,
+    q: DevicePtr,
+    ldq: number,
+    cache: DevicePtr,
+    slotStride: number,
+    pos: DevicePtr,
+    wuv: DevicePtr,
+    work: DevicePtr,
+    t: number,
+    nh: number,
+    P: number,
+    R: number,
+    Dv: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
   /** Bytes of launchMlaAttention's workspace for t rows of nh heads over P positions of latent R. */
   mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number;
-  launchRouter(ids: DevicePtr, wts: DevicePtr, logits: DevicePtr, t: number, E: number, K: number, stream: StreamHandle, pdl?: boolean): void;
-  launchQuantize(xq: DevicePtr, xs: DevicePtr, b: DevicePtr, t: number, H: number, stream: StreamHandle, pdl?: boolean): void;
-  launchDequantize(xd: DevicePtr, xq: DevicePtr, xs: DevicePtr, t: number, H: number, stream: StreamHandle, pdl?: boolean): void;
-  launchExpertUp(act: DevicePtr, xd: DevicePtr, ids: DevicePtr, w1: DevicePtr, w3: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle, pdl?: boolean): void;
-  launchExpertDown(contrib: DevicePtr, act: DevicePtr, ids: DevicePtr, w2: DevicePtr, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: StreamHandle, pdl?: boolean): void;
-  launchMoeCombine(h: DevicePtr, wts: DevicePtr, ids: DevicePtr, lo: DevicePtr, hi: DevicePtr, splitE: number, t: number, K: number, H: number, stream: StreamHandle, pdl?: boolean): void;
+  launchRouter(
+    ids: DevicePtr,
+    wts: DevicePtr,
+    logits: DevicePtr,
+    t: number,
+    E: number,
+    K: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchQuantize(
+    xq: DevicePtr,
+    xs: DevicePtr,
+    b: DevicePtr,
+    t: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchDequantize(
+    xd: DevicePtr,
+    xq: DevicePtr,
+    xs: DevicePtr,
+    t: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchExpertUp(
+    act: DevicePtr,
+    xd: DevicePtr,
+    ids: DevicePtr,
+    w1: DevicePtr,
+    w3: DevicePtr,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchExpertDown(
+    contrib: DevicePtr,
+    act: DevicePtr,
+    ids: DevicePtr,
+    w2: DevicePtr,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchMoeCombine(
+    h: DevicePtr,
+    wts: DevicePtr,
+    ids: DevicePtr,
+    lo: DevicePtr,
+    hi: DevicePtr,
+    splitE: number,
+    t: number,
+    K: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
   launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle, pdl?: boolean): void;
 
   // ---- the calling thread's CPU affinity (Linux) ----
@@ -305,8 +474,12 @@ export interface NativeBinding {
    * its three children until it is destroyed.
    */
   parentGraphBuild(
-    ownerChild: ChildGraphHandle, peerChild: ChildGraphHandle, postChild: ChildGraphHandle,
-    peerDevice: number, copies: ReadonlyArray<{ dst: DevicePtr; src: DevicePtr; bytes: number }>, stream: StreamHandle,
+    ownerChild: ChildGraphHandle,
+    peerChild: ChildGraphHandle,
+    postChild: ChildGraphHandle,
+    peerDevice: number,
+    copies: ReadonlyArray<{ dst: DevicePtr; src: DevicePtr; bytes: number }>,
+    stream: StreamHandle,
   ): GraphHandle;
 
   // ---- NCCL, loaded at run time (dlopen libnccl.so.2) ----
@@ -325,7 +498,14 @@ export interface NativeBinding {
   ncclCommDestroy(comm: NcclComm): void;
   /** f32 sum all-reduce, `count` elements, on `stream`. */
   ncclAllReduceF32(send: DevicePtr, recv: DevicePtr, count: number, comm: NcclComm, stream: StreamHandle): void;
-  ncclBroadcastF32(send: DevicePtr, recv: DevicePtr, count: number, root: number, comm: NcclComm, stream: StreamHandle): void;
+  ncclBroadcastF32(
+    send: DevicePtr,
+    recv: DevicePtr,
+    count: number,
+    root: number,
+    comm: NcclComm,
+    stream: StreamHandle,
+  ): void;
   /** `recv` holds nranks * count; rank r's `count` elements land at r * count. */
   ncclAllGatherF32(send: DevicePtr, recv: DevicePtr, count: number, comm: NcclComm, stream: StreamHandle): void;
   /**
@@ -334,8 +514,13 @@ export interface NativeBinding {
    * destroyed before their communicator.
    */
   ncclSendRecvF32(
-    send: DevicePtr, sendCount: number, recv: DevicePtr, recvCount: number, peer: number,
-    comm: NcclComm, stream: StreamHandle,
+    send: DevicePtr,
+    sendCount: number,
+    recv: DevicePtr,
+    recvCount: number,
+    peer: number,
+    comm: NcclComm,
+    stream: StreamHandle,
   ): void;
 }
 

@@ -11,11 +11,21 @@ import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
 import type { HostRegistration } from './binding.js';
 import {
-  ACCESS_ENTRIES, ACCESS_FIELDS, ADDRESS_UNIT, CpuWorldLayout, MAX_ALLOCS, MAX_EVENTS, TICKS_PER_MS, type CpuWorldInit,
+  ACCESS_ENTRIES,
+  ACCESS_FIELDS,
+  ADDRESS_UNIT,
+  CpuWorldLayout,
+  MAX_ALLOCS,
+  MAX_EVENTS,
+  TICKS_PER_MS,
+  type CpuWorldInit,
 } from './cpu-world.js';
 
 export class OrderingError extends Error {
-  constructor(message: string, readonly code: string) {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
     super(message);
     this.name = 'OrderingError';
   }
@@ -47,8 +57,10 @@ const LL_ACK = 8192;
 const LL_MAX_VALUES = 4 * 1024 * 1024;
 /** Epochs whose LL receive slots are live at once (kLlDepth in cu/tp_ll.cu). */
 const LL_DEPTH = 4;
-const NO_GRAPHS = 'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
-const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
+const NO_GRAPHS =
+  'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
+const NO_NCCL =
+  'the nccl transport needs the CUDA backend and libnccl.so.2; the CPU reference has no NCCL (choose host, peer, push or oneshot)';
 
 /**
  * Whether two accesses share a byte. Each is [lo, hi) when `stride` is 0, else rows of `width`
@@ -56,16 +68,30 @@ const NO_NCCL = 'the nccl transport needs the CUDA backend and libnccl.so.2; the
  * rows of one token-major buffer do not touch, and tracking them by bounding range would call
  * every concurrent strided gather a race.
  */
-export function overlaps(aLo: number, aHi: number, aStride: number, aWidth: number, bLo: number, bHi: number, bStride: number, bWidth: number): boolean {
+export function overlaps(
+  aLo: number,
+  aHi: number,
+  aStride: number,
+  aWidth: number,
+  bLo: number,
+  bHi: number,
+  bStride: number,
+  bWidth: number,
+): boolean {
   if (!(aLo < bHi && bLo < aHi)) return false;
   if (aStride === 0 && bStride === 0) return true;
   // Walk the rows of a strided side (the one with fewer rows) against the other side's pattern.
-  const rowsOf = (lo: number, hi: number, stride: number): number => (stride === 0 ? 1 : Math.floor((hi - lo - 1) / stride) + 1);
+  const rowsOf = (lo: number, hi: number, stride: number): number =>
+    stride === 0 ? 1 : Math.floor((hi - lo - 1) / stride) + 1;
   let [xLo, xHi, xs, xw, yLo, yHi, ys, yw] = [aLo, aHi, aStride, aWidth, bLo, bHi, bStride, bWidth];
-  if (xs === 0 || (ys !== 0 && rowsOf(yLo, yHi, ys) < rowsOf(xLo, xHi, xs))) [xLo, xHi, xs, xw, yLo, yHi, ys, yw] = [yLo, yHi, ys, yw, xLo, xHi, xs, xw];
+  if (xs === 0 || (ys !== 0 && rowsOf(yLo, yHi, ys) < rowsOf(xLo, xHi, xs)))
+    [xLo, xHi, xs, xw, yLo, yHi, ys, yw] = [yLo, yHi, ys, yw, xLo, xHi, xs, xw];
   for (let r = xLo; r < xHi; r += xs) {
     const rEnd = Math.min(r + xw, xHi);
-    if (ys === 0) { if (r < yHi && yLo < rEnd) return true; continue; }
+    if (ys === 0) {
+      if (r < yHi && yLo < rEnd) return true;
+      continue;
+    }
     // Rows k of y with yLo + k·ys < rEnd and yLo + k·ys + yw > r.
     const kMin = Math.max(0, Math.floor((r - yLo - yw) / ys) + 1);
     const kMax = Math.min(rowsOf(yLo, yHi, ys) - 1, Math.ceil((rEnd - yLo) / ys) - 1);
@@ -89,7 +115,18 @@ export class CpuDevice implements DeviceApi {
   /** First-fit free lists this thread owns, per arena: [offset, bytes] sorted by offset. */
   private readonly heaps = new Map<number, Array<[number, number]>>();
   /** This thread's LL link, as `llConfigure` set it. */
-  private llLink: { selfRecv: number; peerRecv: number; cap: number; selfState: number; peerState: number; rank: number; err: number; spinLimit: number } | undefined;
+  private llLink:
+    | {
+        selfRecv: number;
+        peerRecv: number;
+        cap: number;
+        selfState: number;
+        peerState: number;
+        rank: number;
+        err: number;
+        spinLimit: number;
+      }
+    | undefined;
   /** Live allocations this thread made: arena * MAX_ALLOCS + slot -> offset. */
   private readonly allocBySlot = new Map<number, number>();
   private readonly hostRegs = new Map<number, Uint32Array>();
@@ -107,7 +144,9 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- devices ----
-  deviceCount(): number { return this.world.devices; }
+  deviceCount(): number {
+    return this.world.devices;
+  }
   canAccessPeer(device: number, peer: number): boolean {
     return device !== peer && this.inRange(device) && this.inRange(peer);
   }
@@ -130,7 +169,9 @@ export class CpuDevice implements DeviceApi {
     this.heaps.set(ordinal, [[0, this.world.arenaBytes]]);
     this.heaps.set(this.world.devices, [[ordinal * half, half]]);
   }
-  boundDevice(): number { return this.dev; }
+  boundDevice(): number {
+    return this.dev;
+  }
 
   releaseDevice(): void {
     if (this.dev < 0) return;
@@ -140,7 +181,8 @@ export class CpuDevice implements DeviceApi {
     this.streams.clear();
     this.events.clear();
     this.hostRegs.clear();
-    for (let p = 0; p < this.world.devices; p++) Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + p, 0);
+    for (let p = 0; p < this.world.devices; p++)
+      Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + p, 0);
     Atomics.store(this.i32, this.layout.claims + this.dev, 0);
     this.dev = -1;
   }
@@ -152,7 +194,8 @@ export class CpuDevice implements DeviceApi {
 
   enablePeerAccess(peer: number): void {
     this.need('enablePeerAccess');
-    if (!this.canAccessPeer(this.dev, peer)) throw new Error(`enablePeerAccess(peer=${peer}) on device ${this.dev}: not a peer device`);
+    if (!this.canAccessPeer(this.dev, peer))
+      throw new Error(`enablePeerAccess(peer=${peer}) on device ${this.dev}: not a peer device`);
     Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + peer, 1);
   }
   disablePeerAccess(peer: number): void {
@@ -167,9 +210,17 @@ export class CpuDevice implements DeviceApi {
     this.streams.add(s);
     return s;
   }
-  streamDestroy(stream: number): void { this.stream('streamDestroy', stream); this.streams.delete(stream); }
-  streamQuery(stream: number): boolean { this.stream('streamQuery', stream); return true; }
-  streamSynchronize(stream: number): void { this.stream('streamSynchronize', stream); }
+  streamDestroy(stream: number): void {
+    this.stream('streamDestroy', stream);
+    this.streams.delete(stream);
+  }
+  streamQuery(stream: number): boolean {
+    this.stream('streamQuery', stream);
+    return true;
+  }
+  streamSynchronize(stream: number): void {
+    this.stream('streamSynchronize', stream);
+  }
 
   // ---- events ----
   eventCreate(timing: boolean): number {
@@ -178,30 +229,36 @@ export class CpuDevice implements DeviceApi {
       const h = 1 + this.dev * MAX_EVENTS + i;
       if (this.events.has(h)) continue;
       this.events.add(h);
-      if (timing) this.timing.add(h); else this.timing.delete(h);
+      if (timing) this.timing.add(h);
+      else this.timing.delete(h);
       Atomics.store(this.i32, this.layout.eventGen + h - 1, 0);
       return h;
     }
     throw new Error(`eventCreate on device ${this.dev}: out of event slots (${MAX_EVENTS})`);
   }
   eventDestroy(event: number): void {
-    if (!this.events.delete(event)) throw new Error(`eventDestroy(event=${event}) on device ${this.dev}: not an event this thread created`);
+    if (!this.events.delete(event))
+      throw new Error(`eventDestroy(event=${event}) on device ${this.dev}: not an event this thread created`);
   }
 
   eventRecord(event: number, stream: number): void {
     this.stream('eventRecord', stream);
-    if (!this.events.has(event)) throw new Error(`eventRecord(event=${event}) on device ${this.dev}: not an event this thread created`);
+    if (!this.events.has(event))
+      throw new Error(`eventRecord(event=${event}) on device ${this.dev}: not an event this thread created`);
     const ep = this.tick();
     const base = this.eventBase(event);
     this.f64[base] = performance.now();
     this.f64[base + 1] = this.dev;
     const D = this.world.devices;
-    for (let c = 0; c < D; c++) this.f64[base + 2 + c] = c === this.dev ? ep : this.f64[this.layout.knows + this.dev * D + c]!;
+    for (let c = 0; c < D; c++)
+      this.f64[base + 2 + c] = c === this.dev ? ep : this.f64[this.layout.knows + this.dev * D + c]!;
     Atomics.add(this.i32, this.layout.eventGen + event - 1, 1);
   }
 
   /** No graphs here (a captured sequence is issued again), so a mark is a record. */
-  eventRecordMark(event: number, stream: number): void { this.eventRecord(event, stream); }
+  eventRecordMark(event: number, stream: number): void {
+    this.eventRecord(event, stream);
+  }
 
   streamWaitEvent(stream: number, event: number, expectedRecords?: number): void {
     this.stream('streamWaitEvent', stream);
@@ -225,11 +282,15 @@ export class CpuDevice implements DeviceApi {
     }
     this.tick();
   }
-  eventQuery(event: number): boolean { this.eventGenOf(event, 'eventQuery'); return true; }
+  eventQuery(event: number): boolean {
+    this.eventGenOf(event, 'eventQuery');
+    return true;
+  }
   eventElapsedMs(start: number, end: number): number {
     for (const e of [start, end]) {
       if (!this.timing.has(e)) throw new Error(`eventElapsedMs: event ${e} is not a timing event this thread created`);
-      if (Atomics.load(this.i32, this.layout.eventGen + e - 1) === 0) throw new Error(`eventElapsedMs: event ${e} was never recorded`);
+      if (Atomics.load(this.i32, this.layout.eventGen + e - 1) === 0)
+        throw new Error(`eventElapsedMs: event ${e} was never recorded`);
     }
     return this.f64[this.eventBase(end)]! - this.f64[this.eventBase(start)]!;
   }
@@ -256,20 +317,27 @@ export class CpuDevice implements DeviceApi {
   }
 
   private allocIn(arena: number, bytes: number, call: string): number {
-    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new TypeError(`${call}: argument 'bytes' must be a positive safe integer, got ${bytes}`);
+    if (!Number.isSafeInteger(bytes) || bytes <= 0)
+      throw new TypeError(`${call}: argument 'bytes' must be a positive safe integer, got ${bytes}`);
     const heap = this.heaps.get(arena)!;
     const size = Math.ceil(bytes / ALIGN) * ALIGN;
     const i = heap.findIndex(([, b]) => b >= size);
     if (i < 0) {
-      const err = new Error(`${call}(bytes=${bytes}) on device ${this.dev}: out of memory (cpu reference arena of ${this.world.arenaBytes} bytes)`);
+      const err = new Error(
+        `${call}(bytes=${bytes}) on device ${this.dev}: out of memory (cpu reference arena of ${this.world.arenaBytes} bytes)`,
+      );
       (err as Error & { code: string }).code = 'cudaErrorMemoryAllocation';
       throw err;
     }
     const [off, avail] = heap[i]!;
-    if (avail === size) heap.splice(i, 1); else heap[i] = [off + size, avail - size];
+    if (avail === size) heap.splice(i, 1);
+    else heap[i] = [off + size, avail - size];
     let slot = -1;
     for (let s = 0; s < MAX_ALLOCS; s++) {
-      if (Atomics.load(this.i32, this.layout.allocLive + arena * MAX_ALLOCS + s) === 0) { slot = s; break; }
+      if (Atomics.load(this.i32, this.layout.allocLive + arena * MAX_ALLOCS + s) === 0) {
+        slot = s;
+        break;
+      }
     }
     if (slot < 0) throw new Error(`${call} on device ${this.dev}: more than ${MAX_ALLOCS} live allocations`);
     const base = this.allocBase(arena, slot);
@@ -298,7 +366,8 @@ export class CpuDevice implements DeviceApi {
     const merged: Array<[number, number]> = [];
     for (const r of heap) {
       const last = merged[merged.length - 1];
-      if (last && last[0] + last[1] === r[0]) last[1] += r[1]; else merged.push([r[0], r[1]]);
+      if (last && last[0] + last[1] === r[0]) last[1] += r[1];
+      else merged.push([r[0], r[1]]);
     }
     this.heaps.set(arena, merged);
   }
@@ -325,7 +394,9 @@ export class CpuDevice implements DeviceApi {
 
   memcpyPeerAsync(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number, stream: number): void {
     if (this.deviceOf(dst) !== dstDevice || this.deviceOf(src) !== srcDevice) {
-      throw new Error(`memcpyPeerAsync: dst ${hex(dst)} is not on device ${dstDevice} or src ${hex(src)} is not on device ${srcDevice}`);
+      throw new Error(
+        `memcpyPeerAsync: dst ${hex(dst)} is not on device ${dstDevice} or src ${hex(src)} is not on device ${srcDevice}`,
+      );
     }
     this.memcpyAsync(dst, src, bytes, stream);
   }
@@ -340,13 +411,15 @@ export class CpuDevice implements DeviceApi {
   download(dst: ArrayBufferView, src: number): void {
     this.need('download');
     const [d, off] = this.resolve('download', src, dst.byteLength);
-    if (d !== this.dev) throw new Error(`download: ${hex(src)} is on device ${d}, not this thread's device ${this.dev}`);
+    if (d !== this.dev)
+      throw new Error(`download: ${hex(src)} is on device ${d}, not this thread's device ${this.dev}`);
     new Uint8Array(dst.buffer, dst.byteOffset, dst.byteLength).set(this.bytes[d]!.subarray(off, off + dst.byteLength));
   }
 
   hostRegister(view: ArrayBufferView): HostRegistration {
     this.need('hostRegister');
-    if (!(view.buffer instanceof SharedArrayBuffer)) throw new TypeError('hostRegister: the view must be over a SharedArrayBuffer');
+    if (!(view.buffer instanceof SharedArrayBuffer))
+      throw new TypeError('hostRegister: the view must be over a SharedArrayBuffer');
     const id = this.nextReg++;
     const words = Math.floor(view.byteLength / 4);
     this.hostRegs.set(id, new Uint32Array(view.buffer, view.byteOffset, words));
@@ -354,7 +427,8 @@ export class CpuDevice implements DeviceApi {
     return { hostPtr: ptr, devicePtr: ptr, byteOffset: 0, bytes: words * 4 };
   }
   hostUnregister(hostPtr: number): void {
-    if (!this.hostRegs.delete(Math.floor((hostPtr - HOST_BASE) / HOST_UNIT))) throw new Error(`hostUnregister(${hex(hostPtr)}): not registered by this thread`);
+    if (!this.hostRegs.delete(Math.floor((hostPtr - HOST_BASE) / HOST_UNIT)))
+      throw new Error(`hostUnregister(${hex(hostPtr)}): not registered by this thread`);
   }
 
   // ---- kernels ----
@@ -370,8 +444,10 @@ export class CpuDevice implements DeviceApi {
     const ep = this.tick();
     const [xd, xo] = this.access('launchAxpyF32(x)', x, n * 4, READ, ep, true);
     const [yd, yo] = this.access('launchAxpyF32(y)', y, n * 4, WRITE, ep, true);
-    const xs = this.f32[xd]!, ys = this.f32[yd]!;
-    const xi = xo / 4, yi = yo / 4;
+    const xs = this.f32[xd]!,
+      ys = this.f32[yd]!;
+    const xi = xo / 4,
+      yi = yo / 4;
     // a*x of two f32 is exact in f64, so one rounding to f32 matches the GPU's fused multiply-add.
     for (let i = 0; i < n; i++) ys[yi + i] = ys[yi + i]! + a * xs[xi + i]!;
   }
@@ -381,7 +457,8 @@ export class CpuDevice implements DeviceApi {
     const id = Math.floor((ptr - HOST_BASE) / HOST_UNIT);
     const view = this.hostRegs.get(id);
     const off = ptr - HOST_BASE - id * HOST_UNIT;
-    if (!view || off < 0 || off + bytes > view.byteLength) throw new Error(`${call}: [${hex(ptr)}, +${bytes}) is not inside memory registered with hostRegister`);
+    if (!view || off < 0 || off + bytes > view.byteLength)
+      throw new Error(`${call}: [${hex(ptr)}, +${bytes}) is not inside memory registered with hostRegister`);
     return new Uint8Array(view.buffer, view.byteOffset + off, bytes);
   }
 
@@ -391,7 +468,8 @@ export class CpuDevice implements DeviceApi {
     const id = Math.floor((counter - HOST_BASE) / HOST_UNIT);
     const view = this.hostRegs.get(id);
     const word = (counter - HOST_BASE - id * HOST_UNIT) / 4;
-    if (!view || !Number.isInteger(word) || word >= view.length) throw new Error(`launchSignal: ${hex(counter)} is not a registered host word`);
+    if (!view || !Number.isInteger(word) || word >= view.length)
+      throw new Error(`launchSignal: ${hex(counter)} is not a registered host word`);
     Atomics.store(view, word, value >>> 0);
   }
 
@@ -412,7 +490,8 @@ export class CpuDevice implements DeviceApi {
     this.stream('launchProbeWrite', stream);
     const ep = this.tick();
     const [d, off] = this.access('launchProbeWrite', dst, n * 4, WRITE, ep, true);
-    const u = this.u32[d]!, b = off / 4;
+    const u = this.u32[d]!,
+      b = off / 4;
     for (let i = 0; i < n; i++) u[b + i] = (Math.imul(i, 0x9e3779b1) ^ seed) >>> 0;
   }
 
@@ -423,8 +502,12 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- the TP link's kernels (seed 000) ----
-  arSignalBytes(): number { return SIG_BYTES; }
-  arMaxBlocks(): number { return 72; }
+  arSignalBytes(): number {
+    return SIG_BYTES;
+  }
+  arMaxBlocks(): number {
+    return 72;
+  }
 
   launchPush(src: number, dst: number, n: number, stream: number): void {
     this.stream('launchPush', stream);
@@ -434,14 +517,41 @@ export class CpuDevice implements DeviceApi {
     this.f32[dd]!.set(this.f32[sd]!.subarray(so / 4, so / 4 + n), dOff / 4);
   }
 
-  launchPush2d(src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number, stream: number): void {
+  launchPush2d(
+    src: number,
+    dst: number,
+    rows: number,
+    rowLen: number,
+    srcStride: number,
+    dstStride: number,
+    stream: number,
+  ): void {
     this.stream('launchPush2d', stream);
     if (rows === 0 || rowLen === 0) return;
     const ep = this.tick();
     // Tracked row by row (stride and width), so two ranks' interleaved rows are not a race.
-    const [sd, so] = this.access('launchPush2d(src)', src, ((rows - 1) * srcStride + rowLen) * 4, READ, ep, true, srcStride * 4, rowLen * 4);
-    const [dd, dOff] = this.access('launchPush2d(dst)', dst, ((rows - 1) * dstStride + rowLen) * 4, WRITE, ep, true, dstStride * 4, rowLen * 4);
-    const from = this.f32[sd]!, to = this.f32[dd]!;
+    const [sd, so] = this.access(
+      'launchPush2d(src)',
+      src,
+      ((rows - 1) * srcStride + rowLen) * 4,
+      READ,
+      ep,
+      true,
+      srcStride * 4,
+      rowLen * 4,
+    );
+    const [dd, dOff] = this.access(
+      'launchPush2d(dst)',
+      dst,
+      ((rows - 1) * dstStride + rowLen) * 4,
+      WRITE,
+      ep,
+      true,
+      dstStride * 4,
+      rowLen * 4,
+    );
+    const from = this.f32[sd]!,
+      to = this.f32[dd]!;
     for (let r = 0; r < rows; r++) {
       const s0 = so / 4 + r * srcStride;
       to.set(from.subarray(s0, s0 + rowLen), dOff / 4 + r * dstStride);
@@ -453,7 +563,8 @@ export class CpuDevice implements DeviceApi {
     const ep = this.tick();
     const [sd, so] = this.access('launchFold(stage)', stage, n * 4, READ, ep, true);
     const [dd, dOff] = this.access('launchFold(dst)', dst, n * 4, WRITE, ep, true);
-    const a = this.f32[dd]!, b = this.f32[sd]!;
+    const a = this.f32[dd]!,
+      b = this.f32[sd]!;
     for (let i = 0; i < n; i++) a[dOff / 4 + i] = a[dOff / 4 + i]! + b[so / 4 + i]!;
   }
 
@@ -463,19 +574,38 @@ export class CpuDevice implements DeviceApi {
    * spin bound (SM ticks, at an H200's clock) writes the same refusal words. Passing a barrier
    * also orders this stream after the peer's arrival, as the GPU's acquire does.
    */
-  launchOneShot(x: number, in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, rank: number, n: number, err: number, spinLimit: number, blocks: number, stream: number): void {
+  launchOneShot(
+    x: number,
+    in0: number,
+    in1: number,
+    out: number,
+    selfSignal: number,
+    peerSignal: number,
+    rank: number,
+    n: number,
+    err: number,
+    spinLimit: number,
+    blocks: number,
+    stream: number,
+  ): void {
     this.stream('launchOneShot', stream);
     if (rank !== 0 && rank !== 1) throw new TypeError(`launchOneShot: argument 'rank' must be 0 or 1, got ${rank}`);
-    if (!Number.isInteger(blocks) || blocks < 1 || blocks > 72) throw new TypeError(`launchOneShot: argument 'blocks' must be an integer in [1, 72], got ${blocks}`);
+    if (!Number.isInteger(blocks) || blocks < 1 || blocks > 72)
+      throw new TypeError(`launchOneShot: argument 'blocks' must be an integer in [1, 72], got ${blocks}`);
     const ep = this.tick();
     // Flags are synchronisation words (atomics), not data: resolved, not race-tracked.
     const [selfDev, selfOff] = this.resolve('launchOneShot(selfSignal)', selfSignal, SIG_BYTES);
     const [peerDev, peerOff] = this.resolve('launchOneShot(peerSignal)', peerSignal, SIG_BYTES);
     if (Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + peerDev) !== 1) {
-      throw new Error(`launchOneShot on device ${this.dev} stores into device ${peerDev}'s signal block, but peer access ${this.dev}->${peerDev} is not enabled`);
+      throw new Error(
+        `launchOneShot on device ${this.dev} stores into device ${peerDev}'s signal block, but peer access ${this.dev}->${peerDev} is not enabled`,
+      );
     }
     const [errDev, errOff] = this.resolve('launchOneShot(err)', err, 4);
-    if (selfDev !== this.dev || peerDev === this.dev) throw new Error(`launchOneShot on device ${this.dev}: selfSignal must be this device's and peerSignal the peer's`);
+    if (selfDev !== this.dev || peerDev === this.dev)
+      throw new Error(
+        `launchOneShot on device ${this.dev}: selfSignal must be this device's and peerSignal the peer's`,
+      );
     const mine = new Int32Array(this.world.arenas[selfDev]!, selfOff, SIG_WORDS);
     const theirs = new Int32Array(this.world.arenas[peerDev]!, peerOff, SIG_WORDS);
     const errWord = new Int32Array(this.world.arenas[errDev]!, errOff, 1);
@@ -498,7 +628,10 @@ export class CpuDevice implements DeviceApi {
         const seen = Atomics.load(mine, flag);
         if (seen >= e) break;
         const left = deadline - performance.now();
-        if (left <= 0) { Atomics.compareExchange(errWord, 0, 0, refusal); return false; }
+        if (left <= 0) {
+          Atomics.compareExchange(errWord, 0, 0, refusal);
+          return false;
+        }
         Atomics.wait(mine, flag, seen, left);
       }
       const row = this.layout.knows + this.dev * this.world.devices + peerDev;
@@ -509,7 +642,9 @@ export class CpuDevice implements DeviceApi {
     const [d0, o0] = this.access('launchOneShot(in0)', in0, n * 4, READ, ep, true);
     const [d1, o1] = this.access('launchOneShot(in1)', in1, n * 4, READ, ep, true);
     const [dOut, oOut] = this.access('launchOneShot(out)', out, n * 4, WRITE, ep, true);
-    const a = this.f32[d0]!, b = this.f32[d1]!, o = this.f32[dOut]!;
+    const a = this.f32[d0]!,
+      b = this.f32[d1]!,
+      o = this.f32[dOut]!;
     for (let i = 0; i < n; i++) o[oOut / 4 + i] = a[o0 / 4 + i]! + b[o1 / 4 + i]!; // rank order: in0 + in1
     // After an exit refusal the epoch still advances, as on the GPU: the peer passed this round's
     // entry and finishes it, so advancing keeps the ranks' epochs in step.
@@ -517,9 +652,15 @@ export class CpuDevice implements DeviceApi {
     mine[SIG_EPOCH] = e;
   }
 
-  llStateBytes(): number { return LL_STATE_BYTES; }
-  llDepth(): number { return LL_DEPTH; }
-  llMaxValues(): number { return LL_MAX_VALUES; }
+  llStateBytes(): number {
+    return LL_STATE_BYTES;
+  }
+  llDepth(): number {
+    return LL_DEPTH;
+  }
+  llMaxValues(): number {
+    return LL_MAX_VALUES;
+  }
 
   /**
    * The low-latency join, as cu/tp_ll.cu does it: values cross as {value, epoch} word pairs into
@@ -529,29 +670,68 @@ export class CpuDevice implements DeviceApi {
    * state words are synchronisation memory (atomics), not race-tracked; the data each rank reads
    * and writes is its own and is.
    */
-  llConfigure(selfRecv: number, peerRecv: number, cap: number, selfState: number, peerState: number, rank: number, err: number, spinLimit: number, serveIdleMicros: number): void {
-    if (cap % 2 !== 0 || cap > 0xffffffff) throw new TypeError(`llConfigure: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and fit 32 bits`);
-    if (!Number.isSafeInteger(serveIdleMicros) || serveIdleMicros < 0) throw new TypeError(`llConfigure: argument 'serveIdleMicros' must be a non-negative integer, got ${serveIdleMicros}`);
+  llConfigure(
+    selfRecv: number,
+    peerRecv: number,
+    cap: number,
+    selfState: number,
+    peerState: number,
+    rank: number,
+    err: number,
+    spinLimit: number,
+    serveIdleMicros: number,
+  ): void {
+    if (cap % 2 !== 0 || cap > 0xffffffff)
+      throw new TypeError(
+        `llConfigure: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and fit 32 bits`,
+      );
+    if (!Number.isSafeInteger(serveIdleMicros) || serveIdleMicros < 0)
+      throw new TypeError(
+        `llConfigure: argument 'serveIdleMicros' must be a non-negative integer, got ${serveIdleMicros}`,
+      );
     this.llLink = { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit };
   }
 
   /** The reference has no launches to save: every join runs as the kernel does, the server never. */
-  llServeStats(_deep?: boolean): { jobs: number; launches: number } { return { jobs: 0, launches: 0 }; }
+  llServeStats(_deep?: boolean): { jobs: number; launches: number } {
+    return { jobs: 0, launches: 0 };
+  }
 
-  launchLl(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stamp: number, stream: number): void {
+  launchLl(
+    reduce: number,
+    rows: number,
+    rowLen: number,
+    sendSrc: number,
+    localSrc: number,
+    localDst: number,
+    recvDst: number,
+    dstStride: number,
+    stamp: number,
+    stream: number,
+  ): void {
     this.stream('launchLl', stream);
-    if (stamp !== 0 && stamp % 8 !== 0) throw new TypeError(`launchLl: argument 'stamp' (${hex(stamp)}) must be 8-byte aligned (two u64), or 0`);
-    if (!this.llLink) throw new Error('launchLl: no LL link on this thread: call llConfigure first (open the ll transport)');
+    if (stamp !== 0 && stamp % 8 !== 0)
+      throw new TypeError(`launchLl: argument 'stamp' (${hex(stamp)}) must be 8-byte aligned (two u64), or 0`);
+    if (!this.llLink)
+      throw new Error('launchLl: no LL link on this thread: call llConfigure first (open the ll transport)');
     const { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit } = this.llLink;
     const total = rows * rowLen;
-    if (total > LL_MAX_VALUES) throw new TypeError(`launchLl: rows x rowLen (${rows} x ${rowLen}) exceed the ${LL_MAX_VALUES} values one LL join may move; split the join or use another transport`);
-    if ((sendSrc !== 0 || recvDst !== 0) && total > cap) throw new TypeError(`launchLl: ${total} elements exceed the receive buffer's ${cap} slots per epoch; reserve a larger link`);
+    if (total > LL_MAX_VALUES)
+      throw new TypeError(
+        `launchLl: rows x rowLen (${rows} x ${rowLen}) exceed the ${LL_MAX_VALUES} values one LL join may move; split the join or use another transport`,
+      );
+    if ((sendSrc !== 0 || recvDst !== 0) && total > cap)
+      throw new TypeError(
+        `launchLl: ${total} elements exceed the receive buffer's ${cap} slots per epoch; reserve a larger link`,
+      );
     const ep = this.tick();
     if (stamp !== 0) this.storeNs('launchLl(stamp)', stamp, ep);
     const words = (ptr: number, n: number, call: string): Int32Array => {
       const [d, off] = this.resolve(call, ptr, n * 4);
       if (d !== this.dev && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
-        throw new Error(`${call} on device ${this.dev} stores into device ${d}'s memory, but peer access ${this.dev}->${d} is not enabled`);
+        throw new Error(
+          `${call} on device ${this.dev} stores into device ${d}'s memory, but peer access ${this.dev}->${d} is not enabled`,
+        );
       }
       return new Int32Array(this.world.arenas[d]!, off, n);
     };
@@ -571,7 +751,8 @@ export class CpuDevice implements DeviceApi {
       }
     };
     const rowsCopy = (from: Float32Array, fromOff: number, to: Float32Array, toOff: number): void => {
-      for (let r = 0; r < rows; r++) to.set(from.subarray(fromOff + r * rowLen, fromOff + (r + 1) * rowLen), toOff + r * dstStride);
+      for (let r = 0; r < rows; r++)
+        to.set(from.subarray(fromOff + r * rowLen, fromOff + (r + 1) * rowLen), toOff + r * dstStride);
     };
     const reach = ((rows - 1) * dstStride + rowLen) * 4;
     if (localSrc !== 0) {
@@ -582,9 +763,13 @@ export class CpuDevice implements DeviceApi {
     let mine: Float32Array | undefined;
     let mineOff = 0;
     if (sendSrc !== 0) {
-      if (!waitFor(state, LL_ACK, (v) => ((v - (e - LL_DEPTH)) | 0) >= 0)) { Atomics.compareExchange(errWord, 0, 0, 40044); return; }
+      if (!waitFor(state, LL_ACK, (v) => ((v - (e - LL_DEPTH)) | 0) >= 0)) {
+        Atomics.compareExchange(errWord, 0, 0, 40044);
+        return;
+      }
       const [sd, so] = this.access('launchLl(sendSrc)', sendSrc, total * 4, READ, ep, true);
-      mine = this.f32[sd]!; mineOff = so / 4;
+      mine = this.f32[sd]!;
+      mineOff = so / 4;
       const slots = words(peerRecv, 2 * LL_DEPTH * cap, 'launchLl(peerRecv)');
       const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
       for (let i = 0; i < total; i++) {
@@ -597,11 +782,16 @@ export class CpuDevice implements DeviceApi {
       const slots = words(selfRecv, 2 * LL_DEPTH * cap, 'launchLl(selfRecv)');
       const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
       // The sender publishes in order, so the last flag arriving means they all have.
-      if (!waitFor(slots, 2 * (par + total - 1) + 1, (v) => v === e)) { Atomics.compareExchange(errWord, 0, 0, 40043); return; }
+      if (!waitFor(slots, 2 * (par + total - 1) + 1, (v) => v === e)) {
+        Atomics.compareExchange(errWord, 0, 0, 40043);
+        return;
+      }
       const [dd, dOff] = this.access('launchLl(recvDst)', recvDst, reduce ? total * 4 : reach, WRITE, ep, true);
-      const out = this.f32[dd]!, base = dOff / 4;
+      const out = this.f32[dd]!,
+        base = dOff / 4;
       for (let i = 0; i < total; i++) {
-        if (Atomics.load(slots, 2 * (par + i) + 1) !== e) throw new Error(`launchLl: slot ${i} holds epoch ${slots[2 * (par + i) + 1]}, expected ${e}`);
+        if (Atomics.load(slots, 2 * (par + i) + 1) !== e)
+          throw new Error(`launchLl: slot ${i} holds epoch ${slots[2 * (par + i) + 1]}, expected ${e}`);
         const theirs = values[2 * (par + i)]!;
         if (reduce) {
           const own = mine![mineOff + i]!;
@@ -619,28 +809,110 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- the model's kernels (cpu-model-kernels.ts: the f32 operations of the in-process model) ----
-  modelMaxRows(): number { return 8; }
-  launchGenWeights(dst: number, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number, stream: number): void {
-    mk.genWeights(this.kernel('launchGenWeights', stream), dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale);
+  modelMaxRows(): number {
+    return 8;
   }
-  launchSetI32(dst: number, values: readonly number[], stream: number): void { mk.setI32(this.kernel('launchSetI32', stream), dst, values); }
+  launchGenWeights(
+    dst: number,
+    seed: string,
+    id: number,
+    base: number,
+    rows: number,
+    srcCols: number,
+    colStart: number,
+    cols: number,
+    kind: number,
+    scale: number,
+    stream: number,
+  ): void {
+    mk.genWeights(
+      this.kernel('launchGenWeights', stream),
+      dst,
+      seed,
+      id,
+      base,
+      rows,
+      srcCols,
+      colStart,
+      cols,
+      kind,
+      scale,
+    );
+  }
+  launchSetI32(dst: number, values: readonly number[], stream: number): void {
+    mk.setI32(this.kernel('launchSetI32', stream), dst, values);
+  }
   launchEmbed(out: number, emb: number, tokens: number, t: number, H: number, V: number, stream: number): void {
     mk.embed(this.kernel('launchEmbed', stream), out, emb, tokens, t, H, V);
   }
   launchRmsnorm(out: number, input: number, gain: number, t: number, H: number, stream: number): void {
     mk.rmsnormRows(this.kernel('launchRmsnorm', stream), out, input, gain, t, H);
   }
-  launchGemv(out: number, ldo: number, x: number, ldx: number, w: number, ldw: number, K: number, cols: number, t: number, stream: number): void {
+  launchGemv(
+    out: number,
+    ldo: number,
+    x: number,
+    ldx: number,
+    w: number,
+    ldw: number,
+    K: number,
+    cols: number,
+    t: number,
+    stream: number,
+  ): void {
     mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t);
   }
-  launchCacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number, stream: number): void {
+  launchCacheWrite(
+    cache: number,
+    c: number,
+    pos: number,
+    t: number,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    stream: number,
+  ): void {
     mk.cacheWrite(this.kernel('launchCacheWrite', stream), cache, c, pos, t, layer, L, P, R);
   }
-  launchMlaAttention(u: number, ldu: number, q: number, ldq: number, cache: number, slotStride: number, pos: number, wuv: number, _work: number, t: number, nh: number, P: number, R: number, Dv: number, stream: number): void {
+  launchMlaAttention(
+    u: number,
+    ldu: number,
+    q: number,
+    ldq: number,
+    cache: number,
+    slotStride: number,
+    pos: number,
+    wuv: number,
+    _work: number,
+    t: number,
+    nh: number,
+    P: number,
+    R: number,
+    Dv: number,
+    stream: number,
+  ): void {
     // The GPU's tile partials live in `work`; here the oracle's two-pass softmax needs none.
-    mk.mlaAttention(this.kernel('launchMlaAttention', stream), u, ldu, q, ldq, cache, slotStride, pos, wuv, t, nh, P, R, Dv);
+    mk.mlaAttention(
+      this.kernel('launchMlaAttention', stream),
+      u,
+      ldu,
+      q,
+      ldq,
+      cache,
+      slotStride,
+      pos,
+      wuv,
+      t,
+      nh,
+      P,
+      R,
+      Dv,
+    );
   }
-  mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number { return mlaWorkspaceBytes(t, nh, P, R); }
+  mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number {
+    return mlaWorkspaceBytes(t, nh, P, R);
+  }
   launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
     mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);
   }
@@ -650,13 +922,49 @@ export class CpuDevice implements DeviceApi {
   launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
     mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);
   }
-  launchExpertUp(act: number, xd: number, ids: number, w1: number, w3: number, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: number): void {
+  launchExpertUp(
+    act: number,
+    xd: number,
+    ids: number,
+    w1: number,
+    w3: number,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+    stream: number,
+  ): void {
     mk.expertUp(this.kernel('launchExpertUp', stream), act, xd, ids, w1, w3, e0, nE, t, K, H, F);
   }
-  launchExpertDown(contrib: number, act: number, ids: number, w2: number, e0: number, nE: number, t: number, K: number, H: number, F: number, stream: number): void {
+  launchExpertDown(
+    contrib: number,
+    act: number,
+    ids: number,
+    w2: number,
+    e0: number,
+    nE: number,
+    t: number,
+    K: number,
+    H: number,
+    F: number,
+    stream: number,
+  ): void {
     mk.expertDown(this.kernel('launchExpertDown', stream), contrib, act, ids, w2, e0, nE, t, K, H, F);
   }
-  launchMoeCombine(h: number, wts: number, ids: number, lo: number, hi: number, splitE: number, t: number, K: number, H: number, stream: number): void {
+  launchMoeCombine(
+    h: number,
+    wts: number,
+    ids: number,
+    lo: number,
+    hi: number,
+    splitE: number,
+    t: number,
+    K: number,
+    H: number,
+    stream: number,
+  ): void {
     mk.moeCombine(this.kernel('launchMoeCombine', stream), h, wts, ids, lo, hi, splitE, t, K, H);
   }
   launchArgmax(out: number, logits: number, t: number, V: number, stream: number): void {
@@ -672,32 +980,76 @@ export class CpuDevice implements DeviceApi {
       return [this.bytes[d]!.buffer, this.bytes[d]!.byteOffset + off];
     };
     return {
-      f32: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n * 4, kind); return new Float32Array(b, o, n); },
-      i32: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n * 4, kind); return new Int32Array(b, o, n); },
-      u16: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n * 2, kind); return new Uint16Array(b, o, n); },
-      u8: (name, ptr, n, kind) => { const [b, o] = at(name, ptr, n, kind); return new Uint8Array(b, o, n); },
+      f32: (name, ptr, n, kind) => {
+        const [b, o] = at(name, ptr, n * 4, kind);
+        return new Float32Array(b, o, n);
+      },
+      i32: (name, ptr, n, kind) => {
+        const [b, o] = at(name, ptr, n * 4, kind);
+        return new Int32Array(b, o, n);
+      },
+      u16: (name, ptr, n, kind) => {
+        const [b, o] = at(name, ptr, n * 2, kind);
+        return new Uint16Array(b, o, n);
+      },
+      u8: (name, ptr, n, kind) => {
+        const [b, o] = at(name, ptr, n, kind);
+        return new Uint8Array(b, o, n);
+      },
     };
   }
 
   // ---- CUDA graphs and NCCL do not exist here ----
-  streamBeginCapture(): void { throw new Error(NO_GRAPHS); }
-  streamEndCapture(): number { throw new Error(NO_GRAPHS); }
-  streamEndCaptureChild(): number { throw new Error(NO_GRAPHS); }
-  childGraphDestroy(): void { throw new Error(NO_GRAPHS); }
-  parentGraphBuild(): number { throw new Error(NO_GRAPHS); }
-  graphLaunch(): void { throw new Error(NO_GRAPHS); }
-  graphDestroy(): void { throw new Error(NO_GRAPHS); }
-  ncclLoad(): number { throw Object.assign(new Error(NO_NCCL), { code: 'MEMRA_NCCL_MISSING' }); }
-  ncclGetUniqueId(): Uint8Array { throw new Error(NO_NCCL); }
-  ncclCommInitRank(): number { throw new Error(NO_NCCL); }
-  ncclCommDestroy(): void { throw new Error(NO_NCCL); }
-  ncclAllReduceF32(): void { throw new Error(NO_NCCL); }
-  ncclBroadcastF32(): void { throw new Error(NO_NCCL); }
-  ncclAllGatherF32(): void { throw new Error(NO_NCCL); }
-  ncclSendRecvF32(): void { throw new Error(NO_NCCL); }
+  streamBeginCapture(): void {
+    throw new Error(NO_GRAPHS);
+  }
+  streamEndCapture(): number {
+    throw new Error(NO_GRAPHS);
+  }
+  streamEndCaptureChild(): number {
+    throw new Error(NO_GRAPHS);
+  }
+  childGraphDestroy(): void {
+    throw new Error(NO_GRAPHS);
+  }
+  parentGraphBuild(): number {
+    throw new Error(NO_GRAPHS);
+  }
+  graphLaunch(): void {
+    throw new Error(NO_GRAPHS);
+  }
+  graphDestroy(): void {
+    throw new Error(NO_GRAPHS);
+  }
+  ncclLoad(): number {
+    throw Object.assign(new Error(NO_NCCL), { code: 'MEMRA_NCCL_MISSING' });
+  }
+  ncclGetUniqueId(): Uint8Array {
+    throw new Error(NO_NCCL);
+  }
+  ncclCommInitRank(): number {
+    throw new Error(NO_NCCL);
+  }
+  ncclCommDestroy(): void {
+    throw new Error(NO_NCCL);
+  }
+  ncclAllReduceF32(): void {
+    throw new Error(NO_NCCL);
+  }
+  ncclBroadcastF32(): void {
+    throw new Error(NO_NCCL);
+  }
+  ncclAllGatherF32(): void {
+    throw new Error(NO_NCCL);
+  }
+  ncclSendRecvF32(): void {
+    throw new Error(NO_NCCL);
+  }
 
   // ---- internals ----
-  private inRange(d: number): boolean { return Number.isInteger(d) && d >= 0 && d < this.world.devices; }
+  private inRange(d: number): boolean {
+    return Number.isInteger(d) && d >= 0 && d < this.world.devices;
+  }
 
   private need(call: string): void {
     if (this.dev < 0) throw new Error(`${call}: no device bound on this thread: call bindDevice(ordinal) first`);
@@ -715,17 +1067,24 @@ export class CpuDevice implements DeviceApi {
     return this.f64[k]!;
   }
 
-  private eventBase(event: number): number { return this.layout.eventData + (event - 1) * this.layout.eventStride; }
+  private eventBase(event: number): number {
+    return this.layout.eventData + (event - 1) * this.layout.eventStride;
+  }
 
   private eventGenOf(event: number, call: string): number {
     const D = this.world.devices;
-    if (!Number.isInteger(event) || event < 1 || event > D * MAX_EVENTS) throw new Error(`${call}: ${event} is not an event handle`);
+    if (!Number.isInteger(event) || event < 1 || event > D * MAX_EVENTS)
+      throw new Error(`${call}: ${event} is not an event handle`);
     return Atomics.load(this.i32, this.layout.eventGen + event - 1);
   }
 
-  private allocBase(dev: number, slot: number): number { return this.layout.allocData + (dev * MAX_ALLOCS + slot) * this.layout.allocStride; }
+  private allocBase(dev: number, slot: number): number {
+    return this.layout.allocData + (dev * MAX_ALLOCS + slot) * this.layout.allocStride;
+  }
 
-  private deviceOf(ptr: number): number { return Math.floor(ptr / ADDRESS_UNIT) - 1; }
+  private deviceOf(ptr: number): number {
+    return Math.floor(ptr / ADDRESS_UNIT) - 1;
+  }
 
   /** Device and arena offset of `[ptr, ptr + bytes)`, which must lie in one live allocation. */
   private resolve(call: string, ptr: number, bytes: number): [number, number, number] {
@@ -737,27 +1096,49 @@ export class CpuDevice implements DeviceApi {
     const fits = (slot: number): boolean => {
       if (Atomics.load(this.i32, this.layout.allocLive + d * MAX_ALLOCS + slot) !== 1) return false;
       const b = this.allocBase(d, slot);
-      const o = this.f64[b]!, n = this.f64[b + 1]!;
+      const o = this.f64[b]!,
+        n = this.f64[b + 1]!;
       return off >= o && off + bytes <= o + n;
     };
     if (this.lastSlot >= 0 && Math.floor(this.lastSlot / MAX_ALLOCS) === d && fits(this.lastSlot % MAX_ALLOCS)) {
       return [d, off, this.lastSlot % MAX_ALLOCS];
     }
     for (let s = 0; s < MAX_ALLOCS; s++) {
-      if (fits(s)) { this.lastSlot = d * MAX_ALLOCS + s; return [d, off, s]; }
+      if (fits(s)) {
+        this.lastSlot = d * MAX_ALLOCS + s;
+        return [d, off, s];
+      }
     }
     const where = d === this.world.devices ? 'pinned host memory' : `device ${d}`;
-    throw new Error(`${call}: [${hex(ptr)}, +${bytes}) in ${where} is not inside a live allocation (freed, or out of bounds)`);
+    throw new Error(
+      `${call}: [${hex(ptr)}, +${bytes}) in ${where} is not inside a live allocation (freed, or out of bounds)`,
+    );
   }
 
   /**
    * Check an access against every other device's accesses it is not ordered after, then
    * remember it. `kernel` accesses to another device's memory need peer access, as on a GPU.
    */
-  private access(call: string, ptr: number, bytes: number, kind: number, epoch: number, kernel: boolean, stride = 0, width = 0): [number, number] {
+  private access(
+    call: string,
+    ptr: number,
+    bytes: number,
+    kind: number,
+    epoch: number,
+    kernel: boolean,
+    stride = 0,
+    width = 0,
+  ): [number, number] {
     const [d, off, slot] = this.resolve(call, ptr, bytes);
-    if (kernel && d !== this.dev && d < this.world.devices && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
-      throw new Error(`${call} on device ${this.dev} dereferences device ${d}'s memory ${hex(ptr)}, but peer access ${this.dev}->${d} is not enabled`);
+    if (
+      kernel &&
+      d !== this.dev &&
+      d < this.world.devices &&
+      Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1
+    ) {
+      throw new Error(
+        `${call} on device ${this.dev} dereferences device ${d}'s memory ${hex(ptr)}, but peer access ${this.dev}->${d} is not enabled`,
+      );
     }
     if (bytes === 0) return [d, off];
     // Another device's thread writes its entries of this allocation while this one reads them:
@@ -765,7 +1146,9 @@ export class CpuDevice implements DeviceApi {
     // write read as one contiguous range and a correct all-gather was refused (seen once, on CI's two
     // cores). The lock's compare-exchange and store order the plain f64 accesses inside.
     const lock = this.layout.allocLock + d * MAX_ALLOCS + slot;
-    while (Atomics.compareExchange(this.i32, lock, 0, 1) !== 0) { /* held for a few hundred ns */ }
+    while (Atomics.compareExchange(this.i32, lock, 0, 1) !== 0) {
+      /* held for a few hundred ns */
+    }
     try {
       const D = this.world.devices;
       const base = this.allocBase(d, slot) + 2;
@@ -774,14 +1157,26 @@ export class CpuDevice implements DeviceApi {
         if (c === this.dev) continue;
         const known = this.f64[row + c]!;
         for (const other of kind === WRITE ? [WRITE, READ] : [WRITE]) {
-          const e0 = base + ((c * 2 + other) * ACCESS_ENTRIES) * ACCESS_FIELDS;
+          const e0 = base + (c * 2 + other) * ACCESS_ENTRIES * ACCESS_FIELDS;
           for (let e = 0; e < ACCESS_ENTRIES; e++) {
-            const at = e0 + e * ACCESS_FIELDS, f = this.f64;
-            if (f[at + 2]! > known && overlaps(off, off + bytes, stride, width, f[at]!, f[at + 1]!, f[at + 3]!, f[at + 4]!)) this.hazard(call, ptr, bytes, kind, other, d, c);
+            const at = e0 + e * ACCESS_FIELDS,
+              f = this.f64;
+            if (
+              f[at + 2]! > known &&
+              overlaps(off, off + bytes, stride, width, f[at]!, f[at + 1]!, f[at + 3]!, f[at + 4]!)
+            )
+              this.hazard(call, ptr, bytes, kind, other, d, c);
           }
         }
       }
-      this.remember(base + ((this.dev * 2 + kind) * ACCESS_ENTRIES) * ACCESS_FIELDS, off, off + bytes, epoch, stride, width);
+      this.remember(
+        base + (this.dev * 2 + kind) * ACCESS_ENTRIES * ACCESS_FIELDS,
+        off,
+        off + bytes,
+        epoch,
+        stride,
+        width,
+      );
     } finally {
       Atomics.store(this.i32, lock, 0);
     }
@@ -789,30 +1184,55 @@ export class CpuDevice implements DeviceApi {
   }
 
   private remember(e0: number, lo: number, hi: number, epoch: number, stride: number, width: number): void {
-    const f = this.f64, F = ACCESS_FIELDS;
-    let empty = -1, oldest = -1, second = -1;
+    const f = this.f64,
+      F = ACCESS_FIELDS;
+    let empty = -1,
+      oldest = -1,
+      second = -1;
     for (let e = 0; e < ACCESS_ENTRIES; e++) {
       const at = e0 + e * F;
-      if (f[at + 2] === 0) { if (empty < 0) empty = e; continue; }
-      if (f[at] === lo && f[at + 1] === hi && f[at + 3] === stride && f[at + 4] === width) { f[at + 2] = epoch; return; }
-      if (oldest < 0 || f[at + 2]! < f[e0 + oldest * F + 2]!) { second = oldest; oldest = e; }
-      else if (second < 0 || f[at + 2]! < f[e0 + second * F + 2]!) second = e;
+      if (f[at + 2] === 0) {
+        if (empty < 0) empty = e;
+        continue;
+      }
+      if (f[at] === lo && f[at + 1] === hi && f[at + 3] === stride && f[at + 4] === width) {
+        f[at + 2] = epoch;
+        return;
+      }
+      if (oldest < 0 || f[at + 2]! < f[e0 + oldest * F + 2]!) {
+        second = oldest;
+        oldest = e;
+      } else if (second < 0 || f[at + 2]! < f[e0 + second * F + 2]!) second = e;
     }
     if (empty < 0) {
       // Full: fold the oldest entry into the second oldest as one contiguous range covering
       // both. The union can only report more.
-      const a = e0 + oldest * F, b = e0 + second * F;
+      const a = e0 + oldest * F,
+        b = e0 + second * F;
       f[b] = Math.min(f[a]!, f[b]!);
       f[b + 1] = Math.max(f[a + 1]!, f[b + 1]!);
       f[b + 2] = Math.max(f[a + 2]!, f[b + 2]!);
-      f[b + 3] = 0; f[b + 4] = 0;
+      f[b + 3] = 0;
+      f[b + 4] = 0;
       empty = oldest;
     }
     const at = e0 + empty * F;
-    f[at] = lo; f[at + 1] = hi; f[at + 2] = epoch; f[at + 3] = stride; f[at + 4] = width;
+    f[at] = lo;
+    f[at + 1] = hi;
+    f[at + 2] = epoch;
+    f[at + 3] = stride;
+    f[at + 4] = width;
   }
 
-  private hazard(call: string, ptr: number, bytes: number, kind: number, other: number, owner: number, c: number): never {
+  private hazard(
+    call: string,
+    ptr: number,
+    bytes: number,
+    kind: number,
+    other: number,
+    owner: number,
+    c: number,
+  ): never {
     const me = this.dev;
     if (kind === WRITE && other === WRITE) {
       throw new OrderingError(

@@ -19,7 +19,8 @@ export function parseCpuList(text: string): number[] {
   for (const part of body.split(',')) {
     const m = /^(\d+)(?:-(\d+))?$/.exec(part.trim());
     if (!m) throw new Error(`cpu list '${text.trim()}': '${part}' is not a CPU number or a range a-b`);
-    const lo = Number(m[1]), hi = m[2] === undefined ? lo : Number(m[2]);
+    const lo = Number(m[1]),
+      hi = m[2] === undefined ? lo : Number(m[2]);
     if (hi < lo) throw new Error(`cpu list '${text.trim()}': range '${part}' runs backwards`);
     for (let c = lo; c <= hi; c++) out.add(c);
   }
@@ -53,7 +54,10 @@ export function planWorkerCpus(p: PlacementInputs): Array<number | undefined> {
 }
 
 /** The planner's inputs from /proc and sysfs, for GPUs at these PCI bus ids ("0000:19:00.0"). */
-export function readPlacementInputs(busIds: string[], read: (path: string) => string = (f) => readFileSync(f, 'utf8')): PlacementInputs {
+export function readPlacementInputs(
+  busIds: string[],
+  read: (path: string) => string = (f) => readFileSync(f, 'utf8'),
+): PlacementInputs {
   const status = read('/proc/self/status');
   const line = /^Cpus_allowed_list:\s*(.*)$/m.exec(status);
   if (!line) throw new Error('/proc/self/status has no Cpus_allowed_list');

@@ -25,14 +25,19 @@ import type { DeviceEvent } from './rank.js';
 
 let nextSlot = 1;
 /** Graph slots are per worker table but numbered process-wide, so no two graphs ever share one. */
-export function nextGraphSlot(): number { return nextSlot++; }
+export function nextGraphSlot(): number {
+  return nextSlot++;
+}
 
 /**
  * A launch of a graph on rank 0's stream whose nodes also run on rank 1's device (on streams of
  * CUDA's own, which rank 1's stream knows nothing about), fenced both ways: the graph waits for
  * what rank 1 enqueued before it, and rank 1's later work waits for the graph.
  */
-export interface LaunchFences { before: DeviceEvent; after: DeviceEvent }
+export interface LaunchFences {
+  before: DeviceEvent;
+  after: DeviceEvent;
+}
 
 export async function createFences(rt: Runtime): Promise<LaunchFences> {
   const [before, after] = await Promise.all([rt.ranks[1].createEvent(), rt.ranks[0].createEvent()]);
@@ -109,7 +114,9 @@ export class CapturedGraph {
   }
 
   /** True where a launch issues the body again (the CPU reference, which has no graphs). */
-  get reissuesBody(): boolean { return !this.fences && this.perRank.length === 0; }
+  get reissuesBody(): boolean {
+    return !this.fences && this.perRank.length === 0;
+  }
 
   /** One replay of the whole captured sequence (CUDA: the launch and its two fences). */
   launch(): void {
@@ -118,7 +125,10 @@ export class CapturedGraph {
       for (const r of this.perRank) this.rt.ranks[r]!.graphLaunch(this.slot);
       return;
     }
-    if (!this.fences) { this.body(); return; }
+    if (!this.fences) {
+      this.body();
+      return;
+    }
     launchFenced(this.rt, this.slot, this.fences);
   }
 

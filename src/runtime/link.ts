@@ -28,7 +28,10 @@ export const AR_SPIN_LIMIT = 2_000_000_000;
 export const AR_ENTRY_REFUSED = 40043;
 export const AR_EXIT_REFUSED = 40044;
 
-interface Buffers { device: [number, number]; floats: number }
+interface Buffers {
+  device: [number, number];
+  floats: number;
+}
 
 /** An idle bound for the LL server (`ArLink.setLlServe`): long enough to span a decode step's gaps. */
 export const LL_SERVE_IDLE_MICROS = 1000;
@@ -94,7 +97,17 @@ export class ArLink {
     const events = await Promise.all([a.createEvent(), b.createEvent(), a.createEvent(), b.createEvent()]);
     const signal = await Promise.all(rt.ranks.map((r) => r.alloc(signalBytes)));
     const err = await Promise.all(rt.ranks.map((r) => r.alloc(256)));
-    const link = new ArLink(rt, events, [signal[0]!, signal[1]!], [err[0]!, err[1]!], signalBytes, maxBlocks, llStateBytes, llDepth, llMaxValues);
+    const link = new ArLink(
+      rt,
+      events,
+      [signal[0]!, signal[1]!],
+      [err[0]!, err[1]!],
+      signalBytes,
+      maxBlocks,
+      llStateBytes,
+      llDepth,
+      llMaxValues,
+    );
     await link.zeroBarrier();
     return link;
   }
@@ -117,7 +130,9 @@ export class ArLink {
   /** Device staging per rank, at least `floats` long; throws (never drains) if not reserved. */
   stageFor(floats: number): PerRank {
     if (!this.stage || this.stage.floats < floats) {
-      throw new Error(`tp link: staging holds ${this.stage?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(${floats})\` first (growing drains both ranks, so it is never done on the walk)`);
+      throw new Error(
+        `tp link: staging holds ${this.stage?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(${floats})\` first (growing drains both ranks, so it is never done on the walk)`,
+      );
     }
     return this.stage.device;
   }
@@ -125,7 +140,9 @@ export class ArLink {
   /** Scratch per rank (2 x rows x span for strided NCCL gathers). */
   scratchFor(floats: number): PerRank {
     if (!this.scratch || this.scratch.floats < floats) {
-      throw new Error(`tp link: scratch holds ${this.scratch?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(...)\` first`);
+      throw new Error(
+        `tp link: scratch holds ${this.scratch?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(...)\` first`,
+      );
     }
     return this.scratch.device;
   }
@@ -133,17 +150,23 @@ export class ArLink {
   /** The LL slots' capacity per epoch; throws (never grows) if an op needs more. */
   llFor(floats: number): void {
     if (floats > this.llMaxValues) {
-      throw new RangeError(`tp link: one low-latency join moves at most ${this.llMaxValues} values and this op needs ${floats}; split it or use another transport`);
+      throw new RangeError(
+        `tp link: one low-latency join moves at most ${this.llMaxValues} values and this op needs ${floats}; split it or use another transport`,
+      );
     }
     if (!this.ll || this.ll.cap < floats) {
-      throw new Error(`tp link: the low-latency slots hold ${this.ll?.cap ?? 0} values per epoch and this op needs ${floats}; call \`await link.reserve(${floats})\` first`);
+      throw new Error(
+        `tp link: the low-latency slots hold ${this.ll?.cap ?? 0} values per epoch and this op needs ${floats}; call \`await link.reserve(${floats})\` first`,
+      );
     }
   }
 
   /** Pinned host bounce buffer for the direction whose producer is `from`. */
   hostFor(from: number, floats: number): number {
     if (!this.host || this.host.floats < floats) {
-      throw new Error(`tp link: the host bounce buffer holds ${this.host?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(${floats})\` first`);
+      throw new Error(
+        `tp link: the host bounce buffer holds ${this.host?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(${floats})\` first`,
+      );
     }
     return this.host.ptr[from]!;
   }
@@ -154,7 +177,8 @@ export class ArLink {
    * allocator has already handed to someone else (the hazard in the seed's own note).
    */
   async reserve(floats: number): Promise<void> {
-    if (!Number.isInteger(floats) || floats < 1) throw new RangeError(`link.reserve: floats must be a positive integer, got ${floats}`);
+    if (!Number.isInteger(floats) || floats < 1)
+      throw new RangeError(`link.reserve: floats must be a positive integer, got ${floats}`);
     if (this.stage && this.stage.floats >= floats) return;
     await this.rt.drain();
     await this.releaseBuffers();
@@ -175,7 +199,9 @@ export class ArLink {
     await this.configureLl();
   }
 
-  private llRecvBytes(cap: number): number { return this.llDepth * cap * 8; }
+  private llRecvBytes(cap: number): number {
+    return this.llDepth * cap * 8;
+  }
 
   /** Epochs, acks and slots back to zero on both ranks (the LL protocol's starting state). */
   private async zeroLl(): Promise<void> {
@@ -189,14 +215,16 @@ export class ArLink {
 
   /** Change the device-side spin bound of the one-shot and LL waits (joins enqueued later). */
   async setSpinLimit(ticks: number): Promise<void> {
-    if (!Number.isSafeInteger(ticks) || ticks < 1) throw new RangeError(`link.setSpinLimit: ticks must be a positive integer, got ${ticks}`);
+    if (!Number.isSafeInteger(ticks) || ticks < 1)
+      throw new RangeError(`link.setSpinLimit: ticks must be a positive integer, got ${ticks}`);
     this.spinLimit = ticks;
     await this.configureLl();
   }
 
   /** Eager LL joins through the LL server, stopping after `idleMicros` idle (0: a launch per join). */
   async setLlServe(idleMicros: number): Promise<void> {
-    if (!Number.isSafeInteger(idleMicros) || idleMicros < 0) throw new RangeError(`link.setLlServe: idleMicros must be a non-negative integer, got ${idleMicros}`);
+    if (!Number.isSafeInteger(idleMicros) || idleMicros < 0)
+      throw new RangeError(`link.setLlServe: idleMicros must be a non-negative integer, got ${idleMicros}`);
     const before = this.llServeIdleMicros;
     this.llServeIdleMicros = idleMicros;
     try {
@@ -218,11 +246,20 @@ export class ArLink {
   private async configureLl(): Promise<void> {
     const ll = this.ll;
     if (!ll) return;
-    await Promise.all(this.ranks.map((r, i) => r.control.call('llConfigure', {
-      selfRecv: ll.recv[i]!, peerRecv: ll.recv[1 - i]!, cap: ll.cap,
-      selfState: ll.state[i]!, peerState: ll.state[1 - i]!, err: this.err[i]!, spinLimit: this.spinLimit,
-      serveIdleMicros: this.llServeIdleMicros,
-    })));
+    await Promise.all(
+      this.ranks.map((r, i) =>
+        r.control.call('llConfigure', {
+          selfRecv: ll.recv[i]!,
+          peerRecv: ll.recv[1 - i]!,
+          cap: ll.cap,
+          selfState: ll.state[i]!,
+          peerState: ll.state[1 - i]!,
+          err: this.err[i]!,
+          spinLimit: this.spinLimit,
+          serveIdleMicros: this.llServeIdleMicros,
+        }),
+      ),
+    );
   }
 
   /** Bring up NCCL: one communicator per device in this process, both ranks joining at once. */
@@ -246,7 +283,9 @@ export class ArLink {
    */
   async barrierErrors(): Promise<[number, number]> {
     await this.rt.drain();
-    const w = await Promise.all(this.ranks.map(async (r, i) => new Int32Array((await r.download(this.err[i]!, 4)).buffer)[0]!));
+    const w = await Promise.all(
+      this.ranks.map(async (r, i) => new Int32Array((await r.download(this.err[i]!, 4)).buffer)[0]!),
+    );
     return [w[0]!, w[1]!];
   }
 
@@ -261,10 +300,12 @@ export class ArLink {
   }
 
   private async zeroBarrier(): Promise<void> {
-    await Promise.all(this.ranks.map(async (r, i) => {
-      await r.upload(this.signal[i]!, new Uint8Array(this.signalBytes));
-      await r.upload(this.err[i]!, new Uint8Array(256));
-    }));
+    await Promise.all(
+      this.ranks.map(async (r, i) => {
+        await r.upload(this.signal[i]!, new Uint8Array(this.signalBytes));
+        await r.upload(this.err[i]!, new Uint8Array(256));
+      }),
+    );
   }
 
   private async releaseBuffers(): Promise<void> {
@@ -279,7 +320,10 @@ export class ArLink {
       await b.hostFree(this.host.ptr[1]);
     }
     if (this.ll) {
-      for (const p of [this.ll.recv, this.ll.state]) { await a.free(p[0]); await b.free(p[1]); }
+      for (const p of [this.ll.recv, this.ll.state]) {
+        await a.free(p[0]);
+        await b.free(p[1]);
+      }
     }
     this.stage = this.scratch = this.host = this.ll = undefined;
   }
@@ -290,11 +334,13 @@ export class ArLink {
     this.closed = true;
     await this.rt.drain();
     await this.releaseBuffers();
-    await Promise.all(this.ranks.map(async (r, i) => {
-      await r.free(this.signal[i]!);
-      await r.free(this.err[i]!);
-      await r.destroyEvent(this.ready[i]!);
-      await r.destroyEvent(this.pushed[i]!);
-    }));
+    await Promise.all(
+      this.ranks.map(async (r, i) => {
+        await r.free(this.signal[i]!);
+        await r.free(this.err[i]!);
+        await r.destroyEvent(this.ready[i]!);
+        await r.destroyEvent(this.pushed[i]!);
+      }),
+    );
   }
 }

@@ -23,10 +23,23 @@
  */
 import type { Runtime } from './runtime.js';
 import type { DeviceEvent } from './rank.js';
-import { createFences, destroyFences, fenceIn, fenceOut, launchFenced, nextGraphSlot, untilCaptured, type LaunchFences } from './graph.js';
+import {
+  createFences,
+  destroyFences,
+  fenceIn,
+  fenceOut,
+  launchFenced,
+  nextGraphSlot,
+  untilCaptured,
+  type LaunchFences,
+} from './graph.js';
 
 /** `bytes` from `src` to `dst`, one contiguous range. */
-export interface PeerCopy { dst: number; src: number; bytes: number }
+export interface PeerCopy {
+  dst: number;
+  src: number;
+  bytes: number;
+}
 
 export interface ParentGraphParts {
   /** Rank 0's records for its half (the owner child). */
@@ -43,7 +56,12 @@ export interface ParentGraphParts {
 
 const TX_COPIES = 4;
 
-interface CudaHandles { exec: number; owner: number; post: number; peer: number }
+interface CudaHandles {
+  exec: number;
+  owner: number;
+  post: number;
+  peer: number;
+}
 
 export class ParentGraph {
   private destroyed = false;
@@ -57,9 +75,11 @@ export class ParentGraph {
   ) {}
 
   static async build(rt: Runtime, parts: ParentGraphParts): Promise<ParentGraph> {
-    if (parts.tx.length !== TX_COPIES) throw new TypeError(`parent graph: ${TX_COPIES} tx copies (xq, xs, ids, weights), got ${parts.tx.length}`);
+    if (parts.tx.length !== TX_COPIES)
+      throw new TypeError(`parent graph: ${TX_COPIES} tx copies (xq, xs, ids, weights), got ${parts.tx.length}`);
     for (const [i, c] of [...parts.tx, parts.rx].entries()) {
-      if (!Number.isSafeInteger(c.bytes) || c.bytes <= 0) throw new TypeError(`parent graph: copy ${i} needs a positive byte count, got ${c.bytes}`);
+      if (!Number.isSafeInteger(c.bytes) || c.bytes <= 0)
+        throw new TypeError(`parent graph: copy ${i} needs a positive byte count, got ${c.bytes}`);
     }
     return rt.backend === 'cpu' ? ParentGraph.emulate(rt, parts) : ParentGraph.capture(rt, parts);
   }
@@ -71,7 +91,12 @@ export class ParentGraph {
 
   private static async capture(rt: Runtime, parts: ParentGraphParts): Promise<ParentGraph> {
     const [a, b] = rt.ranks;
-    const h: CudaHandles = { exec: nextGraphSlot(), owner: nextGraphSlot(), post: nextGraphSlot(), peer: nextGraphSlot() };
+    const h: CudaHandles = {
+      exec: nextGraphSlot(),
+      owner: nextGraphSlot(),
+      post: nextGraphSlot(),
+      peer: nextGraphSlot(),
+    };
     const made: Array<[typeof a, number]> = [];
     try {
       // Each child on its own device's stream, by the thread that owns that stream.
@@ -88,7 +113,11 @@ export class ParentGraph {
       made.push([a, h.owner], [a, h.post], [b, h.peer]);
       const peerChild: number = await b.control.call('childGraphHandle', h.peer);
       await a.control.call('buildParentGraph', {
-        slot: h.exec, owner: h.owner, post: h.post, peerChild, peerDevice: b.ordinal,
+        slot: h.exec,
+        owner: h.owner,
+        post: h.post,
+        peerChild,
+        peerDevice: b.ordinal,
         copies: [...parts.tx, parts.rx].map((c) => ({ dst: c.dst, src: c.src, bytes: c.bytes })),
       });
     } catch (e) {
@@ -101,7 +130,10 @@ export class ParentGraph {
   /** One replay: the EP step from the fan-out to the merge. */
   launch(): void {
     if (this.destroyed) throw new Error('parent graph launch after destroy()');
-    if (this.cuda) { launchFenced(this.rt, this.cuda.exec, this.fences); return; }
+    if (this.cuda) {
+      launchFenced(this.rt, this.cuda.exec, this.fences);
+      return;
+    }
     const [a, b] = this.rt.ranks;
     const { tx, rx } = this.edges!;
     fenceIn(this.rt, this.fences);

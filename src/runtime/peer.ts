@@ -18,11 +18,23 @@ export interface PeerStatus {
 const PROBE_WORDS = 64 * 1024 + 3; // 256 KiB and an odd tail: more than one block, not a round size
 
 export async function probePeerAccess(ranks: readonly [Rank, Rank]): Promise<PeerStatus> {
-  const status: PeerStatus = { enabled: [[true, false], [false, true]], reason: [] };
-  for (const [src, dst] of [[0, 1], [1, 0]] as const) {
-    const from = ranks[src], to = ranks[dst];
+  const status: PeerStatus = {
+    enabled: [
+      [true, false],
+      [false, true],
+    ],
+    reason: [],
+  };
+  for (const [src, dst] of [
+    [0, 1],
+    [1, 0],
+  ] as const) {
+    const from = ranks[src],
+      to = ranks[dst];
     if (!(await from.control.call('canAccessPeer', to.ordinal))) {
-      status.reason.push(`rank ${src} -> ${dst}: the driver reports no peer access from device ${from.ordinal} to ${to.ordinal}`);
+      status.reason.push(
+        `rank ${src} -> ${dst}: the driver reports no peer access from device ${from.ordinal} to ${to.ordinal}`,
+      );
       continue;
     }
     await from.control.call('enablePeer', to.ordinal);
@@ -33,9 +45,13 @@ export async function probePeerAccess(ranks: readonly [Rank, Rank]): Promise<Pee
       from.probeWrite(buf, PROBE_WORDS, seed);
       await from.drain();
       const got = new Uint32Array((await to.download(buf, PROBE_WORDS * 4)).buffer);
-      let bad = -1, wrong = 0;
+      let bad = -1,
+        wrong = 0;
       for (let i = 0; i < PROBE_WORDS; i++) {
-        if (got[i] !== probePattern(seed, i)) { wrong++; if (bad < 0) bad = i; }
+        if (got[i] !== probePattern(seed, i)) {
+          wrong++;
+          if (bad < 0) bad = i;
+        }
       }
       if (wrong > 0) {
         await from.control.call('disablePeer', to.ordinal);

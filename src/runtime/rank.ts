@@ -2,7 +2,7 @@
  * The main thread's handle to one rank: hot-path enqueues are ring records (no CUDA call, no
  * message), cold calls go through the worker's control plane.
  */
-import { RingProducer } from '../workers/ring.js';
+import type { RingProducer } from '../workers/ring.js';
 import { Op } from '../workers/ops.js';
 import type { WorkerHandle } from '../workers/worker-handle.js';
 
@@ -34,23 +34,40 @@ export class Rank {
    * several records and must not allocate an array for each.
    */
   private emit(op: Op, a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, afterPeer?: number): number {
-    const a = this.ring.begin(op, afterPeer), v = this.ring.args;
-    v[a] = a0; v[a + 1] = a1; v[a + 2] = a2; v[a + 3] = a3; v[a + 4] = a4; v[a + 5] = a5;
+    const a = this.ring.begin(op, afterPeer),
+      v = this.ring.args;
+    v[a] = a0;
+    v[a + 1] = a1;
+    v[a + 2] = a2;
+    v[a + 3] = a3;
+    v[a + 4] = a4;
+    v[a + 5] = a5;
     return this.ring.publish();
   }
 
-  nop(): number { return this.emit(Op.Nop); }
-  fill(ptr: number, n: number, value: number): number { return this.emit(Op.Fill, ptr, n, value); }
+  nop(): number {
+    return this.emit(Op.Nop);
+  }
+  fill(ptr: number, n: number, value: number): number {
+    return this.emit(Op.Fill, ptr, n, value);
+  }
   /** `y += a * x`; `x` may be the peer's memory (a pull over NVLink). */
-  axpy(y: number, x: number, n: number, alpha: number): number { return this.emit(Op.Axpy, y, x, n, alpha); }
-  copy(dst: number, src: number, bytes: number): number { return this.emit(Op.Copy, dst, src, bytes); }
+  axpy(y: number, x: number, n: number, alpha: number): number {
+    return this.emit(Op.Axpy, y, x, n, alpha);
+  }
+  copy(dst: number, src: number, bytes: number): number {
+    return this.emit(Op.Copy, dst, src, bytes);
+  }
   copyPeer(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number): number {
     return this.emit(Op.CopyPeer, dst, dstDevice, src, srcDevice, bytes);
   }
-  memset(ptr: number, byteValue: number, bytes: number): number { return this.emit(Op.Memset, ptr, byteValue, bytes); }
+  memset(ptr: number, byteValue: number, bytes: number): number {
+    return this.emit(Op.Memset, ptr, byteValue, bytes);
+  }
 
   record(ev: DeviceEvent): number {
-    if (ev.rank !== this.rank) throw new Error(`record: event ${ev.handle} belongs to rank ${ev.rank}, not rank ${this.rank}`);
+    if (ev.rank !== this.rank)
+      throw new Error(`record: event ${ev.handle} belongs to rank ${ev.rank}, not rank ${this.rank}`);
     const seq = this.emit(Op.EventRecord, ev.handle);
     ev.records++;
     ev.lastRecordSeq = seq;
@@ -62,33 +79,74 @@ export class Rank {
    * `afterPeer`, so the worker enqueues the wait only once the peer has enqueued that record.
    */
   wait(ev: DeviceEvent): number {
-    if (ev.records === 0) throw new Error(`wait: event ${ev.handle} of rank ${ev.rank} has never been recorded; record it first`);
-    return this.emit(Op.EventWait, ev.handle, ev.records, 0, 0, 0, 0, ev.rank === this.rank ? undefined : ev.lastRecordSeq);
+    if (ev.records === 0)
+      throw new Error(`wait: event ${ev.handle} of rank ${ev.rank} has never been recorded; record it first`);
+    return this.emit(
+      Op.EventWait,
+      ev.handle,
+      ev.records,
+      0,
+      0,
+      0,
+      0,
+      ev.rank === this.rank ? undefined : ev.lastRecordSeq,
+    );
   }
 
   /** The GPU stores `value` into completion slot `slot` once everything before it is done. */
-  signal(slot: number, value: number): number { return this.emit(Op.Signal, slot, value); }
-  probeWrite(dst: number, words: number, seed: number): number { return this.emit(Op.ProbeWrite, dst, words, seed); }
-  spin(micros: number): number { return this.emit(Op.Spin, micros); }
+  signal(slot: number, value: number): number {
+    return this.emit(Op.Signal, slot, value);
+  }
+  probeWrite(dst: number, words: number, seed: number): number {
+    return this.emit(Op.ProbeWrite, dst, words, seed);
+  }
+  spin(micros: number): number {
+    return this.emit(Op.Spin, micros);
+  }
 
   /** `dst[i] = src[i]`, n f32, by kernel stores; `dst` may be the peer's. */
-  push(src: number, dst: number, n: number): number { return this.emit(Op.Push, src, dst, n); }
+  push(src: number, dst: number, n: number): number {
+    return this.emit(Op.Push, src, dst, n);
+  }
   /** `rows` rows of `rowLen` f32 from `src` (row stride `srcStride`) to `dst` (`dstStride`). */
   push2d(src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number): number {
     return this.emit(Op.Push2d, src, dst, rows, rowLen, srcStride, dstStride);
   }
   /** `dst += stage`, n f32. */
-  fold(dst: number, stage: number, n: number): number { return this.emit(Op.Fold, dst, stage, n); }
+  fold(dst: number, stage: number, n: number): number {
+    return this.emit(Op.Fold, dst, stage, n);
+  }
 
   /**
    * This rank's half of the one-shot all-reduce (the peer must launch its half too); `x` is this
    * rank's input, staged by the kernel (0 if the caller staged it). Eleven arguments: written
    * out rather than through `emit`.
    */
-  oneShot(x: number, in0: number, in1: number, out: number, selfSignal: number, peerSignal: number, n: number, err: number, spinLimit: number, blocks: number): number {
-    const a = this.ring.begin(Op.OneShot), v = this.ring.args;
-    v[a] = x; v[a + 1] = in0; v[a + 2] = in1; v[a + 3] = out; v[a + 4] = selfSignal; v[a + 5] = peerSignal;
-    v[a + 6] = this.rank; v[a + 7] = n; v[a + 8] = err; v[a + 9] = spinLimit; v[a + 10] = blocks;
+  oneShot(
+    x: number,
+    in0: number,
+    in1: number,
+    out: number,
+    selfSignal: number,
+    peerSignal: number,
+    n: number,
+    err: number,
+    spinLimit: number,
+    blocks: number,
+  ): number {
+    const a = this.ring.begin(Op.OneShot),
+      v = this.ring.args;
+    v[a] = x;
+    v[a + 1] = in0;
+    v[a + 2] = in1;
+    v[a + 3] = out;
+    v[a + 4] = selfSignal;
+    v[a + 5] = peerSignal;
+    v[a + 6] = this.rank;
+    v[a + 7] = n;
+    v[a + 8] = err;
+    v[a + 9] = spinLimit;
+    v[a + 10] = blocks;
     return this.ring.publish();
   }
 
@@ -97,41 +155,81 @@ export class Rank {
    * record on BOTH ranks. Nine arguments: written out. `stamp` (0: none): where the join stores
    * its own start and end times (the join profile).
    */
-  ll(reduce: number, rows: number, rowLen: number, sendSrc: number, localSrc: number, localDst: number, recvDst: number, dstStride: number, stamp = 0): number {
-    const a = this.ring.begin(Op.Ll), v = this.ring.args;
-    v[a] = reduce; v[a + 1] = rows; v[a + 2] = rowLen; v[a + 3] = sendSrc;
-    v[a + 4] = localSrc; v[a + 5] = localDst; v[a + 6] = recvDst; v[a + 7] = dstStride; v[a + 8] = stamp;
+  ll(
+    reduce: number,
+    rows: number,
+    rowLen: number,
+    sendSrc: number,
+    localSrc: number,
+    localDst: number,
+    recvDst: number,
+    dstStride: number,
+    stamp = 0,
+  ): number {
+    const a = this.ring.begin(Op.Ll),
+      v = this.ring.args;
+    v[a] = reduce;
+    v[a + 1] = rows;
+    v[a + 2] = rowLen;
+    v[a + 3] = sendSrc;
+    v[a + 4] = localSrc;
+    v[a + 5] = localDst;
+    v[a + 6] = recvDst;
+    v[a + 7] = dstStride;
+    v[a + 8] = stamp;
     return this.ring.publish();
   }
 
   /** Store the device clock (u64 ns) at `dst` once the stream's earlier work is done. */
-  stampNow(dst: number): number { return this.emit(Op.StampNow, dst); }
+  stampNow(dst: number): number {
+    return this.emit(Op.StampNow, dst);
+  }
 
-  beginCapture(): number { return this.emit(Op.BeginCapture); }
-  endCapture(slot: number): number { return this.emit(Op.EndCapture, slot); }
-  endCaptureChild(slot: number): number { return this.emit(Op.EndCaptureChild, slot); }
-  graphLaunch(slot: number): number { return this.emit(Op.GraphLaunch, slot); }
+  beginCapture(): number {
+    return this.emit(Op.BeginCapture);
+  }
+  endCapture(slot: number): number {
+    return this.emit(Op.EndCapture, slot);
+  }
+  endCaptureChild(slot: number): number {
+    return this.emit(Op.EndCaptureChild, slot);
+  }
+  graphLaunch(slot: number): number {
+    return this.emit(Op.GraphLaunch, slot);
+  }
 
-  ncclAllReduce(send: number, recv: number, count: number): number { return this.emit(Op.NcclAllReduce, send, recv, count); }
+  ncclAllReduce(send: number, recv: number, count: number): number {
+    return this.emit(Op.NcclAllReduce, send, recv, count);
+  }
   ncclBroadcast(send: number, recv: number, count: number, root: number): number {
     return this.emit(Op.NcclBroadcast, send, recv, count, root);
   }
-  ncclAllGather(send: number, recv: number, count: number): number { return this.emit(Op.NcclAllGather, send, recv, count); }
+  ncclAllGather(send: number, recv: number, count: number): number {
+    return this.emit(Op.NcclAllGather, send, recv, count);
+  }
   ncclSendRecv(send: number, sendCount: number, recv: number, recvCount: number, peer: number): number {
     return this.emit(Op.NcclSendRecv, send, sendCount, recv, recvCount, peer);
   }
 
   /** True once the worker has enqueued record `seq` on its stream. */
-  enqueued(seq: number): boolean { return this.ring.view.reached(seq); }
+  enqueued(seq: number): boolean {
+    return this.ring.view.reached(seq);
+  }
 
   // ---- cold path: control-plane calls ----
 
-  alloc(bytes: number): Promise<number> { return this.control.call('alloc', bytes); }
-  free(ptr: number): Promise<void> { return this.control.call('free', ptr); }
+  alloc(bytes: number): Promise<number> {
+    return this.control.call('alloc', bytes);
+  }
+  free(ptr: number): Promise<void> {
+    return this.control.call('free', ptr);
+  }
   upload(ptr: number, data: ArrayBufferView): Promise<void> {
     return this.control.call('upload', ptr, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
   }
-  download(ptr: number, bytes: number): Promise<Uint8Array> { return this.control.call('download', ptr, bytes); }
+  download(ptr: number, bytes: number): Promise<Uint8Array> {
+    return this.control.call('download', ptr, bytes);
+  }
   async downloadF32(ptr: number, n: number): Promise<Float32Array> {
     const b = await this.download(ptr, n * 4);
     return new Float32Array(b.buffer, b.byteOffset, n);
@@ -140,10 +238,20 @@ export class Rank {
     const handle = await this.control.call('createEvent', timing);
     return { handle, rank: this.rank, timing, records: 0, lastRecordSeq: 0 };
   }
-  destroyEvent(ev: DeviceEvent): Promise<void> { return this.control.call('destroyEvent', ev.handle); }
-  hostAlloc(bytes: number): Promise<number> { return this.control.call('hostAlloc', bytes); }
-  hostFree(ptr: number): Promise<void> { return this.control.call('hostFree', ptr); }
-  elapsedMs(start: DeviceEvent, end: DeviceEvent): Promise<number> { return this.control.call('elapsedMs', start.handle, end.handle); }
+  destroyEvent(ev: DeviceEvent): Promise<void> {
+    return this.control.call('destroyEvent', ev.handle);
+  }
+  hostAlloc(bytes: number): Promise<number> {
+    return this.control.call('hostAlloc', bytes);
+  }
+  hostFree(ptr: number): Promise<void> {
+    return this.control.call('hostFree', ptr);
+  }
+  elapsedMs(start: DeviceEvent, end: DeviceEvent): Promise<number> {
+    return this.control.call('elapsedMs', start.handle, end.handle);
+  }
   /** Until every record pushed so far has run to completion on the device. Cold: it waits. */
-  drain(timeoutMs?: number): Promise<void> { return this.control.call('drain', timeoutMs); }
+  drain(timeoutMs?: number): Promise<void> {
+    return this.control.call('drain', timeoutMs);
+  }
 }

@@ -49,7 +49,8 @@ export interface RuntimeOptions {
 const PAGE = 4096;
 
 function checkInt(name: string, v: number, lo: number, hi: number): number {
-  if (!Number.isInteger(v) || v < lo || v > hi) throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
+  if (!Number.isInteger(v) || v < lo || v > hi)
+    throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
   return v;
 }
 
@@ -58,7 +59,9 @@ function workerCpus(devices: [number, number]): { cpus: Array<number | undefined
   try {
     const b = loadBinding();
     const plan = planWorkerCpus(readPlacementInputs(devices.map((d) => b.deviceProps(d).pciBusId)));
-    return plan.every((c) => c !== undefined) ? { cpus: plan } : { cpus: [undefined, undefined], why: 'fewer than two spare cores for the workers' };
+    return plan.every((c) => c !== undefined)
+      ? { cpus: plan }
+      : { cpus: [undefined, undefined], why: 'fewer than two spare cores for the workers' };
   } catch (e) {
     return { cpus: [undefined, undefined], why: `CPU topology unreadable: ${(e as Error).message}` };
   }
@@ -105,7 +108,9 @@ export class Runtime {
     readonly completionBuffers: readonly [SharedArrayBuffer, SharedArrayBuffer],
   ) {
     const wait = { spinMicros: opts.spinMicros, timeoutMs: opts.handshakeTimeoutMs };
-    this.ranks = [0, 1].map((r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), workers[r]!)) as unknown as [Rank, Rank];
+    this.ranks = [0, 1].map(
+      (r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), workers[r]!),
+    ) as unknown as [Rank, Rank];
   }
 
   static async open(options: RuntimeOptions = {}): Promise<Runtime> {
@@ -122,8 +127,10 @@ export class Runtime {
       peerAccess: options.peerAccess ?? true,
       pinWorkers: options.pinWorkers ?? true,
     };
-    if (!['auto', 'cuda', 'cpu'].includes(o.backend)) throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${o.backend}'`);
-    if (!Array.isArray(o.devices) || o.devices.length !== 2) throw new RangeError('RuntimeOptions.devices must be two device ordinals, one per rank');
+    if (!['auto', 'cuda', 'cpu'].includes(o.backend))
+      throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${o.backend}'`);
+    if (!Array.isArray(o.devices) || o.devices.length !== 2)
+      throw new RangeError('RuntimeOptions.devices must be two device ordinals, one per rank');
     checkInt('spinMicros', o.spinMicros, 0, 1_000_000);
     checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs, 1, 600_000);
     checkInt('callTimeoutMs', o.callTimeoutMs, 1, 3_600_000);
@@ -146,42 +153,64 @@ export class Runtime {
         );
       }
     }
-    const cpus = backend === 'cuda' && o.pinWorkers ? workerCpus(o.devices) : { cpus: [undefined, undefined], why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false' };
+    const cpus =
+      backend === 'cuda' && o.pinWorkers
+        ? workerCpus(o.devices)
+        : { cpus: [undefined, undefined], why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false' };
     const rings = [RingView.create(o.ringCapacity, 'ring 0'), RingView.create(o.ringCapacity, 'ring 1')] as const;
     const mailboxOffset = Math.ceil((o.completionSlots * 4) / 256) * 256;
-    const completion = [0, 1].map(() => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE)) as unknown as [SharedArrayBuffer, SharedArrayBuffer];
+    const completion = [0, 1].map(
+      () => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE),
+    ) as unknown as [SharedArrayBuffer, SharedArrayBuffer];
     const cpuWorld = backend === 'cpu' ? createCpuWorld(2, o.cpuArenaBytes) : undefined;
 
     let rt: Runtime | undefined;
-    const onFault = (f: WorkerFault): void => rt?.fail(Object.assign(new Error(f.message), { code: f.code, rank: f.rank, seq: f.seq }));
-    const onExit = (r: number) => (e: Error): void => {
-      // The dead consumer cannot mark its own ring: do it for it, so the producer's next push and
-      // the peer's handshake refuse at once instead of timing out.
-      const ring = rings[r]!;
-      Atomics.store(ring.i32, W_STATE, RingState.Stopped);
-      Atomics.notify(ring.i32, W_TAIL);
-      if (rt && !rt.closed) rt.fail(e);
-    };
-    const workers = [0, 1].map((r) => new WorkerHandle({
-      rank: r,
-      ordinal: o.devices[r]!,
-      backend,
-      cpuWorld,
-      ring: rings[r]!.sab,
-      peerRing: rings[1 - r]!.sab,
-      completion: completion[r]!,
-      completionSlots: o.completionSlots,
-      mailboxOffset,
-      mailboxBytes: o.mailboxBytes,
-      spinMicros: o.spinMicros,
-      handshakeTimeoutMs: o.handshakeTimeoutMs,
-      ...(cpus.cpus[r] === undefined ? {} : { cpu: cpus.cpus[r] }),
-    }, o.callTimeoutMs, onFault, onExit(r))) as unknown as [WorkerHandle, WorkerHandle];
+    const onFault = (f: WorkerFault): void =>
+      rt?.fail(Object.assign(new Error(f.message), { code: f.code, rank: f.rank, seq: f.seq }));
+    const onExit =
+      (r: number) =>
+      (e: Error): void => {
+        // The dead consumer cannot mark its own ring: do it for it, so the producer's next push and
+        // the peer's handshake refuse at once instead of timing out.
+        const ring = rings[r]!;
+        Atomics.store(ring.i32, W_STATE, RingState.Stopped);
+        Atomics.notify(ring.i32, W_TAIL);
+        if (rt && !rt.closed) rt.fail(e);
+      };
+    const workers = [0, 1].map(
+      (r) =>
+        new WorkerHandle(
+          {
+            rank: r,
+            ordinal: o.devices[r]!,
+            backend,
+            cpuWorld,
+            ring: rings[r]!.sab,
+            peerRing: rings[1 - r]!.sab,
+            completion: completion[r]!,
+            completionSlots: o.completionSlots,
+            mailboxOffset,
+            mailboxBytes: o.mailboxBytes,
+            spinMicros: o.spinMicros,
+            handshakeTimeoutMs: o.handshakeTimeoutMs,
+            ...(cpus.cpus[r] === undefined ? {} : { cpu: cpus.cpus[r] }),
+          },
+          o.callTimeoutMs,
+          onFault,
+          onExit(r),
+        ),
+    ) as unknown as [WorkerHandle, WorkerHandle];
     rt = new Runtime(backend, workers, rings, o, completion);
     try {
       const opened = await Promise.all(workers.map((w) => w.call('open')));
       opened.forEach((x, r) => {
-        rt!.placement.push({ rank: r, cpu: x.pinned.cpu, ...(x.pinned.cpu === null ? { why: x.pinned.why ?? cpus.why ?? 'not asked (RuntimeOptions.pinWorkers, or no core to spare)' } : {}) });
+        rt!.placement.push({
+          rank: r,
+          cpu: x.pinned.cpu,
+          ...(x.pinned.cpu === null
+            ? { why: x.pinned.why ?? cpus.why ?? 'not asked (RuntimeOptions.pinWorkers, or no core to spare)' }
+            : {}),
+        });
         rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots));
         rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
       });
@@ -194,10 +223,14 @@ export class Runtime {
   }
 
   /** Called with the first fault or worker death. */
-  onFault(cb: (e: Error) => void): void { this.faultListeners.push(cb); }
+  onFault(cb: (e: Error) => void): void {
+    this.faultListeners.push(cb);
+  }
 
   /** Completion counters of a rank, as the GPU last wrote them. */
-  counter(rank: number, slot: number): number { return Atomics.load(this.counters[rank]!, slot) >>> 0; }
+  counter(rank: number, slot: number): number {
+    return Atomics.load(this.counters[rank]!, slot) >>> 0;
+  }
 
   /** Spin until the GPU has written a value at or past `value` into the counter. */
   spinUntilCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000): void {
@@ -205,7 +238,10 @@ export class Runtime {
     const c = this.counters[rank]!;
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
-      if (performance.now() > end) throw new Error(`completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`);
+      if (performance.now() > end)
+        throw new Error(
+          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`,
+        );
     }
   }
 
@@ -227,14 +263,23 @@ export class Runtime {
    * for `spinMicros` (the runtime's, unless given: 0 for a wait in the background, which must not
    * hold the thread the caller's next step is enqueued from).
    */
-  async waitCompleted(rank: number, slot: number, value: number, timeoutMs = 10_000, spinMicros = this.opts.spinMicros): Promise<void> {
+  async waitCompleted(
+    rank: number,
+    slot: number,
+    value: number,
+    timeoutMs = 10_000,
+    spinMicros = this.opts.spinMicros,
+  ): Promise<void> {
     const end = performance.now() + timeoutMs;
     const c = this.counters[rank]!;
     const spinEnd = performance.now() + spinMicros / 1000;
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
       const t = performance.now();
-      if (t > end) throw new Error(`completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`);
+      if (t > end)
+        throw new Error(
+          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`,
+        );
       if (t > spinEnd) await new Promise((r) => setImmediate(r));
     }
   }
@@ -252,7 +297,9 @@ export class Runtime {
     // cause: wait a moment for it, then fall back to this one.
     if ((e as { code?: string }).code === 'ERR_PEER_STOPPED') {
       if (!this.awaitingCause) {
-        this.awaitingCause = setTimeout(() => { if (!this.failure) this.report(e); }, 500);
+        this.awaitingCause = setTimeout(() => {
+          if (!this.failure) this.report(e);
+        }, 500);
         this.awaitingCause.unref();
       }
       return;
@@ -261,7 +308,10 @@ export class Runtime {
   }
 
   private report(e: Error): void {
-    if (this.awaitingCause) { clearTimeout(this.awaitingCause); this.awaitingCause = undefined; }
+    if (this.awaitingCause) {
+      clearTimeout(this.awaitingCause);
+      this.awaitingCause = undefined;
+    }
     this.failure = e;
     for (const cb of this.faultListeners) cb(e);
     // A worker that died leaves the pair unusable: close the survivor too.
@@ -279,16 +329,19 @@ export class Runtime {
 
   private async closeOnce(): Promise<void> {
     const errors: Error[] = [];
-    await Promise.all(this.workers.map(async (w) => {
-      if (w.dead) return;
-      try {
-        await w.call('close', Math.floor(this.opts.callTimeoutMs / 2));
-      } catch (e) {
-        if (!w.dead) errors.push(e as Error);
-      }
-    }));
+    await Promise.all(
+      this.workers.map(async (w) => {
+        if (w.dead) return;
+        try {
+          await w.call('close', Math.floor(this.opts.callTimeoutMs / 2));
+        } catch (e) {
+          if (!w.dead) errors.push(e as Error);
+        }
+      }),
+    );
     this.closed = true;
     await Promise.all(this.workers.map((w) => w.terminate()));
-    if (errors.length > 0) throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);
+    if (errors.length > 0)
+      throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);
   }
 }

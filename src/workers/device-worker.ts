@@ -28,7 +28,12 @@ const init = workerData as WorkerInit;
 const tag = `worker ${init.rank} (device ${init.ordinal})`;
 
 class Refusal extends Error {
-  constructor(message: string, readonly code: string) { super(message); }
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
+    super(message);
+  }
 }
 
 function makeDevice(): DeviceApi {
@@ -70,7 +75,16 @@ let board: { marks: Float64Array; stamps: Float64Array; offsetUs: number } | und
 let comm = 0;
 
 /** The link's low-latency buffers, as `llConfigure` set them (held by the device, per thread). */
-export interface LlConfig { selfRecv: number; peerRecv: number; cap: number; selfState: number; peerState: number; err: number; spinLimit: number; serveIdleMicros: number }
+export interface LlConfig {
+  selfRecv: number;
+  peerRecv: number;
+  cap: number;
+  selfState: number;
+  peerState: number;
+  err: number;
+  spinLimit: number;
+  serveIdleMicros: number;
+}
 let llReady = false;
 
 function needLl(): void {
@@ -119,32 +133,78 @@ function execute(r: RecordRef, a: Float64Array): void {
   const i = r.arg;
   const pdl = pdlChain.next(r.op, r.marked);
   switch (r.op) {
-    case Op.Nop: return;
-    case Op.Fill: dev.launchFillF32(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
-    case Op.Axpy: dev.launchAxpyF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream); return;
-    case Op.Copy: dev.memcpyAsync(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
-    case Op.CopyPeer: dev.memcpyPeerAsync(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream); return;
-    case Op.Memset: dev.memsetAsync(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
-    case Op.EventRecord: dev.eventRecord(a[i]!, stream); return;
-    case Op.EventWait: dev.streamWaitEvent(stream, a[i]!, a[i + 1]!); return;
+    case Op.Nop:
+      return;
+    case Op.Fill:
+      dev.launchFillF32(a[i]!, a[i + 1]!, a[i + 2]!, stream);
+      return;
+    case Op.Axpy:
+      dev.launchAxpyF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream);
+      return;
+    case Op.Copy:
+      dev.memcpyAsync(a[i]!, a[i + 1]!, a[i + 2]!, stream);
+      return;
+    case Op.CopyPeer:
+      dev.memcpyPeerAsync(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream);
+      return;
+    case Op.Memset:
+      dev.memsetAsync(a[i]!, a[i + 1]!, a[i + 2]!, stream);
+      return;
+    case Op.EventRecord:
+      dev.eventRecord(a[i]!, stream);
+      return;
+    case Op.EventWait:
+      dev.streamWaitEvent(stream, a[i]!, a[i + 1]!);
+      return;
     case Op.Signal: {
       const slot = a[i]!;
       if (!Number.isInteger(slot) || slot < 0 || slot >= completion.length) {
-        throw new Refusal(`Signal: completion slot ${slot} is out of range [0, ${completion.length})`, 'ERR_BAD_RECORD');
+        throw new Refusal(
+          `Signal: completion slot ${slot} is out of range [0, ${completion.length})`,
+          'ERR_BAD_RECORD',
+        );
       }
       dev.launchSignal(signalBase + slot * 4, a[i + 1]!, stream);
       return;
     }
-    case Op.StampNow: dev.launchStampNow(a[i]!, stream); return;
-    case Op.ProbeWrite: dev.launchProbeWrite(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
-    case Op.Spin: dev.launchSpin(a[i]!, stream); return;
-    case Op.Push: dev.launchPush(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
-    case Op.Push2d: dev.launchPush2d(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream); return;
-    case Op.Fold: dev.launchFold(a[i]!, a[i + 1]!, a[i + 2]!, stream); return;
-    case Op.OneShot:
-      dev.launchOneShot(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, a[i + 10]!, stream);
+    case Op.StampNow:
+      dev.launchStampNow(a[i]!, stream);
       return;
-    case Op.BeginCapture: dev.streamBeginCapture(stream); capturing = true; return;
+    case Op.ProbeWrite:
+      dev.launchProbeWrite(a[i]!, a[i + 1]!, a[i + 2]!, stream);
+      return;
+    case Op.Spin:
+      dev.launchSpin(a[i]!, stream);
+      return;
+    case Op.Push:
+      dev.launchPush(a[i]!, a[i + 1]!, a[i + 2]!, stream);
+      return;
+    case Op.Push2d:
+      dev.launchPush2d(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream);
+      return;
+    case Op.Fold:
+      dev.launchFold(a[i]!, a[i + 1]!, a[i + 2]!, stream);
+      return;
+    case Op.OneShot:
+      dev.launchOneShot(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        a[i + 10]!,
+        stream,
+      );
+      return;
+    case Op.BeginCapture:
+      dev.streamBeginCapture(stream);
+      capturing = true;
+      return;
     case Op.EndCapture: {
       const slot = a[i]!;
       if (graphs.has(slot)) throw new Refusal(`EndCapture: graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
@@ -154,7 +214,8 @@ function execute(r: RecordRef, a: Float64Array): void {
     }
     case Op.EndCaptureChild: {
       const slot = a[i]!;
-      if (children.has(slot)) throw new Refusal(`EndCaptureChild: child graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
+      if (children.has(slot))
+        throw new Refusal(`EndCaptureChild: child graph slot ${slot} is in use`, 'ERR_BAD_RECORD');
       capturing = false;
       children.set(slot, dev.streamEndCaptureChild(stream));
       return;
@@ -165,15 +226,34 @@ function execute(r: RecordRef, a: Float64Array): void {
       dev.graphLaunch(g, stream);
       return;
     }
-    case Op.NcclAllReduce: dev.ncclAllReduceF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
-    case Op.NcclBroadcast: dev.ncclBroadcastF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, needComm(), stream); return;
-    case Op.NcclAllGather: dev.ncclAllGatherF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream); return;
+    case Op.NcclAllReduce:
+      dev.ncclAllReduceF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream);
+      return;
+    case Op.NcclBroadcast:
+      dev.ncclBroadcastF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, needComm(), stream);
+      return;
+    case Op.NcclAllGather:
+      dev.ncclAllGatherF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(), stream);
+      return;
     case Op.Ll: {
       needLl();
-      dev.launchLl(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, stream);
+      dev.launchLl(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        stream,
+      );
       return;
     }
-    case Op.NcclSendRecv: dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream); return;
+    case Op.NcclSendRecv:
+      dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream);
+      return;
     default:
       if (executeModelOp(dev, r.op, a, i, stream, mailbox, pdl)) return;
       throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${OP_COUNT - 1}`, 'ERR_UNKNOWN_OP');
@@ -182,8 +262,13 @@ function execute(r: RecordRef, a: Float64Array): void {
 
 /** The profiler's events for this slot (a join's start, the join before's end), in stream order. */
 function recordMarks(slot: number): void {
-  if (!board) throw new Refusal('a record carries profile marks, but no profile board is set: call setProfileBoard first', 'ERR_BAD_RECORD');
-  const e0 = board.marks[2 * slot]!, e1 = board.marks[2 * slot + 1]!;
+  if (!board)
+    throw new Refusal(
+      'a record carries profile marks, but no profile board is set: call setProfileBoard first',
+      'ERR_BAD_RECORD',
+    );
+  const e0 = board.marks[2 * slot]!,
+    e1 = board.marks[2 * slot + 1]!;
   dev.eventRecordMark(e0, stream);
   if (e1 !== 0) dev.eventRecordMark(e1, stream);
 }
@@ -218,7 +303,11 @@ function refuse(r: RecordRef, e: unknown): void {
     // A refusal inside a capture would leave the stream capturing forever, and every later
     // query, drain or close of it would fail: end the capture and throw its graph away.
     capturing = false;
-    try { dev.graphDestroy(dev.streamEndCapture(stream)); } catch { /* the capture was invalid: ending it is all we need */ }
+    try {
+      dev.graphDestroy(dev.streamEndCapture(stream));
+    } catch {
+      /* the capture was invalid: ending it is all we need */
+    }
   }
   ring.fault(r.seq, r.op, `${opName(r.op)}: ${err.message}`);
   const fault: WorkerFault = {
@@ -260,7 +349,8 @@ async function drain(timeoutMs: number): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   const pending = (): boolean => !faulted && ring.available() > 0;
   const busy = (): boolean => {
-    if (capturing) throw new Error(`${tag}: drain requested while the stream is capturing a graph; end the capture first`);
+    if (capturing)
+      throw new Error(`${tag}: drain requested while the stream is capturing a graph; end the capture first`);
     return stream !== 0 && !dev.streamQuery(stream);
   };
   while (pending() || busy()) {
@@ -291,7 +381,13 @@ function needOpen(call: string): void {
 
 const control = {
   /** Bind the device; returns where in the completion buffer the GPU-visible counters start. */
-  async open(): Promise<{ ordinal: number; backend: string; deviceCount: number; completionOffset: number; pinned: { cpu: number | null; why?: string } }> {
+  async open(): Promise<{
+    ordinal: number;
+    backend: string;
+    deviceCount: number;
+    completionOffset: number;
+    pinned: { cpu: number | null; why?: string };
+  }> {
     // Pinned before the device is bound, so what the context allocates for this thread is
     // first touched on the core (and NUMA node) the thread will stay on.
     // Unasked, the runtime knows why (its placement plan); the worker reports only what it saw.
@@ -310,18 +406,36 @@ const control = {
     // carries a spare page and the counters start where the registered pages do.
     registration = dev.hostRegister(new Uint8Array(init.completion));
     if (registration.bytes < init.mailboxOffset + init.mailboxBytes) {
-      throw new Error(`${tag}: only ${registration.bytes} bytes of the completion buffer could be registered; ${init.mailboxOffset + init.mailboxBytes} needed`);
+      throw new Error(
+        `${tag}: only ${registration.bytes} bytes of the completion buffer could be registered; ${init.mailboxOffset + init.mailboxBytes} needed`,
+      );
     }
     completion = new Uint32Array(init.completion, registration.byteOffset, init.completionSlots);
     signalBase = registration.devicePtr;
     mailbox = { devicePtr: registration.devicePtr + init.mailboxOffset, bytes: init.mailboxBytes };
     serving = serve().catch((e: unknown) => {
-      parentPort?.postMessage({ type: 'fault', rank: init.rank, seq: 0, op: -1, code: 'ERR_WORKER_LOOP', message: `${tag}: ${(e as Error).message}` } satisfies WorkerFault);
+      parentPort?.postMessage({
+        type: 'fault',
+        rank: init.rank,
+        seq: 0,
+        op: -1,
+        code: 'ERR_WORKER_LOOP',
+        message: `${tag}: ${(e as Error).message}`,
+      } satisfies WorkerFault);
     });
-    return { ordinal: init.ordinal, backend: init.backend, deviceCount: dev.deviceCount(), completionOffset: registration.byteOffset, pinned };
+    return {
+      ordinal: init.ordinal,
+      backend: init.backend,
+      deviceCount: dev.deviceCount(),
+      completionOffset: registration.byteOffset,
+      pinned,
+    };
   },
 
-  async alloc(bytes: number): Promise<number> { needOpen('alloc'); return dev.malloc(bytes); },
+  async alloc(bytes: number): Promise<number> {
+    needOpen('alloc');
+    return dev.malloc(bytes);
+  },
 
   async free(ptr: number): Promise<void> {
     needOpen('free');
@@ -345,9 +459,16 @@ const control = {
     return Comlink.transfer(out, [out.buffer]);
   },
 
-  async createEvent(timing: boolean): Promise<number> { needOpen('createEvent'); return dev.eventCreate(timing); },
+  async createEvent(timing: boolean): Promise<number> {
+    needOpen('createEvent');
+    return dev.eventCreate(timing);
+  },
 
-  async destroyEvent(event: number): Promise<void> { needOpen('destroyEvent'); await drain(10_000); dev.eventDestroy(event); },
+  async destroyEvent(event: number): Promise<void> {
+    needOpen('destroyEvent');
+    await drain(10_000);
+    dev.eventDestroy(event);
+  },
 
   async elapsedMs(start: number, end: number): Promise<number> {
     needOpen('elapsedMs');
@@ -365,7 +486,8 @@ const control = {
    */
   async elapsedMsPairs(events: number[], newest?: number): Promise<number[]> {
     needOpen('elapsedMsPairs');
-    if (events.length % 2 !== 0) throw new Error(`elapsedMsPairs: an even number of events (start, end pairs), got ${events.length}`);
+    if (events.length % 2 !== 0)
+      throw new Error(`elapsedMsPairs: an even number of events (start, end pairs), got ${events.length}`);
     // Records published before this call are enqueued first, so no event is queried on an older
     // record; then, when the caller names the newest event (one stream records them in order,
     // so its completion is everyone's), one query instead of one per event.
@@ -378,15 +500,37 @@ const control = {
     return out;
   },
 
-  async linkConstants(): Promise<{ signalBytes: number; maxBlocks: number; llStateBytes: number; llDepth: number; llMaxValues: number }> {
-    return { signalBytes: dev.arSignalBytes(), maxBlocks: dev.arMaxBlocks(), llStateBytes: dev.llStateBytes(), llDepth: dev.llDepth(), llMaxValues: dev.llMaxValues() };
+  async linkConstants(): Promise<{
+    signalBytes: number;
+    maxBlocks: number;
+    llStateBytes: number;
+    llDepth: number;
+    llMaxValues: number;
+  }> {
+    return {
+      signalBytes: dev.arSignalBytes(),
+      maxBlocks: dev.arMaxBlocks(),
+      llStateBytes: dev.llStateBytes(),
+      llDepth: dev.llDepth(),
+      llMaxValues: dev.llMaxValues(),
+    };
   },
 
   /** Where this rank's LL joins find their buffers (set again when the link grows them). */
   async llConfigure(c: LlConfig): Promise<void> {
     needOpen('llConfigure');
     await drain(10_000);
-    dev.llConfigure(c.selfRecv, c.peerRecv, c.cap, c.selfState, c.peerState, init.rank, c.err, c.spinLimit, c.serveIdleMicros);
+    dev.llConfigure(
+      c.selfRecv,
+      c.peerRecv,
+      c.cap,
+      c.selfState,
+      c.peerState,
+      init.rank,
+      c.err,
+      c.spinLimit,
+      c.serveIdleMicros,
+    );
     llReady = true;
   },
 
@@ -400,15 +544,33 @@ const control = {
    * Generate a bf16 weight slice on this rank's stream (cold: model load). Ordered with ring work
    * only by when it is enqueued, so the loader drains before the first step.
    */
-  async genWeights(dst: number, seed: string, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, kind: number, scale: number): Promise<void> {
+  async genWeights(
+    dst: number,
+    seed: string,
+    id: number,
+    base: number,
+    rows: number,
+    srcCols: number,
+    colStart: number,
+    cols: number,
+    kind: number,
+    scale: number,
+  ): Promise<void> {
     needOpen('genWeights');
     // The next step kernel must not start before the weights it may read ahead are written.
     pdlChain.reset();
     dev.launchGenWeights(dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale, stream);
   },
 
-  async hostAlloc(bytes: number): Promise<number> { needOpen('hostAlloc'); return dev.hostAlloc(bytes); },
-  async hostFree(ptr: number): Promise<void> { needOpen('hostFree'); await drain(10_000); dev.hostFree(ptr); },
+  async hostAlloc(bytes: number): Promise<number> {
+    needOpen('hostAlloc');
+    return dev.hostAlloc(bytes);
+  },
+  async hostFree(ptr: number): Promise<void> {
+    needOpen('hostFree');
+    await drain(10_000);
+    dev.hostFree(ptr);
+  },
 
   async destroyGraph(slot: number): Promise<void> {
     needOpen('destroyGraph');
@@ -427,7 +589,10 @@ const control = {
 
   /** This ring's profile board (or none), and the host clock base the main thread counts from. */
   async setProfileBoard(buffer: SharedArrayBuffer | undefined, base: bigint): Promise<void> {
-    if (!buffer) { board = undefined; return; }
+    if (!buffer) {
+      board = undefined;
+      return;
+    }
     const b = new ProfileBoard(buffer, ring.view.capacity);
     board = { marks: b.marks, stamps: b.stamps, offsetUs: hostMicros(base) - performance.now() * 1000 };
   },
@@ -444,11 +609,20 @@ const control = {
    * Seed 003's parent graph from this thread's children `owner` and `post` and the peer's child
    * (its native handle); stored as executable graph `slot`.
    */
-  async buildParentGraph(spec: { slot: number; owner: number; post: number; peerChild: number; peerDevice: number; copies: Array<{ dst: number; src: number; bytes: number }> }): Promise<void> {
+  async buildParentGraph(spec: {
+    slot: number;
+    owner: number;
+    post: number;
+    peerChild: number;
+    peerDevice: number;
+    copies: Array<{ dst: number; src: number; bytes: number }>;
+  }): Promise<void> {
     needOpen('buildParentGraph');
     if (graphs.has(spec.slot)) throw new Error(`${tag}: graph slot ${spec.slot} is in use`);
-    const owner = children.get(spec.owner), post = children.get(spec.post);
-    if (owner === undefined || post === undefined) throw new Error(`${tag}: no child graph in slot ${owner === undefined ? spec.owner : spec.post}`);
+    const owner = children.get(spec.owner),
+      post = children.get(spec.post);
+    if (owner === undefined || post === undefined)
+      throw new Error(`${tag}: no child graph in slot ${owner === undefined ? spec.owner : spec.post}`);
     graphs.set(spec.slot, dev.parentGraphBuild(owner, spec.peerChild, post, spec.peerDevice, spec.copies, stream));
   },
 
@@ -462,8 +636,13 @@ const control = {
   },
 
   /** NCCL's version, loading the library; throws naming it when it is missing. */
-  async ncclLoad(): Promise<number> { return dev.ncclLoad(); },
-  async ncclUniqueId(): Promise<Uint8Array> { dev.ncclLoad(); return dev.ncclGetUniqueId(); },
+  async ncclLoad(): Promise<number> {
+    return dev.ncclLoad();
+  },
+  async ncclUniqueId(): Promise<Uint8Array> {
+    dev.ncclLoad();
+    return dev.ncclGetUniqueId();
+  },
   /** Blocks this thread until every rank has joined: call it on all ranks at once. */
   async ncclInit(id: Uint8Array, nranks: number, rank: number): Promise<void> {
     needOpen('ncclInit');
@@ -471,12 +650,26 @@ const control = {
     comm = dev.ncclCommInitRank(id, nranks, rank);
   },
 
-  async enablePeer(peer: number): Promise<void> { needOpen('enablePeer'); dev.enablePeerAccess(peer); },
-  async disablePeer(peer: number): Promise<void> { needOpen('disablePeer'); dev.disablePeerAccess(peer); },
-  async canAccessPeer(peer: number): Promise<boolean> { return dev.canAccessPeer(init.ordinal, peer); },
-  async memInfo(): Promise<{ free: number; total: number }> { needOpen('memInfo'); return dev.memGetInfo(); },
+  async enablePeer(peer: number): Promise<void> {
+    needOpen('enablePeer');
+    dev.enablePeerAccess(peer);
+  },
+  async disablePeer(peer: number): Promise<void> {
+    needOpen('disablePeer');
+    dev.disablePeerAccess(peer);
+  },
+  async canAccessPeer(peer: number): Promise<boolean> {
+    return dev.canAccessPeer(init.ordinal, peer);
+  },
+  async memInfo(): Promise<{ free: number; total: number }> {
+    needOpen('memInfo');
+    return dev.memGetInfo();
+  },
 
-  async drain(timeoutMs = 10_000): Promise<void> { needOpen('drain'); await drain(timeoutMs); },
+  async drain(timeoutMs = 10_000): Promise<void> {
+    needOpen('drain');
+    await drain(timeoutMs);
+  },
 
   async stats(): Promise<{ executed: number; faulted: boolean; tail: number }> {
     return { executed, faulted, tail: ring.view.tail() >>> 0 };
@@ -487,9 +680,16 @@ const control = {
    * a pending kernel would write into memory the allocator has handed to someone else.
    */
   async close(timeoutMs = 10_000): Promise<void> {
-    if (stream === 0) { ring.stop(); return; }
+    if (stream === 0) {
+      ring.stop();
+      return;
+    }
     let drained: unknown;
-    try { await drain(timeoutMs); } catch (e) { drained = e; }
+    try {
+      await drain(timeoutMs);
+    } catch (e) {
+      drained = e;
+    }
     closing = true;
     ring.stop();
     await serving;
@@ -497,7 +697,13 @@ const control = {
     // is left to releaseDevice, whose teardown forces it (CUDA cloned it into that parent).
     for (const g of graphs.values()) dev.graphDestroy(g);
     graphs.clear();
-    for (const c of children.values()) { try { dev.childGraphDestroy(c); } catch { /* held by the peer's parent */ } }
+    for (const c of children.values()) {
+      try {
+        dev.childGraphDestroy(c);
+      } catch {
+        /* held by the peer's parent */
+      }
+    }
     children.clear();
     if (comm !== 0) dev.ncclCommDestroy(comm);
     comm = 0;
@@ -510,8 +716,14 @@ const control = {
   },
 
   // ---- test hooks: failure injection for the control plane's own tests ----
-  async hang(ms: number): Promise<void> { await sleep(ms); },
-  async crash(message: string): Promise<void> { setImmediate(() => { throw new Error(message); }); },
+  async hang(ms: number): Promise<void> {
+    await sleep(ms);
+  },
+  async crash(message: string): Promise<void> {
+    setImmediate(() => {
+      throw new Error(message);
+    });
+  },
 };
 
 export type DeviceControl = typeof control;

@@ -6,7 +6,10 @@ import { Op } from './ops.js';
 import type { DeviceApi } from '../runtime/device-api.js';
 
 /** This rank's mailbox: mapped host memory the main thread reads (RuntimeOptions.mailboxBytes). */
-export interface Mailbox { devicePtr: number; bytes: number }
+export interface Mailbox {
+  devicePtr: number;
+  bytes: number;
+}
 
 /**
  * Programmatic dependent launch between the step's kernels (cu/pdl.cuh): a model kernel may start
@@ -27,14 +30,24 @@ export class PdlChain {
   }
 
   /** Something other than a ring record was enqueued on the stream. */
-  reset(): void { this.previousWasStepKernel = false; }
+  reset(): void {
+    this.previousWasStepKernel = false;
+  }
 }
 
 /**
  * Launch model op `op` with the record's arguments at a[i..]. Returns false for an op that is not
  * a model op; throws what the launcher throws (a bad argument or a CUDA error). `pdl`: PdlChain.
  */
-export function executeModelOp(dev: DeviceApi, op: number, a: Float64Array, i: number, stream: number, mailbox: Mailbox, pdl = false): boolean {
+export function executeModelOp(
+  dev: DeviceApi,
+  op: number,
+  a: Float64Array,
+  i: number,
+  stream: number,
+  mailbox: Mailbox,
+  pdl = false,
+): boolean {
   switch (op) {
     case Op.SetI32: {
       const n = a[i + 1]!;
@@ -43,38 +56,139 @@ export function executeModelOp(dev: DeviceApi, op: number, a: Float64Array, i: n
       dev.launchSetI32(a[i]!, values, stream, pdl);
       return true;
     }
-    case Op.Embed: dev.launchEmbed(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl); return true;
-    case Op.Rmsnorm: dev.launchRmsnorm(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl); return true;
+    case Op.Embed:
+      dev.launchEmbed(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
+      return true;
+    case Op.Rmsnorm:
+      dev.launchRmsnorm(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      return true;
     case Op.Gemv:
-      dev.launchGemv(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, stream, pdl);
+      dev.launchGemv(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.CacheWrite:
-      dev.launchCacheWrite(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, stream, pdl);
+      dev.launchCacheWrite(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.MlaAttention:
-      dev.launchMlaAttention(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, a[i + 10]!, a[i + 11]!, a[i + 12]!, a[i + 13]!, stream, pdl);
+      dev.launchMlaAttention(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        a[i + 10]!,
+        a[i + 11]!,
+        a[i + 12]!,
+        a[i + 13]!,
+        stream,
+        pdl,
+      );
       return true;
-    case Op.Router: dev.launchRouter(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl); return true;
-    case Op.Quantize: dev.launchQuantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl); return true;
-    case Op.Dequantize: dev.launchDequantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl); return true;
+    case Op.Router:
+      dev.launchRouter(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
+      return true;
+    case Op.Quantize:
+      dev.launchQuantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      return true;
+    case Op.Dequantize:
+      dev.launchDequantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      return true;
     case Op.ExpertUp:
-      dev.launchExpertUp(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, a[i + 10]!, stream, pdl);
+      dev.launchExpertUp(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        a[i + 10]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.ExpertDown:
-      dev.launchExpertDown(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, a[i + 9]!, stream, pdl);
+      dev.launchExpertDown(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.MoeCombine:
-      dev.launchMoeCombine(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!, stream, pdl);
+      dev.launchMoeCombine(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        stream,
+        pdl,
+      );
       return true;
-    case Op.Argmax: dev.launchArgmax(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream, pdl); return true;
+    case Op.Argmax:
+      dev.launchArgmax(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream, pdl);
+      return true;
     case Op.ToMailbox: {
-      const offset = a[i + 1]!, bytes = a[i + 2]!;
-      if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(bytes) || offset < 0 || bytes < 0 || offset + bytes > mailbox.bytes) {
-        throw new RangeError(`ToMailbox: [${offset}, +${bytes}) is outside this rank's ${mailbox.bytes}-byte mailbox (RuntimeOptions.mailboxBytes)`);
+      const offset = a[i + 1]!,
+        bytes = a[i + 2]!;
+      if (
+        !Number.isSafeInteger(offset) ||
+        !Number.isSafeInteger(bytes) ||
+        offset < 0 ||
+        bytes < 0 ||
+        offset + bytes > mailbox.bytes
+      ) {
+        throw new RangeError(
+          `ToMailbox: [${offset}, +${bytes}) is outside this rank's ${mailbox.bytes}-byte mailbox (RuntimeOptions.mailboxBytes)`,
+        );
       }
       dev.memcpyAsync(mailbox.devicePtr + offset, a[i]!, bytes, stream);
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }

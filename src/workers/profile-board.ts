@@ -23,15 +23,22 @@ export class ProfileBoard {
   readonly marks: Float64Array;
   readonly stamps: Float64Array;
 
-  constructor(readonly buffer: SharedArrayBuffer, readonly capacity: number) {
+  constructor(
+    readonly buffer: SharedArrayBuffer,
+    readonly capacity: number,
+  ) {
     if (buffer.byteLength !== ProfileBoard.bytes(capacity)) {
-      throw new Error(`profile board: ${buffer.byteLength} bytes, but a ring of ${capacity} records needs ${ProfileBoard.bytes(capacity)}`);
+      throw new Error(
+        `profile board: ${buffer.byteLength} bytes, but a ring of ${capacity} records needs ${ProfileBoard.bytes(capacity)}`,
+      );
     }
     this.marks = new Float64Array(buffer, 0, MARKS_PER_RECORD * capacity);
     this.stamps = new Float64Array(buffer, MARKS_PER_RECORD * capacity * 8, capacity);
   }
 
-  static bytes(capacity: number): number { return (MARKS_PER_RECORD + 1) * capacity * 8; }
+  static bytes(capacity: number): number {
+    return (MARKS_PER_RECORD + 1) * capacity * 8;
+  }
 
   static create(capacity: number): ProfileBoard {
     return new ProfileBoard(new SharedArrayBuffer(ProfileBoard.bytes(capacity)), capacity);

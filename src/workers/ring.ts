@@ -14,15 +14,45 @@
  * and the producer pays for `Atomics.notify` only when somebody actually sleeps.
  */
 import {
-  FAULT_TEXT_MAX, FAULT_TEXT_OFFSET, FLAG_AFTER_PEER, FLAG_MARKS, HEADER_BYTES, LAYOUT_VERSION, RECORD_BYTES, RECORD_F64, RECORD_I32, RING_MAGIC,
-  R_AFTER_PEER, R_ARG0_F64, R_FLAGS, R_OP, R_SEQ, RingState, W_CAPACITY, W_CONSUMER_SLEEPING,
-  W_FAULT_OP, W_FAULT_SEQ, W_FAULT_TEXT_BYTES, W_HEAD, W_MAGIC, W_RECORD_BYTES, W_STATE, W_TAIL, W_TAIL_WAITERS,
-  W_VERSION, isPowerOfTwo, ringBytes, seqDiff,
+  FAULT_TEXT_MAX,
+  FAULT_TEXT_OFFSET,
+  FLAG_AFTER_PEER,
+  FLAG_MARKS,
+  HEADER_BYTES,
+  LAYOUT_VERSION,
+  RECORD_BYTES,
+  RECORD_F64,
+  RECORD_I32,
+  RING_MAGIC,
+  R_AFTER_PEER,
+  R_ARG0_F64,
+  R_FLAGS,
+  R_OP,
+  R_SEQ,
+  RingState,
+  W_CAPACITY,
+  W_CONSUMER_SLEEPING,
+  W_FAULT_OP,
+  W_FAULT_SEQ,
+  W_FAULT_TEXT_BYTES,
+  W_HEAD,
+  W_MAGIC,
+  W_RECORD_BYTES,
+  W_STATE,
+  W_TAIL,
+  W_TAIL_WAITERS,
+  W_VERSION,
+  isPowerOfTwo,
+  ringBytes,
+  seqDiff,
 } from './ring-layout.js';
 import { MARKS_PER_RECORD } from './profile-board.js';
 
 export class RingError extends Error {
-  constructor(message: string, readonly code: string) {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
     super(message);
     this.name = 'RingError';
   }
@@ -36,7 +66,10 @@ export class RingView {
   readonly capacity: number;
   readonly mask: number;
 
-  constructor(readonly sab: SharedArrayBuffer, readonly name = 'ring') {
+  constructor(
+    readonly sab: SharedArrayBuffer,
+    readonly name = 'ring',
+  ) {
     this.i32 = new Int32Array(sab, 0, HEADER_BYTES / 4);
     if (this.i32[W_MAGIC] !== RING_MAGIC || this.i32[W_VERSION] !== LAYOUT_VERSION) {
       throw new RingError(`${name}: buffer is not a memra command ring (bad magic or version)`, 'ERR_RING_LAYOUT');
@@ -70,10 +103,16 @@ export class RingView {
   }
 
   /** Seq of the newest published record. */
-  head(): number { return Atomics.load(this.i32, W_HEAD); }
+  head(): number {
+    return Atomics.load(this.i32, W_HEAD);
+  }
   /** Seq of the newest record the consumer has enqueued on its device ("enqueued up to N"). */
-  tail(): number { return Atomics.load(this.i32, W_TAIL); }
-  state(): RingState { return Atomics.load(this.i32, W_STATE) as RingState; }
+  tail(): number {
+    return Atomics.load(this.i32, W_TAIL);
+  }
+  state(): RingState {
+    return Atomics.load(this.i32, W_STATE) as RingState;
+  }
   /** The refused record; read after `state()` says Faulted, whose atomic store publishes these. */
   fault(): { seq: number; op: number; reason: string } {
     const n = Math.min(FAULT_TEXT_MAX, Atomics.load(this.i32, W_FAULT_TEXT_BYTES));
@@ -82,7 +121,9 @@ export class RingView {
     return { seq: Atomics.load(this.i32, W_FAULT_SEQ) >>> 0, op: Atomics.load(this.i32, W_FAULT_OP), reason };
   }
   /** True once the consumer has enqueued record `seq`. */
-  reached(seq: number): boolean { return seqDiff(this.tail(), seq) >= 0; }
+  reached(seq: number): boolean {
+    return seqDiff(this.tail(), seq) >= 0;
+  }
 
   /**
    * Sleep on `tail` until it changes from `seen` or `ms` pass. Registers in `tailWaiters` so the
@@ -125,7 +166,10 @@ export class RingProducer {
   private mark0 = 0;
   private mark1 = 0;
 
-  constructor(readonly view: RingView, private readonly wait: BoundedWait) {
+  constructor(
+    readonly view: RingView,
+    private readonly wait: BoundedWait,
+  ) {
     this.i32 = view.i32;
     this.rec32 = view.rec32;
     this.rec64 = view.rec64;
@@ -136,14 +180,22 @@ export class RingProducer {
   }
 
   /** Seq the next published record will get. */
-  nextSeq(): number { return (this.next + 1) | 0; }
+  nextSeq(): number {
+    return (this.next + 1) | 0;
+  }
 
   /** Seq of the newest published record. */
-  lastSeq(): number { return this.next; }
+  lastSeq(): number {
+    return this.next;
+  }
 
   /** Where `mark` writes (a ProfileBoard's marks), or undefined to stop marking. */
   attachMarks(marks: Float64Array | undefined): void {
-    if (marks && marks.length !== MARKS_PER_RECORD * this.capacity) throw new RingError(`${this.view.name}: a marks board of ${marks.length} words for a ring of ${this.capacity} records`, 'ERR_RING_MISUSE');
+    if (marks && marks.length !== MARKS_PER_RECORD * this.capacity)
+      throw new RingError(
+        `${this.view.name}: a marks board of ${marks.length} words for a ring of ${this.capacity} records`,
+        'ERR_RING_MISUSE',
+      );
     this.marks = marks;
     this.mark0 = this.mark1 = 0;
   }
@@ -161,7 +213,9 @@ export class RingProducer {
   }
 
   /** True while marks wait for a record to carry them. */
-  marksPending(): boolean { return this.mark0 !== 0; }
+  marksPending(): boolean {
+    return this.mark0 !== 0;
+  }
 
   /**
    * Start a record: waits (bounded) while the ring is full, then returns the record's f64 index
@@ -190,7 +244,9 @@ export class RingProducer {
   }
 
   /** The record arguments, as f64 words; index with what `begin` returned. */
-  get args(): Float64Array { return this.rec64; }
+  get args(): Float64Array {
+    return this.rec64;
+  }
 
   /** Publish the record begun last; returns its seq. */
   publish(): number {
@@ -244,7 +300,8 @@ export class RingProducer {
       const f = this.view.fault();
       throw new RingError(
         `${this.view.name}: the worker refused record ${f.seq} (op ${f.op})` +
-          (f.reason ? `: ${f.reason}` : '') + '. Nothing after it runs; the runtime must be closed.',
+          (f.reason ? `: ${f.reason}` : '') +
+          '. Nothing after it runs; the runtime must be closed.',
         'ERR_RING_FAULTED',
       );
     }
@@ -305,7 +362,10 @@ export class RingConsumer {
     r.slot = slot;
     r.marked = (flags & FLAG_MARKS) !== 0;
     if (r.seq !== seq) {
-      throw new RingError(`${this.view.name}: record at slot ${slot} has seq ${r.seq >>> 0}, expected ${seq >>> 0} (torn or overwritten record)`, 'ERR_RING_CORRUPT');
+      throw new RingError(
+        `${this.view.name}: record at slot ${slot} has seq ${r.seq >>> 0}, expected ${seq >>> 0} (torn or overwritten record)`,
+        'ERR_RING_CORRUPT',
+      );
     }
     return r;
   }

@@ -10,7 +10,10 @@ import type { DeviceControl } from './device-worker.js';
 import type { WorkerFault, WorkerInit } from './worker-init.js';
 
 export class ControlError extends Error {
-  constructor(message: string, readonly code: string) {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
     super(message);
     this.name = 'ControlError';
   }
@@ -44,8 +47,12 @@ export class WorkerHandle {
       transferList: [port2],
     });
     this.remote = Comlink.wrap<DeviceControl>(portEndpoint(port1));
-    this.worker.on('message', (m: WorkerFault) => { if (m?.type === 'fault') onFault(m); });
-    this.worker.on('error', (e) => { this.lastError = e; });
+    this.worker.on('message', (m: WorkerFault) => {
+      if (m?.type === 'fault') onFault(m);
+    });
+    this.worker.on('error', (e) => {
+      this.lastError = e;
+    });
     this.exited = new Promise((resolve) => {
       this.worker.on('exit', (code) => {
         const why = this.lastError ? `: ${this.lastError.message}` : '';
@@ -63,15 +70,27 @@ export class WorkerHandle {
   call<K extends Method>(name: K, ...args: Parameters<DeviceControl[K]>): Promise<Result<K>> {
     if (this.dead) return Promise.reject(this.dead);
     return new Promise<Result<K>>((resolve, reject) => {
-      const fail = (e: Error): void => { clearTimeout(timer); reject(e); };
+      const fail = (e: Error): void => {
+        clearTimeout(timer);
+        reject(e);
+      };
       const timer = setTimeout(() => {
         this.pending.delete(fail);
-        reject(new ControlError(`${this.tag}: control call '${String(name)}' timed out after ${this.callTimeoutMs} ms`, 'ERR_CONTROL_TIMEOUT'));
+        reject(
+          new ControlError(
+            `${this.tag}: control call '${String(name)}' timed out after ${this.callTimeoutMs} ms`,
+            'ERR_CONTROL_TIMEOUT',
+          ),
+        );
       }, this.callTimeoutMs);
       this.pending.add(fail);
       const fn = this.remote[name] as unknown as (...a: unknown[]) => Promise<Result<K>>;
       fn(...args).then(
-        (v) => { clearTimeout(timer); this.pending.delete(fail); resolve(v); },
+        (v) => {
+          clearTimeout(timer);
+          this.pending.delete(fail);
+          resolve(v);
+        },
         (e: unknown) => {
           clearTimeout(timer);
           this.pending.delete(fail);

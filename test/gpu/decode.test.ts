@@ -14,12 +14,16 @@ import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-confi
 import { TRANSPORTS, type TransportName } from '../../src/runtime/transports/transport.js';
 import { relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
 
-before(function () {
+before(() => {
   const n = loadBinding().deviceCount();
   if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
 });
 
-const configWith = (transport: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: transport, layers: [] }, wo });
+const configWith = (transport: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({
+  ...DEFAULT_CONFIG,
+  transport: { default: transport, layers: [] },
+  wo,
+});
 const run = runSession;
 
 describe('the model on the GPU', function () {
@@ -29,18 +33,41 @@ describe('the model on the GPU', function () {
     const rt = await Runtime.open({ backend: 'cuda', peerAccess: false });
     try {
       const r0 = rt.ranks[0];
-      const check = async (cfg: ModelConfig, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number): Promise<void> => {
+      const check = async (
+        cfg: ModelConfig,
+        id: number,
+        base: number,
+        rows: number,
+        srcCols: number,
+        colStart: number,
+        cols: number,
+      ): Promise<void> => {
         const spec = tensorSpecs(cfg).find((x) => x.id === id)!;
         const ptr = await r0.alloc(rows * cols * 2);
         r0.memset(ptr, 0xff, rows * cols * 2); // poison
-        await r0.control.call('genWeights', ptr, cfg.seed.toString(), id, base, rows, srcCols, colStart, cols, spec.kind === 'gain' ? 1 : 0, spec.kind === 'gain' ? 0 : spec.scale);
+        await r0.control.call(
+          'genWeights',
+          ptr,
+          cfg.seed.toString(),
+          id,
+          base,
+          rows,
+          srcCols,
+          colStart,
+          cols,
+          spec.kind === 'gain' ? 1 : 0,
+          spec.kind === 'gain' ? 0 : spec.scale,
+        );
         await r0.drain();
         const got = new Uint16Array((await r0.download(ptr, rows * cols * 2)).buffer.slice(0));
         await r0.free(ptr);
         for (let r = 0; r < rows; r++) {
           const want = generateTensor(cfg.seed, spec, base + r * srcCols + colStart, cols);
           for (let c = 0; c < cols; c++) {
-            if (got[r * cols + c] !== want[c]) assert.fail(`${spec.name} (id ${id}) row ${r} col ${c}: GPU ${got[r * cols + c]!.toString(16)}, CPU ${want[c]!.toString(16)}`);
+            if (got[r * cols + c] !== want[c])
+              assert.fail(
+                `${spec.name} (id ${id}) row ${r} col ${c}: GPU ${got[r * cols + c]!.toString(16)}, CPU ${want[c]!.toString(16)}`,
+              );
           }
         }
       };
@@ -83,9 +110,12 @@ describe('the model on the GPU', function () {
             if (got.next[i]!.some((x, s) => x !== ref.next[i]![s])) diverged++;
           }
           const sorted = [...errs].sort((x, y) => x - y);
-          const median = sorted[24]!, over = errs.filter((e) => e > 1e-5).length;
+          const median = sorted[24]!,
+            over = errs.filter((e) => e > 1e-5).length;
           assert.ok(median <= 1e-5, `t=${t} ${layout}: median relative L2 ${median.toExponential(2)} > 1e-5`);
-          console.log(`      tiny t=${t} ${layout}: worst relative L2 ${sorted[47]!.toExponential(2)}, median ${median.toExponential(2)}, ${over} of 48 steps over 1e-5; greedy tokens differ from the CPU's at ${diverged} of 48 steps`);
+          console.log(
+            `      tiny t=${t} ${layout}: worst relative L2 ${sorted[47]!.toExponential(2)}, median ${median.toExponential(2)}, ${over} of 48 steps over 1e-5; greedy tokens differ from the CPU's at ${diverged} of 48 steps`,
+          );
         } finally {
           await gpu.close();
         }
@@ -93,9 +123,12 @@ describe('the model on the GPU', function () {
     }
   });
 
-  for (const [preset, steps] of [['small', 64], ['bench', 16]] as const) {
+  for (const [preset, steps] of [
+    ['small', 64],
+    ['bench', 16],
+  ] as const) {
     for (const t of [1, 4]) {
-      it(`${preset}, t=${t}: ${steps} greedy tokens with every transport, through the EP graph and from the step graph are bit-identical to the unsharded walk; wo allreduce within rounding (1e-5 median on small)`, async function () {
+      it(`${preset}, t=${t}: ${steps} greedy tokens with every transport, through the EP graph and from the step graph are bit-identical to the unsharded walk; wo allreduce within rounding (1e-5 median on small)`, async () => {
         const start = Array.from({ length: t }, () => randomInt(0, presetByName(preset).vocab));
         const oracle = await Session.open({ backend: 'cuda', model: preset, maxBatch: t, layout: 'unsharded' });
         let ref: Run;
@@ -104,7 +137,11 @@ describe('the model on the GPU', function () {
           // The unsharded step replayed from its graph (rank 0 alone) is the same walk.
           await oracle.setConfig({ ...DEFAULT_CONFIG, stepGraph: true });
           const g = await run(oracle, start, steps);
-          for (let i = 0; i < steps; i++) assert.ok(sameBits(g.hidden[i]!, ref.hidden[i]!), `unsharded step graph step ${i}: hidden state not bit-identical`);
+          for (let i = 0; i < steps; i++)
+            assert.ok(
+              sameBits(g.hidden[i]!, ref.hidden[i]!),
+              `unsharded step graph step ${i}: hidden state not bit-identical`,
+            );
           assert.deepEqual(oracle.stepGraph(), { launches: steps, captures: 1, refused: [] });
         } finally {
           await oracle.close();
@@ -116,7 +153,10 @@ describe('the model on the GPU', function () {
             const got = await run(s, start, steps);
             for (let i = 0; i < steps; i++) {
               assert.deepEqual(got.next[i], ref.next[i], `${tr} step ${i}: tokens differ`);
-              assert.ok(sameBits(got.hidden[i]!, ref.hidden[i]!), `${tr} step ${i}: hidden state not bit-identical (relative L2 ${relL2(got.hidden[i]!, ref.hidden[i]!).toExponential(2)})`);
+              assert.ok(
+                sameBits(got.hidden[i]!, ref.hidden[i]!),
+                `${tr} step ${i}: hidden state not bit-identical (relative L2 ${relL2(got.hidden[i]!, ref.hidden[i]!).toExponential(2)})`,
+              );
             }
           }
           // Eager `ll` joins through the LL server (config llServeMicros): the same bits, and the
@@ -126,9 +166,15 @@ describe('the model on the GPU', function () {
           const served = await run(s, start, steps);
           for (let i = 0; i < steps; i++) {
             assert.deepEqual(served.next[i], ref.next[i], `ll served step ${i}: tokens differ`);
-            assert.ok(sameBits(served.hidden[i]!, ref.hidden[i]!), `ll served step ${i}: hidden state not bit-identical`);
+            assert.ok(
+              sameBits(served.hidden[i]!, ref.hidden[i]!),
+              `ll served step ${i}: hidden state not bit-identical`,
+            );
           }
-          (await s.llServeStats()).forEach((x, r) => void assert.ok(x.jobs > jobsBefore[r]!, `rank ${r}: the LL server ran no join (${JSON.stringify(x)})`));
+          (await s.llServeStats()).forEach(
+            (x, r) =>
+              void assert.ok(x.jobs > jobsBefore[r]!, `rank ${r}: the LL server ran no join (${JSON.stringify(x)})`),
+          );
           // The EP step through seed 003's parent graph: bit-identical to the eager twin
           // and the oracle. At t = 1 every layer's graph runs every step; at t = 4 the guard
           // refuses, the refusal latches, and the eager twin carries on.
@@ -137,9 +183,13 @@ describe('the model on the GPU', function () {
           const viaGraph = await run(s, start, steps);
           for (let i = 0; i < steps; i++) {
             assert.deepEqual(viaGraph.next[i], ref.next[i], `ep graph step ${i}: tokens differ`);
-            assert.ok(sameBits(viaGraph.hidden[i]!, ref.hidden[i]!), `ep graph step ${i}: hidden state not bit-identical`);
+            assert.ok(
+              sameBits(viaGraph.hidden[i]!, ref.hidden[i]!),
+              `ep graph step ${i}: hidden state not bit-identical`,
+            );
           }
-          const after = s.epGraph(), L = presetByName(preset).layers;
+          const after = s.epGraph(),
+            L = presetByName(preset).layers;
           if (t === 1) {
             assert.deepEqual(after.refused, [], 'no layer refused at t = 1');
             assert.equal(after.dispatches - before.dispatches, L * steps, 'dispatch counter = layers x tokens');
@@ -150,7 +200,9 @@ describe('the model on the GPU', function () {
             assert.equal(after.refused.length, L);
             assert.match(after.refused[0]!.reason, /this step has t = 4/);
           }
-          console.log(`      ${preset} t=${t}: EP graph ${t === 1 ? `${after.dispatches - before.dispatches} launches` : 'refused and latched'}, bit-identical over ${steps} tokens`);
+          console.log(
+            `      ${preset} t=${t}: EP graph ${t === 1 ? `${after.dispatches - before.dispatches} launches` : 'refused and latched'}, bit-identical over ${steps} tokens`,
+          );
           // The whole step replayed from its graph: per-rank graphs (ll), one multi-device graph
           // (push, ordered by events); bit-identical, one capture, a launch per step.
           for (const tr of ['ll', 'push'] as const) {
@@ -159,7 +211,10 @@ describe('the model on the GPU', function () {
             const g = await run(s, start, steps);
             for (let i = 0; i < steps; i++) {
               assert.deepEqual(g.next[i], ref.next[i], `${tr} step graph step ${i}: tokens differ`);
-              assert.ok(sameBits(g.hidden[i]!, ref.hidden[i]!), `${tr} step graph step ${i}: hidden state not bit-identical`);
+              assert.ok(
+                sameBits(g.hidden[i]!, ref.hidden[i]!),
+                `${tr} step graph step ${i}: hidden state not bit-identical`,
+              );
             }
             const after = s.stepGraph();
             assert.deepEqual(after.refused, []);
@@ -177,17 +232,27 @@ describe('the model on the GPU', function () {
           for (let i = 0; i < profiledSteps; i++) {
             const r = await s.stepDetailed(cur, { hidden: true });
             assert.deepEqual(r.next, ref.next[i], `profiled step graph step ${i}: tokens differ`);
-            assert.ok(sameBits(r.hidden!, ref.hidden[i]!), `profiled step graph step ${i}: hidden state not bit-identical`);
+            assert.ok(
+              sameBits(r.hidden!, ref.hidden[i]!),
+              `profiled step graph step ${i}: hidden state not bit-identical`,
+            );
             const joins = await r.joins!;
             assert.equal(joins.length, L * 5, `profiled step graph step ${i}: five joins a layer`);
             for (const j of joins) {
-              assert.ok(Number.isFinite(j.deviceUs) && j.deviceUs > 0 && j.deviceStartUs >= 0, `profiled step graph step ${i}, layer ${j.layer} ${j.hop}: device ${j.deviceUs} µs from ${j.deviceStartUs}`);
+              assert.ok(
+                Number.isFinite(j.deviceUs) && j.deviceUs > 0 && j.deviceStartUs >= 0,
+                `profiled step graph step ${i}, layer ${j.layer} ${j.hop}: device ${j.deviceUs} µs from ${j.deviceStartUs}`,
+              );
             }
             cur = r.next;
           }
           const pAfter = s.stepGraph();
           assert.equal(pAfter.launches - pBefore.launches, profiledSteps, 'a launch per profiled step');
-          assert.equal(pAfter.captures - pBefore.captures, 1, 'one capture: ll joins time themselves, so no graph per event set');
+          assert.equal(
+            pAfter.captures - pBefore.captures,
+            1,
+            'one capture: ll joins time themselves, so no graph per event set',
+          );
           await s.setConfig(configWith('ll', 'allreduce'));
           const force = [start, ...ref.next.slice(0, -1)];
           const ar = await run(s, start, steps, force);
@@ -201,11 +266,25 @@ describe('the model on the GPU', function () {
           // ten times that, still far below what a wrong sum gives (a lost half of `wo`).
           const errs = ref.hidden.map((h, i) => relL2(ar.hidden[i]!, h));
           const sorted = [...errs].sort((x, y) => x - y);
-          const median = sorted[sorted.length >> 1]!, worst = sorted[sorted.length - 1]!, over = errs.filter((e) => e > 1e-5).length;
-          console.log(`      ${preset} t=${t}: wo allreduce relative L2 median ${median.toExponential(2)}, worst ${worst.toExponential(2)}, ${over} of ${steps} steps over 1e-5; weights per GPU ${s.weightBytes().map((b) => (b / 2 ** 30).toFixed(2)).join(' / ')} GiB`);
-          console.log(`      ${preset} t=${t}: wo allreduce relative L2 by step: ${errs.map((e) => e.toExponential(1)).join(' ')}`);
-          if (preset === 'small') assert.ok(median <= 1e-5, `wo allreduce: median relative L2 ${median.toExponential(2)} > 1e-5`);
-          else assert.ok(worst <= 5e-2, `wo allreduce: a step at relative L2 ${worst.toExponential(2)}: beyond e4m3's rounding`);
+          const median = sorted[sorted.length >> 1]!,
+            worst = sorted[sorted.length - 1]!,
+            over = errs.filter((e) => e > 1e-5).length;
+          console.log(
+            `      ${preset} t=${t}: wo allreduce relative L2 median ${median.toExponential(2)}, worst ${worst.toExponential(2)}, ${over} of ${steps} steps over 1e-5; weights per GPU ${s
+              .weightBytes()
+              .map((b) => (b / 2 ** 30).toFixed(2))
+              .join(' / ')} GiB`,
+          );
+          console.log(
+            `      ${preset} t=${t}: wo allreduce relative L2 by step: ${errs.map((e) => e.toExponential(1)).join(' ')}`,
+          );
+          if (preset === 'small')
+            assert.ok(median <= 1e-5, `wo allreduce: median relative L2 ${median.toExponential(2)} > 1e-5`);
+          else
+            assert.ok(
+              worst <= 5e-2,
+              `wo allreduce: a step at relative L2 ${worst.toExponential(2)}: beyond e4m3's rounding`,
+            );
         } finally {
           await s.close();
         }

@@ -11,7 +11,7 @@ import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import { HOPS, type Hop } from '../../src/profile/profile-data.js';
 
-before(function () {
+before(() => {
   const n = loadBinding().deviceCount();
   if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
 });
@@ -26,7 +26,8 @@ describe('join profile on two GPUs', function () {
     await withShardedWalk('cuda', cfg, async (walk) => {
       const dc: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true };
       await walk.prepare(dc);
-      let pos = 0, tok = [randomInt(0, cfg.vocab)];
+      let pos = 0,
+        tok = [randomInt(0, cfg.vocab)];
       const collect = async (steps: number): Promise<Map<Hop, number[]>> => {
         const byHop = new Map<Hop, number[]>(HOPS.map((h) => [h, []]));
         for (let i = 0; i < steps; i++) {
@@ -35,8 +36,14 @@ describe('join profile on two GPUs', function () {
           const joins = await r.joins!;
           assert.equal(joins.length, cfg.layers * HOPS.length);
           for (const j of joins) {
-            assert.ok(Number.isFinite(j.deviceUs) && j.deviceUs > 0 && j.deviceUs < 10_000, `${j.hop} of layer ${j.layer}: ${j.deviceUs} µs`);
-            assert.ok(j.deviceStartUs >= 0 && j.deviceStartUs < r.timing.wallUs, `${j.hop} of layer ${j.layer} starts ${j.deviceStartUs} µs into the step`);
+            assert.ok(
+              Number.isFinite(j.deviceUs) && j.deviceUs > 0 && j.deviceUs < 10_000,
+              `${j.hop} of layer ${j.layer}: ${j.deviceUs} µs`,
+            );
+            assert.ok(
+              j.deviceStartUs >= 0 && j.deviceStartUs < r.timing.wallUs,
+              `${j.hop} of layer ${j.layer} starts ${j.deviceStartUs} µs into the step`,
+            );
             byHop.get(j.hop)!.push(j.deviceUs);
           }
         }
@@ -48,8 +55,11 @@ describe('join profile on two GPUs', function () {
       const events = await collect(24);
       walk.profileSwitches.selfTimed = true;
       for (const hop of HOPS) {
-        const a = median(self.get(hop)!), b = median(events.get(hop)!);
-        console.log(`      ${hop}: self-timed ${a.toFixed(2)} µs, timing events ${b.toFixed(2)} µs (medians of ${self.get(hop)!.length})`);
+        const a = median(self.get(hop)!),
+          b = median(events.get(hop)!);
+        console.log(
+          `      ${hop}: self-timed ${a.toFixed(2)} µs, timing events ${b.toFixed(2)} µs (medians of ${self.get(hop)!.length})`,
+        );
         // Events add their own cost to what they bracket; the stamps must not be off by a unit,
         // a join, or a step.
         assert.ok(Math.abs(a - b) <= 0.5 * b + 5, `${hop}: self-timed ${a} µs against events ${b} µs`);

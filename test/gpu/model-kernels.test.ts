@@ -15,17 +15,20 @@ import { presetByName, type ModelConfig } from '../../src/decode/model-config.js
 import { bf16ToF32, generateTensor, tensorSpecs, widenBf16 } from '../../src/decode/weights.js';
 import { seededRandom } from '../support/seeded-random.js';
 
-before(function () {
+before(() => {
   const n = loadBinding().deviceCount();
   if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
 });
 
 const b = loadBinding();
 const fr = Math.fround;
-const SEED = process.env.MEMRA_TEST_SEED === undefined ? randomInt(0, 2 ** 32) : Number(process.env.MEMRA_TEST_SEED) >>> 0;
+const SEED =
+  process.env.MEMRA_TEST_SEED === undefined ? randomInt(0, 2 ** 32) : Number(process.env.MEMRA_TEST_SEED) >>> 0;
 
 const fail = (msg: string): never => assert.fail(`${msg} [MEMRA_TEST_SEED=${SEED}]`);
-const check = (ok: boolean, msg: () => string): void => { if (!ok) fail(msg()); };
+const check = (ok: boolean, msg: () => string): void => {
+  if (!ok) fail(msg());
+};
 
 // ---- inputs: a seeded generator, reset before each test so one test replays alone
 let rnd = seededRandom(SEED);
@@ -35,18 +38,30 @@ const randF = (n: number, scale = 1): Float32Array => Float32Array.from({ length
 
 // ---- comparisons
 type Typed = Float32Array | Uint16Array | Uint8Array | Int32Array;
-const F32 = new Float32Array(1), F32_BITS = new Uint32Array(F32.buffer);
-const bitsOf = (x: number): number => { F32[0] = x; return F32_BITS[0]!; };
+const F32 = new Float32Array(1),
+  F32_BITS = new Uint32Array(F32.buffer);
+const bitsOf = (x: number): number => {
+  F32[0] = x;
+  return F32_BITS[0]!;
+};
 const ulps = (x: number, y: number): number => Math.abs((bitsOf(x) | 0) - (bitsOf(y) | 0));
 // f32 compared through its bits: NaN payloads and -0 count, and NaN equals itself.
-const bitsView = (a: Typed): ArrayLike<number> => (a instanceof Float32Array ? new Uint32Array(a.buffer, a.byteOffset, a.length) : a);
+const bitsView = (a: Typed): ArrayLike<number> =>
+  a instanceof Float32Array ? new Uint32Array(a.buffer, a.byteOffset, a.length) : a;
 const show = (a: Typed, i: number): string => `${a[i]} (0x${(bitsView(a)[i]! >>> 0).toString(16)})`;
 
 function sameBits(got: Typed, want: Typed, what: string): void {
   check(got.length === want.length, () => `${what}: ${got.length} elements, expected ${want.length}`);
-  if (Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(Buffer.from(want.buffer, want.byteOffset, want.byteLength))) return;
-  const g = bitsView(got), w = bitsView(want);
-  for (let i = 0; i < g.length; i++) if (g[i] !== w[i]) fail(`${what}: first difference at index ${i}: GPU ${show(got, i)}, expected ${show(want, i)}`);
+  if (
+    Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(
+      Buffer.from(want.buffer, want.byteOffset, want.byteLength),
+    )
+  )
+    return;
+  const g = bitsView(got),
+    w = bitsView(want);
+  for (let i = 0; i < g.length; i++)
+    if (g[i] !== w[i]) fail(`${what}: first difference at index ${i}: GPU ${show(got, i)}, expected ${show(want, i)}`);
 }
 
 /** The largest error seen and where. A NaN error sticks: a poisoned or NaN output is never within tolerance. */
@@ -70,16 +85,39 @@ let s: StreamHandle = 0;
 let bound = false;
 const allocs: DevicePtr[] = [];
 const sync = (): void => b.streamSynchronize(s);
-function alloc(bytes: number): DevicePtr { const p = b.malloc(Math.max(bytes, 4)); allocs.push(p); return p; }
+function alloc(bytes: number): DevicePtr {
+  const p = b.malloc(Math.max(bytes, 4));
+  allocs.push(p);
+  return p;
+}
 // upload / download run on the legacy stream, which does not order against our non-blocking one.
-function up(p: DevicePtr, a: ArrayBufferView): void { sync(); b.upload(p, a); }
-function put(a: ArrayBufferView): DevicePtr { const p = alloc(a.byteLength); up(p, a); return p; }
-function down<T extends Typed>(make: new (n: number) => T, p: DevicePtr, n: number): T { sync(); const a = new make(n); b.download(a, p); return a; }
+function up(p: DevicePtr, a: ArrayBufferView): void {
+  sync();
+  b.upload(p, a);
+}
+function put(a: ArrayBufferView): DevicePtr {
+  const p = alloc(a.byteLength);
+  up(p, a);
+  return p;
+}
+function down<T extends Typed>(make: new (n: number) => T, p: DevicePtr, n: number): T {
+  sync();
+  const a = new make(n);
+  b.download(a, p);
+  return a;
+}
 const poison = (p: DevicePtr, bytes: number, byte = 0xff): void => b.memsetAsync(p, byte, bytes, s);
 /** An output buffer, poisoned (0xff: every f32 a NaN, every i32 -1). */
-function out(bytes: number, byte = 0xff): DevicePtr { const p = alloc(bytes); poison(p, bytes, byte); return p; }
+function out(bytes: number, byte = 0xff): DevicePtr {
+  const p = alloc(bytes);
+  poison(p, bytes, byte);
+  return p;
+}
 const untouched = (n: number): Float32Array => new Float32Array(new Uint32Array(n).fill(0xffffffff).buffer);
-function freeAll(): void { if (allocs.length > 0) sync(); for (const p of allocs.splice(0)) b.free(p); }
+function freeAll(): void {
+  if (allocs.length > 0) sync();
+  for (const p of allocs.splice(0)) b.free(p);
+}
 /** A [rows, cols] bf16 matrix generated on the device from a fresh seed (its bits are read back where needed). */
 function genMatrix(rows: number, cols: number, id: number, scale = 0.05): DevicePtr {
   const p = alloc(rows * cols * 2);
@@ -88,22 +126,42 @@ function genMatrix(rows: number, cols: number, id: number, scale = 0.05): Device
 }
 
 /** f64 absorbed attention of one head over positions j < np: u = softmax(q·c_j / sqrt R) · c @ Wuv, with Σ|o·w| per output. */
-function attentionF64(q: Float32Array, qOff: number, cache: Float32Array, cOff: number, np: number, R: number, wuv: Float32Array, wOff: number, Dv: number): { u: Float64Array; mag: Float64Array } {
+function attentionF64(
+  q: Float32Array,
+  qOff: number,
+  cache: Float32Array,
+  cOff: number,
+  np: number,
+  R: number,
+  wuv: Float32Array,
+  wOff: number,
+  Dv: number,
+): { u: Float64Array; mag: Float64Array } {
   const sc = new Float64Array(np);
-  let mx = -Infinity, sum = 0;
+  let mx = -Infinity,
+    sum = 0;
   for (let j = 0; j < np; j++) {
     let d = 0;
     for (let k = 0; k < R; k++) d += q[qOff + k]! * cache[cOff + j * R + k]!;
     sc[j] = d / Math.sqrt(R);
     mx = Math.max(mx, sc[j]!);
   }
-  for (let j = 0; j < np; j++) { sc[j] = Math.exp(sc[j]! - mx); sum += sc[j]!; }
+  for (let j = 0; j < np; j++) {
+    sc[j] = Math.exp(sc[j]! - mx);
+    sum += sc[j]!;
+  }
   const o = new Float64Array(R);
   for (let j = 0; j < np; j++) for (let k = 0; k < R; k++) o[k] = o[k]! + (sc[j]! / sum) * cache[cOff + j * R + k]!;
-  const u = new Float64Array(Dv), mag = new Float64Array(Dv);
+  const u = new Float64Array(Dv),
+    mag = new Float64Array(Dv);
   for (let d = 0; d < Dv; d++) {
-    let a = 0, m = 0;
-    for (let k = 0; k < R; k++) { const p = o[k]! * wuv[wOff + k * Dv + d]!; a += p; m += Math.abs(p); }
+    let a = 0,
+      m = 0;
+    for (let k = 0; k < R; k++) {
+      const p = o[k]! * wuv[wOff + k * Dv + d]!;
+      a += p;
+      m += Math.abs(p);
+    }
     u[d] = a;
     mag[d] = m;
   }
@@ -117,7 +175,9 @@ describe('model kernels on one GPU', function () {
     bound = true;
     s = b.streamCreate();
   });
-  beforeEach(() => { rnd = seededRandom(SEED); });
+  beforeEach(() => {
+    rnd = seededRandom(SEED);
+  });
   afterEach(freeAll);
   after(() => {
     if (!bound) return;
@@ -131,16 +191,41 @@ describe('model kernels on one GPU', function () {
   });
 
   it('gen_weights: bit-identical to the CPU generator (tiny whole at a fresh seed; small and bench slices at odd offsets; the u64-max seed)', () => {
-    const slice = (cfg: ModelConfig, id: number, base: number, rows: number, srcCols: number, colStart: number, cols: number, label: string): void => {
+    const slice = (
+      cfg: ModelConfig,
+      id: number,
+      base: number,
+      rows: number,
+      srcCols: number,
+      colStart: number,
+      cols: number,
+      label: string,
+    ): void => {
       const spec = tensorSpecs(cfg).find((x) => x.id === id);
       assert.ok(spec, `${label}: no tensor with id ${id}`);
       const gain = spec.kind === 'gain';
       const p = out(rows * cols * 2);
-      b.launchGenWeights(p, cfg.seed.toString(), id, base, rows, srcCols, colStart, cols, gain ? 1 : 0, gain ? 0 : spec.scale, s);
+      b.launchGenWeights(
+        p,
+        cfg.seed.toString(),
+        id,
+        base,
+        rows,
+        srcCols,
+        colStart,
+        cols,
+        gain ? 1 : 0,
+        gain ? 0 : spec.scale,
+        s,
+      );
       const got = down(Uint16Array, p, rows * cols);
       for (let r = 0; r < rows; r++) {
         const want = generateTensor(cfg.seed, spec, base + r * srcCols + colStart, cols);
-        sameBits(got.subarray(r * cols, (r + 1) * cols), want, `gen_weights ${label}: ${spec.name} (id ${id}, seed ${cfg.seed}) row ${r}`);
+        sameBits(
+          got.subarray(r * cols, (r + 1) * cols),
+          want,
+          `gen_weights ${label}: ${spec.name} (id ${id}, seed ${cfg.seed}) row ${r}`,
+        );
       }
     };
     const tiny = presetByName('tiny', u64());
@@ -161,7 +246,10 @@ describe('model kernels on one GPU', function () {
 
   it('gemv: within 2e-6 of f64 (of Σ|x·w|); t=1 rows, misaligned x and column slices bit-identical to the full product', () => {
     // ldw even: the whole product and even-start slices load weight pairs, odd starts single weights.
-    const cols = 203, ldw = 206, t = 8, ldo = cols + 5;
+    const cols = 203,
+      ldw = 206,
+      t = 8,
+      ldo = cols + 5;
     for (const K of [1000, 4096, 37, 3]) {
       const ldx = K + 4; // odd for K = 37, 3: row r's x then sits at another alignment (float4 vs scalar x path)
       const wp = genMatrix(K, ldw, 900 + K);
@@ -173,11 +261,18 @@ describe('model kernels on one GPU', function () {
       const full = down(Float32Array, op, t * ldo);
       const row = (r: number, c0 = 0, n = cols): Float32Array => full.subarray(r * ldo + c0, r * ldo + c0 + n);
       const worst = new Worst();
-      for (let r = 0; r < t; r++) for (let j = 0; j < cols; j++) {
-        let acc = 0, mag = 0;
-        for (let k = 0; k < K; k++) { const p = x[r * ldx + k]! * w[k * ldw + j]!; acc += p; mag += Math.abs(p); }
-        if (worst.worse(Math.abs(full[r * ldo + j]! - acc) / (mag || 1))) worst.where = `row ${r} col ${j}: GPU ${full[r * ldo + j]}, f64 ${acc}`;
-      }
+      for (let r = 0; r < t; r++)
+        for (let j = 0; j < cols; j++) {
+          let acc = 0,
+            mag = 0;
+          for (let k = 0; k < K; k++) {
+            const p = x[r * ldx + k]! * w[k * ldw + j]!;
+            acc += p;
+            mag += Math.abs(p);
+          }
+          if (worst.worse(Math.abs(full[r * ldo + j]! - acc) / (mag || 1)))
+            worst.where = `row ${r} col ${j}: GPU ${full[r * ldo + j]}, f64 ${acc}`;
+        }
       worst.within(2e-6, `gemv K=${K} cols=${cols} t=${t} vs f64`);
       const o1 = alloc(cols * 4);
       for (let r = 0; r < t; r++) {
@@ -190,18 +285,31 @@ describe('model kernels on one GPU', function () {
       poison(op, t * ldo * 4);
       b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, s);
       const mis = down(Float32Array, op, t * ldo);
-      for (let r = 0; r < 3; r++) sameBits(mis.subarray(r * ldo, r * ldo + cols), row(r), `gemv K=${K} t=3: misaligned x vs aligned, row ${r}`);
-      for (const [c0, n] of [[64, 139], [63, 77], [5, 1], [128, 75]] as const) {
+      for (let r = 0; r < 3; r++)
+        sameBits(mis.subarray(r * ldo, r * ldo + cols), row(r), `gemv K=${K} t=3: misaligned x vs aligned, row ${r}`);
+      for (const [c0, n] of [
+        [64, 139],
+        [63, 77],
+        [5, 1],
+        [128, 75],
+      ] as const) {
         const os = out(t * n * 4);
         b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, s);
         const got = down(Float32Array, os, t * n);
-        for (let r = 0; r < t; r++) sameBits(got.subarray(r * n, (r + 1) * n), row(r, c0, n), `gemv K=${K}: column slice [${c0}, ${c0 + n}) row ${r} vs the full product`);
+        for (let r = 0; r < t; r++)
+          sameBits(
+            got.subarray(r * n, (r + 1) * n),
+            row(r, c0, n),
+            `gemv K=${K}: column slice [${c0}, ${c0 + n}) row ${r} vs the full product`,
+          );
       }
     }
   });
 
   it('gemv, wide (CW 8 / 4 / 2 tiles): rows equal across t = 1, 2, 4, 8; sampled columns within 2e-6 of f64; t=1 slices equal the full product', () => {
-    const K = 4096, cols = 20000, ldw = 20008;
+    const K = 4096,
+      cols = 20000,
+      ldw = 20008;
     const wp = genMatrix(K, ldw, 777, 1 / 64);
     const x = randF(8 * K);
     const xp = put(x);
@@ -211,28 +319,51 @@ describe('model kernels on one GPU', function () {
       b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, s);
       outs.set(t, down(Float32Array, op, t * cols));
     }
-    const o8 = outs.get(8)!, o1 = outs.get(1)!;
+    const o8 = outs.get(8)!,
+      o1 = outs.get(1)!;
     for (const t of [1, 2, 4]) {
-      for (let r = 0; r < t; r++) sameBits(outs.get(t)!.subarray(r * cols, (r + 1) * cols), o8.subarray(r * cols, (r + 1) * cols), `wide gemv: t=${t} row ${r} vs t=8 row ${r}`);
+      for (let r = 0; r < t; r++)
+        sameBits(
+          outs.get(t)!.subarray(r * cols, (r + 1) * cols),
+          o8.subarray(r * cols, (r + 1) * cols),
+          `wide gemv: t=${t} row ${r} vs t=8 row ${r}`,
+        );
     }
     const w = down(Uint16Array, wp, K * ldw); // one download of the whole matrix rather than a column at a time
     const worst = new Worst();
     const sampled = [...Array.from({ length: Math.ceil(cols / 997) }, (_, i) => i * 997), cols - 1];
-    for (const j of sampled) for (let r = 0; r < 8; r++) {
-      let acc = 0, mag = 0;
-      for (let k = 0; k < K; k++) { const p = x[r * K + k]! * bf16ToF32(w[k * ldw + j]!); acc += p; mag += Math.abs(p); }
-      if (worst.worse(Math.abs(o8[r * cols + j]! - acc) / mag)) worst.where = `row ${r} col ${j}: GPU ${o8[r * cols + j]}, f64 ${acc}`;
-    }
+    for (const j of sampled)
+      for (let r = 0; r < 8; r++) {
+        let acc = 0,
+          mag = 0;
+        for (let k = 0; k < K; k++) {
+          const p = x[r * K + k]! * bf16ToF32(w[k * ldw + j]!);
+          acc += p;
+          mag += Math.abs(p);
+        }
+        if (worst.worse(Math.abs(o8[r * cols + j]! - acc) / mag))
+          worst.where = `row ${r} col ${j}: GPU ${o8[r * cols + j]}, f64 ${acc}`;
+      }
     worst.within(2e-6, `wide gemv K=${K} cols=${cols} t=8 vs f64 (${sampled.length} sampled columns)`);
-    for (const [c0, n] of [[8, 4096], [256, 19744], [4, 300], [1, 1000]] as const) {
+    for (const [c0, n] of [
+      [8, 4096],
+      [256, 19744],
+      [4, 300],
+      [1, 1000],
+    ] as const) {
       const op = out(n * 4);
       b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, s);
-      sameBits(down(Float32Array, op, n), o1.subarray(c0, c0 + n), `wide gemv: slice [${c0}, ${c0 + n}) at t=1 vs the full product`);
+      sameBits(
+        down(Float32Array, op, n),
+        o1.subarray(c0, c0 + n),
+        `wide gemv: slice [${c0}, ${c0 + n}) at t=1 vs the full product`,
+      );
     }
   });
 
   it('rmsnorm: within 3 ulp of f64 (a row at 1e-3 scale included); in place equals out of place', () => {
-    const t = 3, H = 1024;
+    const t = 3,
+      H = 1024;
     const h = randF(t * H, 3);
     for (let i = 2 * H; i < 3 * H; i++) h[i] = h[i]! * 1e-3;
     const gp = alloc(H * 2);
@@ -250,7 +381,8 @@ describe('model kernels on one GPU', function () {
       for (let i = 0; i < H; i++) ss += h[r * H + i]! ** 2;
       const rr = Math.sqrt(ss / H + F.RMS_EPS);
       for (let i = 0; i < H; i++) {
-        const v = got[r * H + i]!, want = fr((h[r * H + i]! / rr) * g[i]!);
+        const v = got[r * H + i]!,
+          want = fr((h[r * H + i]! / rr) * g[i]!);
         vsOracle = Math.max(vsOracle, ulps(ref[i]!, v));
         if (worst.worse(ulps(want, v))) worst.where = `row ${r} index ${i}: GPU ${v}, f64 ${want}`;
       }
@@ -261,7 +393,9 @@ describe('model kernels on one GPU', function () {
   });
 
   it('quantize / dequantize: scales, e4m3 codes and dequantized values bit-exact to the oracle (zero block, eight decades, saturation, -0, tiny scale), misaligned input too', () => {
-    const t = 3, H = 512, nb = (t * H) / F.QUANT_BLOCK;
+    const t = 3,
+      H = 512,
+      nb = (t * H) / F.QUANT_BLOCK;
     const x = randF(t * H, 2);
     x.fill(0, 128, 256); // a zero block: scale 1
     for (let i = 256; i < 384; i++) x[i] = (rnd() * 2 - 1) * 10 ** (rnd() * 8 - 6);
@@ -269,10 +403,20 @@ describe('model kernels on one GPU', function () {
     x[H + 5] = -0;
     x[2 * H + 7] = 448 * 1.0000001; // rounds past 448: saturates
     for (let i = 0; i < 128; i++) x[2 * H + 384 + i] = 1e-30 * (i - 64);
-    const rq = new Uint8Array(t * H), rs = new Float32Array(nb), rd = new Float32Array(t * H);
+    const rq = new Uint8Array(t * H),
+      rs = new Float32Array(nb),
+      rd = new Float32Array(t * H);
     const per = H / F.QUANT_BLOCK;
-    for (let r = 0; r < t; r++) F.quantizeE4m3Blocks(x.subarray(r * H, (r + 1) * H), rq.subarray(r * H, (r + 1) * H), rs.subarray(r * per, (r + 1) * per), rd.subarray(r * H, (r + 1) * H));
-    const xq = out(t * H), xs = out(nb * 4), xd = out(t * H * 4);
+    for (let r = 0; r < t; r++)
+      F.quantizeE4m3Blocks(
+        x.subarray(r * H, (r + 1) * H),
+        rq.subarray(r * H, (r + 1) * H),
+        rs.subarray(r * per, (r + 1) * per),
+        rd.subarray(r * H, (r + 1) * H),
+      );
+    const xq = out(t * H),
+      xs = out(nb * 4),
+      xd = out(t * H * 4);
     b.launchQuantize(xq, xs, put(x), t, H, s);
     b.launchDequantize(xd, xq, xs, t, H, s);
     sameBits(down(Float32Array, xs, nb), rs, 'quantize: block scales xs');
@@ -280,7 +424,8 @@ describe('model kernels on one GPU', function () {
     sameBits(down(Float32Array, xd, t * H), rd, 'dequantize: xd');
     const bm = alloc(t * H * 4 + 16);
     up(bm + 4, x); // one float off: the scalar load path
-    poison(xq, t * H); poison(xs, nb * 4);
+    poison(xq, t * H);
+    poison(xs, nb * 4);
     b.launchQuantize(xq, xs, bm + 4, t, H, s);
     sameBits(down(Uint8Array, xq, t * H), rq, 'quantize, misaligned input: codes');
     sameBits(down(Float32Array, xs, nb), rs, 'quantize, misaligned input: scales');
@@ -288,14 +433,22 @@ describe('model kernels on one GPU', function () {
 
   it('router: ids equal the oracle topk (ties to the lower index, its NaN rules) and weights within 4 ulp of its softmax', () => {
     const t = 4;
-    for (const [E, K] of [[32, 8], [8, 2], [5, 5], [33, 7], [1024, 64]] as const) {
+    for (const [E, K] of [
+      [32, 8],
+      [8, 2],
+      [5, 5],
+      [33, 7],
+      [1024, 64],
+    ] as const) {
       const lg = randF(t * E, 4);
       lg[E + 3] = lg[E + (9 % E)] = lg[E + 1] = 2.5; // ties in row 1
       lg[2 * E] = NaN; // row 2: a NaN at index 0, which topk admits as its first pick
       lg[3 * E + 2] = NaN; // row 3: a later NaN, which never wins
-      const ip = out(t * K * 4), wp = out(t * K * 4);
+      const ip = out(t * K * 4),
+        wp = out(t * K * 4);
       b.launchRouter(ip, wp, put(lg), t, E, K, s);
-      const ids = down(Int32Array, ip, t * K), wts = down(Float32Array, wp, t * K);
+      const ids = down(Int32Array, ip, t * K),
+        wts = down(Float32Array, wp, t * K);
       const worst = new Worst();
       for (let r = 0; r < t; r++) {
         const row = lg.subarray(r * E, (r + 1) * E);
@@ -303,7 +456,8 @@ describe('model kernels on one GPU', function () {
         sameBits(ids.subarray(r * K, (r + 1) * K), Int32Array.from(want), `router E=${E} K=${K} row ${r}: ids`);
         const w = F.softmaxInPlace(new Float32Array(want.map((i) => row[i]!)), K);
         for (let k = 0; k < K; k++) {
-          const g = wts[r * K + k]!, e = w[k]!;
+          const g = wts[r * K + k]!,
+            e = w[k]!;
           const err = Number.isNaN(g) !== Number.isNaN(e) ? Infinity : Number.isNaN(g) ? 0 : ulps(e, g);
           if (worst.worse(err)) worst.where = `row ${r} slot ${k}: GPU ${g}, oracle ${e}`;
         }
@@ -313,26 +467,35 @@ describe('model kernels on one GPU', function () {
   });
 
   it('moe_combine: bit-exact to the slot-order f32 sum plus the residual, experts split between lo and hi at splitE', () => {
-    const t = 3, K = 4, H = 256, E = 8;
-    const wts = randF(t * K), lo = randF(t * K * H, 3), hi = randF(t * K * H, 3), h = randF(t * H, 2);
+    const t = 3,
+      K = 4,
+      H = 256,
+      E = 8;
+    const wts = randF(t * K),
+      lo = randF(t * K * H, 3),
+      hi = randF(t * K * H, 3),
+      h = randF(t * H, 2);
     const ids = Int32Array.from({ length: t * K }, () => Math.floor(rnd() * E));
-    ids[0] = 0; ids[1] = E - 1; // both halves, whatever the draw
+    ids[0] = 0;
+    ids[1] = E - 1; // both halves, whatever the draw
     const hp = put(h);
     b.launchMoeCombine(hp, put(wts), put(ids), put(lo), put(hi), E / 2, t, K, H, s);
     const want = new Float32Array(t * H);
-    for (let r = 0; r < t; r++) for (let i = 0; i < H; i++) {
-      let moe = 0;
-      for (let k = 0; k < K; k++) {
-        const q = r * K + k;
-        moe = fr(moe + fr(wts[q]! * (ids[q]! < E / 2 ? lo : hi)[q * H + i]!));
+    for (let r = 0; r < t; r++)
+      for (let i = 0; i < H; i++) {
+        let moe = 0;
+        for (let k = 0; k < K; k++) {
+          const q = r * K + k;
+          moe = fr(moe + fr(wts[q]! * (ids[q]! < E / 2 ? lo : hi)[q * H + i]!));
+        }
+        want[r * H + i] = fr(h[r * H + i]! + moe);
       }
-      want[r * H + i] = fr(h[r * H + i]! + moe);
-    }
     sameBits(down(Float32Array, hp, t * H), want, `moe_combine t=${t} K=${K} H=${H} (ids ${ids.join(' ')})`);
   });
 
   it('argmax: the lowest index on ties, NaN never wins (an all-NaN row gives 0), -0 == +0, +inf', () => {
-    const V = 1000, t = 6;
+    const V = 1000,
+      t = 6;
     const x = randF(t * V);
     x[V + 17] = x[V + 5] = 5;
     x[2 * V] = NaN; // the oracle's argmax would keep this NaN; model.h documents that the GPU does not
@@ -346,8 +509,9 @@ describe('model kernels on one GPU', function () {
     sameBits(down(Int32Array, op, t), want, 'argmax, by row (random, tie, NaN at 0, all NaN, ±0, +inf last)');
   });
 
-  it('set_i32 stores its values; embed widens valid tokens\' rows bit for bit and writes NaN rows for tokens outside [0, V)', () => {
-    const H = 256, V = 300;
+  it("set_i32 stores its values; embed widens valid tokens' rows bit for bit and writes NaN rows for tokens outside [0, V)", () => {
+    const H = 256,
+      V = 300;
     const ep = genMatrix(V, H, 0, 1);
     const emb = down(Uint16Array, ep, V * H);
     const toks = [3, 0, V - 1, V, -1, 2147483647, 7, -2147483648]; // 8 rows: the model kernels' largest t
@@ -360,7 +524,8 @@ describe('model kernels on one GPU', function () {
       b.launchEmbed(op, ep, tp, toks.length, H, V, s);
       const e = down(Float32Array, op, toks.length * H);
       toks.forEach((tok, r) => {
-        const got = e.subarray(r * H, (r + 1) * H), what = `embed (poison 0x${byte.toString(16)}): row ${r}, token ${tok}`;
+        const got = e.subarray(r * H, (r + 1) * H),
+          what = `embed (poison 0x${byte.toString(16)}): row ${r}, token ${tok}`;
         if (tok >= 0 && tok < V) sameBits(got, widenBf16(emb.subarray(tok * H, (tok + 1) * H)), what);
         else {
           const i = got.findIndex((v) => !Number.isNaN(v));
@@ -371,7 +536,21 @@ describe('model kernels on one GPU', function () {
   });
 
   /** u = attention of nh heads of t rows (this layer of an [t][L][P][R] cache), into a fresh poisoned buffer. */
-  function attend(t: number, nh: number, ldu: number, q: DevicePtr, ldq: number, cache: DevicePtr, layer: number, L: number, P: number, R: number, pos: DevicePtr, wuv: DevicePtr, Dv: number): Float32Array {
+  function attend(
+    t: number,
+    nh: number,
+    ldu: number,
+    q: DevicePtr,
+    ldq: number,
+    cache: DevicePtr,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    pos: DevicePtr,
+    wuv: DevicePtr,
+    Dv: number,
+  ): Float32Array {
     const u = out(t * ldu * 4);
     const work = out(b.mlaWorkspaceBytes(t, nh, P, R));
     b.launchMlaAttention(u, ldu, q, ldq, cache + layer * P * R * 4, L * P * R, pos, wuv, work, t, nh, P, R, Dv, s);
@@ -379,24 +558,63 @@ describe('model kernels on one GPU', function () {
   }
 
   /** Worst error of heads [n0, n0 + nh) of rows < t against attentionF64 (relative to Σ|o·w|). */
-  function attentionError(u: Float32Array, ldu: number, t: number, nh: number, n0: number, q: Float32Array, ldq: number, cache: Float32Array, layer: number, L: number, P: number, R: number, pos: readonly number[], wuv: Float32Array, Dv: number): Worst {
+  function attentionError(
+    u: Float32Array,
+    ldu: number,
+    t: number,
+    nh: number,
+    n0: number,
+    q: Float32Array,
+    ldq: number,
+    cache: Float32Array,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    pos: readonly number[],
+    wuv: Float32Array,
+    Dv: number,
+  ): Worst {
     const worst = new Worst();
-    for (let r = 0; r < t; r++) for (let n = 0; n < nh; n++) {
-      const ref = attentionF64(q, r * ldq + (n0 + n) * R, cache, (r * L + layer) * P * R, pos[r]! + 1, R, wuv, (n0 + n) * R * Dv, Dv);
-      for (let d = 0; d < Dv; d++) {
-        const g = u[r * ldu + n * Dv + d]!;
-        if (worst.worse(Math.abs(g - ref.u[d]!) / (ref.mag[d]! || 1))) worst.where = `row ${r} head ${n0 + n} d ${d} (position ${pos[r]}): GPU ${g}, f64 ${ref.u[d]}`;
+    for (let r = 0; r < t; r++)
+      for (let n = 0; n < nh; n++) {
+        const ref = attentionF64(
+          q,
+          r * ldq + (n0 + n) * R,
+          cache,
+          (r * L + layer) * P * R,
+          pos[r]! + 1,
+          R,
+          wuv,
+          (n0 + n) * R * Dv,
+          Dv,
+        );
+        for (let d = 0; d < Dv; d++) {
+          const g = u[r * ldu + n * Dv + d]!;
+          if (worst.worse(Math.abs(g - ref.u[d]!) / (ref.mag[d]! || 1)))
+            worst.where = `row ${r} head ${n0 + n} d ${d} (position ${pos[r]}): GPU ${g}, f64 ${ref.u[d]}`;
+        }
       }
-    }
     return worst;
   }
 
   it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads; head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
-    const t = 3, nh = 4, R = 64, Dv = 32, L = 2, layer = 1, P = 300;
-    const ldq = nh * R + 8, ldu = nh * Dv + 3;
+    const t = 3,
+      nh = 4,
+      R = 64,
+      Dv = 32,
+      L = 2,
+      layer = 1,
+      P = 300;
+    const ldq = nh * R + 8,
+      ldu = nh * Dv + 3;
     const pos = [0, 150, P - 1];
-    const cache = randF(t * L * P * R), q = randF(t * ldq, 2), c = randF(t * R);
-    const cp = put(cache), qp = put(q), cwp = put(c);
+    const cache = randF(t * L * P * R),
+      q = randF(t * ldq, 2),
+      c = randF(t * R);
+    const cp = put(cache),
+      qp = put(q),
+      cwp = put(c);
     const pp = out(64);
     b.launchSetI32(pp, pos, s);
     const wp = genMatrix(nh * R, Dv, 34, 1 / Math.sqrt(R));
@@ -405,140 +623,267 @@ describe('model kernels on one GPU', function () {
     for (let r = 0; r < t; r++) cache.set(c.subarray(r * R, (r + 1) * R), ((r * L + layer) * P + pos[r]!) * R);
     sameBits(down(Float32Array, cp, cache.length), cache, 'cache_write: the whole cache');
     const u = attend(t, nh, ldu, qp, ldq, cp, layer, L, P, R, pp, wp, Dv);
-    attentionError(u, ldu, t, nh, 0, q, ldq, cache, layer, L, P, R, pos, wuv, Dv).within(1e-5, `mla_attention t=${t} nh=${nh} R=${R} Dv=${Dv} positions ${pos.join(', ')} vs f64`);
+    attentionError(u, ldu, t, nh, 0, q, ldq, cache, layer, L, P, R, pos, wuv, Dv).within(
+      1e-5,
+      `mla_attention t=${t} nh=${nh} R=${R} Dv=${Dv} positions ${pos.join(', ')} vs f64`,
+    );
     // heads [1, 3) alone: q, wuv and u offset, another ldu
     const u2 = attend(t, 2, 2 * Dv, qp + R * 4, ldq, cp, layer, L, P, R, pp, wp + R * Dv * 2, Dv);
-    for (let r = 0; r < t; r++) sameBits(u2.subarray(r * 2 * Dv, (r + 1) * 2 * Dv), u.subarray(r * ldu + Dv, r * ldu + 3 * Dv), `mla_attention heads [1, 3) vs all heads, row ${r}`);
+    for (let r = 0; r < t; r++)
+      sameBits(
+        u2.subarray(r * 2 * Dv, (r + 1) * 2 * Dv),
+        u.subarray(r * ldu + Dv, r * ldu + 3 * Dv),
+        `mla_attention heads [1, 3) vs all heads, row ${r}`,
+      );
     // one float off: the scalar staging of the cache, then of q
     const cpm = alloc(cache.byteLength + 16);
     up(cpm + 4, cache);
-    sameBits(attend(t, nh, ldu, qp, ldq, cpm + 4, layer, L, P, R, pp, wp, Dv), u, 'mla_attention, misaligned cache (scalar staging) vs aligned');
+    sameBits(
+      attend(t, nh, ldu, qp, ldq, cpm + 4, layer, L, P, R, pp, wp, Dv),
+      u,
+      'mla_attention, misaligned cache (scalar staging) vs aligned',
+    );
     const qpm = alloc(q.byteLength + 16);
     up(qpm + 4, q);
-    sameBits(attend(t, nh, ldu, qpm + 4, ldq, cp, layer, L, P, R, pp, wp, Dv), u, 'mla_attention, misaligned q (scalar staging) vs aligned');
+    sameBits(
+      attend(t, nh, ldu, qpm + 4, ldq, cp, layer, L, P, R, pp, wp, Dv),
+      u,
+      'mla_attention, misaligned q (scalar staging) vs aligned',
+    );
     // row 2 alone: slot 2 becomes slot 0 by shifting the cache
     const u3 = attend(1, nh, nh * Dv, qp + 2 * ldq * 4, ldq, cp + 2 * L * P * R * 4, layer, L, P, R, pp + 8, wp, Dv);
     sameBits(u3, u.subarray(2 * ldu, 2 * ldu + nh * Dv), 'mla_attention t=1 (row 2) vs t=3 row 2');
     const bad = out(16);
     b.launchSetI32(bad, [P, -1], s);
     const ub = out(2 * Dv * 4, 0x00); // zero poison: NaN must be written
-    b.launchMlaAttention(ub, Dv, qp, ldq, cp + layer * P * R * 4, L * P * R, bad, wp, out(b.mlaWorkspaceBytes(2, 1, P, R)), 2, 1, P, R, Dv, s);
-    const gb = down(Float32Array, ub, 2 * Dv), nb = gb.findIndex((v) => !Number.isNaN(v));
+    b.launchMlaAttention(
+      ub,
+      Dv,
+      qp,
+      ldq,
+      cp + layer * P * R * 4,
+      L * P * R,
+      bad,
+      wp,
+      out(b.mlaWorkspaceBytes(2, 1, P, R)),
+      2,
+      1,
+      P,
+      R,
+      Dv,
+      s,
+    );
+    const gb = down(Float32Array, ub, 2 * Dv),
+      nb = gb.findIndex((v) => !Number.isNaN(v));
     check(nb < 0, () => `mla_attention at positions ${P} and -1: index ${nb} is ${gb[nb]}, expected NaN`);
     b.launchCacheWrite(cp, cwp, bad, 2, layer, L, P, R, s);
     sameBits(down(Float32Array, cp, cache.length), cache, `cache_write at positions ${P} and -1 must write nothing`);
 
     // Every tile edge (32 positions up to R = 512, 8 above): one head, one row, each position count.
-    for (const [Re, Pe, counts] of [[64, 200, [1, 2, 31, 32, 33, 63, 64, 65, 97, 200]], [96, 80, [1, 32, 33, 80]], [1024, 40, [1, 7, 8, 9, 16, 17, 40]]] as Array<[number, number, number[]]>) {
-      const ce = randF(Pe * Re), qe = randF(Re, 2), we = genMatrix(Re, Dv, 36, 1 / Math.sqrt(Re));
+    for (const [Re, Pe, counts] of [
+      [64, 200, [1, 2, 31, 32, 33, 63, 64, 65, 97, 200]],
+      [96, 80, [1, 32, 33, 80]],
+      [1024, 40, [1, 7, 8, 9, 16, 17, 40]],
+    ] as Array<[number, number, number[]]>) {
+      const ce = randF(Pe * Re),
+        qe = randF(Re, 2),
+        we = genMatrix(Re, Dv, 36, 1 / Math.sqrt(Re));
       const wve = widenBf16(down(Uint16Array, we, Re * Dv));
-      const cep = put(ce), qep = put(qe), pe = out(16);
+      const cep = put(ce),
+        qep = put(qe),
+        pe = out(16);
       for (const np of counts) {
         b.launchSetI32(pe, [np - 1], s);
         const ue = attend(1, 1, Dv, qep, Re, cep, 0, 1, Pe, Re, pe, we, Dv);
-        attentionError(ue, Dv, 1, 1, 0, qe, Re, ce, 0, 1, Pe, Re, [np - 1], wve, Dv).within(1e-5, `mla_attention R=${Re} over ${np} positions vs f64`);
+        attentionError(ue, Dv, 1, 1, 0, qe, Re, ce, 0, 1, Pe, Re, [np - 1], wve, Dv).within(
+          1e-5,
+          `mla_attention R=${Re} over ${np} positions vs f64`,
+        );
       }
     }
 
     // 40 heads: a second head group of 8; heads [33, 36) alone bit-identical to the full launch.
-    const nh4 = 40, R4 = 64, P4 = 70;
-    const c4 = randF(P4 * R4), q4 = randF(nh4 * R4, 2), w4 = genMatrix(nh4 * R4, Dv, 37, 1 / Math.sqrt(R4));
+    const nh4 = 40,
+      R4 = 64,
+      P4 = 70;
+    const c4 = randF(P4 * R4),
+      q4 = randF(nh4 * R4, 2),
+      w4 = genMatrix(nh4 * R4, Dv, 37, 1 / Math.sqrt(R4));
     const wv4 = widenBf16(down(Uint16Array, w4, nh4 * R4 * Dv));
-    const c4p = put(c4), q4p = put(q4), p4 = out(16);
+    const c4p = put(c4),
+      q4p = put(q4),
+      p4 = out(16);
     b.launchSetI32(p4, [P4 - 1], s);
     const u4 = attend(1, nh4, nh4 * Dv, q4p, nh4 * R4, c4p, 0, 1, P4, R4, p4, w4, Dv);
-    attentionError(u4, nh4 * Dv, 1, nh4, 0, q4, nh4 * R4, c4, 0, 1, P4, R4, [P4 - 1], wv4, Dv).within(1e-5, `mla_attention ${nh4} heads vs f64`);
+    attentionError(u4, nh4 * Dv, 1, nh4, 0, q4, nh4 * R4, c4, 0, 1, P4, R4, [P4 - 1], wv4, Dv).within(
+      1e-5,
+      `mla_attention ${nh4} heads vs f64`,
+    );
     const u5 = attend(1, 3, 3 * Dv, q4p + 33 * R4 * 4, nh4 * R4, c4p, 0, 1, P4, R4, p4, w4 + 33 * R4 * Dv * 2, Dv);
     sameBits(u5, u4.subarray(33 * Dv, 36 * Dv), 'mla_attention heads [33, 36) vs 40 heads');
 
-    const P2 = 65536, R2 = 512, Dv2 = 128; // the longest context at the largest position
-    const cache2 = randF(P2 * R2), q2 = randF(R2);
+    const P2 = 65536,
+      R2 = 512,
+      Dv2 = 128; // the longest context at the largest position
+    const cache2 = randF(P2 * R2),
+      q2 = randF(R2);
     const p2 = out(16);
     b.launchSetI32(p2, [P2 - 1], s);
     const w2p = genMatrix(R2, Dv2, 35, 1 / Math.sqrt(R2));
     const wv2 = widenBf16(down(Uint16Array, w2p, R2 * Dv2));
     const gu = attend(1, 1, Dv2, put(q2), R2, put(cache2), 0, 1, P2, R2, p2, w2p, Dv2);
-    attentionError(gu, Dv2, 1, 1, 0, q2, R2, cache2, 0, 1, P2, R2, [P2 - 1], wv2, Dv2).within(1e-4, `mla_attention P=${P2} R=${R2} Dv=${Dv2} at position ${P2 - 1} vs f64`);
+    attentionError(gu, Dv2, 1, 1, 0, q2, R2, cache2, 0, 1, P2, R2, [P2 - 1], wv2, Dv2).within(
+      1e-4,
+      `mla_attention P=${P2} R=${R2} Dv=${Dv2} at position ${P2 - 1} vs f64`,
+    );
   });
 
   it('expert_up / expert_down: within 1e-4 / 2e-6 of f64; an EP half bit-identical to the full launch, its unowned slots untouched', () => {
-    const t = 2, K = 3, E = 6, H = 256, Fw = 384;
+    const t = 2,
+      K = 3,
+      E = 6,
+      H = 256,
+      Fw = 384;
     const x = randF(t * H);
     const ids = Int32Array.from([0, 4, 2, 5, 3, 1]);
-    const xp = put(x), ip = put(ids);
-    const w1p = genMatrix(E * H, Fw, 40, 1 / 16), w3p = genMatrix(E * H, Fw, 41, 1 / 16), w2p = genMatrix(E * Fw, H, 42, 1 / Math.sqrt(Fw));
-    const w1 = widenBf16(down(Uint16Array, w1p, E * H * Fw)), w3 = widenBf16(down(Uint16Array, w3p, E * H * Fw)), w2 = widenBf16(down(Uint16Array, w2p, E * Fw * H));
-    const ap = out(t * K * Fw * 4), cp = out(t * K * H * 4);
+    const xp = put(x),
+      ip = put(ids);
+    const w1p = genMatrix(E * H, Fw, 40, 1 / 16),
+      w3p = genMatrix(E * H, Fw, 41, 1 / 16),
+      w2p = genMatrix(E * Fw, H, 42, 1 / Math.sqrt(Fw));
+    const w1 = widenBf16(down(Uint16Array, w1p, E * H * Fw)),
+      w3 = widenBf16(down(Uint16Array, w3p, E * H * Fw)),
+      w2 = widenBf16(down(Uint16Array, w2p, E * Fw * H));
+    const ap = out(t * K * Fw * 4),
+      cp = out(t * K * H * 4);
     b.launchExpertUp(ap, xp, ip, w1p, w3p, 0, E, t, K, H, Fw, s);
     b.launchExpertDown(cp, ap, ip, w2p, 0, E, t, K, H, Fw, s);
-    const act = down(Float32Array, ap, t * K * Fw), con = down(Float32Array, cp, t * K * H);
-    const wa = new Worst(), wc = new Worst();
+    const act = down(Float32Array, ap, t * K * Fw),
+      con = down(Float32Array, cp, t * K * H);
+    const wa = new Worst(),
+      wc = new Worst();
     for (let q = 0; q < t * K; q++) {
-      const e = ids[q]!, r = Math.floor(q / K);
+      const e = ids[q]!,
+        r = Math.floor(q / K);
       for (let f = 0; f < Fw; f++) {
-        let g = 0, u = 0;
-        for (let k = 0; k < H; k++) { g += x[r * H + k]! * w1[e * H * Fw + k * Fw + f]!; u += x[r * H + k]! * w3[e * H * Fw + k * Fw + f]!; }
-        const a = (g / (1 + Math.exp(-g))) * u, v = act[q * Fw + f]!;
-        if (wa.worse(Math.abs(v - a) / (Math.abs(a) + 1e-3))) wa.where = `slot ${q} (expert ${e}) f ${f}: GPU ${v}, f64 ${a}`;
+        let g = 0,
+          u = 0;
+        for (let k = 0; k < H; k++) {
+          g += x[r * H + k]! * w1[e * H * Fw + k * Fw + f]!;
+          u += x[r * H + k]! * w3[e * H * Fw + k * Fw + f]!;
+        }
+        const a = (g / (1 + Math.exp(-g))) * u,
+          v = act[q * Fw + f]!;
+        if (wa.worse(Math.abs(v - a) / (Math.abs(a) + 1e-3)))
+          wa.where = `slot ${q} (expert ${e}) f ${f}: GPU ${v}, f64 ${a}`;
       }
       // down from the GPU's own act, so its error is down's alone
       for (let i = 0; i < H; i++) {
-        let c = 0, mag = 0;
-        for (let f = 0; f < Fw; f++) { const p = act[q * Fw + f]! * w2[e * Fw * H + f * H + i]!; c += p; mag += Math.abs(p); }
-        if (wc.worse(Math.abs(con[q * H + i]! - c) / (mag || 1))) wc.where = `slot ${q} (expert ${e}) i ${i}: GPU ${con[q * H + i]}, f64 ${c}`;
+        let c = 0,
+          mag = 0;
+        for (let f = 0; f < Fw; f++) {
+          const p = act[q * Fw + f]! * w2[e * Fw * H + f * H + i]!;
+          c += p;
+          mag += Math.abs(p);
+        }
+        if (wc.worse(Math.abs(con[q * H + i]! - c) / (mag || 1)))
+          wc.where = `slot ${q} (expert ${e}) i ${i}: GPU ${con[q * H + i]}, f64 ${c}`;
       }
     }
     wa.within(1e-4, 'expert_up vs f64 (|err| / (|a| + 1e-3))');
     wc.within(2e-6, 'expert_down vs f64 on the GPU act (|err| / Σ|a·w|)');
     // EP rank 1 owns experts [3, 6) and is handed only its own matrices.
-    const a1 = out(t * K * Fw * 4), c1 = out(t * K * H * 4);
+    const a1 = out(t * K * Fw * 4),
+      c1 = out(t * K * H * 4);
     b.launchExpertUp(a1, xp, ip, w1p + 3 * H * Fw * 2, w3p + 3 * H * Fw * 2, 3, 3, t, K, H, Fw, s);
     b.launchExpertDown(c1, a1, ip, w2p + 3 * Fw * H * 2, 3, 3, t, K, H, Fw, s);
-    const ga = down(Float32Array, a1, t * K * Fw), gc = down(Float32Array, c1, t * K * H);
+    const ga = down(Float32Array, a1, t * K * Fw),
+      gc = down(Float32Array, c1, t * K * H);
     for (let q = 0; q < t * K; q++) {
-      const owned = ids[q]! >= 3, what = `EP half [3, 6): slot ${q} (expert ${ids[q]}${owned ? '' : ', not owned, must stay untouched'})`;
-      sameBits(ga.subarray(q * Fw, (q + 1) * Fw), owned ? act.subarray(q * Fw, (q + 1) * Fw) : untouched(Fw), `expert_up ${what}`);
-      sameBits(gc.subarray(q * H, (q + 1) * H), owned ? con.subarray(q * H, (q + 1) * H) : untouched(H), `expert_down ${what}`);
+      const owned = ids[q]! >= 3,
+        what = `EP half [3, 6): slot ${q} (expert ${ids[q]}${owned ? '' : ', not owned, must stay untouched'})`;
+      sameBits(
+        ga.subarray(q * Fw, (q + 1) * Fw),
+        owned ? act.subarray(q * Fw, (q + 1) * Fw) : untouched(Fw),
+        `expert_up ${what}`,
+      );
+      sameBits(
+        gc.subarray(q * H, (q + 1) * H),
+        owned ? con.subarray(q * H, (q + 1) * H) : untouched(H),
+        `expert_down ${what}`,
+      );
     }
   });
 
   it('expert_up / expert_down at bench shape (CW 8 tiles): down equals gemv on the same act bit for bit, up within 4 ulp of silu(gemv W1) * gemv W3; unowned slots untouched', () => {
-    const H = 4096, Fw = 1536, nE = 4, t = 1, K = 8;
-    const w1 = genMatrix(nE * H, Fw, 780, 1 / 64), w3 = genMatrix(nE * H, Fw, 781, 1 / 64), w2 = genMatrix(nE * Fw, H, 782, 1 / Math.sqrt(Fw));
+    const H = 4096,
+      Fw = 1536,
+      nE = 4,
+      t = 1,
+      K = 8;
+    const w1 = genMatrix(nE * H, Fw, 780, 1 / 64),
+      w3 = genMatrix(nE * H, Fw, 781, 1 / 64),
+      w2 = genMatrix(nE * Fw, H, 782, 1 / Math.sqrt(Fw));
     const ids = Int32Array.from([2, 0, 3, 1, 5, 6, 7, 1]);
-    const ip = put(ids), xd = put(randF(H));
-    const act = out(K * Fw * 4), con = out(K * H * 4);
+    const ip = put(ids),
+      xd = put(randF(H));
+    const act = out(K * Fw * 4),
+      con = out(K * H * 4);
     b.launchExpertUp(act, xd, ip, w1, w3, 0, nE, t, K, H, Fw, s);
     b.launchExpertDown(con, act, ip, w2, 0, nE, t, K, H, Fw, s);
-    const ga = down(Float32Array, act, K * Fw), gc = down(Float32Array, con, K * H);
-    const g = alloc(Fw * 4), u = alloc(Fw * 4), c1 = alloc(H * 4);
+    const ga = down(Float32Array, act, K * Fw),
+      gc = down(Float32Array, con, K * H);
+    const g = alloc(Fw * 4),
+      u = alloc(Fw * 4),
+      c1 = alloc(H * 4);
     const worst = new Worst();
     for (let q = 0; q < K; q++) {
       const e = ids[q]!;
       if (e >= nE) {
-        sameBits(ga.subarray(q * Fw, (q + 1) * Fw), untouched(Fw), `expert_up bench shape: slot ${q} (expert ${e}, not owned) must stay untouched`);
-        sameBits(gc.subarray(q * H, (q + 1) * H), untouched(H), `expert_down bench shape: slot ${q} (expert ${e}, not owned) must stay untouched`);
+        sameBits(
+          ga.subarray(q * Fw, (q + 1) * Fw),
+          untouched(Fw),
+          `expert_up bench shape: slot ${q} (expert ${e}, not owned) must stay untouched`,
+        );
+        sameBits(
+          gc.subarray(q * H, (q + 1) * H),
+          untouched(H),
+          `expert_down bench shape: slot ${q} (expert ${e}, not owned) must stay untouched`,
+        );
         continue;
       }
       poison(c1, H * 4);
       b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, s);
-      sameBits(gc.subarray(q * H, (q + 1) * H), down(Float32Array, c1, H), `expert_down bench shape: slot ${q} (expert ${e}) vs gemv (CW 2) on its act`);
-      poison(g, Fw * 4); poison(u, Fw * 4);
+      sameBits(
+        gc.subarray(q * H, (q + 1) * H),
+        down(Float32Array, c1, H),
+        `expert_down bench shape: slot ${q} (expert ${e}) vs gemv (CW 2) on its act`,
+      );
+      poison(g, Fw * 4);
+      poison(u, Fw * 4);
       b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, s);
       b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, s);
-      const gg = down(Float32Array, g, Fw), uu = down(Float32Array, u, Fw);
+      const gg = down(Float32Array, g, Fw),
+        uu = down(Float32Array, u, Fw);
       for (let f = 0; f < Fw; f++) {
         // expf vs Math.exp in silu, then the product's rounding: a few ulp apart, never more than 4
-        const want = fr(F.silu(gg[f]!) * uu[f]!), v = ga[q * Fw + f]!;
-        if (worst.worse(ulps(want, v))) worst.where = `slot ${q} (expert ${e}) f ${f}: GPU ${v}, silu(gemv) * gemv ${want}`;
+        const want = fr(F.silu(gg[f]!) * uu[f]!),
+          v = ga[q * Fw + f]!;
+        if (worst.worse(ulps(want, v)))
+          worst.where = `slot ${q} (expert ${e}) f ${f}: GPU ${v}, silu(gemv) * gemv ${want}`;
       }
     }
     worst.within(4, 'expert_up bench shape vs silu(gemv W1) * gemv W3, in ulps');
   });
 
   it('expert_up / expert_down group slots by expert: t = 2, 3, 5, 8 with experts shared across rows and one named twice in a row; every slot bit-identical to its row launched alone, and to the EP halves; unowned slots untouched', () => {
-    const K = 4, E = 8, H = 512, Fw = 384;
-    const w1p = genMatrix(E * H, Fw, 43, 1 / 16), w3p = genMatrix(E * H, Fw, 44, 1 / 16), w2p = genMatrix(E * Fw, H, 45, 1 / Math.sqrt(Fw));
+    const K = 4,
+      E = 8,
+      H = 512,
+      Fw = 384;
+    const w1p = genMatrix(E * H, Fw, 43, 1 / 16),
+      w3p = genMatrix(E * H, Fw, 44, 1 / 16),
+      w2p = genMatrix(E * Fw, H, 45, 1 / Math.sqrt(Fw));
     const half = E / 2;
     for (const t of [2, 3, 5, 8]) {
       const ids = new Int32Array(t * K);
@@ -547,27 +892,50 @@ describe('model kernels on one GPU', function () {
         for (let k = 0; k < K; k++) ids[r * K + k] = pool.splice(Math.floor(rnd() * pool.length), 1)[0]!;
       }
       ids[2] = ids[0]!; // row 0 names one expert twice
-      const xp = put(randF(t * H)), ip = put(ids);
-      const act = out(t * K * Fw * 4), con = out(t * K * H * 4);
+      const xp = put(randF(t * H)),
+        ip = put(ids);
+      const act = out(t * K * Fw * 4),
+        con = out(t * K * H * 4);
       b.launchExpertUp(act, xp, ip, w1p, w3p, 0, E, t, K, H, Fw, s);
       b.launchExpertDown(con, act, ip, w2p, 0, E, t, K, H, Fw, s);
-      const ga = down(Float32Array, act, t * K * Fw), gc = down(Float32Array, con, t * K * H);
+      const ga = down(Float32Array, act, t * K * Fw),
+        gc = down(Float32Array, con, t * K * H);
       for (let r = 0; r < t; r++) {
-        const a1 = out(K * Fw * 4), c1 = out(K * H * 4);
+        const a1 = out(K * Fw * 4),
+          c1 = out(K * H * 4);
         b.launchExpertUp(a1, xp + r * H * 4, ip + r * K * 4, w1p, w3p, 0, E, 1, K, H, Fw, s);
         b.launchExpertDown(c1, a1, ip + r * K * 4, w2p, 0, E, 1, K, H, Fw, s);
-        sameBits(down(Float32Array, a1, K * Fw), ga.subarray(r * K * Fw, (r + 1) * K * Fw), `expert_up t=${t} row ${r} alone vs grouped (ids ${Array.from(ids.subarray(r * K, (r + 1) * K)).join(', ')})`);
-        sameBits(down(Float32Array, c1, K * H), gc.subarray(r * K * H, (r + 1) * K * H), `expert_down t=${t} row ${r} alone vs grouped`);
+        sameBits(
+          down(Float32Array, a1, K * Fw),
+          ga.subarray(r * K * Fw, (r + 1) * K * Fw),
+          `expert_up t=${t} row ${r} alone vs grouped (ids ${Array.from(ids.subarray(r * K, (r + 1) * K)).join(', ')})`,
+        );
+        sameBits(
+          down(Float32Array, c1, K * H),
+          gc.subarray(r * K * H, (r + 1) * K * H),
+          `expert_down t=${t} row ${r} alone vs grouped`,
+        );
       }
       for (const e0 of [0, half]) {
-        const ah = out(t * K * Fw * 4), ch = out(t * K * H * 4);
+        const ah = out(t * K * Fw * 4),
+          ch = out(t * K * H * 4);
         b.launchExpertUp(ah, xp, ip, w1p + e0 * H * Fw * 2, w3p + e0 * H * Fw * 2, e0, half, t, K, H, Fw, s);
         b.launchExpertDown(ch, ah, ip, w2p + e0 * Fw * H * 2, e0, half, t, K, H, Fw, s);
-        const ha = down(Float32Array, ah, t * K * Fw), hc = down(Float32Array, ch, t * K * H);
+        const ha = down(Float32Array, ah, t * K * Fw),
+          hc = down(Float32Array, ch, t * K * H);
         for (let q = 0; q < t * K; q++) {
-          const owned = ids[q]! >= e0 && ids[q]! < e0 + half, what = `t=${t} EP half [${e0}, ${e0 + half}): slot ${q} (expert ${ids[q]}${owned ? '' : ', not owned, must stay untouched'})`;
-          sameBits(ha.subarray(q * Fw, (q + 1) * Fw), owned ? ga.subarray(q * Fw, (q + 1) * Fw) : untouched(Fw), `expert_up ${what}`);
-          sameBits(hc.subarray(q * H, (q + 1) * H), owned ? gc.subarray(q * H, (q + 1) * H) : untouched(H), `expert_down ${what}`);
+          const owned = ids[q]! >= e0 && ids[q]! < e0 + half,
+            what = `t=${t} EP half [${e0}, ${e0 + half}): slot ${q} (expert ${ids[q]}${owned ? '' : ', not owned, must stay untouched'})`;
+          sameBits(
+            ha.subarray(q * Fw, (q + 1) * Fw),
+            owned ? ga.subarray(q * Fw, (q + 1) * Fw) : untouched(Fw),
+            `expert_up ${what}`,
+          );
+          sameBits(
+            hc.subarray(q * H, (q + 1) * H),
+            owned ? gc.subarray(q * H, (q + 1) * H) : untouched(H),
+            `expert_down ${what}`,
+          );
         }
       }
     }

@@ -13,7 +13,7 @@ import { TRANSPORTS, type Transport } from '../../src/runtime/transports/transpo
 import { COLLECTIVE_OPS, backToBack, runCase, sweep } from '../support/transport-battery.js';
 import { randomF32Ints } from '../support/random.js';
 
-before(function () {
+before(() => {
   const n = loadBinding().deviceCount();
   if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
 });
@@ -38,7 +38,10 @@ describe('transports on two GPUs', function () {
     cpuLink = await ArLink.open(cpu);
     await cpuLink.reserve(1_048_576);
   });
-  after(async () => { await cpuLink?.close(); await cpu?.close(); });
+  after(async () => {
+    await cpuLink?.close();
+    await cpu?.close();
+  });
 
   it('loads NCCL from the system library', async () => {
     await openGpu();
@@ -66,7 +69,9 @@ describe('transports on two GPUs', function () {
         assert.ok((await sweep(rt, t, 2 ** 21, 8)) > 500);
         assert.equal(rt.failure, undefined);
         // Eager LL joins up to 32 KB went through each rank's LL server, the larger ones by launch.
-        if (name === 'll') for (const s of await link.llServeStats()) assert.ok(s.jobs > 0 && s.launches > 0, `LL server ${JSON.stringify(s)}`);
+        if (name === 'll')
+          for (const s of await link.llServeStats())
+            assert.ok(s.jobs > 0 && s.launches > 0, `LL server ${JSON.stringify(s)}`);
       });
 
       it('10,000 back-to-back ops, then 2,000 of mixed ops and roots, every result checked', async () => {
@@ -80,12 +85,18 @@ describe('transports on two GPUs', function () {
           for (const n of [1, 4099, 65_537]) {
             const rows = op === 'allGather' || op === 'gather' ? 2 : 1;
             const part = op === 'allGather' || op === 'gather' ? n * rows : n;
-            const inputs = Array.from({ length: 3 }, () => [randomF32Ints(part, 1 << 20), randomF32Ints(part, 1 << 20)]);
+            const inputs = Array.from({ length: 3 }, () => [
+              randomF32Ints(part, 1 << 20),
+              randomF32Ints(part, 1 << 20),
+            ]);
             const c = { op, n, rows, inPlace: false, ops: 3 };
             const gpu = await runCase(rt, t, c, inputs);
             const host = await runCase(cpu, ref, c, inputs);
             for (const r of [0, 1]) {
-              assert.ok(Buffer.from(gpu.outputs[r]!).equals(Buffer.from(host.outputs[r]!)), `${op} n=${n} rank ${r}: GPU and CPU reference bytes differ`);
+              assert.ok(
+                Buffer.from(gpu.outputs[r]!).equals(Buffer.from(host.outputs[r]!)),
+                `${op} n=${n} rank ${r}: GPU and CPU reference bytes differ`,
+              );
             }
           }
         }
@@ -97,17 +108,23 @@ describe('transports on two GPUs', function () {
         const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
         const src = await a.alloc(n * 4);
         const y = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
-        const h0 = randomF32Ints(n, 8), h1 = randomF32Ints(n, 8), hs = randomF32Ints(n, 1000);
+        const h0 = randomF32Ints(n, 8),
+          h1 = randomF32Ints(n, 8),
+          hs = randomF32Ints(n, 1000);
         await a.upload(x[0], h0);
         await b.upload(x[1], h1);
         await a.upload(src, hs);
         // Three all-reduces (an odd number of barrier rounds) and a broadcast per replay.
-        const g = await CapturedGraph.capture(rt, () => {
-          t.allReduce(x, n);
-          t.allReduce(x, n);
-          t.allReduce(x, n);
-          t.broadcast(0, src, y, n);
-        }, t.graphMode);
+        const g = await CapturedGraph.capture(
+          rt,
+          () => {
+            t.allReduce(x, n);
+            t.allReduce(x, n);
+            t.allReduce(x, n);
+            t.broadcast(0, src, y, n);
+          },
+          t.graphMode,
+        );
         const replays = 3;
         for (let i = 0; i < replays; i++) g.launch();
         a.fill(src, n, -1); // the input overwritten right after the joins are enqueued
@@ -119,9 +136,11 @@ describe('transports on two GPUs', function () {
         const scale = 2 ** (3 * replays);
         for (const r of [0, 1]) {
           const got = await rt.ranks[r]!.downloadF32(x[r]!, n);
-          for (let i = 0; i < n; i++) assert.equal(got[i], (h0[i]! + h1[i]!) * scale, `${name} replayed all-reduce rank ${r} element ${i}`);
+          for (let i = 0; i < n; i++)
+            assert.equal(got[i], (h0[i]! + h1[i]!) * scale, `${name} replayed all-reduce rank ${r} element ${i}`);
           const moved = await rt.ranks[r]!.downloadF32(y[r]!, n);
-          for (let i = 0; i < n; i++) assert.equal(moved[i], hs[i], `${name} replayed broadcast rank ${r} element ${i}`);
+          for (let i = 0; i < n; i++)
+            assert.equal(moved[i], hs[i], `${name} replayed broadcast rank ${r} element ${i}`);
         }
         if (name === 'oneshot') assert.deepEqual(await link.barrierErrors(), [0, 0]);
         await g.destroy();
@@ -141,16 +160,25 @@ describe('transports on two GPUs', function () {
         for (const n of [1, 1000, 4096, 4097, 8192, 8193]) {
           const rows = op === 'allGather' || op === 'gather' ? 2 : 1;
           if (rows * n > 8194) continue;
-          const inputs = Array.from({ length: 6 }, () => [randomF32Ints(n * rows, 1 << 20), randomF32Ints(n * rows, 1 << 20)]);
+          const inputs = Array.from({ length: 6 }, () => [
+            randomF32Ints(n * rows, 1 << 20),
+            randomF32Ints(n * rows, 1 << 20),
+          ]);
           const c = { op, n, rows, inPlace: false, ops: 6 };
           await link.setLlServe(served);
           const jobs = (await link.llServeStats()).map((s) => s.jobs);
           const viaServer = await runCase(rt, t, c, inputs);
           const fits = rows * n <= 8192;
-          (await link.llServeStats()).forEach((s, r) => void assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`));
+          (await link.llServeStats()).forEach(
+            (s, r) => void assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`),
+          );
           await link.setLlServe(0);
           const launched = await runCase(rt, t, c, inputs);
-          for (const r of [0, 1]) assert.ok(Buffer.from(viaServer.outputs[r]!).equals(Buffer.from(launched.outputs[r]!)), `${op} n=${n} rank ${r}: served and launched bytes differ`);
+          for (const r of [0, 1])
+            assert.ok(
+              Buffer.from(viaServer.outputs[r]!).equals(Buffer.from(launched.outputs[r]!)),
+              `${op} n=${n} rank ${r}: served and launched bytes differ`,
+            );
         }
       }
       // Idle for far longer than the server's bound: both grids stop, and the next joins start them again.
@@ -159,7 +187,13 @@ describe('transports on two GPUs', function () {
       const before = await link.llServeStats();
       await new Promise((r) => setTimeout(r, 50));
       await runCase(rt, t, { op: 'allReduce', n: 999, rows: 1, inPlace: false, ops: 4 });
-      (await link.llServeStats()).forEach((s, r) => void assert.ok(s.launches > before[r]!.launches, `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`));
+      (await link.llServeStats()).forEach(
+        (s, r) =>
+          void assert.ok(
+            s.launches > before[r]!.launches,
+            `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`,
+          ),
+      );
       assert.equal(rt.failure, undefined);
       assert.deepEqual(await link.barrierErrors(), [0, 0]);
     } finally {
@@ -186,10 +220,21 @@ describe('transports on two GPUs', function () {
       const n = 1024;
       const stage = link.stageFor(n);
       await refusalThenRecovery(rt, link, 'oneshot', n, (x) =>
-        rt.ranks[0].oneShot(0, stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], n, link.err[0], link.spinLimit, link.blocksFor(n)));
+        rt.ranks[0].oneShot(
+          0,
+          stage[0]!,
+          stage[1]!,
+          x[0],
+          link.signal[0],
+          link.signal[1],
+          n,
+          link.err[0],
+          link.spinLimit,
+          link.blocksFor(n),
+        ),
+      );
     } finally {
       await closeGpu();
     }
   });
 });
-

@@ -1,7 +1,10 @@
 /** Greedy or teacher-forced runs of a session, keeping every step's tokens and hidden state. */
 import type { Session } from '../../src/decode/session.js';
 
-export interface Run { next: number[][]; hidden: Float32Array[] }
+export interface Run {
+  next: number[][];
+  hidden: Float32Array[];
+}
 
 /** `steps` greedy steps from `start` (with `force`, step i is fed force[i] instead). Resets every slot first. */
 export async function runSession(s: Session, start: number[], steps: number, force?: number[][]): Promise<Run> {
@@ -19,8 +22,12 @@ export async function runSession(s: Session, start: number[], steps: number, for
 
 /** sqrt(Σ (a − b)²) / sqrt(Σ b²), in double. */
 export function relL2(a: Float32Array, b: Float32Array): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) { num += (a[i]! - b[i]!) ** 2; den += b[i]! ** 2; }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num += (a[i]! - b[i]!) ** 2;
+    den += b[i]! ** 2;
+  }
   return Math.sqrt(num / den);
 }
 

@@ -6,7 +6,7 @@
  */
 import { strict as assert } from 'node:assert';
 import type { Runtime } from '../../src/runtime/runtime.js';
-import { ParentGraph, type ParentGraphParts } from '../../src/runtime/parent-graph.js';
+import type { ParentGraph, ParentGraphParts } from '../../src/runtime/parent-graph.js';
 import { randomF32Ints } from './random.js';
 
 export interface ParentGraphRig {
@@ -28,12 +28,22 @@ export async function parentGraphRig(rt: Runtime, n: number): Promise<ParentGrap
     parts: (over = {}) => ({
       tx: [0, 1, 2, 3].map((i) => ({ src: a0[i]!, dst: b1[i]!, bytes: n * 4 })),
       // owner: a0[4] = a0[0] + a0[1]
-      owner: () => { a.copy(a0[4]!, a0[0]!, n * 4); a.axpy(a0[4]!, a0[1]!, n, 1); },
+      owner: () => {
+        a.copy(a0[4]!, a0[0]!, n * 4);
+        a.axpy(a0[4]!, a0[1]!, n, 1);
+      },
       // peer: b1[4] = b1[0] + 2·b1[2] + b1[3] (three of the four copies)
-      peer: () => { b.copy(b1[4]!, b1[0]!, n * 4); b.axpy(b1[4]!, b1[2]!, n, 2); b.axpy(b1[4]!, b1[3]!, n, 1); },
+      peer: () => {
+        b.copy(b1[4]!, b1[0]!, n * 4);
+        b.axpy(b1[4]!, b1[2]!, n, 2);
+        b.axpy(b1[4]!, b1[3]!, n, 1);
+      },
       rx: { src: b1[4]!, dst: a0[5]!, bytes: n * 4 },
       // post: a0[6] = owner's + returned
-      post: () => { a.copy(a0[6]!, a0[4]!, n * 4); a.axpy(a0[6]!, a0[5]!, n, 1); },
+      post: () => {
+        a.copy(a0[6]!, a0[4]!, n * 4);
+        a.axpy(a0[6]!, a0[5]!, n, 1);
+      },
       ...over,
     }),
     free: async () => {
@@ -45,7 +55,13 @@ export async function parentGraphRig(rt: Runtime, n: number): Promise<ParentGrap
 }
 
 /** `rounds` launches, each on fresh inputs with a poisoned output, every element checked. */
-export async function checkReplays(rt: Runtime, rig: ParentGraphRig, g: ParentGraph, n: number, rounds: number): Promise<void> {
+export async function checkReplays(
+  rt: Runtime,
+  rig: ParentGraphRig,
+  g: ParentGraph,
+  n: number,
+  rounds: number,
+): Promise<void> {
   const a = rt.ranks[0];
   for (let round = 0; round < rounds; round++) {
     const x = [0, 1, 2, 3].map(() => randomF32Ints(n, 1000));

@@ -9,7 +9,11 @@ import { openTransport } from '../../src/runtime/transports/open.js';
 import type { TransportName } from '../../src/runtime/transports/transport.js';
 
 export async function refusalThenRecovery(
-  rt: Runtime, link: ArLink, transport: TransportName, n: number, launchOnRank0Only: (x: PerRank) => void,
+  rt: Runtime,
+  link: ArLink,
+  transport: TransportName,
+  n: number,
+  launchOnRank0Only: (x: PerRank) => void,
 ): Promise<void> {
   const [a, b] = rt.ranks;
   const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
@@ -26,7 +30,11 @@ export async function refusalThenRecovery(
   b.fill(x[1], n, 6);
   t.allReduce(x, n);
   await rt.drain();
-  for (const r of [0, 1]) assert.ok((await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11), `rank ${r} after the reset`);
+  for (const r of [0, 1])
+    assert.ok(
+      (await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11),
+      `rank ${r} after the reset`,
+    );
   assert.deepEqual(await link.barrierErrors(), [0, 0]);
   await a.free(x[0]);
   await b.free(x[1]);

@@ -9,7 +9,11 @@ import { DeviceWalk, mailboxBytesFor } from '../../src/decode/device-walk.js';
 import type { ModelConfig } from '../../src/decode/model-config.js';
 import type { BackendKind } from '../../src/runtime/device-api.js';
 
-export async function withShardedWalk(backend: BackendKind, cfg: ModelConfig, body: (walk: DeviceWalk) => Promise<void>): Promise<void> {
+export async function withShardedWalk(
+  backend: BackendKind,
+  cfg: ModelConfig,
+  body: (walk: DeviceWalk) => Promise<void>,
+): Promise<void> {
   const rt = await Runtime.open({ backend, mailboxBytes: mailboxBytesFor(cfg, 1) });
   const link = await ArLink.open(rt);
   try {

@@ -5,10 +5,22 @@
  * from the step's start unless a test places them. Every cost is a callback, so a test can make
  * the right answer known by construction.
  */
-import { HOPS, RECEIVER, type Hop, type JoinSample, type Profile, type StepSample } from '../../src/profile/profile-data.js';
+import {
+  HOPS,
+  RECEIVER,
+  type Hop,
+  type JoinSample,
+  type Profile,
+  type StepSample,
+} from '../../src/profile/profile-data.js';
 import { seededRandom } from './seeded-random.js';
 
-export interface JoinSite { step: number; layer: number; hop: Hop; random: () => number }
+export interface JoinSite {
+  step: number;
+  layer: number;
+  hop: Hop;
+  random: () => number;
+}
 
 export interface SyntheticProfileOptions {
   seed?: number;
@@ -36,7 +48,10 @@ export interface SyntheticProfileOptions {
 
 export function syntheticProfile(o: SyntheticProfileOptions = {}): Profile {
   const random = seededRandom(o.seed ?? 1);
-  const layers = o.layers ?? 4, nSteps = o.steps ?? 8, hops = o.hops ?? HOPS, gapUs = o.gapUs ?? 3;
+  const layers = o.layers ?? 4,
+    nSteps = o.steps ?? 8,
+    hops = o.hops ?? HOPS,
+    gapUs = o.gapUs ?? 3;
   const steps: StepSample[] = [];
   const joins: JoinSample[] = [];
   let hostStartMs = 1000;
@@ -51,8 +66,17 @@ export function syntheticProfile(o: SyntheticProfileOptions = {}): Profile {
         const hostEnqueueUs = o.hostEnqueueUs ? o.hostEnqueueUs(site) : 1 + 4 * random();
         const hostStartUs = o.hostStartUs ? o.hostStartUs(site, joinsEnqueueUs) : joinsEnqueueUs;
         joins.push({
-          step, token: 17 + step, layer, hop, transport: o.transport ? o.transport(site) : 'll',
-          bytes: o.bytes ? o.bytes(site) : 4096, rank, hostStartUs, hostEnqueueUs, deviceUs, deviceStartUs: cursor[rank]!,
+          step,
+          token: 17 + step,
+          layer,
+          hop,
+          transport: o.transport ? o.transport(site) : 'll',
+          bytes: o.bytes ? o.bytes(site) : 4096,
+          rank,
+          hostStartUs,
+          hostEnqueueUs,
+          deviceUs,
+          deviceStartUs: cursor[rank]!,
         });
         cursor[rank]! += deviceUs + gapUs;
         joinsEnqueueUs += hostEnqueueUs;
@@ -66,9 +90,15 @@ export function syntheticProfile(o: SyntheticProfileOptions = {}): Profile {
   }
   return {
     meta: {
-      preset: o.preset ?? 'synthetic', layers, backend: 'cpu', machine: o.machine ?? 'cpu reference', date: '2026-01-02T03:04:05.000Z',
+      preset: o.preset ?? 'synthetic',
+      layers,
+      backend: 'cpu',
+      machine: o.machine ?? 'cpu reference',
+      date: '2026-01-02T03:04:05.000Z',
       config: { transport: { default: 'll' }, wo: 'concat', epGraph: false, profile: true },
     },
-    steps, joins, ...(o.epGraph ? { epGraph: o.epGraph } : {}),
+    steps,
+    joins,
+    ...(o.epGraph ? { epGraph: o.epGraph } : {}),
   };
 }

@@ -29,7 +29,11 @@ export interface BatteryCase {
 const POISON = 0xffc00bad; // a NaN no arithmetic here produces
 const OVERWRITE = -7777;
 
-interface Layout { partFloats: number; fullFloats: number; stride: number }
+interface Layout {
+  partFloats: number;
+  fullFloats: number;
+  stride: number;
+}
 
 const gathers = (op: CollectiveOp): boolean => op === 'allGather' || op === 'gather';
 const opAt = (c: BatteryCase, k: number): CollectiveOp => (Array.isArray(c.op) ? c.op[k]! : c.op);
@@ -43,14 +47,23 @@ function layoutOf(c: BatteryCase): Layout {
   return { partFloats: part, fullFloats: full, stride: full + 5 };
 }
 
-export interface BatteryResult { ops: number; outputs: Uint8Array[] }
+export interface BatteryResult {
+  ops: number;
+  outputs: Uint8Array[];
+}
 
 /**
  * Run one case: returns how many ops were checked and the raw output bytes of both ranks (for
  * byte-for-byte comparison with another backend).
  */
-export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?: Float32Array[][]): Promise<BatteryResult> {
-  if (Array.isArray(c.op) && c.op.length !== c.ops) throw new RangeError(`runCase: ${c.op.length} ops listed for a case of ${c.ops}`);
+export async function runCase(
+  rt: Runtime,
+  t: Transport,
+  c: BatteryCase,
+  inputs?: Float32Array[][],
+): Promise<BatteryResult> {
+  if (Array.isArray(c.op) && c.op.length !== c.ops)
+    throw new RangeError(`runCase: ${c.op.length} ops listed for a case of ${c.ops}`);
   const [a, b] = rt.ranks;
   const ranks = [a, b];
   const L = layoutOf(c);
@@ -60,7 +73,9 @@ export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?
   try {
     const shift = (k: number): number => k * L.stride + (k % 5);
     // Per op k and rank r: the part that rank contributes (fresh draws).
-    const parts: Float32Array[][] = inputs ?? Array.from({ length: c.ops }, () => [randomF32Ints(L.partFloats, 1000), randomF32Ints(L.partFloats, 1000)]);
+    const parts: Float32Array[][] =
+      inputs ??
+      Array.from({ length: c.ops }, () => [randomF32Ints(L.partFloats, 1000), randomF32Ints(L.partFloats, 1000)]);
     const hostIn = [new Float32Array(c.ops * L.stride), new Float32Array(c.ops * L.stride)];
     const hostOut = [new Float32Array(c.ops * L.stride), new Float32Array(c.ops * L.stride)];
     new Uint32Array(hostOut[0]!.buffer).fill(POISON);
@@ -82,13 +97,29 @@ export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?
       const from = k % 2;
       switch (opAt(c, k)) {
         case 'broadcast':
-          t.broadcast(from, c.inPlace ? at(outBuf, from, k) : at(inBuf, from, k), [at(outBuf, 0, k), at(outBuf, 1, k)], c.n);
+          t.broadcast(
+            from,
+            c.inPlace ? at(outBuf, from, k) : at(inBuf, from, k),
+            [at(outBuf, 0, k), at(outBuf, 1, k)],
+            c.n,
+          );
           break;
         case 'allGather':
-          t.allGather(c.inPlace ? [at(outBuf, 0, k, 0), at(outBuf, 1, k, c.n)] : [at(src, 0, k), at(src, 1, k)], [at(outBuf, 0, k), at(outBuf, 1, k)], c.n, c.rows);
+          t.allGather(
+            c.inPlace ? [at(outBuf, 0, k, 0), at(outBuf, 1, k, c.n)] : [at(src, 0, k), at(src, 1, k)],
+            [at(outBuf, 0, k), at(outBuf, 1, k)],
+            c.n,
+            c.rows,
+          );
           break;
         case 'gather':
-          t.gather(from, c.inPlace ? [at(outBuf, 0, k, 0), at(outBuf, 1, k, c.n)] : [at(src, 0, k), at(src, 1, k)], at(outBuf, from, k), c.n, c.rows);
+          t.gather(
+            from,
+            c.inPlace ? [at(outBuf, 0, k, 0), at(outBuf, 1, k, c.n)] : [at(src, 0, k), at(src, 1, k)],
+            at(outBuf, from, k),
+            c.n,
+            c.rows,
+          );
           break;
         case 'allReduce':
           if (c.inPlace) t.allReduce([at(outBuf, 0, k), at(outBuf, 1, k)], c.n);
@@ -112,36 +143,66 @@ export async function runCase(rt: Runtime, t: Transport, c: BatteryCase, inputs?
 }
 
 /** For in-place cases the inputs start inside the output buffers, where the op expects them. */
-function placeInPlace(c: BatteryCase, op: CollectiveOp, k: number, r: number, p: Float32Array, out: Float32Array, base: number): void {
+function placeInPlace(
+  c: BatteryCase,
+  op: CollectiveOp,
+  k: number,
+  r: number,
+  p: Float32Array,
+  out: Float32Array,
+  base: number,
+): void {
   switch (op) {
-    case 'broadcast': if (r === k % 2) out.set(p, base); break;
-    case 'allGather': case 'gather': out.set(p, base + r * c.n); break;
-    case 'allReduce': out.set(p, base); break;
+    case 'broadcast':
+      if (r === k % 2) out.set(p, base);
+      break;
+    case 'allGather':
+    case 'gather':
+      out.set(p, base + r * c.n);
+      break;
+    case 'allReduce':
+      out.set(p, base);
+      break;
   }
 }
 
-function check(c: BatteryCase, op: CollectiveOp, k: number, parts: Float32Array[], got: Float32Array[], base: number): void {
-  const where = (r: number, i: number): string => `${op}${Array.isArray(c.op) ? ' (mixed)' : ''} n=${c.n} rows=${c.rows} ${c.inPlace ? 'in place' : 'out of place'} op ${k} rank ${r} element ${i}`;
+function check(
+  c: BatteryCase,
+  op: CollectiveOp,
+  k: number,
+  parts: Float32Array[],
+  got: Float32Array[],
+  base: number,
+): void {
+  const where = (r: number, i: number): string =>
+    `${op}${Array.isArray(c.op) ? ' (mixed)' : ''} n=${c.n} rows=${c.rows} ${c.inPlace ? 'in place' : 'out of place'} op ${k} rank ${r} element ${i}`;
   const from = k % 2;
   if (op === 'broadcast') {
-    for (const r of [0, 1]) for (let i = 0; i < c.n; i++) {
-      if (got[r]![base + i] !== parts[from]![i]) assert.fail(`${where(r, i)}: got ${got[r]![base + i]}, want ${parts[from]![i]}`);
-    }
+    for (const r of [0, 1])
+      for (let i = 0; i < c.n; i++) {
+        if (got[r]![base + i] !== parts[from]![i])
+          assert.fail(`${where(r, i)}: got ${got[r]![base + i]}, want ${parts[from]![i]}`);
+      }
   } else if (op === 'allReduce') {
-    const g0 = got[0]!, g1 = got[1]!;
+    const g0 = got[0]!,
+      g1 = got[1]!;
     for (let i = 0; i < c.n; i++) {
       const want = parts[0]![i]! + parts[1]![i]!;
       if (g0[base + i] !== want) assert.fail(`${where(0, i)}: got ${g0[base + i]}, want ${want}`);
-      if (!Object.is(g0[base + i], g1[base + i])) assert.fail(`${where(1, i)}: the ranks disagree (${g0[base + i]} vs ${g1[base + i]})`);
+      if (!Object.is(g0[base + i], g1[base + i]))
+        assert.fail(`${where(1, i)}: the ranks disagree (${g0[base + i]} vs ${g1[base + i]})`);
     }
   } else {
     const targets = op === 'allGather' ? [0, 1] : [from];
     for (const r of targets) {
-      for (let t = 0; t < c.rows; t++) for (const q of [0, 1]) for (let i = 0; i < c.n; i++) {
-        const at = base + t * 2 * c.n + q * c.n + i;
-        const want = parts[q]![t * c.n + i]!;
-        if (got[r]![at] !== want) assert.fail(`${where(r, at - base)} (row ${t}, part ${q}): got ${got[r]![at]}, want ${want}`);
-      }
+      for (let t = 0; t < c.rows; t++)
+        for (const q of [0, 1])
+          for (let i = 0; i < c.n; i++) {
+            const at = base + t * 2 * c.n + q * c.n + i;
+            const want = parts[q]![t * c.n + i]!;
+            if (got[r]![at] !== want)
+              assert.fail(`${where(r, at - base)} (row ${t}, part ${q}): got ${got[r]![at]}, want ${want}`);
+          }
     }
   }
 }

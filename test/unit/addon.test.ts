@@ -13,13 +13,19 @@ const addonPath = new URL('../../../build/Release/memra.node', import.meta.url).
 
 function inWorker<T>(body: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    const w = new Worker(`
+    const w = new Worker(
+      `
       const { parentPort } = require('node:worker_threads');
       const b = require(${JSON.stringify(addonPath)});
       const out = (() => { ${body} })();
       parentPort.postMessage(out);
-    `, { eval: true });
-    w.once('message', (m: T) => { void w.terminate(); resolve(m); });
+    `,
+      { eval: true },
+    );
+    w.once('message', (m: T) => {
+      void w.terminate();
+      resolve(m);
+    });
     w.once('error', reject);
   });
 }
@@ -28,7 +34,9 @@ describe('native addon', () => {
   const built = existsSync(addonPath);
   before(function () {
     if (built) return;
-    console.log('      SKIPPED: build/Release/memra.node is not built (the install found no CUDA compiler or cmake); `npm run build:addon` builds it');
+    console.log(
+      '      SKIPPED: build/Release/memra.node is not built (the install found no CUDA compiler or cmake); `npm run build:addon` builds it',
+    );
     this.skip();
   });
   // Loaded only where it is built: loadBinding throws, naming the fix, where it is not.
@@ -56,11 +64,24 @@ describe('native addon', () => {
   });
 
   it('sizes the attention workspace as the walk does (src/decode/mla-workspace.ts), and refuses a shape it cannot take', () => {
-    for (const [t, nh, P, R] of [[1, 1, 1, 32], [3, 4, 300, 64], [8, 32, 4096, 512], [2, 5, 100, 1024], [1, 16, 65536, 2048], [4, 8, 33, 96]] as const) {
+    for (const [t, nh, P, R] of [
+      [1, 1, 1, 32],
+      [3, 4, 300, 64],
+      [8, 32, 4096, 512],
+      [2, 5, 100, 1024],
+      [1, 16, 65536, 2048],
+      [4, 8, 33, 96],
+    ] as const) {
       assert.equal(b.mlaWorkspaceBytes(t, nh, P, R), mlaWorkspaceBytes(t, nh, P, R), `t=${t} nh=${nh} P=${P} R=${R}`);
     }
-    assert.throws(() => b.mlaWorkspaceBytes(1, 1, 65537, 512), { name: 'TypeError', message: /mlaWorkspaceBytes: argument 'P'/ });
-    assert.throws(() => b.mlaWorkspaceBytes(9, 1, 64, 512), { name: 'TypeError', message: /mlaWorkspaceBytes: argument 't'/ });
+    assert.throws(() => b.mlaWorkspaceBytes(1, 1, 65537, 512), {
+      name: 'TypeError',
+      message: /mlaWorkspaceBytes: argument 'P'/,
+    });
+    assert.throws(() => b.mlaWorkspaceBytes(9, 1, 64, 512), {
+      name: 'TypeError',
+      message: /mlaWorkspaceBytes: argument 't'/,
+    });
   });
 
   it('refuses per-device calls on a thread that bound no device, saying what to do', () => {
@@ -69,13 +90,28 @@ describe('native addon', () => {
   });
 
   it('rejects bad arguments with a TypeError naming the function and the argument', () => {
-    assert.throws(() => b.launchFillF32(4096, -1, 0, 1), { name: 'TypeError', message: /launchFillF32: argument 'n' must be a non-negative safe integer, got -1/ });
-    assert.throws(() => b.launchFillF32(0, 4, 0, 1), { name: 'TypeError', message: /argument 'ptr' must be a non-zero/ });
+    assert.throws(() => b.launchFillF32(4096, -1, 0, 1), {
+      name: 'TypeError',
+      message: /launchFillF32: argument 'n' must be a non-negative safe integer, got -1/,
+    });
+    assert.throws(() => b.launchFillF32(0, 4, 0, 1), {
+      name: 'TypeError',
+      message: /argument 'ptr' must be a non-zero/,
+    });
     assert.throws(() => b.malloc(1.5), { name: 'TypeError', message: /malloc: argument 'bytes'/ });
-    assert.throws(() => b.eventCreate(1 as unknown as boolean), { name: 'TypeError', message: /eventCreate: argument 'timing' must be a boolean/ });
+    assert.throws(() => b.eventCreate(1 as unknown as boolean), {
+      name: 'TypeError',
+      message: /eventCreate: argument 'timing' must be a boolean/,
+    });
     assert.throws(() => b.bindDevice(-1), { name: 'TypeError', message: /bindDevice: argument 'ordinal'/ });
     // A list element is named by its place; the check runs before the thread is pinned.
-    assert.throws(() => b.setThreadAffinity([0, 1.5]), { name: 'TypeError', message: /setThreadAffinity: argument 'cpus\[1\]' must be a CPU number in \[0, CPU_SETSIZE\), got 1\.5/ });
-    assert.throws(() => b.setThreadAffinity([1024]), { name: 'TypeError', message: /argument 'cpus\[0\]' must be a CPU number .*, got 1024/ });
+    assert.throws(() => b.setThreadAffinity([0, 1.5]), {
+      name: 'TypeError',
+      message: /setThreadAffinity: argument 'cpus\[1\]' must be a CPU number in \[0, CPU_SETSIZE\), got 1\.5/,
+    });
+    assert.throws(() => b.setThreadAffinity([1024]), {
+      name: 'TypeError',
+      message: /argument 'cpus\[0\]' must be a CPU number .*, got 1024/,
+    });
   });
 });

@@ -11,17 +11,59 @@ import type { Machine, NamedResults, Row } from '../../bench/results-types.js';
 import { count, section } from '../support/html-sections.js';
 
 const MACHINE: Machine = {
-  hostname: 'box', label: '2xH200', os: 'linux 6.1', cpu: 'Xeon', cores: 32, node: 'v20.20.2', backend: 'cuda',
+  hostname: 'box',
+  label: '2xH200',
+  os: 'linux 6.1',
+  cpu: 'Xeon',
+  cores: 32,
+  node: 'v20.20.2',
+  backend: 'cuda',
   gpus: [0, 1].map((ordinal) => ({
-    ordinal, name: 'NVIDIA H200', totalMem: 140 * 2 ** 30, multiProcessorCount: 132, major: 9, minor: 0, pciBusId: `0000:00:0${6 + ordinal}.0`,
-    unifiedAddressing: true, canMapHostMemory: true, clockRateKHz: 1980000,
+    ordinal,
+    name: 'NVIDIA H200',
+    totalMem: 140 * 2 ** 30,
+    multiProcessorCount: 132,
+    major: 9,
+    minor: 0,
+    pciBusId: `0000:00:0${6 + ordinal}.0`,
+    unifiedAddressing: true,
+    canMapHostMemory: true,
+    clockRateKHz: 1980000,
   })) as unknown as Machine['gpus'],
-  driverVersion: 13000, cudaRuntimeVersion: 12080, nccl: 22803, addon: 'memra-addon 0.1.0',
+  driverVersion: 13000,
+  cudaRuntimeVersion: 12080,
+  nccl: 22803,
+  addon: 'memra-addon 0.1.0',
 };
 
 /** A row whose figures are given; p90 and the rest follow from them where a test does not care. */
-function row(suite: string, op: string, transport: string, bytes: number, median: number, p99: number, more: Partial<Omit<Row, 'preset'>> & { preset?: string | null } = {}): Row {
-  return { suite, op, transport, bytes, preset: null, unit: 'us', median, p90: p99, p99, n: 100, min: median, max: p99, mean: median, method: 'made up', samples: [], ...more };
+function row(
+  suite: string,
+  op: string,
+  transport: string,
+  bytes: number,
+  median: number,
+  p99: number,
+  more: Partial<Omit<Row, 'preset'>> & { preset?: string | null } = {},
+): Row {
+  return {
+    suite,
+    op,
+    transport,
+    bytes,
+    preset: null,
+    unit: 'us',
+    median,
+    p90: p99,
+    p99,
+    n: 100,
+    min: median,
+    max: p99,
+    mean: median,
+    method: 'made up',
+    samples: [],
+    ...more,
+  };
 }
 
 function file(name: string, suite: string, date: string, rows: Row[], machine: Machine = MACHINE): NamedResults {
@@ -39,11 +81,13 @@ const OPS = ['allReduce', 'broadcast', 'gather', 'allGather'];
 
 /** Joins rows: median = 10 × (op index + 1) + size index, p99 twice that; device and host for ll, device only for nccl. */
 function joinsRows(): Row[] {
-  return OPS.flatMap((op, o) => SIZES.flatMap((bytes, s) => [
-    row('joins', op, 'll', bytes, 10 * (o + 1) + s, 2 * (10 * (o + 1) + s), { metric: 'device' }),
-    row('joins', op, 'll', bytes, 5 * (o + 1) + s, 2 * (5 * (o + 1) + s), { metric: 'host' }),
-    row('joins', op, 'nccl', bytes, 30 * (o + 1) + s, 2 * (30 * (o + 1) + s), { metric: 'device' }),
-  ]));
+  return OPS.flatMap((op, o) =>
+    SIZES.flatMap((bytes, s) => [
+      row('joins', op, 'll', bytes, 10 * (o + 1) + s, 2 * (10 * (o + 1) + s), { metric: 'device' }),
+      row('joins', op, 'll', bytes, 5 * (o + 1) + s, 2 * (5 * (o + 1) + s), { metric: 'host' }),
+      row('joins', op, 'nccl', bytes, 30 * (o + 1) + s, 2 * (30 * (o + 1) + s), { metric: 'device' }),
+    ]),
+  );
 }
 
 describe('bench report page', () => {
@@ -71,8 +115,11 @@ describe('bench report page', () => {
     assert.equal(count(html, /<svg /), count(html, /<\/svg>/), 'every svg closed');
   });
 
-  it('orders the suites joins, ring, decode, then the rest, whatever the files\' order', () => {
-    const html = renderBenchReport([file('zz.json', 'zeta', '2026-11-29T00:00:00.000Z', [row('zeta', 'x', 't', 0, 1, 2)]), ...all]);
+  it("orders the suites joins, ring, decode, then the rest, whatever the files' order", () => {
+    const html = renderBenchReport([
+      file('zz.json', 'zeta', '2026-11-29T00:00:00.000Z', [row('zeta', 'x', 't', 0, 1, 2)]),
+      ...all,
+    ]);
     const ids = [...html.matchAll(/<section id="([^"]+)">/g)].map((m) => m[1]);
     assert.deepEqual(ids, ['machines', 'suite-joins', 'suite-ring', 'suite-decode', 'suite-zeta']);
   });
@@ -80,7 +127,14 @@ describe('bench report page', () => {
   it('header: the machine, its GPUs and versions decoded, the files and their dates', () => {
     const head = section(renderBenchReport(all), 'machines');
     assert.match(head, /2 × NVIDIA H200 \(140 GiB, sm_90\)/);
-    for (const v of ['<td>13.0</td>', '<td>12.8</td>', '<td>2.28.3</td>', '<td>v20.20.2</td>', '<td>memra-addon 0.1.0</td>']) assert.ok(head.includes(v), v);
+    for (const v of [
+      '<td>13.0</td>',
+      '<td>12.8</td>',
+      '<td>2.28.3</td>',
+      '<td>v20.20.2</td>',
+      '<td>memra-addon 0.1.0</td>',
+    ])
+      assert.ok(head.includes(v), v);
     // One machine for all three files.
     const machines = head.slice(0, head.indexOf('<details>'));
     assert.equal(count(machines, /<tr><td>/), 1);
@@ -90,25 +144,35 @@ describe('bench report page', () => {
     // A file from before NCCL was recorded, on a CPU-only machine: said so, not guessed.
     const old = { ...MACHINE, label: 'cpu16', gpus: [], driverVersion: 0 } as Partial<Machine>;
     delete old.nccl;
-    const oldHead = section(renderBenchReport([file('old.json', 'ring', '2026-01-01', [], old as Machine)]), 'machines');
+    const oldHead = section(
+      renderBenchReport([file('old.json', 'ring', '2026-01-01', [], old as Machine)]),
+      'machines',
+    );
     assert.match(oldHead, /none \(CPU reference\)/);
     assert.match(oldHead, /<td>not recorded<\/td>/);
     assert.match(oldHead, /<td>none<\/td>/);
   });
 
-  it('joins: an SVG per op, in the walk\'s order, a line per (transport, metric) with its points and legend', () => {
+  it("joins: an SVG per op, in the walk's order, a line per (transport, metric) with its points and legend", () => {
     const parts = opParts(section(renderBenchReport(all), 'suite-joins'));
     assert.deepEqual([...parts.keys()], ['broadcast', 'allGather', 'gather', 'allReduce']);
     for (const [op, part] of parts) {
       assert.equal(count(part, /<svg /), 1, op);
       assert.equal(count(part, /<g class="series">/), 3, `${op}: ll device, ll host, nccl device`);
       assert.equal(count(part, /<circle class="point"/), 3 * SIZES.length, op);
-      for (const label of ['ll · device', 'll · host', 'nccl · device']) assert.ok(part.includes(`>${label}</text></g>`), `${op}: legend ${label}`);
+      for (const label of ['ll · device', 'll · host', 'nccl · device'])
+        assert.ok(part.includes(`>${label}</text></g>`), `${op}: legend ${label}`);
     }
     // broadcast is OPS[1]: ll device at 64 KiB (size index 1) has median 21 and p99 42.
-    assert.match(parts.get('broadcast')!, /<title>ll · device, 64 KiB: median 21 µs, p90 42 µs, p99 42 µs \(n = 100\); joins-a\.json \(2026-11-30T02:00:00\.000Z\)<\/title>/);
+    assert.match(
+      parts.get('broadcast')!,
+      /<title>ll · device, 64 KiB: median 21 µs, p90 42 µs, p99 42 µs \(n = 100\); joins-a\.json \(2026-11-30T02:00:00\.000Z\)<\/title>/,
+    );
     // The table repeats every figure: gather (OPS[2]) nccl device at 1 MiB: median 92, p99 184.
-    assert.match(parts.get('gather')!, /<td class="num" title="median 92 µs, p90 184 µs, p99 184 µs \(n = 100\)"[^>]*>92 µs \(184 µs\)<\/td><td><code>joins-a\.json<\/code><\/td>/);
+    assert.match(
+      parts.get('gather')!,
+      /<td class="num" title="median 92 µs, p90 184 µs, p99 184 µs \(n = 100\)"[^>]*>92 µs \(184 µs\)<\/td><td><code>joins-a\.json<\/code><\/td>/,
+    );
   });
 
   it('joins: the newest file holding a line supplies the whole line; lines it lacks keep their older file', () => {
@@ -123,20 +187,31 @@ describe('bench report page', () => {
     ]);
     const part = opParts(section(renderBenchReport([newer, older]), 'suite-joins')).get('broadcast')!;
     const tips = [...part.matchAll(/<title>(ll · device[^<]*)<\/title>/g)].map((m) => m[1]);
-    assert.deepEqual(tips, ['ll · device, 4 KiB: median 99 µs, p90 199 µs, p99 199 µs (n = 100); joins-a-newer.json (2026-11-30T05:00:00.000Z)']);
+    assert.deepEqual(tips, [
+      'll · device, 4 KiB: median 99 µs, p90 199 µs, p99 199 µs (n = 100); joins-a-newer.json (2026-11-30T05:00:00.000Z)',
+    ]);
     assert.match(part, /<title>push · device, 4 KiB: median 40 µs, .*; joins-b-older\.json/);
     assert.doesNotMatch(part, /median 10 µs|median 11 µs/);
 
     // Same date: the later name wins, as the README table's order has it.
-    const lines = newestLines([file('b.json', 'joins', 'd', [row('joins', 'gather', 'll', 4096, 2, 3)]), file('a.json', 'joins', 'd', [row('joins', 'gather', 'll', 4096, 1, 3)])]);
-    assert.deepEqual(lines.map((l) => [l.file, l.rows.map((r) => r.median)]), [['b.json', [2]]]);
+    const lines = newestLines([
+      file('b.json', 'joins', 'd', [row('joins', 'gather', 'll', 4096, 2, 3)]),
+      file('a.json', 'joins', 'd', [row('joins', 'gather', 'll', 4096, 1, 3)]),
+    ]);
+    assert.deepEqual(
+      lines.map((l) => [l.file, l.rows.map((r) => r.median)]),
+      [['b.json', [2]]],
+    );
   });
 
-  it('ring: a table per file with every row\'s figures and the way it was measured', () => {
+  it("ring: a table per file with every row's figures and the way it was measured", () => {
     const s = section(renderBenchReport(all), 'suite-ring');
     assert.equal(count(s, /<svg /), 0);
     assert.equal(count(s, /<tr title="made up">/), 3);
-    assert.match(s, /<td>join-kernel<\/td><td>ring<\/td><td><\/td><td class="num">4096<\/td><td>us<\/td><td class="num">6.8<\/td><td class="num">8.7<\/td><td class="num">18<\/td><td class="num">20000<\/td>/);
+    assert.match(
+      s,
+      /<td>join-kernel<\/td><td>ring<\/td><td><\/td><td class="num">4096<\/td><td>us<\/td><td class="num">6.8<\/td><td class="num">8.7<\/td><td class="num">18<\/td><td class="num">20000<\/td>/,
+    );
   });
 
   it('decode: a bar chart per (op, metric, unit), bars from 0 (left of it when negative) with a whisker to p99', () => {
@@ -146,7 +221,9 @@ describe('bench report page', () => {
     assert.match(s, /<title>nccl: median 11.9 ms, p90 14.2 ms, p99 14.2 ms \(n = 100\)<\/title>/);
     assert.equal(count(s, /<tr title="made up">/), 4);
     const joinsChart = s.slice(s.indexOf('joins (host), ms'));
-    const rects = [...joinsChart.matchAll(/<rect x="([\d.-]+)" y="[\d.-]+" width="([\d.]+)"/g)].slice(0, 2).map((m) => [Number(m[1]), Number(m[2])]);
+    const rects = [...joinsChart.matchAll(/<rect x="([\d.-]+)" y="[\d.-]+" width="([\d.]+)"/g)]
+      .slice(0, 2)
+      .map((m) => [Number(m[1]), Number(m[2])]);
     const [ll, push] = rects as [[number, number], [number, number]];
     // Both bars meet at the zero line: ll (+1.5) starts there, push (-0.5) ends there, a third as long.
     // Coordinates are rounded to 0.1 px, so three of them may be off by 0.15 together.
@@ -157,8 +234,16 @@ describe('bench report page', () => {
   it('escapes every string from the results files', () => {
     const evil = '<script>alert("x")</script>';
     const html = renderBenchReport([
-      file('joins-<b>.json', 'joins', '2026-11-30T00:00:00.000Z', [row('joins', 'broadcast', evil, 4096, 5, 9, { metric: 'device' })], { ...MACHINE, label: 'a&b', gpus: [{ ...MACHINE.gpus[0]!, name: '<i>gpu</i>' }] }),
-      file('ring-x.json', 'ring', '2026-11-30T00:00:00.000Z', [row('ring', '"op"', evil, 4096, 1, 2, { method: 'says "hi" <b>', unit: '<u>' })]),
+      file(
+        'joins-<b>.json',
+        'joins',
+        '2026-11-30T00:00:00.000Z',
+        [row('joins', 'broadcast', evil, 4096, 5, 9, { metric: 'device' })],
+        { ...MACHINE, label: 'a&b', gpus: [{ ...MACHINE.gpus[0]!, name: '<i>gpu</i>' }] },
+      ),
+      file('ring-x.json', 'ring', '2026-11-30T00:00:00.000Z', [
+        row('ring', '"op"', evil, 4096, 1, 2, { method: 'says "hi" <b>', unit: '<u>' }),
+      ]),
       file('x.json', '<svg onload=x>', '2026-11-30T00:00:00.000Z', [row('s', 'o', 't', 0, 1, 2)]),
     ]);
     assert.doesNotMatch(html, /<script|<b>|<i>|<u>|<svg onload/i);
@@ -171,7 +256,10 @@ describe('bench report page', () => {
 
   it('renders no files, and figures that are not numbers, without NaN', () => {
     assert.match(renderBenchReport([]), /No results files/);
-    const html = renderBenchReport([file('r.json', 'ring', 'd', [row('ring', 'o', 't', 4096, NaN, NaN)]), file('j.json', 'joins', 'd', [row('joins', 'broadcast', 't', 4096, 0, 0)])]);
+    const html = renderBenchReport([
+      file('r.json', 'ring', 'd', [row('ring', 'o', 't', 4096, NaN, NaN)]),
+      file('j.json', 'joins', 'd', [row('joins', 'broadcast', 't', 4096, 0, 0)]),
+    ]);
     assert.doesNotMatch(html, /NaN/);
     assert.match(html, /<td class="num">n\/a<\/td>/);
     assert.match(html, /Nothing to plot on log axes/);

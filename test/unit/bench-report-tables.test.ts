@@ -13,18 +13,51 @@ import { join } from 'node:path';
 
 const machine = (label: string): Machine => ({ label, node: 'v20.20.2' }) as unknown as Machine;
 const row = (suite: string, op: string, transport: string, median: number, more: Partial<Row> = {}): Row =>
-  ({ suite, op, transport, bytes: 0, preset: null, unit: 'ms', median, p90: median, p99: median + 1, n: 48, min: median, max: median, mean: median, method: 'made up', samples: [], ...more }) as Row;
-const file = (name: string, suite: string, date: string, label: string, rows: Row[]): NamedResults => ({ file: name, data: { suite, date, machine: machine(label), rows } });
+  ({
+    suite,
+    op,
+    transport,
+    bytes: 0,
+    preset: null,
+    unit: 'ms',
+    median,
+    p90: median,
+    p99: median + 1,
+    n: 48,
+    min: median,
+    max: median,
+    mean: median,
+    method: 'made up',
+    samples: [],
+    ...more,
+  }) as Row;
+const file = (name: string, suite: string, date: string, label: string, rows: Row[]): NamedResults => ({
+  file: name,
+  data: { suite, date, machine: machine(label), rows },
+});
 
 describe('bench report: generated tables', () => {
   const two = [
-    file('decode-2xH200-a-run1.json', 'decode', '2026-11-30T01:00:00Z', '2xH200', [row('decode', 'step', 'unsharded', 9), row('decode', 'step', 'll', 8)]),
-    file('decode-2xH200-a-run2.json', 'decode', '2026-11-30T02:00:00Z', '2xH200', [row('decode', 'step', 'unsharded', 6.39), row('decode', 'step', 'll', 5.62)]),
-    file('joins-2xH200-a-run1.json', 'joins', '2026-11-30T02:00:00Z', '2xH200', [row('joins', 'allReduce', 'll', 2.004, { bytes: 8192, metric: 'device', unit: 'us' })]),
+    file('decode-2xH200-a-run1.json', 'decode', '2026-11-30T01:00:00Z', '2xH200', [
+      row('decode', 'step', 'unsharded', 9),
+      row('decode', 'step', 'll', 8),
+    ]),
+    file('decode-2xH200-a-run2.json', 'decode', '2026-11-30T02:00:00Z', '2xH200', [
+      row('decode', 'step', 'unsharded', 6.39),
+      row('decode', 'step', 'll', 5.62),
+    ]),
+    file('joins-2xH200-a-run1.json', 'joins', '2026-11-30T02:00:00Z', '2xH200', [
+      row('joins', 'allReduce', 'll', 2.004, { bytes: 8192, metric: 'device', unit: 'us' }),
+    ]),
   ];
-  const one = [file('decode-1xH200-b-run1.json', 'decode', '2026-12-01T01:00:00Z', '1xH200', [row('decode', 'step', 'unsharded', 6.41), row('decode', 'step', 'unsharded+graph', 5.8)])];
+  const one = [
+    file('decode-1xH200-b-run1.json', 'decode', '2026-12-01T01:00:00Z', '1xH200', [
+      row('decode', 'step', 'unsharded', 6.41),
+      row('decode', 'step', 'unsharded+graph', 5.8),
+    ]),
+  ];
 
-  it('labels every summary line with its machine, from that machine\'s newest file', () => {
+  it("labels every summary line with its machine, from that machine's newest file", () => {
     const t = summaryTable([...two, ...one]).split('\n');
     assert.deepEqual(t.slice(2), [
       '| 1xH200 | decode step, `bench` at t = 1, `unsharded` | 6.41 ms | 7.41 ms | `decode-1xH200-b-run1` |',
@@ -40,12 +73,19 @@ describe('bench report: generated tables', () => {
     assert.match(t, /^From `decode-1xH200-b-run1.json` \(1xH200, 2026-12-01, node v20.20.2\)\./);
     assert.match(t, /\n\nFrom `decode-2xH200-a-run2.json` \(2xH200, 2026-11-30, node v20.20.2\)\./);
     assert.doesNotMatch(t, /decode-2xH200-a-run1/);
-    assert.match(joinsTable([two[2]!]), /^2xH200: median \(p99\), µs;[\s\S]*\| ll \| allReduce \| device \| 2.00 \(3.00\) \| `joins-2xH200-a-run1` \|/);
+    assert.match(
+      joinsTable([two[2]!]),
+      /^2xH200: median \(p99\), µs;[\s\S]*\| ll \| allReduce \| device \| 2.00 \(3.00\) \| `joins-2xH200-a-run1` \|/,
+    );
   });
 
   it('regenerates README.md, docs/performance.md and the results page from bench/results/ byte for byte', function () {
     this.timeout(60_000);
     const root = new URL('../../../', import.meta.url).pathname;
-    for (const [doc, text] of regenerate(root)) assert.ok(readFileSync(join(root, doc), 'utf8') === text, `${doc} is not what bench/results/ regenerates: run npm run bench:report`);
+    for (const [doc, text] of regenerate(root))
+      assert.ok(
+        readFileSync(join(root, doc), 'utf8') === text,
+        `${doc} is not what bench/results/ regenerates: run npm run bench:report`,
+      );
   });
 });

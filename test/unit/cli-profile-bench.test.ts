@@ -13,27 +13,43 @@ import { HOPS } from '../../src/profile/profile-data.js';
 import { presetByName } from '../../src/decode/model-config.js';
 
 const cli = new URL('../../src/cli/main.js', import.meta.url).pathname;
-const run = (args: string[]): string => execFileSync(process.execPath, [cli, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+const run = (args: string[]): string =>
+  execFileSync(process.execPath, [cli, ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 
 describe('memra profile and memra bench (CPU backend)', function () {
   this.timeout(120_000);
   let dir = '';
-  beforeEach(() => { dir = mkdtempSync(join(tmpdir(), 'memra-cli-')); });
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'memra-cli-'));
+  });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   it('profile writes JSON, a Chrome trace and an HTML report of the same run', () => {
-    const tokens = 4, L = presetByName('tiny').layers;
-    const out = JSON.parse(run(['profile', '--backend', 'cpu', '--tokens', String(tokens), '--out', dir, '--json'])) as { files: string[]; tokens: number[][] };
-    assert.deepEqual(out.files.map((f) => f.slice(dir.length + 1)).sort(), ['profile.json', 'report.html', 'trace.json']);
+    const tokens = 4,
+      L = presetByName('tiny').layers;
+    const out = JSON.parse(
+      run(['profile', '--backend', 'cpu', '--tokens', String(tokens), '--out', dir, '--json']),
+    ) as { files: string[]; tokens: number[][] };
+    assert.deepEqual(out.files.map((f) => f.slice(dir.length + 1)).sort(), [
+      'profile.json',
+      'report.html',
+      'trace.json',
+    ]);
     const doc = parseProfileJson(readFileSync(join(dir, 'profile.json'), 'utf8'));
     assert.equal(doc.profile.steps.length, tokens);
     assert.equal(doc.profile.joins.length, tokens * L * HOPS.length);
     assert.equal(doc.profile.meta.preset, 'tiny');
     assert.equal(doc.aggregate.rows.length, L * HOPS.length, 'one aggregate row per (layer, hop, transport)');
     for (const r of doc.aggregate.rows) assert.equal(r.n, tokens, `${r.hop} layer ${r.layer}: a sample per step`);
-    const trace = JSON.parse(readFileSync(join(dir, 'trace.json'), 'utf8')) as { traceEvents: Array<{ ph: string; name: string; args?: { name?: string } }> };
+    const trace = JSON.parse(readFileSync(join(dir, 'trace.json'), 'utf8')) as {
+      traceEvents: Array<{ ph: string; name: string; args?: { name?: string } }>;
+    };
     const tracks = trace.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => e.args!.name!);
-    for (const want of [/main thread/, /rank 0/, /rank 1/]) assert.ok(tracks.some((t) => want.test(t)), `a track matching ${want} among ${tracks.join(', ')}`);
+    for (const want of [/main thread/, /rank 0/, /rank 1/])
+      assert.ok(
+        tracks.some((t) => want.test(t)),
+        `a track matching ${want} among ${tracks.join(', ')}`,
+      );
     const slices = trace.traceEvents.filter((e) => e.ph === 'X');
     assert.ok(slices.length >= tokens * L * HOPS.length, `${slices.length} slices`);
     const html = readFileSync(join(dir, 'report.html'), 'utf8');
@@ -62,7 +78,11 @@ describe('memra profile and memra bench (CPU backend)', function () {
     const files = readdirSync(dir);
     assert.equal(files.length, 1);
     assert.match(files[0]!, /^ring-cpu\d+-\d{4}-\d\d-\d\d\.json$/);
-    const data = JSON.parse(readFileSync(join(dir, files[0]!), 'utf8')) as { suite: string; machine: { node: string; nccl: number }; rows: Array<{ n: number; samples: number[] }> };
+    const data = JSON.parse(readFileSync(join(dir, files[0]!), 'utf8')) as {
+      suite: string;
+      machine: { node: string; nccl: number };
+      rows: Array<{ n: number; samples: number[] }>;
+    };
     assert.equal(data.suite, 'ring');
     assert.equal(data.machine.node, process.version);
     assert.equal(typeof data.machine.nccl, 'number');

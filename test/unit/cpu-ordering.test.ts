@@ -20,7 +20,9 @@ function faultOf(rt: Runtime): Promise<Error & { code?: string }> {
 
 describe('CPU reference: ordering hazards become errors', () => {
   let rt: Runtime;
-  afterEach(async () => { await rt?.close().catch(() => undefined); });
+  afterEach(async () => {
+    await rt?.close().catch(() => undefined);
+  });
 
   it('refuses a wait on a peer event that was enqueued before its record', async () => {
     rt = await openCpu();
@@ -39,7 +41,8 @@ describe('CPU reference: ordering hazards become errors', () => {
     rt = await openCpu();
     const [a, b] = rt.ranks;
     const ev = await a.createEvent();
-    const pa = await a.alloc(N * 4), pb = await b.alloc(N * 4);
+    const pa = await a.alloc(N * 4),
+      pb = await b.alloc(N * 4);
     await a.control.call('enablePeer', 1);
     // Rank 1's wait names a record rank 0 has not been given yet.
     const recSeq = a.ring.nextSeq() + 1;
@@ -69,7 +72,8 @@ describe('CPU reference: ordering hazards become errors', () => {
   it('refuses a push into a buffer its consumer still writes (missing write-after-write edge)', async () => {
     rt = await openCpu();
     const [a, b] = rt.ranks;
-    const pa = await a.alloc(N * 4), pb = await b.alloc(N * 4);
+    const pa = await a.alloc(N * 4),
+      pb = await b.alloc(N * 4);
     await a.upload(pa, new Float32Array(N).fill(2));
     const fault = faultOf(rt);
     const zero = b.fill(pb, N, 0); // the consumer's own write to its buffer
@@ -84,7 +88,8 @@ describe('CPU reference: ordering hazards become errors', () => {
   it('refuses a read of a peer push that nothing ordered (missing read-after-write edge)', async () => {
     rt = await openCpu();
     const [a, b] = rt.ranks;
-    const pa = await a.alloc(N * 4), pb = await b.alloc(N * 4);
+    const pa = await a.alloc(N * 4),
+      pb = await b.alloc(N * 4);
     await b.control.call('enablePeer', 0);
     const fault = faultOf(rt);
     const s = a.fill(pa, N, 3);
@@ -117,24 +122,30 @@ describe('CPU reference: ordering hazards become errors', () => {
     rt = await openCpu();
     const [a, b] = rt.ranks;
     await a.control.call('enablePeer', 1);
-    const src = await a.alloc(N * 4), dst = await b.alloc(N * 4), acc = await b.alloc(N * 4);
-    const ready = await b.createEvent(), pushed = await a.createEvent();
+    const src = await a.alloc(N * 4),
+      dst = await b.alloc(N * 4),
+      acc = await b.alloc(N * 4);
+    const ready = await b.createEvent(),
+      pushed = await a.createEvent();
     b.fill(acc, N, 0);
     for (let round = 1; round <= 500; round++) {
       a.fill(src, N, round);
-      b.fill(dst, N, -1);        // the consumer writes its buffer...
-      b.record(ready);           // ...and says so
-      a.wait(ready);             // write-after-write edge
-      a.copy(dst, src, N * 4);   // the push
+      b.fill(dst, N, -1); // the consumer writes its buffer...
+      b.record(ready); // ...and says so
+      a.wait(ready); // write-after-write edge
+      a.copy(dst, src, N * 4); // the push
       a.record(pushed);
-      b.wait(pushed);            // read-after-write edge
+      b.wait(pushed); // read-after-write edge
       b.axpy(acc, dst, N, 1);
     }
     b.signal(0, 1);
     await rt.waitCompleted(1, 0, 1);
     assert.equal(rt.failure, undefined);
     const out = await b.downloadF32(acc, N);
-    assert.ok(out.every((x) => x === (500 * 501) / 2), `sum of rounds, got ${out[0]}`);
+    assert.ok(
+      out.every((x) => x === (500 * 501) / 2),
+      `sum of rounds, got ${out[0]}`,
+    );
   });
 
   it("an all-gather's two directions run at once, on interleaved rows of one buffer, and are never refused", async function () {
@@ -146,7 +157,10 @@ describe('CPU reference: ordering hazards become errors', () => {
     rt = await openCpu();
     const [a, b] = rt.ranks;
     await b.control.call('enablePeer', 0);
-    const span = 37, rows = 2, width = 2 * span, rounds = 4000;
+    const span = 37,
+      rows = 2,
+      width = 2 * span,
+      rounds = 4000;
     const step = width * rows + 5; // each round moves (k mod 5) floats in, so entries keep changing
     const full = await a.alloc(rounds * step * 4);
     const src = [await a.alloc(span * rows * 4), await b.alloc(span * rows * 4)];
@@ -158,7 +172,10 @@ describe('CPU reference: ordering hazards become errors', () => {
       for (const r of [0, 1]) rt.ranks[r]!.wait(ready[1 - r]!);
       for (const r of [0, 1]) rt.ranks[r]!.push2d(src[r]!, at + r * span * 4, rows, span, span, width);
     }
-    for (const r of [0, 1]) { rt.ranks[r]!.signal(0, 1); await rt.waitCompleted(r, 0, 1); }
+    for (const r of [0, 1]) {
+      rt.ranks[r]!.signal(0, 1);
+      await rt.waitCompleted(r, 0, 1);
+    }
     assert.equal(rt.failure, undefined, String(rt.failure));
     const got = await a.downloadF32(full, rounds * step);
     for (let k = 0; k < rounds; k++) {

@@ -2,7 +2,10 @@ import { strict as assert } from 'node:assert';
 import { parseCpuList, planWorkerCpus, readPlacementInputs } from '../../src/runtime/cpu-placement.js';
 
 /** Two sockets of 8 cores, hyperthreads c and c + 16: socket 0 = 0-7,16-23, socket 1 = 8-15,24-31. */
-const socket = (s: number): number[] => [...Array.from({ length: 8 }, (_, i) => s * 8 + i), ...Array.from({ length: 8 }, (_, i) => 16 + s * 8 + i)];
+const socket = (s: number): number[] => [
+  ...Array.from({ length: 8 }, (_, i) => s * 8 + i),
+  ...Array.from({ length: 8 }, (_, i) => 16 + s * 8 + i),
+];
 const siblings = (c: number): number[] => [c % 16, (c % 16) + 16];
 const all = Array.from({ length: 32 }, (_, i) => i);
 
@@ -16,7 +19,7 @@ describe('worker CPU placement', () => {
     assert.throws(() => parseCpuList('7-2'), /range '7-2' runs backwards/);
   });
 
-  it('gives each worker a core of its own on its GPU\'s socket, never a sibling of the other\'s, never CPU 0', () => {
+  it("gives each worker a core of its own on its GPU's socket, never a sibling of the other's, never CPU 0", () => {
     // GPUs on different sockets: each worker on its own socket's highest core.
     assert.deepEqual(planWorkerCpus({ allowed: all, local: [socket(0), socket(1)], siblings }), [23, 31]);
     // Both GPUs on socket 0: the second worker skips 23's sibling (7) as well as 23 itself.
@@ -27,11 +30,24 @@ describe('worker CPU placement', () => {
 
   it('keeps to the allowed CPUs, falls back to any allowed core, and says when there is none to spare', () => {
     // A cpuset of 0-3: local lists name socket 1 only, so the plan uses allowed cores.
-    assert.deepEqual(planWorkerCpus({ allowed: [0, 1, 2, 3], local: [socket(1), socket(1)], siblings: (c) => [c] }), [3, 2]);
+    assert.deepEqual(
+      planWorkerCpus({ allowed: [0, 1, 2, 3], local: [socket(1), socket(1)], siblings: (c) => [c] }),
+      [3, 2],
+    );
     // Unknown locality (empty list): any allowed core.
     assert.deepEqual(planWorkerCpus({ allowed: [0, 4, 5], local: [[], []], siblings: (c) => [c] }), [5, 4]);
     // Only CPU 0 and one more: the second worker gets none.
-    assert.deepEqual(planWorkerCpus({ allowed: [0, 1], local: [[0, 1], [0, 1]], siblings: (c) => [c] }), [1, undefined]);
+    assert.deepEqual(
+      planWorkerCpus({
+        allowed: [0, 1],
+        local: [
+          [0, 1],
+          [0, 1],
+        ],
+        siblings: (c) => [c],
+      }),
+      [1, undefined],
+    );
   });
 
   it('reads its inputs from /proc and sysfs, lowercasing the bus id, and tolerates missing topology files', () => {
@@ -40,7 +56,10 @@ describe('worker CPU placement', () => {
       '/sys/bus/pci/devices/0000:19:00.0/local_cpulist': '0-7,16-23\n',
       '/sys/devices/system/cpu/cpu23/topology/thread_siblings_list': '7,23\n',
     };
-    const read = (p: string): string => { if (!(p in files)) throw new Error(`ENOENT ${p}`); return files[p]!; };
+    const read = (p: string): string => {
+      if (!(p in files)) throw new Error(`ENOENT ${p}`);
+      return files[p]!;
+    };
     const inp = readPlacementInputs(['0000:19:00.0'.toUpperCase(), '0000:9A:00.0'], read);
     assert.deepEqual(inp.allowed, all);
     assert.deepEqual(inp.local, [socket(0), []]);

@@ -4,7 +4,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  ConfigError, DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, transportForLayer,
+  ConfigError,
+  DEFAULT_CONFIG,
+  loadDecodeConfig,
+  parseDecodeConfig,
+  transportForLayer,
 } from '../../src/decode/decode-config.js';
 
 describe('decode config', () => {
@@ -13,8 +17,23 @@ describe('decode config', () => {
   });
 
   it('picks the last range covering a layer, else the default', () => {
-    const cfg = parseDecodeConfig({ transport: { default: 'push', layers: [{ from: 0, to: 9, transport: 'oneshot' }, { from: 5, to: 6, transport: 'nccl' }] } }, 'x', 30);
-    assert.deepEqual([0, 4, 5, 6, 7, 9, 10, 29].map((l) => transportForLayer(cfg, l)), ['oneshot', 'oneshot', 'nccl', 'nccl', 'oneshot', 'oneshot', 'push', 'push']);
+    const cfg = parseDecodeConfig(
+      {
+        transport: {
+          default: 'push',
+          layers: [
+            { from: 0, to: 9, transport: 'oneshot' },
+            { from: 5, to: 6, transport: 'nccl' },
+          ],
+        },
+      },
+      'x',
+      30,
+    );
+    assert.deepEqual(
+      [0, 4, 5, 6, 7, 9, 10, 29].map((l) => transportForLayer(cfg, l)),
+      ['oneshot', 'oneshot', 'nccl', 'nccl', 'oneshot', 'oneshot', 'push', 'push'],
+    );
   });
 
   it('takes the LL server idle bound (0, the default, launches every join)', () => {
@@ -30,9 +49,18 @@ describe('decode config', () => {
   });
 
   const bad: Array<[unknown, RegExp]> = [
-    [{ transport: { default: 'carrier-pigeon' } }, /\$\.transport\.default: must be one of host, peer, push, oneshot, ll, nccl, got "carrier-pigeon"/],
-    [{ transport: { layers: [{ from: 0, to: 40, transport: 'push' }] } }, /\$\.transport\.layers\[0\]\.to: must be an integer in \[0, 29\], got 40/],
-    [{ transport: { layers: [{ from: 5, to: 2, transport: 'push' }] } }, /\$\.transport\.layers\[0\]\.to: must be >= from \(5\), got 2/],
+    [
+      { transport: { default: 'carrier-pigeon' } },
+      /\$\.transport\.default: must be one of host, peer, push, oneshot, ll, nccl, got "carrier-pigeon"/,
+    ],
+    [
+      { transport: { layers: [{ from: 0, to: 40, transport: 'push' }] } },
+      /\$\.transport\.layers\[0\]\.to: must be an integer in \[0, 29\], got 40/,
+    ],
+    [
+      { transport: { layers: [{ from: 5, to: 2, transport: 'push' }] } },
+      /\$\.transport\.layers\[0\]\.to: must be >= from \(5\), got 2/,
+    ],
     [{ transport: { layers: {} } }, /\$\.transport\.layers: must be an array/],
     [{ wo: 'sum' }, /\$\.wo: must be one of concat, allreduce, got "sum"/],
     [{ epGraph: 'yes' }, /\$\.epGraph: must be true or false, got "yes"/],
@@ -41,12 +69,18 @@ describe('decode config', () => {
     [{ spin: { deviceTicks: 0 } }, /\$\.spin\.deviceTicks: must be an integer in \[1, /],
     [{ llServeMicros: -1 }, /\$\.llServeMicros: must be an integer in \[0, 60000000\], got -1/],
     [{ llServeMicros: 2.5 }, /\$\.llServeMicros: must be an integer in \[0, 60000000\], got 2\.5/],
-    [{ spni: {} }, /\$\.spni: unknown field; allowed: transport, wo, epGraph, stepGraph, validate, profile, llServeMicros, spin/],
+    [
+      { spni: {} },
+      /\$\.spni: unknown field; allowed: transport, wo, epGraph, stepGraph, validate, profile, llServeMicros, spin/,
+    ],
     [[], /\$: must be an object/],
   ];
   for (const [json, re] of bad) {
     it(`refuses ${JSON.stringify(json)} naming the path`, () => {
-      assert.throws(() => parseDecodeConfig(json, 'cfg.json', 30), (e: Error) => e instanceof ConfigError && /^cfg\.json: /.test(e.message) && re.test(e.message));
+      assert.throws(
+        () => parseDecodeConfig(json, 'cfg.json', 30),
+        (e: Error) => e instanceof ConfigError && /^cfg\.json: /.test(e.message) && re.test(e.message),
+      );
     });
   }
 

@@ -29,14 +29,21 @@ describe('npm install without the CUDA toolkit', () => {
 
   function install(env: Record<string, string>): { status: number | null; out: string } {
     const { CUDACXX: _unset, MEMRA_SKIP_ADDON: _also, ...rest } = process.env;
-    const r = spawnSync(process.execPath, [script], { env: { ...rest, PATH: bin, ...env }, encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, [script], {
+      env: { ...rest, PATH: bin, ...env },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     return { status: r.status, out: r.stdout + r.stderr };
   }
 
   it('skips the addon, names what is missing and the command that builds it, and succeeds', () => {
     const r = install({});
     assert.equal(r.status, 0, r.out);
-    assert.match(r.out, /memra: the CUDA addon was not built: no CUDA compiler \(nvcc is not on PATH and CUDACXX is unset\), and no cmake on PATH/);
+    assert.match(
+      r.out,
+      /memra: the CUDA addon was not built: no CUDA compiler \(nvcc is not on PATH and CUDACXX is unset\), and no cmake on PATH/,
+    );
     assert.match(r.out, /CPU reference backend/);
     assert.match(r.out, /npm run build:addon/);
     assert.match(r.out, /npm rebuild memra/);

@@ -18,14 +18,23 @@ describe('join profile', function () {
 
   it('gives every join of a step its identity, its bytes, and host and device costs that fit inside the step', async () => {
     const t = 3;
-    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: { ...DEFAULT_CONFIG, transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] }, profile: true } });
+    const s = await Session.open({
+      backend: 'cpu',
+      model: 'tiny',
+      maxBatch: t,
+      config: {
+        ...DEFAULT_CONFIG,
+        transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] },
+        profile: true,
+      },
+    });
     try {
       const { hidden: H, heads: N, headDim: Dv, topk: K, layers: L } = s.model;
       const want: Record<string, { bytes: number; rank: number }> = {
         'fan-out': { bytes: (t * H + t) * 4, rank: 1 },
         'head all-gather': { bytes: t * (N / 2) * Dv * 4, rank: 0 },
         wo: { bytes: t * (H / 2) * 4, rank: 0 },
-        'ep fan-out': { bytes: (t * H / 4 + t * H / 128 + 2 * t * K) * 4, rank: 1 },
+        'ep fan-out': { bytes: ((t * H) / 4 + (t * H) / 128 + 2 * t * K) * 4, rank: 1 },
         'ep return': { bytes: t * K * H * 4, rank: 0 },
       };
       let tokens = Array.from({ length: t }, () => randomInt(0, s.model.vocab));
@@ -43,17 +52,31 @@ describe('join profile', function () {
           // The join's first ring write falls inside the step's enqueue; its end is the later of
           // the two workers' stamps, which may come just after the tokens (the peer's worker
           // reaches its last stamp after the records the step's completion waited on).
-          assert.ok(j.hostStartUs >= 0 && j.hostStartUs < r.timing.hostEnqueueUs, `${where}: host start ${j.hostStartUs} µs inside the step's enqueue (${r.timing.hostEnqueueUs} µs)`);
-          assert.ok(j.hostEnqueueUs > 0 && Number.isFinite(j.hostEnqueueUs), `${where}: host enqueue ${j.hostEnqueueUs} µs`);
+          assert.ok(
+            j.hostStartUs >= 0 && j.hostStartUs < r.timing.hostEnqueueUs,
+            `${where}: host start ${j.hostStartUs} µs inside the step's enqueue (${r.timing.hostEnqueueUs} µs)`,
+          );
+          assert.ok(
+            j.hostEnqueueUs > 0 && Number.isFinite(j.hostEnqueueUs),
+            `${where}: host enqueue ${j.hostEnqueueUs} µs`,
+          );
           assert.ok(j.deviceUs >= 0 && Number.isFinite(j.deviceUs), `${where}: device ${j.deviceUs} µs`);
-          assert.ok(j.deviceStartUs >= 0 && j.deviceStartUs + j.deviceUs <= r.timing.wallUs, `${where}: placed inside the step`);
+          assert.ok(
+            j.deviceStartUs >= 0 && j.deviceStartUs + j.deviceUs <= r.timing.wallUs,
+            `${where}: placed inside the step`,
+          );
         }
         // The main thread writes the joins in walk order.
-        for (let i = 1; i < joins.length; i++) assert.ok(joins[i]!.hostStartUs > joins[i - 1]!.hostStartUs, `join ${i} written before join ${i - 1}`);
+        for (let i = 1; i < joins.length; i++)
+          assert.ok(joins[i]!.hostStartUs > joins[i - 1]!.hostStartUs, `join ${i} written before join ${i - 1}`);
         // On one rank's timeline, the joins start in walk order.
         for (const rank of [0, 1]) {
           const mine = joins.filter((j) => j.rank === rank);
-          for (let i = 1; i < mine.length; i++) assert.ok(mine[i]!.deviceStartUs >= mine[i - 1]!.deviceStartUs, `rank ${rank}: ${mine[i]!.hop} of layer ${mine[i]!.layer} starts before the join ahead of it`);
+          for (let i = 1; i < mine.length; i++)
+            assert.ok(
+              mine[i]!.deviceStartUs >= mine[i - 1]!.deviceStartUs,
+              `rank ${rank}: ${mine[i]!.hop} of layer ${mine[i]!.layer} starts before the join ahead of it`,
+            );
         }
         assert.ok(r.timing.hostEnqueueUs > 0 && r.timing.hostEnqueueUs <= r.timing.wallUs);
       }
@@ -62,8 +85,13 @@ describe('join profile', function () {
     }
   });
 
-  it('writes no ring record per join: a profiled step writes at most four more records a ring (its clock, the stamp copy, rank 1\'s signal, the flush) than an unprofiled one', async () => {
-    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 2, config: { ...DEFAULT_CONFIG, transport: { default: 'push', layers: [] } } });
+  it("writes no ring record per join: a profiled step writes at most four more records a ring (its clock, the stamp copy, rank 1's signal, the flush) than an unprofiled one", async () => {
+    const s = await Session.open({
+      backend: 'cpu',
+      model: 'tiny',
+      maxBatch: 2,
+      config: { ...DEFAULT_CONFIG, transport: { default: 'push', layers: [] } },
+    });
     try {
       const rings = s.runtime.ranks.map((r) => r.ring);
       const recordsOf = async (profile: boolean): Promise<number[]> => {
@@ -73,22 +101,40 @@ describe('join profile', function () {
         if (profile) assert.equal((await r.joins!).length, s.model.layers * HOPS.length);
         return rings.map((ring, k) => (ring.lastSeq() - before[k]!) | 0);
       };
-      const off = await recordsOf(false), on = await recordsOf(true), offAgain = await recordsOf(false);
+      const off = await recordsOf(false),
+        on = await recordsOf(true),
+        offAgain = await recordsOf(false);
       assert.deepEqual(offAgain, off, 'the same step writes the same records');
       // Ten joins a step here: the first version wrote forty more records a ring.
-      on.forEach((n, k) => void assert.ok(n - off[k]! >= 0 && n - off[k]! <= 4, `ring ${k}: ${n} records profiled, ${off[k]} not`));
+      on.forEach(
+        (n, k) =>
+          void assert.ok(n - off[k]! >= 0 && n - off[k]! <= 4, `ring ${k}: ${n} records profiled, ${off[k]} not`),
+      );
     } finally {
       await s.close();
     }
   });
 
   it('profiles steps replayed from the step graph: every join of every step, the same tokens as the eager walk', async () => {
-    const t = 2, steps = 4;
+    const t = 2,
+      steps = 4;
     const start = Array.from({ length: t }, () => randomInt(0, 256));
-    const run = async (stepGraph: boolean): Promise<{ next: number[][]; joins: Array<Awaited<NonNullable<Awaited<ReturnType<Session['stepDetailed']>>['joins']>>>; launches: number }> => {
-      const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true, stepGraph } });
+    const run = async (
+      stepGraph: boolean,
+    ): Promise<{
+      next: number[][];
+      joins: Array<Awaited<NonNullable<Awaited<ReturnType<Session['stepDetailed']>>['joins']>>>;
+      launches: number;
+    }> => {
+      const s = await Session.open({
+        backend: 'cpu',
+        model: 'tiny',
+        maxBatch: t,
+        config: { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true, stepGraph },
+      });
       try {
-        const next: number[][] = [], joins = [];
+        const next: number[][] = [],
+          joins = [];
         let tokens = start;
         for (let i = 0; i < steps; i++) {
           const r = await s.stepDetailed(tokens);
@@ -101,18 +147,32 @@ describe('join profile', function () {
         await s.close();
       }
     };
-    const eager = await run(false), graphed = await run(true);
+    const eager = await run(false),
+      graphed = await run(true);
     assert.equal(eager.launches, 0);
     assert.equal(graphed.launches, steps, 'every step replayed from its graph');
     assert.deepEqual(graphed.next, eager.next);
     graphed.joins.forEach((joins, i) => {
-      assert.deepEqual(joins.map((j) => [j.layer, j.hop, j.bytes, j.rank, j.token]), eager.joins[i]!.map((j) => [j.layer, j.hop, j.bytes, j.rank, j.token]), `step ${i}: the same joins`);
-      for (const j of joins) assert.ok(Number.isFinite(j.deviceUs) && j.deviceUs >= 0 && j.hostEnqueueUs > 0, `step ${i} ${j.hop} of layer ${j.layer}`);
+      assert.deepEqual(
+        joins.map((j) => [j.layer, j.hop, j.bytes, j.rank, j.token]),
+        eager.joins[i]!.map((j) => [j.layer, j.hop, j.bytes, j.rank, j.token]),
+        `step ${i}: the same joins`,
+      );
+      for (const j of joins)
+        assert.ok(
+          Number.isFinite(j.deviceUs) && j.deviceUs >= 0 && j.hostEnqueueUs > 0,
+          `step ${i} ${j.hop} of layer ${j.layer}`,
+        );
     });
   });
 
   it('reads each step while later ones run: joins awaited only after five steps are all there, each with its own step', async () => {
-    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 1, config: { ...DEFAULT_CONFIG, profile: true } });
+    const s = await Session.open({
+      backend: 'cpu',
+      model: 'tiny',
+      maxBatch: 1,
+      config: { ...DEFAULT_CONFIG, profile: true },
+    });
     try {
       const reads = [];
       let tokens = [randomInt(0, s.model.vocab)];
@@ -139,19 +199,29 @@ describe('join profile', function () {
     // captured once for every step would hold one event set's events.
     const cfg = presetByName('tiny');
     await withShardedWalk('cpu', cfg, async (walk) => {
-      let pos = 0, tok = [randomInt(0, cfg.vocab)];
+      let pos = 0,
+        tok = [randomInt(0, cfg.vocab)];
       const steps = async (dc: DecodeConfig, n: number): Promise<void> => {
         for (let i = 0; i < n; i++) {
           const r = await walk.step(tok, [pos], dc, false);
           tok = r.next;
           const joins = await r.joins!;
           assert.equal(joins.length, cfg.layers * HOPS.length, `step ${pos}`);
-          for (const j of joins) assert.ok(j.token === pos && Number.isFinite(j.deviceUs) && j.deviceUs >= 0, `step ${pos} ${j.hop} of layer ${j.layer}: ${j.deviceUs} µs`);
+          for (const j of joins)
+            assert.ok(
+              j.token === pos && Number.isFinite(j.deviceUs) && j.deviceUs >= 0,
+              `step ${pos} ${j.hop} of layer ${j.layer}: ${j.deviceUs} µs`,
+            );
           pos++;
         }
       };
       for (const stepGraph of [false, true]) {
-        const dc: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] }, profile: true, stepGraph };
+        const dc: DecodeConfig = {
+          ...DEFAULT_CONFIG,
+          transport: { default: 'll', layers: [] },
+          profile: true,
+          stepGraph,
+        };
         await walk.prepare(dc);
         await steps(dc, 2);
         walk.profileSwitches.selfTimed = false;
@@ -164,7 +234,7 @@ describe('join profile', function () {
     });
   });
 
-  it('costs the host microseconds, not a millisecond, to take and read a replayed step graph\'s 150 joins', async () => {
+  it("costs the host microseconds, not a millisecond, to take and read a replayed step graph's 150 joins", async () => {
     // A step replayed from its graph leaves the host nothing to do but this; built with an object
     // spread, these 150 joins cost ~0.75 ms a step (the profiled bench step graph's 7%,
     // decode-2xH200-2026-11-30-run8). Here that was a 1.5 ms median and is now 0.17 ms: the
@@ -187,10 +257,16 @@ describe('join profile', function () {
         costs.push((performance.now() - t0) * 1000);
         const joins = await read;
         assert.equal(joins.length, layers * HOPS.length, `step ${step}: every join`);
-        assert.ok(joins.every((j) => j.token === step && j.bytes === 4 * (j.layer + 1)), `step ${step}: its own token and each join's bytes`);
+        assert.ok(
+          joins.every((j) => j.token === step && j.bytes === 4 * (j.layer + 1)),
+          `step ${step}: its own token and each join's bytes`,
+        );
       }
       const median = costs.sort((a, b) => a - b)[costs.length >> 1]!;
-      assert.ok(median < 800, `taking and reading 150 replayed joins: median ${median.toFixed(1)} µs a step (bound 800 µs)`);
+      assert.ok(
+        median < 800,
+        `taking and reading 150 replayed joins: median ${median.toFixed(1)} µs a step (bound 800 µs)`,
+      );
     } finally {
       await p.close();
       await rt.close();

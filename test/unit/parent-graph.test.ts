@@ -13,7 +13,10 @@ const N = 257; // odd: no size here is a power of two
 describe('EP parent graph (CPU reference)', function () {
   this.timeout(60_000);
   let rt: Runtime | undefined;
-  afterEach(async () => { await rt?.close().catch(() => undefined); rt = undefined; });
+  afterEach(async () => {
+    await rt?.close().catch(() => undefined);
+    rt = undefined;
+  });
 
   it('replays the seed shape: every launch computes owner + peer halves from fresh inputs', async () => {
     rt = await Runtime.open({ backend: 'cpu' });
@@ -30,7 +33,14 @@ describe('EP parent graph (CPU reference)', function () {
     const rig = await parentGraphRig(rt, N);
     const b = rt.ranks[1];
     const fault = new Promise<Error & { code?: string }>((r) => rt!.onFault(r));
-    const g = await ParentGraph.build(rt, rig.parts({ peer: () => { b.copy(rig.a0[4]!, rig.a0[0]!, N * 4); } }));
+    const g = await ParentGraph.build(
+      rt,
+      rig.parts({
+        peer: () => {
+          b.copy(rig.a0[4]!, rig.a0[0]!, N * 4);
+        },
+      }),
+    );
     g.launch();
     const f = await fault;
     assert.equal(f.code, 'ERR_ORDER_WAW', f.message);
@@ -39,7 +49,13 @@ describe('EP parent graph (CPU reference)', function () {
   it('refuses bad parts by name before anything is enqueued', async () => {
     rt = await Runtime.open({ backend: 'cpu' });
     const p = (await parentGraphRig(rt, N)).parts();
-    await assert.rejects(ParentGraph.build(rt, { ...p, tx: p.tx.slice(0, 3) }), /4 tx copies \(xq, xs, ids, weights\), got 3/);
-    await assert.rejects(ParentGraph.build(rt, { ...p, rx: { ...p.rx, bytes: 0 } }), /copy 4 needs a positive byte count, got 0/);
+    await assert.rejects(
+      ParentGraph.build(rt, { ...p, tx: p.tx.slice(0, 3) }),
+      /4 tx copies \(xq, xs, ids, weights\), got 3/,
+    );
+    await assert.rejects(
+      ParentGraph.build(rt, { ...p, rx: { ...p.rx, bytes: 0 } }),
+      /copy 4 needs a positive byte count, got 0/,
+    );
   });
 });

@@ -22,7 +22,8 @@ describe('profile aggregation', () => {
   it('one row per (layer, hop, transport): constant costs give that constant at every percentile', () => {
     // device = 10·(layer+1) + hop index, host = 1 + layer/2; transports: ll on layers 0-1, nccl on 2-3.
     const p = syntheticProfile({
-      layers: 4, steps: 8,
+      layers: 4,
+      steps: 8,
       transport: ({ layer }) => (layer < 2 ? 'll' : 'nccl'),
       deviceUs: ({ layer, hop }) => 10 * (layer + 1) + h(hop),
       hostEnqueueUs: ({ layer }) => 1 + layer / 2,
@@ -38,13 +39,17 @@ describe('profile aggregation', () => {
       assert.deepEqual(r.bytes, { min: 4096, max: 4096 });
     }
     // Rows come in walk order: layer, then hop.
-    assert.deepEqual(a.rows.slice(0, HOPS.length).map((r) => [r.layer, r.hop]), HOPS.map((hop) => [0, hop]));
+    assert.deepEqual(
+      a.rows.slice(0, HOPS.length).map((r) => [r.layer, r.hop]),
+      HOPS.map((hop) => [0, hop]),
+    );
 
     // Per (hop, transport) over the two layers each transport serves: 16 samples, 8 per layer.
     assert.equal(a.byHop.length, 2 * HOPS.length);
     for (const u of a.byHop) {
       const first = u.transport === 'll' ? 0 : 2;
-      const lowV = 10 * (first + 1) + h(u.hop), highV = 10 * (first + 2) + h(u.hop);
+      const lowV = 10 * (first + 1) + h(u.hop),
+        highV = 10 * (first + 2) + h(u.hop);
       assert.equal(u.n, 16);
       assert.equal(u.layers, 2);
       // Rank 8 of 16 is the last sample of the lower layer; p90 (rank 15) is the upper layer.
@@ -55,7 +60,10 @@ describe('profile aggregation', () => {
     }
     // Per transport over all hops: ll holds layers 0-1, values 10..24 (hop indices 0..4 added).
     const ll = a.byTransport.find((t) => t.transport === 'll')!;
-    assert.deepEqual(a.byTransport.map((t) => t.transport), ['ll', 'nccl']);
+    assert.deepEqual(
+      a.byTransport.map((t) => t.transport),
+      ['ll', 'nccl'],
+    );
     assert.equal(ll.n, 2 * HOPS.length * 8);
     assert.deepEqual(ll.hops, [...HOPS]);
     assert.equal(ll.device.min, 10);
@@ -69,7 +77,13 @@ describe('profile aggregation', () => {
   });
 
   it('a ramp 1..100 µs reads median 50, p90 90, p99 99, max 100 (nearest rank, within 10^-3)', () => {
-    const p = syntheticProfile({ layers: 1, steps: 100, hops: ['wo'], deviceUs: ({ step }) => 100 - step, hostEnqueueUs: ({ step }) => 0.5 * (step + 1) });
+    const p = syntheticProfile({
+      layers: 1,
+      steps: 100,
+      hops: ['wo'],
+      deviceUs: ({ step }) => 100 - step,
+      hostEnqueueUs: ({ step }) => 0.5 * (step + 1),
+    });
     const [r] = aggregate(p).rows;
     assert.equal(r!.n, 100);
     near(r!.device.median, 50, 'median');
@@ -82,9 +96,10 @@ describe('profile aggregation', () => {
     assert.equal(r!.host.max, 50);
   });
 
-  it('says when a join\'s bytes vary, and splits a (layer, hop) whose transport changed mid-run', () => {
+  it("says when a join's bytes vary, and splits a (layer, hop) whose transport changed mid-run", () => {
     const p = syntheticProfile({
-      layers: 2, steps: 6,
+      layers: 2,
+      steps: 6,
       bytes: ({ hop, step }) => (hop === 'ep fan-out' ? 1024 * (1 + (step % 3)) : 4096),
       transport: ({ layer, hop, step }) => (layer === 0 && hop === 'wo' && step >= 4 ? 'nccl' : 'll'),
     });
@@ -92,7 +107,13 @@ describe('profile aggregation', () => {
     for (const r of a.rows.filter((r) => r.hop === 'ep fan-out')) assert.deepEqual(r.bytes, { min: 1024, max: 3072 });
     for (const r of a.rows.filter((r) => r.hop === 'fan-out')) assert.deepEqual(r.bytes, { min: 4096, max: 4096 });
     const wo0 = a.rows.filter((r) => r.layer === 0 && r.hop === 'wo');
-    assert.deepEqual(wo0.map((r) => [r.transport, r.n]), [['ll', 4], ['nccl', 2]]);
+    assert.deepEqual(
+      wo0.map((r) => [r.transport, r.n]),
+      [
+        ['ll', 4],
+        ['nccl', 2],
+      ],
+    );
     const cell = a.byLayerHop.find((c) => c.layer === 0 && c.hop === 'wo')!;
     assert.deepEqual(cell.transports, ['ll', 'nccl']);
     assert.equal(cell.n, 6);
@@ -104,7 +125,10 @@ describe('profile aggregation', () => {
     const p = syntheticProfile({ steps: 8, rows: () => 4, wallUs: (s) => (s % 2 === 0 ? 2000 : 4000) });
     const t = aggregate(p, { window: 2 }).throughput;
     assert.equal(t.window, 2);
-    assert.deepEqual(t.points.map((x) => x.tokensPerS), [2000, 1000, 2000, 1000, 2000, 1000, 2000, 1000]);
+    assert.deepEqual(
+      t.points.map((x) => x.tokensPerS),
+      [2000, 1000, 2000, 1000, 2000, 1000, 2000, 1000],
+    );
     // Step 0 alone: 4 tokens in 2 ms; later, any two neighbours: 8 tokens in 6 ms.
     assert.equal(t.points[0]!.movingTokensPerS, 2000);
     for (const x of t.points.slice(1)) near(x.movingTokensPerS, 8 / 0.006, `step ${x.step} moving`, 1e-12);
@@ -136,14 +160,57 @@ describe('profile aggregation', () => {
       edit(p);
       return () => aggregate(p);
     };
-    assert.throws(bad((p) => { (p.joins[3] as { hop: string }).hop = 'bogus'; }), /join 3 \(step 0, layer 0, hop "bogus"\): hop must be one of "fan-out"/);
-    assert.throws(bad((p) => { p.joins[2]!.deviceUs = -1; }), /join 2 .*: deviceUs must be a finite number ≥ 0, got -1/);
-    assert.throws(bad((p) => { p.joins[0]!.hostEnqueueUs = NaN; }), /join 0 .*: hostEnqueueUs must be a finite number ≥ 0, got NaN/);
-    assert.throws(bad((p) => { p.joins[1]!.deviceUs = 5e9; }), /join 1 .*: deviceUs 5000000000 µs is beyond/);
-    assert.throws(bad((p) => { p.joins[7]!.layer = 2; }), /join 7 \(step 0, layer 2, .*layer must be a whole number in \[0, 2\)/);
-    assert.throws(bad((p) => { p.steps[1]!.wallUs = 0; }), /step 1: wallUs must be a finite number > 0, got 0/);
-    assert.throws(bad((p) => { p.steps[2]!.rows = 0; }), /step 2: rows must be a whole number ≥ 1, got 0/);
-    assert.throws(bad((p) => { p.steps[2]!.step = 1; }), /step 1 appears twice/);
-    assert.throws(() => aggregate(syntheticProfile(), { window: 0 }), /window must be a whole number of steps ≥ 1, got 0/);
+    assert.throws(
+      bad((p) => {
+        (p.joins[3] as { hop: string }).hop = 'bogus';
+      }),
+      /join 3 \(step 0, layer 0, hop "bogus"\): hop must be one of "fan-out"/,
+    );
+    assert.throws(
+      bad((p) => {
+        p.joins[2]!.deviceUs = -1;
+      }),
+      /join 2 .*: deviceUs must be a finite number ≥ 0, got -1/,
+    );
+    assert.throws(
+      bad((p) => {
+        p.joins[0]!.hostEnqueueUs = NaN;
+      }),
+      /join 0 .*: hostEnqueueUs must be a finite number ≥ 0, got NaN/,
+    );
+    assert.throws(
+      bad((p) => {
+        p.joins[1]!.deviceUs = 5e9;
+      }),
+      /join 1 .*: deviceUs 5000000000 µs is beyond/,
+    );
+    assert.throws(
+      bad((p) => {
+        p.joins[7]!.layer = 2;
+      }),
+      /join 7 \(step 0, layer 2, .*layer must be a whole number in \[0, 2\)/,
+    );
+    assert.throws(
+      bad((p) => {
+        p.steps[1]!.wallUs = 0;
+      }),
+      /step 1: wallUs must be a finite number > 0, got 0/,
+    );
+    assert.throws(
+      bad((p) => {
+        p.steps[2]!.rows = 0;
+      }),
+      /step 2: rows must be a whole number ≥ 1, got 0/,
+    );
+    assert.throws(
+      bad((p) => {
+        p.steps[2]!.step = 1;
+      }),
+      /step 1 appears twice/,
+    );
+    assert.throws(
+      () => aggregate(syntheticProfile(), { window: 0 }),
+      /window must be a whole number of steps ≥ 1, got 0/,
+    );
   });
 });

@@ -32,7 +32,8 @@ function gaussian(r: () => number): number {
 }
 
 function sample(name: string, n: number, seed: number): number[] {
-  const r = seededRandom(seed), draw = DISTRIBUTIONS[name]!;
+  const r = seededRandom(seed),
+    draw = DISTRIBUTIONS[name]!;
   return Array.from({ length: n }, () => draw(r));
 }
 
@@ -50,10 +51,15 @@ describe('HDR histogram', () => {
         const mean = values.reduce((s, v) => s + v, 0) / values.length;
         assert.ok(Math.abs(h.mean - mean) <= 1e-9 * Math.abs(mean), `mean ${h.mean} vs ${mean}`);
         // Relative bound above `lowest`; below it the bound is absolute (lowest·10^-digits).
-        const rel = 10 ** -digits, abs = h.lowest * rel;
+        const rel = 10 ** -digits,
+          abs = h.lowest * rel;
         for (const p of PS) {
-          const want = exactPercentile(sorted, p), got = h.percentile(p);
-          assert.ok(Math.abs(got - want) <= want * rel + abs, `p${p}: ${got} vs exact ${want} (error ${Math.abs(got - want) / want})`);
+          const want = exactPercentile(sorted, p),
+            got = h.percentile(p);
+          assert.ok(
+            Math.abs(got - want) <= want * rel + abs,
+            `p${p}: ${got} vs exact ${want} (error ${Math.abs(got - want) / want})`,
+          );
           assert.ok(got >= h.min && got <= h.max, `p${p}: ${got} outside [${h.min}, ${h.max}]`);
         }
       });
@@ -63,7 +69,10 @@ describe('HDR histogram', () => {
   it('tells apart values 10^-digits apart that a coarser layout would merge', () => {
     const h = new HdrHistogram({ digits: 3 });
     // 100 samples at 1000 µs, 100 at 1002 µs: p50 must read the first, p51 the second.
-    for (let i = 0; i < 100; i++) { h.record(1000); h.record(1002); }
+    for (let i = 0; i < 100; i++) {
+      h.record(1000);
+      h.record(1002);
+    }
     assert.ok(Math.abs(h.percentile(50) - 1000) <= 1, `p50 ${h.percentile(50)}`);
     assert.ok(Math.abs(h.percentile(51) - 1002) <= 1, `p51 ${h.percentile(51)}`);
     assert.ok(h.percentile(51) > h.percentile(50));
@@ -71,9 +80,13 @@ describe('HDR histogram', () => {
 
   it('merging equals recording everything into one', () => {
     const values = sample('log-normal (σ = 2)', 30_000, 7);
-    const whole = new HdrHistogram(), parts = [new HdrHistogram(), new HdrHistogram(), new HdrHistogram()];
+    const whole = new HdrHistogram(),
+      parts = [new HdrHistogram(), new HdrHistogram(), new HdrHistogram()];
     const r = seededRandom(8);
-    for (const v of values) { whole.record(v); parts[Math.floor(3 * r())]!.record(v); }
+    for (const v of values) {
+      whole.record(v);
+      parts[Math.floor(3 * r())]!.record(v);
+    }
     const merged = new HdrHistogram().merge(parts[0]!).merge(parts[1]!).merge(parts[2]!);
     assert.equal(merged.count, whole.count);
     assert.equal(merged.min, whole.min);
@@ -139,13 +152,27 @@ describe('HDR histogram', () => {
     assert.throws(() => h.percentile(101), /percentile must be in \[0, 100\], got 101/);
     assert.throws(() => h.percentile(NaN), /percentile must be in \[0, 100\], got NaN/);
     assert.throws(() => h.merge(new HdrHistogram({ digits: 2 })), /cannot merge a histogram of 2 digits/);
-    const good = (() => { const g = new HdrHistogram(); g.record(5); return g.toJSON(); })();
+    const good = (() => {
+      const g = new HdrHistogram();
+      g.record(5);
+      return g.toJSON();
+    })();
     assert.throws(() => HdrHistogram.fromJSON(null), /expected an object, got null/);
     assert.throws(() => HdrHistogram.fromJSON({ ...good, digits: undefined }), /digits must be a number/);
-    assert.throws(() => HdrHistogram.fromJSON({ ...good, hdr: 42 }), /hdr must be a string \(HdrHistogram's compressed base64 encoding\), got number/);
-    assert.throws(() => HdrHistogram.fromJSON({ ...good, hdr: 'bm90IGEgaGlzdG9ncmFt' }), /hdr is not a compressed base64 HdrHistogram/);
+    assert.throws(
+      () => HdrHistogram.fromJSON({ ...good, hdr: 42 }),
+      /hdr must be a string \(HdrHistogram's compressed base64 encoding\), got number/,
+    );
+    assert.throws(
+      () => HdrHistogram.fromJSON({ ...good, hdr: 'bm90IGEgaGlzdG9ncmFt' }),
+      /hdr is not a compressed base64 HdrHistogram/,
+    );
     assert.throws(() => HdrHistogram.fromJSON({ ...good, count: 2 }), /hdr holds 1 values, but count is 2/);
-    const coarse = (() => { const g = new HdrHistogram({ digits: 2 }); g.record(5); return g.toJSON(); })();
+    const coarse = (() => {
+      const g = new HdrHistogram({ digits: 2 });
+      g.record(5);
+      return g.toJSON();
+    })();
     assert.throws(() => HdrHistogram.fromJSON({ ...good, hdr: coarse.hdr }), /hdr keeps 2 digits, but digits is 3/);
     assert.throws(() => HdrHistogram.fromJSON({ ...good, min: 9, max: 5 }), /min 9 and max 5 must satisfy/);
   });

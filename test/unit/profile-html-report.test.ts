@@ -13,7 +13,8 @@ describe('profile HTML report', () => {
   // device = 10·(layer+1) + hop index µs, so layer 0 fan-out is the fastest cell and the last layer's ep return the slowest.
   const layers = 5;
   const profile = syntheticProfile({
-    layers, steps: 12,
+    layers,
+    steps: 12,
     transport: ({ layer }) => (layer % 2 === 0 ? 'll' : 'nccl'),
     deviceUs: ({ layer, hop }) => 10 * (layer + 1) + HOPS.indexOf(hop),
     epGraph: { dispatches: 7, captures: 3, refused: [{ layer: 4, reason: 'refused <b>per-rank</b> & "quoted"' }] },
@@ -46,14 +47,24 @@ describe('profile HTML report', () => {
     assert.equal(count(perTransport!, /<g class="ladder">/), 2 * 2);
     assert.equal(count(perHop!, /<g class="ladder">/), 2 * HOPS.length * 2);
     // Device times span 10..54 µs and host 1..5 µs: decades from 1 µs to 100 µs, labelled.
-    for (const tick of ['1 µs', '10 µs', '100 µs']) assert.ok(perTransport!.includes(`>${tick}</text>`), `tick ${tick}`);
+    for (const tick of ['1 µs', '10 µs', '100 µs'])
+      assert.ok(perTransport!.includes(`>${tick}</text>`), `tick ${tick}`);
     // The ll transport serves layers 0, 2, 4: device max 50 + the last hop's index.
-    assert.match(perTransport!, new RegExp(`<title>ll, device: min 10 µs, .*max ${50 + HOPS.length - 1} µs \\(n = ${3 * HOPS.length * 12}\\)</title>`));
+    assert.match(
+      perTransport!,
+      new RegExp(
+        `<title>ll, device: min 10 µs, .*max ${50 + HOPS.length - 1} µs \\(n = ${3 * HOPS.length * 12}\\)</title>`,
+      ),
+    );
   });
 
   it('heat map: exactly layers × hops cells, tooltips with the medians, colour from fastest to slowest', () => {
     const heat = section(renderHtmlReport(profile), 'heatmap');
-    const cells = [...heat.matchAll(/<rect class="cell[^"]*" x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+" fill="(#[0-9a-f]{6})"><title>([^<]*)<\/title><\/rect>/g)];
+    const cells = [
+      ...heat.matchAll(
+        /<rect class="cell[^"]*" x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+" fill="(#[0-9a-f]{6})"><title>([^<]*)<\/title><\/rect>/g,
+      ),
+    ];
     assert.equal(cells.length, layers * HOPS.length);
     const byTip = new Map(cells.map((c) => [c[2]!.split(':')[0]!, { fill: c[1]!, tip: c[2]! }]));
     const at = (l: number, hop: Hop) => byTip.get(`layer ${l} · ${hop} (${l % 2 === 0 ? 'll' : 'nccl'})`)!;
@@ -98,7 +109,10 @@ describe('profile HTML report', () => {
 
   it('escapes every string from the profile', () => {
     const p = syntheticProfile({
-      layers: 1, steps: 2, preset: '<script>alert(1)</script>', machine: 'rig "A" & <b>B</b>',
+      layers: 1,
+      steps: 2,
+      preset: '<script>alert(1)</script>',
+      machine: 'rig "A" & <b>B</b>',
       transport: () => '<i>x</i>',
       epGraph: { dispatches: 0, captures: 0, refused: [{ layer: 0, reason: "it's <br>" }] },
     });

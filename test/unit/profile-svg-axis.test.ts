@@ -15,7 +15,10 @@ describe('SVG axes', () => {
     assert.ok(Math.abs(a.at(10) - 200) < 1e-9);
     // A power of ten is not rounded up to the next decade.
     assert.deepEqual([LogAxis.covering([1000], 0, 1).lo, LogAxis.covering([1000], 0, 1).hi], [1000, 10000]);
-    const labelled = a.ticks((v) => `${v}`).filter((t) => t.label !== null).map((t) => t.label);
+    const labelled = a
+      .ticks((v) => `${v}`)
+      .filter((t) => t.label !== null)
+      .map((t) => t.label);
     assert.deepEqual(labelled, ['1', '10', '100', '1000']);
   });
 
@@ -23,7 +26,10 @@ describe('SVG axes', () => {
     const a = LogAxis.covering([4096, 1048576], 300, 20, 2);
     assert.deepEqual([a.lo, a.hi], [4096, 1048576]);
     const ticks = a.ticks((v) => `${v / 1024}K`);
-    assert.deepEqual(ticks.map((t) => t.label), ['4K', '8K', '16K', '32K', '64K', '128K', '256K', '512K', '1024K']);
+    assert.deepEqual(
+      ticks.map((t) => t.label),
+      ['4K', '8K', '16K', '32K', '64K', '128K', '256K', '512K', '1024K'],
+    );
     assert.equal(ticks[0]!.at, 300);
     assert.equal(ticks[8]!.at, 20);
     // 8 powers span 280 px: 35 px each, downwards on the page.
@@ -31,7 +37,10 @@ describe('SVG axes', () => {
     // 2^0 .. 2^30: 31 powers, labels thinned to every 4th (at most ten).
     const wide = LogAxis.covering([1, 2 ** 30], 0, 1, 2).ticks(String);
     assert.equal(wide.length, 31);
-    assert.deepEqual(wide.filter((t) => t.label).map((t) => t.value), [1, 16, 256, 4096, 65536, 2 ** 20, 2 ** 24, 2 ** 28]);
+    assert.deepEqual(
+      wide.filter((t) => t.label).map((t) => t.value),
+      [1, 16, 256, 4096, 65536, 2 ** 20, 2 ** 24, 2 ** 28],
+    );
   });
 
   it('log axis puts zeros and negatives at its low end', () => {
@@ -48,6 +57,9 @@ describe('SVG axes', () => {
     const a = LinearAxis.covering(-3, 7, 0, 150);
     assert.deepEqual([a.lo, a.hi], [-4, 8]);
     assert.equal(a.at(0), 50);
-    assert.deepEqual(a.ticks(String).map((t) => t.label), ['-4', '-2', '0', '2', '4', '6', '8']);
+    assert.deepEqual(
+      a.ticks(String).map((t) => t.label),
+      ['-4', '-2', '0', '2', '4', '6', '8'],
+    );
   });
 });

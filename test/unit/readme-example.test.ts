@@ -7,12 +7,16 @@ describe('README example', () => {
     const rt = await Runtime.open({ backend: 'cpu' });
     try {
       const [r0, r1] = rt.ranks;
-      const x = await r0.alloc(4096 * 4), y = await r1.alloc(4096 * 4);
-      const ready = await r1.createEvent(), pushed = await r0.createEvent();
+      const x = await r0.alloc(4096 * 4),
+        y = await r1.alloc(4096 * 4);
+      const ready = await r1.createEvent(),
+        pushed = await r0.createEvent();
       r0.fill(x, 4096, 1.5);
-      r1.record(ready); r0.wait(ready);
+      r1.record(ready);
+      r0.wait(ready);
       r0.copy(y, x, 4096 * 4);
-      r0.record(pushed); r1.wait(pushed);
+      r0.record(pushed);
+      r1.wait(pushed);
       r1.signal(0, 1);
       await rt.waitCompleted(1, 0, 1);
       assert.equal((await r1.downloadF32(y, 4))[0], 1.5);
@@ -25,7 +29,10 @@ describe('README example', () => {
 describe('README session example', () => {
   it('runs on the CPU reference (tiny in place of bench, so a two-layer config)', async function () {
     this.timeout(60_000);
-    const config = { ...DEFAULT_CONFIG, transport: { default: 'll' as const, layers: [{ from: 1, to: 1, transport: 'oneshot' as const }] } };
+    const config = {
+      ...DEFAULT_CONFIG,
+      transport: { default: 'll' as const, layers: [{ from: 1, to: 1, transport: 'oneshot' as const }] },
+    };
     const session = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 2, config });
     try {
       let tokens = [17, 42];

@@ -1,8 +1,16 @@
 import { strict as assert } from 'node:assert';
 import { Worker } from 'node:worker_threads';
-import { RingConsumer, RingError, RingProducer, RingView } from '../../src/workers/ring.js';
+import { RingConsumer, type RingError, RingProducer, RingView } from '../../src/workers/ring.js';
 import { ProfileBoard } from '../../src/workers/profile-board.js';
-import { FAULT_TEXT_MAX, FAULT_TEXT_OFFSET, HEADER_BYTES, RECORD_BYTES, W_HEAD, W_TAIL, seqDiff } from '../../src/workers/ring-layout.js';
+import {
+  FAULT_TEXT_MAX,
+  FAULT_TEXT_OFFSET,
+  HEADER_BYTES,
+  RECORD_BYTES,
+  W_HEAD,
+  W_TAIL,
+  seqDiff,
+} from '../../src/workers/ring-layout.js';
 
 const wait = { spinMicros: 50, timeoutMs: 200 };
 
@@ -20,7 +28,8 @@ describe('command ring', () => {
   it('wraps around its slots and its 32-bit counters without losing or reordering a record', () => {
     // Counters start 5 below 2^32, so they wrap after a few records.
     const v = RingView.create(8, 'wrap', -5);
-    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    const p = new RingProducer(v, wait),
+      c = new RingConsumer(v);
     let got = 0;
     for (let i = 0; i < 1000; i++) {
       p.push(7, [i, i * 2]);
@@ -34,7 +43,11 @@ describe('command ring', () => {
         }
       }
     }
-    while (c.available() > 0) { c.peek(); c.advance(); got++; }
+    while (c.available() > 0) {
+      c.peek();
+      c.advance();
+      got++;
+    }
     assert.equal(got, 1000);
     assert.equal(seqDiff(v.tail(), -5), 1000);
     assert.ok(v.reached(-5 + 1000));
@@ -43,11 +56,15 @@ describe('command ring', () => {
 
   it('a full ring is backpressure, never loss: the producer waits, then refuses with a named error', () => {
     const v = RingView.create(4, 'full');
-    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    const p = new RingProducer(v, wait),
+      c = new RingConsumer(v);
     for (let i = 0; i < 4; i++) p.push(1, [i]);
     assert.equal(p.hasSpace(), false);
     const t = performance.now();
-    assert.throws(() => p.push(1, [99]), (e: RingError) => e.code === 'ERR_RING_STALLED' && /full for 200 ms/.test(e.message));
+    assert.throws(
+      () => p.push(1, [99]),
+      (e: RingError) => e.code === 'ERR_RING_STALLED' && /full for 200 ms/.test(e.message),
+    );
     assert.ok(performance.now() - t >= 190, 'waited for the bound before refusing');
     // Nothing was overwritten: all four records are intact, in order.
     for (let i = 0; i < 4; i++) {
@@ -62,7 +79,8 @@ describe('command ring', () => {
 
   it('a refusal carries its reason in the header, cut at a character boundary, never past its field', () => {
     const v = RingView.create(4, 'refused');
-    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    const p = new RingProducer(v, wait),
+      c = new RingConsumer(v);
     const seq = p.push(3, [1]);
     // 'é' is two bytes in UTF-8: 300 of them cross the 256-byte field mid-character.
     c.fault(seq, 3, 'é'.repeat(300));
@@ -71,13 +89,16 @@ describe('command ring', () => {
     assert.equal(f.reason, 'é'.repeat(128));
     assert.ok(FAULT_TEXT_OFFSET + FAULT_TEXT_MAX <= HEADER_BYTES, 'the field ends inside the header');
     assert.equal(c.peek().op, 3, 'the refused record is intact');
-    assert.throws(() => p.push(1, [2]), (e: RingError) =>
-      e.code === 'ERR_RING_FAULTED' && e.message.includes(`refused record ${seq >>> 0} (op 3): é`));
+    assert.throws(
+      () => p.push(1, [2]),
+      (e: RingError) => e.code === 'ERR_RING_FAULTED' && e.message.includes(`refused record ${seq >>> 0} (op 3): é`),
+    );
   });
 
   it('carries profile marks on the next record, two at most, in the order they were asked for', () => {
     const v = RingView.create(8, 'marks', -3);
-    const p = new RingProducer(v, wait), c = new RingConsumer(v);
+    const p = new RingProducer(v, wait),
+      c = new RingConsumer(v);
     assert.throws(() => p.mark(11), /no profile board attached/);
     assert.throws(() => p.attachMarks(new Float64Array(8)), /marks board of 8 words for a ring of 8 records/);
     const board = ProfileBoard.create(8);
@@ -86,7 +107,10 @@ describe('command ring', () => {
     for (let i = 0; i < 40; i++) {
       // Every third record carries one mark, every fifth two; a third mark is refused.
       if (i % 3 === 0) assert.ok(p.mark(100 + i));
-      if (i % 5 === 0) { assert.ok(p.mark(200 + i)); assert.equal(p.mark(300 + i), i % 3 !== 0); }
+      if (i % 5 === 0) {
+        assert.ok(p.mark(200 + i));
+        assert.equal(p.mark(300 + i), i % 3 !== 0);
+      }
       assert.equal(p.marksPending(), i % 3 === 0 || i % 5 === 0);
       p.push(7, [i]);
       assert.equal(p.marksPending(), false);
@@ -96,7 +120,14 @@ describe('command ring', () => {
       c.advance();
     }
     seen.forEach((m, i) => {
-      const want = i % 3 === 0 && i % 5 === 0 ? [100 + i, 200 + i] : i % 3 === 0 ? [100 + i, 0] : i % 5 === 0 ? [200 + i, 300 + i] : undefined;
+      const want =
+        i % 3 === 0 && i % 5 === 0
+          ? [100 + i, 200 + i]
+          : i % 3 === 0
+            ? [100 + i, 0]
+            : i % 5 === 0
+              ? [200 + i, 300 + i]
+              : undefined;
       assert.deepEqual(m, want, `record ${i}`);
     });
     // Detaching drops marks not yet carried.

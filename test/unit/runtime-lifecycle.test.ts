@@ -10,7 +10,10 @@ const openCpu = (extra = {}): Promise<Runtime> => Runtime.open({ backend: 'cpu',
 
 describe('runtime lifecycle and bad input', () => {
   let rt: Runtime | undefined;
-  afterEach(async () => { await rt?.close().catch(() => undefined); rt = undefined; });
+  afterEach(async () => {
+    await rt?.close().catch(() => undefined);
+    rt = undefined;
+  });
 
   it('auto picks the CPU reference when fewer than two GPUs are visible', () => {
     const d = detectBackend();
@@ -19,17 +22,26 @@ describe('runtime lifecycle and bad input', () => {
   });
 
   it('refuses a device ordinal out of range, naming it and the count', async () => {
-    await assert.rejects(openCpu({ devices: [0, 5] }), /device ordinal 5 is out of range: 2 CPU reference devices visible \(ordinals 0\.\.1\)/);
+    await assert.rejects(
+      openCpu({ devices: [0, 5] }),
+      /device ordinal 5 is out of range: 2 CPU reference devices visible \(ordinals 0\.\.1\)/,
+    );
     await assert.rejects(openCpu({ devices: [-1, 1] }), /device ordinal -1 is out of range/);
   });
 
   it('refuses two ranks on one ordinal, and says why', async () => {
-    await assert.rejects(openCpu({ devices: [1, 1] }), /both ranks are on device 1\. Two ranks need two devices: a kernel's store into a peer pointer across two contexts on one card is undefined/);
+    await assert.rejects(
+      openCpu({ devices: [1, 1] }),
+      /both ranks are on device 1\. Two ranks need two devices: a kernel's store into a peer pointer across two contexts on one card is undefined/,
+    );
   });
 
   it('refuses bad options by name', async () => {
     await assert.rejects(openCpu({ ringCapacity: 1000 }), /capacity must be a power of two/);
-    await assert.rejects(Runtime.open({ backend: 'tpu' as never }), /backend must be 'auto', 'cuda' or 'cpu', got 'tpu'/);
+    await assert.rejects(
+      Runtime.open({ backend: 'tpu' as never }),
+      /backend must be 'auto', 'cuda' or 'cpu', got 'tpu'/,
+    );
     await assert.rejects(openCpu({ spinMicros: -1 }), /RuntimeOptions\.spinMicros must be an integer/);
   });
 
@@ -42,12 +54,18 @@ describe('runtime lifecycle and bad input', () => {
     a.fill(p, 16, 1); // published after the refusal: must not run
     const f = await fault;
     assert.equal(f.code, 'ERR_UNKNOWN_OP');
-    assert.match(f.message, new RegExp(`worker 0 \\(device 0\\) refused record ${bad} \\(unknown\\(99\\)\\): unknown op 99`));
+    assert.match(
+      f.message,
+      new RegExp(`worker 0 \\(device 0\\) refused record ${bad} \\(unknown\\(99\\)\\): unknown op 99`),
+    );
     assert.equal(a.enqueued(bad), false);
     // The producer's own error names the reason too, read from the ring header without a turn of
     // the event loop (a synchronous emitter never sees the fault message).
-    assert.throws(() => a.nop(), (e: Error & { code: string }) =>
-      e.code === 'ERR_RING_FAULTED' && /refused record \d+ \(op 99\): unknown\(99\): unknown op 99: /.test(e.message));
+    assert.throws(
+      () => a.nop(),
+      (e: Error & { code: string }) =>
+        e.code === 'ERR_RING_FAULTED' && /refused record \d+ \(op 99\): unknown\(99\): unknown op 99: /.test(e.message),
+    );
     assert.equal(rt.failure, f);
   });
 
@@ -57,8 +75,12 @@ describe('runtime lifecycle and bad input', () => {
     // a loaded two-core machine (CI measured 'open' past 150 ms).
     rt = await openCpu({ callTimeoutMs: 2000 });
     const t = performance.now();
-    await assert.rejects(rt.ranks[1].control.call('hang', 6000), (e: Error & { code: string }) =>
-      e.code === 'ERR_CONTROL_TIMEOUT' && /worker 1 \(device 1\): control call 'hang' timed out after 2000 ms/.test(e.message));
+    await assert.rejects(
+      rt.ranks[1].control.call('hang', 6000),
+      (e: Error & { code: string }) =>
+        e.code === 'ERR_CONTROL_TIMEOUT' &&
+        /worker 1 \(device 1\): control call 'hang' timed out after 2000 ms/.test(e.message),
+    );
     assert.ok(performance.now() - t < 5000);
   });
 

@@ -13,8 +13,12 @@ import { DEFAULT_CONFIG } from '../../src/decode/decode-config.js';
 describe('session (CPU backend)', function () {
   this.timeout(120_000);
   let s: Session;
-  beforeEach(async () => { s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 3 }); });
-  afterEach(async () => { await s.close(); });
+  beforeEach(async () => {
+    s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 3 });
+  });
+  afterEach(async () => {
+    await s.close();
+  });
 
   it('steps a batch: each row follows its own slot, equal to the reference model stepped by hand', async () => {
     const ref = new CpuModel(presetByName('tiny'), { maxBatch: 3 });
@@ -46,17 +50,31 @@ describe('session (CPU backend)', function () {
     const P = s.model.maxPos;
     let cur = [randomInt(0, 256)];
     for (let i = 0; i < P; i++) cur = await s.step(cur);
-    await assert.rejects(s.step(cur), new RegExp(`row 0: slot 0 is full: position ${P} is past the KV cache \\(maxPos ${P}\\); reset\\(0\\) to start it over`));
+    await assert.rejects(
+      s.step(cur),
+      new RegExp(
+        `row 0: slot 0 is full: position ${P} is past the KV cache \\(maxPos ${P}\\); reset\\(0\\) to start it over`,
+      ),
+    );
     s.reset(0);
     assert.equal(s.position(0), 0);
     assert.equal((await s.step([1])).length, 1);
   });
 
   it('refuses a bad config by JSON path (unknown transport, layer range outside the model) and keeps the old one', async () => {
-    await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'carrier-pigeon' as never, layers: [] } }), /\$\.transport\.default: must be one of host, peer, push, oneshot, ll, nccl, got "carrier-pigeon"/);
-    await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'll', layers: [{ from: 0, to: 5, transport: 'push' }] } }), /\$\.transport\.layers\[0\]\.to: must be an integer in \[0, 1\], got 5/);
+    await assert.rejects(
+      s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'carrier-pigeon' as never, layers: [] } }),
+      /\$\.transport\.default: must be one of host, peer, push, oneshot, ll, nccl, got "carrier-pigeon"/,
+    );
+    await assert.rejects(
+      s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'll', layers: [{ from: 0, to: 5, transport: 'push' }] } }),
+      /\$\.transport\.layers\[0\]\.to: must be an integer in \[0, 1\], got 5/,
+    );
     assert.equal(s.decodeConfig.transport.default, 'll');
-    await assert.rejects(s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'nccl', layers: [] } }), /the nccl transport needs the CUDA backend/);
+    await assert.rejects(
+      s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'nccl', layers: [] } }),
+      /the nccl transport needs the CUDA backend/,
+    );
     assert.equal(s.decodeConfig.transport.default, 'll');
     await s.setConfig({ ...DEFAULT_CONFIG, wo: 'allreduce' });
     assert.equal(s.decodeConfig.wo, 'allreduce');
@@ -72,8 +90,14 @@ describe('session (CPU backend)', function () {
   });
 
   it('refuses an unknown preset and a bad maxBatch before opening anything', async () => {
-    await assert.rejects(Session.open({ backend: 'cpu', model: 'huge' }), /unknown model preset 'huge': the presets are tiny, small, bench/);
-    await assert.rejects(Session.open({ backend: 'cpu', maxBatch: 9 }), /maxBatch must be an integer in \[1, 8\], got 9/);
+    await assert.rejects(
+      Session.open({ backend: 'cpu', model: 'huge' }),
+      /unknown model preset 'huge': the presets are tiny, small, bench/,
+    );
+    await assert.rejects(
+      Session.open({ backend: 'cpu', maxBatch: 9 }),
+      /maxBatch must be an integer in \[1, 8\], got 9/,
+    );
   });
 });
 
@@ -81,8 +105,13 @@ describe('memra decode (CPU backend)', function () {
   this.timeout(120_000);
   const cli = new URL('../../src/cli/main.js', import.meta.url).pathname;
 
-  it('--json reports every row\'s tokens and each step\'s time, equal to the session stepped by hand', async () => {
-    const out = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '5', '--batch', '2', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { tokens: number[][]; stepMs: number[]; backend: string; tokensPerSecond: number };
+  it("--json reports every row's tokens and each step's time, equal to the session stepped by hand", async () => {
+    const out = JSON.parse(
+      execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '5', '--batch', '2', '--json'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    ) as { tokens: number[][]; stepMs: number[]; backend: string; tokensPerSecond: number };
     assert.equal(out.backend, 'cpu');
     assert.equal(out.stepMs.length, 5);
     assert.ok(out.tokensPerSecond > 0);
@@ -95,10 +124,23 @@ describe('memra decode (CPU backend)', function () {
   });
 
   it('times every join on its receiving rank and summarises them per hop (unless --no-profile)', () => {
-    const quiet = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '2', '--no-profile', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { joins?: unknown };
+    const quiet = JSON.parse(
+      execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '2', '--no-profile', '--json'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    ) as { joins?: unknown };
     assert.equal(quiet.joins, undefined);
-    const out = JSON.parse(execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })) as { joins: { hops: Array<{ hop: string; joinsPerToken: number; medianUs: number }>; medianUsPerToken: number } };
-    assert.deepEqual(out.joins.hops.map((h) => h.hop), ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return']);
+    const out = JSON.parse(
+      execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--json'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    ) as { joins: { hops: Array<{ hop: string; joinsPerToken: number; medianUs: number }>; medianUsPerToken: number } };
+    assert.deepEqual(
+      out.joins.hops.map((h) => h.hop),
+      ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return'],
+    );
     for (const h of out.joins.hops) {
       assert.equal(h.joinsPerToken, 2, `${h.hop}: one join per layer of tiny`);
       assert.ok(h.medianUs > 0, `${h.hop}: ${h.medianUs} us`);
@@ -113,7 +155,10 @@ describe('memra decode (CPU backend)', function () {
       [['--backend', 'tpu'], /--backend must be auto, cuda or cpu, got 'tpu'/],
     ] as const) {
       try {
-        execFileSync(process.execPath, [cli, 'decode', ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+        execFileSync(process.execPath, [cli, 'decode', ...args], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
         assert.fail(`memra decode ${args.join(' ')} succeeded`);
       } catch (e) {
         const err = e as { status: number; stderr: string };

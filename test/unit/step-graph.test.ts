@@ -11,12 +11,21 @@ import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, parseDecodeConfig, type DecodeConfig } from '../../src/decode/decode-config.js';
 import { sameBits } from '../support/decode-run.js';
 
-const graphed = (transport: DecodeConfig['transport']['default'], extra: Partial<DecodeConfig> = {}): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: transport, layers: [] }, stepGraph: true, ...extra });
+const graphed = (transport: DecodeConfig['transport']['default'], extra: Partial<DecodeConfig> = {}): DecodeConfig => ({
+  ...DEFAULT_CONFIG,
+  transport: { default: transport, layers: [] },
+  stepGraph: true,
+  ...extra,
+});
 
 describe('step graph', function () {
   this.timeout(120_000);
 
-  for (const [layout, transport] of [['sharded', 'll'], ['sharded', 'push'], ['unsharded', 'll']] as const) {
+  for (const [layout, transport] of [
+    ['sharded', 'll'],
+    ['sharded', 'push'],
+    ['unsharded', 'll'],
+  ] as const) {
     it(`${layout}${layout === 'sharded' ? ` (${transport})` : ''}: one capture per batch size, a launch per step, equal to the model bit for bit`, async () => {
       const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 3, layout, config: graphed(transport) });
       try {
@@ -74,6 +83,9 @@ describe('step graph', function () {
   });
 
   it('is refused alongside the EP graph gate, by name', () => {
-    assert.throws(() => parseDecodeConfig({ stepGraph: true, epGraph: true }, 'cfg.json'), /cfg\.json: \$\.stepGraph: cannot be on with \$\.epGraph/);
+    assert.throws(
+      () => parseDecodeConfig({ stepGraph: true, epGraph: true }, 'cfg.json'),
+      /cfg\.json: \$\.stepGraph: cannot be on with \$\.epGraph/,
+    );
   });
 });

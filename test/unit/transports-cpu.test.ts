@@ -23,12 +23,17 @@ describe('transports on the CPU reference', function () {
     link = await ArLink.open(rt);
     await link.reserve(2 * 1_048_576 * 3);
   });
-  after(async () => { await link?.close(); await rt?.close(); });
+  after(async () => {
+    await link?.close();
+    await rt?.close();
+  });
 
   for (const name of CPU_TRANSPORTS) {
     describe(name, () => {
       let t: Transport;
-      before(async () => { t = await openTransport(name, link); });
+      before(async () => {
+        t = await openTransport(name, link);
+      });
 
       it('sweeps every op from 4 B to 4 MB, odd sizes, in place and out of place, strided gathers', async () => {
         assert.ok((await sweep(rt, t, 2 ** 19, 6)) > 500);
@@ -50,7 +55,7 @@ describe('transports on the CPU reference', function () {
         const g = await CapturedGraph.capture(rt, () => {
           t.allReduce(x, n, y); // y = 3
           t.broadcast(0, y[0], y, n);
-          t.allReduce(y, n);    // y = 6
+          t.allReduce(y, n); // y = 6
         });
         for (let i = 0; i < 5; i++) g.launch();
         await rt.drain();
@@ -63,12 +68,23 @@ describe('transports on the CPU reference', function () {
   it('refuses sizes that are not whole f32 elements, and ops larger than the reservation', async () => {
     const t = await openTransport('oneshot', link);
     assert.throws(() => t.allReduce([0, 0], 2.5), /whole number of f32 elements/);
-    assert.throws(() => t.allReduce([1 << 20, 1 << 20], 1e8), /staging holds \d+ floats and this op needs 100000000; call `await link.reserve\(100000000\)` first/);
+    assert.throws(
+      () => t.allReduce([1 << 20, 1 << 20], 1e8),
+      /staging holds \d+ floats and this op needs 100000000; call `await link.reserve\(100000000\)` first/,
+    );
     await assert.rejects(openTransport('nccl', link), /the nccl transport needs the CUDA backend and libnccl\.so\.2/);
-    await assert.rejects(openTransport('smoke' as TransportName, link), /unknown transport 'smoke': choose one of host, peer, push, oneshot, ll, nccl/);
+    await assert.rejects(
+      openTransport('smoke' as TransportName, link),
+      /unknown transport 'smoke': choose one of host, peer, push, oneshot, ll, nccl/,
+    );
     const ll = await openTransport('ll', link);
     const over = link.llMaxValues + 2;
-    assert.throws(() => ll.allReduce([0, 0], over), new RegExp(`one low-latency join moves at most ${link.llMaxValues} values and this op needs ${over}; split it or use another transport`));
+    assert.throws(
+      () => ll.allReduce([0, 0], over),
+      new RegExp(
+        `one low-latency join moves at most ${link.llMaxValues} values and this op needs ${over}; split it or use another transport`,
+      ),
+    );
     assert.throws(() => ll.allGather([0, 0], [0, 0], link.llMaxValues / 2, 3), /one low-latency join moves at most/);
   });
 
@@ -85,8 +101,11 @@ describe('transports on the CPU reference', function () {
     b.fill(x[1], 16, 2);
     ll.allReduce(x, 16);
     await rt.drain();
-    assert.deepEqual([...await a.downloadF32(x[0], 16)], new Array(16).fill(3));
-    assert.deepEqual(await link.llServeStats(), [{ jobs: 0, launches: 0 }, { jobs: 0, launches: 0 }]);
+    assert.deepEqual([...(await a.downloadF32(x[0], 16))], new Array(16).fill(3));
+    assert.deepEqual(await link.llServeStats(), [
+      { jobs: 0, launches: 0 },
+      { jobs: 0, launches: 0 },
+    ]);
     await link.setLlServe(before);
     await a.free(x[0]);
     await b.free(x[1]);
@@ -96,7 +115,8 @@ describe('transports on the CPU reference', function () {
     const ll = await openTransport('ll', link);
     const [a, b] = rt.ranks;
     const n = 777;
-    const src = await a.alloc(n * 4), dst = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
+    const src = await a.alloc(n * 4),
+      dst = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
     const stamps = [await a.alloc(16), await b.alloc(16)] as const;
     for (const [r, p] of stamps.entries()) rt.ranks[r]!.memset(p, 0, 16);
     a.fill(src, n, 3);
@@ -110,7 +130,10 @@ describe('transports on the CPU reference', function () {
     const [start, end] = await clock(1);
     assert.ok(start > 0n && end >= start, `rank 1 timed its join: ${start} .. ${end}`);
     assert.deepEqual(await clock(0), [0n, 0n], 'rank 0 was not asked');
-    assert.ok((await b.downloadF32(dst[1], n)).every((v) => v === 3), 'the join still moved its values');
+    assert.ok(
+      (await b.downloadF32(dst[1], n)).every((v) => v === 3),
+      'the join still moved its values',
+    );
     // The request is spent: the next op times nothing.
     ll.allReduce(dst, n);
     await rt.drain();
@@ -125,7 +148,19 @@ describe('transports on the CPU reference', function () {
   it('a one-shot launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
     const stage = link.stageFor(64);
     await refusalThenRecovery(rt, link, 'oneshot', 64, (x) =>
-      rt.ranks[0].oneShot(0, stage[0]!, stage[1]!, x[0], link.signal[0], link.signal[1], 64, link.err[0], link.spinLimit, 1));
+      rt.ranks[0].oneShot(
+        0,
+        stage[0]!,
+        stage[1]!,
+        x[0],
+        link.signal[0],
+        link.signal[1],
+        64,
+        link.err[0],
+        link.spinLimit,
+        1,
+      ),
+    );
   });
 });
 
@@ -133,19 +168,30 @@ describe('the battery and the reference catch broken transports', function () {
   this.timeout(60_000);
   let rt: Runtime;
   let link: ArLink;
-  before(async () => { rt = await Runtime.open({ backend: 'cpu' }); link = await ArLink.open(rt); });
-  after(async () => { await link?.close(); await rt?.close(); });
+  before(async () => {
+    rt = await Runtime.open({ backend: 'cpu' });
+    link = await ArLink.open(rt);
+  });
+  after(async () => {
+    await link?.close();
+    await rt?.close();
+  });
 
   it('a transport that drops the peer push fails the battery', async () => {
     const lazy: Transport = {
       name: 'push',
       graphMode: 'multi-device',
-      broadcast: (from, src, dst, n) => { if (dst[from] !== src) rt.ranks[from]!.push(src, dst[from]!, n); },
+      broadcast: (from, src, dst, n) => {
+        if (dst[from] !== src) rt.ranks[from]!.push(src, dst[from]!, n);
+      },
       allGather: () => undefined,
       gather: () => undefined,
       allReduce: () => undefined,
     };
-    await assert.rejects(runCase(rt, lazy, { op: 'broadcast', n: 9, rows: 1, inPlace: false, ops: 2 }), /broadcast n=9 .* rank 1 element 0: got NaN/);
+    await assert.rejects(
+      runCase(rt, lazy, { op: 'broadcast', n: 9, rows: 1, inPlace: false, ops: 2 }),
+      /broadcast n=9 .* rank 1 element 0: got NaN/,
+    );
   });
 
   it('a push without the write-after-write edge is refused by the CPU reference', async () => {
@@ -158,7 +204,8 @@ describe('the battery and the reference catch broken transports', function () {
     }
     const t = new NoEdge('push', link, kernelMover);
     const [a, b] = rt.ranks;
-    const src = await a.alloc(256), dst = await b.alloc(256);
+    const src = await a.alloc(256),
+      dst = await b.alloc(256);
     await a.control.call('enablePeer', 1);
     b.fill(dst, 64, 0); // the consumer's own pending write
     // Make sure rank 0's push is enqueued after it, so only the missing edge is at fault.
@@ -167,7 +214,10 @@ describe('the battery and the reference catch broken transports', function () {
     const deadline = Date.now() + 5000;
     const waw = (): boolean => rt.faults.some((f) => (f as Error & { code?: string }).code === 'ERR_ORDER_WAW');
     while (!waw()) {
-      assert.ok(Date.now() < deadline, `no write-after-write refusal; faults: ${rt.faults.map((f) => f.message).join(' | ')}`);
+      assert.ok(
+        Date.now() < deadline,
+        `no write-after-write refusal; faults: ${rt.faults.map((f) => f.message).join(' | ')}`,
+      );
       await new Promise((r) => setTimeout(r, 5));
     }
   });

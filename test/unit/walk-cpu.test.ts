@@ -19,7 +19,11 @@ import { relL2, runSession, sameBits, type Run } from '../support/decode-run.js'
 const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot', 'll'];
 const STEPS = 12;
 
-const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({ ...DEFAULT_CONFIG, transport: { default: t, layers: [] }, wo });
+const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({
+  ...DEFAULT_CONFIG,
+  transport: { default: t, layers: [] },
+  wo,
+});
 
 type Ref = Run;
 
@@ -28,7 +32,10 @@ function reference(t: number, start: number[]): Ref {
   const out: Ref = { next: [], hidden: [] };
   let cur = start;
   for (let i = 0; i < STEPS; i++) {
-    const r = m.step(cur, cur.map(() => i));
+    const r = m.step(
+      cur,
+      cur.map(() => i),
+    );
     out.next.push(r.next);
     out.hidden.push(r.hidden);
     cur = r.next;
@@ -52,14 +59,21 @@ describe('the decode walk on the CPU reference devices', function () {
         }
       };
       const un = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, layout: 'unsharded' });
-      try { check(await walk(un, start), 'unsharded'); } finally { await un.close(); }
+      try {
+        check(await walk(un, start), 'unsharded');
+      } finally {
+        await un.close();
+      }
       const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t });
       try {
         for (const tr of CPU_TRANSPORTS) {
           await s.setConfig(withTransport(tr));
           check(await walk(s, start), tr);
         }
-        await s.setConfig({ ...DEFAULT_CONFIG, transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] } });
+        await s.setConfig({
+          ...DEFAULT_CONFIG,
+          transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] },
+        });
         check(await walk(s, start), 'push then ll');
       } finally {
         await s.close();
@@ -71,7 +85,12 @@ describe('the decode walk on the CPU reference devices', function () {
     const t = 2;
     const start = Array.from({ length: t }, () => randomInt(0, 256));
     const ref = reference(t, start);
-    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: withTransport('ll', 'allreduce') });
+    const s = await Session.open({
+      backend: 'cpu',
+      model: 'tiny',
+      maxBatch: t,
+      config: withTransport('ll', 'allreduce'),
+    });
     try {
       const got = await walk(s, start, [start, ...ref.next.slice(0, -1)]);
       for (let i = 0; i < STEPS; i++) {
@@ -90,7 +109,10 @@ describe('the decode walk on the CPU reference devices', function () {
     const rt = await Runtime.open({ backend: 'cpu', cpuArenaBytes: arena });
     const link = await ArLink.open(rt);
     try {
-      await assert.rejects(DeviceWalk.load(rt, link, presetByName('small'), 'sharded', 1), /cudaMalloc\(bytes=\d+\) on device 0: out of memory/);
+      await assert.rejects(
+        DeviceWalk.load(rt, link, presetByName('small'), 'sharded', 1),
+        /cudaMalloc\(bytes=\d+\) on device 0: out of memory/,
+      );
       // Everything the failed load took is back: most of each arena can be taken again.
       for (const r of rt.ranks) await r.free(await r.alloc(arena - 4 * 2 ** 20));
     } finally {

@@ -5,7 +5,16 @@
  * the consumer finished reading it), and it does not drain a stream either.
  */
 import type { ArLink } from '../link.js';
-import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
+import {
+  RANKS,
+  checkCount,
+  checkGather,
+  checkRank,
+  gatherInPlace,
+  slotOffset,
+  type PerRank,
+  type Transport,
+} from './transport.js';
 
 export class HostTransport implements Transport {
   readonly name = 'host' as const;
@@ -13,9 +22,18 @@ export class HostTransport implements Transport {
   constructor(private readonly link: ArLink) {}
 
   /** rows x rowLen f32 from `from`'s `src` to the peer's `dst`, through the host. */
-  private bounce(from: number, src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number): void {
+  private bounce(
+    from: number,
+    src: number,
+    dst: number,
+    rows: number,
+    rowLen: number,
+    srcStride: number,
+    dstStride: number,
+  ): void {
     const to = 1 - from;
-    const p = this.link.ranks[from]!, c = this.link.ranks[to]!;
+    const p = this.link.ranks[from]!,
+      c = this.link.ranks[to]!;
     const host = this.link.hostFor(from, rows * rowLen);
     // The consumer's last host->device copy read this bounce buffer: let it finish first.
     this.link.waitForConsumer(from, to);
@@ -35,7 +53,8 @@ export class HostTransport implements Transport {
   allGather(parts: PerRank, full: PerRank, span: number, rows = 1): void {
     checkGather('allGather', span, rows);
     for (const r of RANKS) this.local(r, parts[r]!, full[r]!, span, rows);
-    for (const from of RANKS) this.bounce(from, parts[from]!, full[1 - from]! + slotOffset(from, span), rows, span, span, 2 * span);
+    for (const from of RANKS)
+      this.bounce(from, parts[from]!, full[1 - from]! + slotOffset(from, span), rows, span, span, 2 * span);
   }
 
   gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {

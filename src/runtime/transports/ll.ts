@@ -12,7 +12,16 @@
  * last used them.
  */
 import type { ArLink } from '../link.js';
-import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
+import {
+  RANKS,
+  checkCount,
+  checkGather,
+  checkRank,
+  gatherInPlace,
+  slotOffset,
+  type PerRank,
+  type Transport,
+} from './transport.js';
 
 export class LlTransport implements Transport {
   readonly name = 'll' as const;
@@ -59,7 +68,17 @@ export class LlTransport implements Transport {
     this.link.llFor(rows * span);
     for (const r of RANKS) {
       const local = gatherInPlace(parts[r]!, full[r]!, r, span, rows) ? 0 : parts[r]!;
-      this.link.ranks[r]!.ll(0, rows, span, parts[r]!, local, local ? full[r]! + slotOffset(r, span) : 0, full[r]! + slotOffset(1 - r, span), 2 * span, stamp[r]);
+      this.link.ranks[r]!.ll(
+        0,
+        rows,
+        span,
+        parts[r]!,
+        local,
+        local ? full[r]! + slotOffset(r, span) : 0,
+        full[r]! + slotOffset(1 - r, span),
+        2 * span,
+        stamp[r],
+      );
     }
   }
 
@@ -71,7 +90,17 @@ export class LlTransport implements Transport {
     const peer = 1 - root;
     const local = gatherInPlace(parts[root]!, full, root, span, rows) ? 0 : parts[root]!;
     this.link.ranks[peer]!.ll(0, rows, span, parts[peer]!, 0, 0, 0, 2 * span, stamp[peer]);
-    this.link.ranks[root]!.ll(0, rows, span, 0, local, local ? full + slotOffset(root, span) : 0, full + slotOffset(peer, span), 2 * span, stamp[root]);
+    this.link.ranks[root]!.ll(
+      0,
+      rows,
+      span,
+      0,
+      local,
+      local ? full + slotOffset(root, span) : 0,
+      full + slotOffset(peer, span),
+      2 * span,
+      stamp[root],
+    );
   }
 
   allReduce(x: PerRank, n: number, out: PerRank = x): void {

@@ -6,11 +6,30 @@
  */
 import type { ArLink } from '../link.js';
 import type { Rank } from '../rank.js';
-import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport, type TransportName } from './transport.js';
+import {
+  RANKS,
+  checkCount,
+  checkGather,
+  checkRank,
+  gatherInPlace,
+  slotOffset,
+  type PerRank,
+  type Transport,
+  type TransportName,
+} from './transport.js';
 
 /** How a transport moves `rows` x `rowLen` f32 on `from`'s stream into `to`'s memory. */
 export interface Mover {
-  move(from: Rank, to: Rank, src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number): void;
+  move(
+    from: Rank,
+    to: Rank,
+    src: number,
+    dst: number,
+    rows: number,
+    rowLen: number,
+    srcStride: number,
+    dstStride: number,
+  ): void;
 }
 
 export const kernelMover: Mover = {
@@ -35,14 +54,19 @@ export const copyEngineMover: Mover = {
 
 export class MovementTransport implements Transport {
   readonly graphMode = 'multi-device' as const;
-  constructor(readonly name: TransportName, protected readonly link: ArLink, private readonly mover: Mover) {}
+  constructor(
+    readonly name: TransportName,
+    protected readonly link: ArLink,
+    private readonly mover: Mover,
+  ) {}
 
   broadcast(from: number, src: number, dst: PerRank, n: number): void {
     checkRank('broadcast', from);
     checkCount('broadcast', n);
     if (n === 0) return;
     const to = 1 - from;
-    const r = this.link.ranks[from]!, peer = this.link.ranks[to]!;
+    const r = this.link.ranks[from]!,
+      peer = this.link.ranks[to]!;
     if (dst[from] !== src) this.mover.move(r, r, src, dst[from]!, 1, n, n, n);
     this.link.waitForConsumer(from, to);
     this.mover.move(r, peer, src, dst[to]!, 1, n, n, n);
@@ -61,7 +85,8 @@ export class MovementTransport implements Transport {
     for (const r of RANKS) this.link.ranks[r]!.wait(this.link.ready[1 - r]!);
     for (const from of RANKS) {
       const to = 1 - from;
-      const r = this.link.ranks[from]!, peer = this.link.ranks[to]!;
+      const r = this.link.ranks[from]!,
+        peer = this.link.ranks[to]!;
       if (!gatherInPlace(parts[from]!, full[from]!, from, span, rows)) {
         this.mover.move(r, r, parts[from]!, full[from]! + slotOffset(from, span), rows, span, span, width);
       }
@@ -76,7 +101,8 @@ export class MovementTransport implements Transport {
     checkGather('gather', span, rows);
     const peer = 1 - root;
     const width = 2 * span;
-    const rr = this.link.ranks[root]!, pr = this.link.ranks[peer]!;
+    const rr = this.link.ranks[root]!,
+      pr = this.link.ranks[peer]!;
     if (!gatherInPlace(parts[root]!, full, root, span, rows)) {
       this.mover.move(rr, rr, parts[root]!, full + slotOffset(root, span), rows, span, span, width);
     }

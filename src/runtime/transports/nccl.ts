@@ -5,7 +5,16 @@
  * ring record on its own stream.
  */
 import type { ArLink } from '../link.js';
-import { RANKS, checkCount, checkGather, checkRank, gatherInPlace, slotOffset, type PerRank, type Transport } from './transport.js';
+import {
+  RANKS,
+  checkCount,
+  checkGather,
+  checkRank,
+  gatherInPlace,
+  slotOffset,
+  type PerRank,
+  type Transport,
+} from './transport.js';
 
 export class NcclTransport implements Transport {
   readonly name = 'nccl' as const;
@@ -37,7 +46,8 @@ export class NcclTransport implements Transport {
     for (const r of RANKS) {
       const rank = this.link.ranks[r]!;
       rank.ncclAllGather(parts[r]!, scratch[r]!, rows * span);
-      for (const q of RANKS) rank.push2d(scratch[r]! + q * rows * span * 4, full[r]! + slotOffset(q, span), rows, span, span, 2 * span);
+      for (const q of RANKS)
+        rank.push2d(scratch[r]! + q * rows * span * 4, full[r]! + slotOffset(q, span), rows, span, span, 2 * span);
     }
   }
 
@@ -45,7 +55,8 @@ export class NcclTransport implements Transport {
     checkRank('gather', root);
     checkGather('gather', span, rows);
     const peer = 1 - root;
-    const rr = this.link.ranks[root]!, pr = this.link.ranks[peer]!;
+    const rr = this.link.ranks[root]!,
+      pr = this.link.ranks[peer]!;
     if (!gatherInPlace(parts[root]!, full, root, span, rows)) {
       if (rows === 1) rr.push(parts[root]!, full + slotOffset(root, span), span);
       else rr.push2d(parts[root]!, full + slotOffset(root, span), rows, span, span, 2 * span);

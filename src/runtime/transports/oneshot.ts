@@ -9,7 +9,9 @@ import { MovementTransport, kernelMover } from './movement.js';
 import { RANKS, checkCount, type PerRank } from './transport.js';
 
 export class OneShotTransport extends MovementTransport {
-  constructor(link: ArLink) { super('oneshot', link, kernelMover); }
+  constructor(link: ArLink) {
+    super('oneshot', link, kernelMover);
+  }
 
   override allReduce(x: PerRank, n: number, out: PerRank = x): void {
     checkCount('allReduce', n);
@@ -23,7 +25,18 @@ export class OneShotTransport extends MovementTransport {
     // before its entry barrier (one launch per rank instead of two); the exit barrier keeps the
     // next round's staging from landing while the peer still reads this one.
     for (const r of RANKS) {
-      link.ranks[r]!.oneShot(x[r]!, stage[0]!, stage[1]!, out[r]!, link.signal[r]!, link.signal[1 - r]!, n, link.err[r]!, link.spinLimit, blocks);
+      link.ranks[r]!.oneShot(
+        x[r]!,
+        stage[0]!,
+        stage[1]!,
+        out[r]!,
+        link.signal[r]!,
+        link.signal[1 - r]!,
+        n,
+        link.err[r]!,
+        link.spinLimit,
+        blocks,
+      );
     }
   }
 }

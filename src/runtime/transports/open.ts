@@ -9,11 +9,16 @@ import { TRANSPORTS, type Transport, type TransportName } from './transport.js';
 
 export async function openTransport(name: TransportName, link: ArLink): Promise<Transport> {
   switch (name) {
-    case 'host': return new HostTransport(link);
-    case 'peer': return new MovementTransport('peer', link, copyEngineMover);
-    case 'push': return new MovementTransport('push', link, kernelMover);
-    case 'oneshot': return new OneShotTransport(link);
-    case 'll': return new LlTransport(link);
+    case 'host':
+      return new HostTransport(link);
+    case 'peer':
+      return new MovementTransport('peer', link, copyEngineMover);
+    case 'push':
+      return new MovementTransport('push', link, kernelMover);
+    case 'oneshot':
+      return new OneShotTransport(link);
+    case 'll':
+      return new LlTransport(link);
     case 'nccl':
       await link.openNccl();
       return new NcclTransport(link);

@@ -38,7 +38,9 @@ export interface Transport {
 
 function count(what: string, v: number, min: number): void {
   if (!Number.isSafeInteger(v) || v < min) {
-    throw new RangeError(`${what} must be a whole number of f32 elements (an integer >= ${min}), got ${v}; a byte size that is not a multiple of 4 cannot be moved as f32`);
+    throw new RangeError(
+      `${what} must be a whole number of f32 elements (an integer >= ${min}), got ${v}; a byte size that is not a multiple of 4 cannot be moved as f32`,
+    );
   }
 }
 
@@ -46,7 +48,9 @@ export function checkRank(op: string, r: number): void {
   if (r !== 0 && r !== 1) throw new RangeError(`${op}: rank must be 0 or 1, got ${r}`);
 }
 
-export function checkCount(op: string, n: number): void { count(`${op}: n`, n, 0); }
+export function checkCount(op: string, n: number): void {
+  count(`${op}: n`, n, 0);
+}
 
 export function checkGather(op: string, span: number, rows: number): void {
   count(`${op}: span`, span, 1);
@@ -61,6 +65,9 @@ export function slotOffset(r: number, span: number): number {
 /** True when rank r's part already sits in its own slot of its full buffer. */
 export function gatherInPlace(part: number, full: number, r: number, span: number, rows: number): boolean {
   if (part !== full + slotOffset(r, span)) return false;
-  if (rows !== 1) throw new RangeError('allGather: an in-place gather (part inside full) is only defined at rows = 1; pass separate part buffers');
+  if (rows !== 1)
+    throw new RangeError(
+      'allGather: an in-place gather (part inside full) is only defined at rows = 1; pass separate part buffers',
+    );
   return true;
 }

@@ -62,7 +62,10 @@ export type DeviceApi = Pick<
   | 'launchGemv'
   | 'launchCacheWrite'
   | 'launchMlaAttention'
+<<<<<<< HEAD
   | 'mlaWorkspaceBytes'
+=======
+>>>>>>> 74705b6
   | 'launchRouter'
   | 'launchQuantize'
   | 'launchDequantize'

@@ -31,10 +31,7 @@ import type { PerRank, Transport, TransportName } from '../runtime/transports/tr
 import { openTransport } from '../runtime/transports/open.js';
 import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
-<<<<<<< HEAD
 import { mlaWorkspaceBytes } from './mla-workspace.js';
-=======
->>>>>>> 74705b6
 import {
   ownership,
   WeightLoader,
@@ -81,11 +78,8 @@ interface Buffers {
   tokIn: number;
   tokOut: number;
   cache: number;
-<<<<<<< HEAD
   /** The attention's tile partials (mla-workspace.ts). */
   attnWork: number;
-=======
->>>>>>> 74705b6
 }
 
 /** The completion counter a step's last record advances on rank 0 (rank 1's PROFILE_SLOT is 1). */
@@ -289,10 +283,7 @@ export class DeviceWalk {
       tokIn: root ? B * 4 : 0,
       tokOut: root ? B * 4 : 0,
       cache: B * L * P * R * 4,
-<<<<<<< HEAD
       attnWork: mlaWorkspaceBytes(B, own.nh, P, R),
-=======
->>>>>>> 74705b6
     };
   }
 

@@ -86,40 +86,24 @@ export class ModelOps {
   cacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number): number {
     return this.put(Op.CacheWrite, cache, c, pos, t, layer, L, P, R);
   }
-<<<<<<< HEAD
   /** `cache`: this layer's rows of slot 0 (slot s at cache + s·slotStride floats); `work`: mlaWorkspaceBytes. */
-=======
->>>>>>> 74705b6
   mlaAttention(
     u: number,
     ldu: number,
     q: number,
     ldq: number,
     cache: number,
-<<<<<<< HEAD
     slotStride: number,
     pos: number,
     wuv: number,
     work: number,
     t: number,
     nh: number,
-=======
-    pos: number,
-    wuv: number,
-    t: number,
-    nh: number,
-    layer: number,
-    L: number,
->>>>>>> 74705b6
     P: number,
     R: number,
     Dv: number,
   ): number {
-<<<<<<< HEAD
     return this.put(Op.MlaAttention, u, ldu, q, ldq, cache, slotStride, pos, wuv, work, t, nh, P, R, Dv);
-=======
-    return this.put(Op.MlaAttention, u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv);
->>>>>>> 74705b6
   }
   router(ids: number, wts: number, logits: number, t: number, E: number, K: number): number {
     return this.put(Op.Router, ids, wts, logits, t, E, K);

@@ -297,7 +297,6 @@ export interface NativeBinding {
     stream: StreamHandle,
   ): void;
   /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
-<<<<<<< HEAD
   /**
    * The step kernels below take an optional `pdl` after their stream: when true, the launch may
    * start before the previous kernel of the stream has finished (programmatic dependent launch,
@@ -305,9 +304,6 @@ export interface NativeBinding {
    * the previous work on the stream is itself one of these kernels (the worker tracks that).
    */
   launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle, pdl?: boolean): void;
-=======
-  launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle): void;
->>>>>>> 74705b6
   launchEmbed(
     out: DevicePtr,
     emb: DevicePtr,
@@ -316,7 +312,6 @@ export interface NativeBinding {
     H: number,
     V: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
   ): void;
   launchRmsnorm(
@@ -328,10 +323,6 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
-=======
-  ): void;
-  launchRmsnorm(out: DevicePtr, input: DevicePtr, gain: DevicePtr, t: number, H: number, stream: StreamHandle): void;
->>>>>>> 74705b6
   launchGemv(
     out: DevicePtr,
     ldo: number,
@@ -343,10 +334,7 @@ export interface NativeBinding {
     cols: number,
     t: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
-=======
->>>>>>> 74705b6
   ): void;
   launchCacheWrite(
     cache: DevicePtr,
@@ -358,49 +346,32 @@ export interface NativeBinding {
     P: number,
     R: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
   ): void;
   /**
    * Absorbed MLA attention (cu/model.h MemraMlaArgs): `cache` points at this layer's rows of slot
    * 0, slot s's at `cache + s * slotStride` floats; `work` holds mlaWorkspaceBytes(t, nh, P, R).
    */
-=======
-  ): void;
->>>>>>> 74705b6
   launchMlaAttention(
     u: DevicePtr,
     ldu: number,
     q: DevicePtr,
     ldq: number,
     cache: DevicePtr,
-<<<<<<< HEAD
     slotStride: number,
     pos: DevicePtr,
     wuv: DevicePtr,
     work: DevicePtr,
     t: number,
     nh: number,
-=======
-    pos: DevicePtr,
-    wuv: DevicePtr,
-    t: number,
-    nh: number,
-    layer: number,
-    L: number,
->>>>>>> 74705b6
     P: number,
     R: number,
     Dv: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
   ): void;
   /** Bytes of launchMlaAttention's workspace for t rows of nh heads over P positions of latent R. */
   mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number;
-=======
-  ): void;
->>>>>>> 74705b6
   launchRouter(
     ids: DevicePtr,
     wts: DevicePtr,
@@ -409,7 +380,6 @@ export interface NativeBinding {
     E: number,
     K: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
   ): void;
   launchQuantize(
@@ -430,11 +400,6 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
-=======
-  ): void;
-  launchQuantize(xq: DevicePtr, xs: DevicePtr, b: DevicePtr, t: number, H: number, stream: StreamHandle): void;
-  launchDequantize(xd: DevicePtr, xq: DevicePtr, xs: DevicePtr, t: number, H: number, stream: StreamHandle): void;
->>>>>>> 74705b6
   launchExpertUp(
     act: DevicePtr,
     xd: DevicePtr,
@@ -448,10 +413,7 @@ export interface NativeBinding {
     H: number,
     F: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
-=======
->>>>>>> 74705b6
   ): void;
   launchExpertDown(
     contrib: DevicePtr,
@@ -465,10 +427,7 @@ export interface NativeBinding {
     H: number,
     F: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
-=======
->>>>>>> 74705b6
   ): void;
   launchMoeCombine(
     h: DevicePtr,
@@ -481,14 +440,9 @@ export interface NativeBinding {
     K: number,
     H: number,
     stream: StreamHandle,
-<<<<<<< HEAD
     pdl?: boolean,
   ): void;
   launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle, pdl?: boolean): void;
-=======
-  ): void;
-  launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle): void;
->>>>>>> 74705b6
 
   // ---- the calling thread's CPU affinity (Linux) ----
   /** Pin the calling thread (not the process) to these CPUs. */

@@ -881,30 +881,18 @@ export class CpuDevice implements DeviceApi {
     q: number,
     ldq: number,
     cache: number,
-<<<<<<< HEAD
     slotStride: number,
     pos: number,
     wuv: number,
     _work: number,
     t: number,
     nh: number,
-=======
-    pos: number,
-    wuv: number,
-    t: number,
-    nh: number,
-    layer: number,
-    L: number,
->>>>>>> 74705b6
     P: number,
     R: number,
     Dv: number,
     stream: number,
   ): void {
-<<<<<<< HEAD
     // The GPU's tile partials live in `work`; here the oracle's two-pass softmax needs none.
-=======
->>>>>>> 74705b6
     mk.mlaAttention(
       this.kernel('launchMlaAttention', stream),
       u,
@@ -912,29 +900,18 @@ export class CpuDevice implements DeviceApi {
       q,
       ldq,
       cache,
-<<<<<<< HEAD
       slotStride,
-=======
->>>>>>> 74705b6
       pos,
       wuv,
       t,
       nh,
-<<<<<<< HEAD
-=======
-      layer,
-      L,
->>>>>>> 74705b6
       P,
       R,
       Dv,
     );
-<<<<<<< HEAD
   }
   mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number {
     return mlaWorkspaceBytes(t, nh, P, R);
-=======
->>>>>>> 74705b6
   }
   launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
     mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);

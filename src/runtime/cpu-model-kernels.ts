@@ -154,10 +154,7 @@ export function cacheWrite(
   }
 }
 
-<<<<<<< HEAD
 /** The oracle's attention; `cache` is this layer's rows of slot 0, slot s at cache + s·slotStride floats. */
-=======
->>>>>>> 74705b6
 export function mlaAttention(
   m: KernelMemory,
   u: number,
@@ -165,29 +162,18 @@ export function mlaAttention(
   q: number,
   ldq: number,
   cache: number,
-<<<<<<< HEAD
   slotStride: number,
-=======
->>>>>>> 74705b6
   pos: number,
   wuv: number,
   t: number,
   nh: number,
-<<<<<<< HEAD
-=======
-  layer: number,
-  L: number,
->>>>>>> 74705b6
   P: number,
   R: number,
   Dv: number,
 ): void {
   checkRows('launchMlaAttention', t);
-<<<<<<< HEAD
   if (slotStride < P * R)
     throw new RangeError(`launchMlaAttention: slotStride (${slotStride}) must be >= P * R (${P} * ${R})`);
-=======
->>>>>>> 74705b6
   const p = m.i32('pos', pos, t, R_),
     qs = m.f32('q', q, (t - 1) * ldq + nh * R, R_);
   const Wuv = Float32Array.from(m.u16('wuv', wuv, nh * R * Dv, R_), widen);
@@ -201,11 +187,7 @@ export function mlaAttention(
       out.fill(Number.NaN, s * ldu, s * ldu + nh * Dv);
       continue;
     }
-<<<<<<< HEAD
     const cl = m.f32('cache', cache + s * slotStride * 4, (ps + 1) * R, R_);
-=======
-    const cl = m.f32('cache', cache + (s * L + layer) * P * R * 4, (ps + 1) * R, R_);
->>>>>>> 74705b6
     const sc = new Float32Array(ps + 1);
     for (let n = 0; n < nh; n++) {
       for (let j = 0; j <= ps; j++) sc[j] = dot(qs, s * ldq + n * R, cl, j * R, R) / sqrtR;

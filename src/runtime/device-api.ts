@@ -62,10 +62,7 @@ export type DeviceApi = Pick<
   | 'launchGemv'
   | 'launchCacheWrite'
   | 'launchMlaAttention'
-<<<<<<< HEAD
   | 'mlaWorkspaceBytes'
-=======
->>>>>>> 74705b6
   | 'launchRouter'
   | 'launchQuantize'
   | 'launchDequantize'

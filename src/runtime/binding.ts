@@ -296,13 +296,11 @@ export interface NativeBinding {
     scale: number,
     stream: StreamHandle,
   ): void;
+  // The step kernels below take an optional `pdl` after their stream: when true, the launch may
+  // start before the previous kernel of the stream has finished (programmatic dependent launch,
+  // cu/pdl.cuh); each kernel waits for it before reading anything but weights. Only correct when
+  // the previous work on the stream is itself one of these kernels (the worker tracks that).
   /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
-  /**
-   * The step kernels below take an optional `pdl` after their stream: when true, the launch may
-   * start before the previous kernel of the stream has finished (programmatic dependent launch,
-   * cu/pdl.cuh); each kernel waits for it before reading anything but weights. Only correct when
-   * the previous work on the stream is itself one of these kernels (the worker tracks that).
-   */
   launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle, pdl?: boolean): void;
   launchEmbed(
     out: DevicePtr,

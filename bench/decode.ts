@@ -19,6 +19,7 @@ import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
 import { presetFor, stepRows, timeSteps, withWalk } from './walk-run.js';
 import { benchProfileOverhead } from './profile-overhead.js';
+import { benchRoofline } from './decode-roofline.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
@@ -55,27 +56,7 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
       );
     }
   };
-  await withWalk(
-    backend,
-    'unsharded',
-    async (walk, rt) => {
-      await memory(rt, 'unsharded');
-      rows.push(
-        row(
-          { ...base, transport: 'unsharded', method },
-          (await timeSteps(walk, DEFAULT_CONFIG, 'decode unsharded', progress)).host,
-        ),
-      );
-      const graphed = { ...DEFAULT_CONFIG, stepGraph: true };
-      await walk.prepare(graphed);
-      const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', progress);
-      if (g)
-        rows.push(
-          row({ ...base, transport: 'unsharded+graph', method: `${method}; the step replayed from its graph` }, g),
-        );
-    },
-    progress,
-  );
+  rows.push(...(await benchRoofline(backend, progress)));
   await withWalk(
     backend,
     'sharded',

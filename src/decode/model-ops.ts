@@ -6,11 +6,15 @@
  */
 import { Op } from '../workers/ops.js';
 import type { Rank } from '../runtime/rank.js';
+import type { DeviceSpans } from './device-spans.js';
 
 /** The most i32 values one SetI32 record carries. */
 export const SET_I32_MAX = 12;
 
 export class ModelOps {
+  /** When set, every record is bracketed by a timing-event pair (the decode bench's kernel table). */
+  spans: DeviceSpans | undefined;
+
   constructor(readonly rank: Rank) {}
 
   /** One record, fixed arity (a step writes hundreds; none may allocate). */
@@ -31,6 +35,8 @@ export class ModelOps {
     a12 = 0,
     a13 = 0,
   ): number {
+    const spans = this.spans;
+    spans?.begin();
     const ring = this.rank.ring;
     const a = ring.begin(op),
       v = ring.args;
@@ -48,20 +54,25 @@ export class ModelOps {
     v[a + 11] = a11;
     v[a + 12] = a12;
     v[a + 13] = a13;
-    return ring.publish();
+    const seq = ring.publish();
+    spans?.end(Op[op]!, [a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13]);
+    return seq;
   }
 
   /** dst[i] = values[i]; at most SET_I32_MAX values. */
   setI32(dst: number, values: ArrayLike<number>): number {
     const n = values.length;
     if (n < 1 || n > SET_I32_MAX) throw new RangeError(`setI32: 1 to ${SET_I32_MAX} values, got ${n}`);
+    this.spans?.begin();
     const ring = this.rank.ring;
     const a = ring.begin(Op.SetI32),
       v = ring.args;
     v[a] = dst;
     v[a + 1] = n;
     for (let i = 0; i < SET_I32_MAX; i++) v[a + 2 + i] = i < n ? values[i]! : 0;
-    return ring.publish();
+    const seq = ring.publish();
+    this.spans?.end('SetI32', [dst, n]);
+    return seq;
   }
 
   embed(out: number, emb: number, tokens: number, t: number, H: number, V: number): number {
@@ -158,6 +169,10 @@ export class ModelOps {
   }
   argmax(out: number, logits: number, t: number, V: number): number {
     return this.put(Op.Argmax, out, logits, t, V);
+  }
+  /** y += a * x over n f32 (the residual adds): a ring record like the rest, so it is timed with them. */
+  axpy(y: number, x: number, n: number, a: number): number {
+    return this.put(Op.Axpy, y, x, n, a);
   }
   /** Copy `bytes` of device memory at `src` into this rank's mailbox at `offset`. */
   toMailbox(src: number, offset: number, bytes: number): number {

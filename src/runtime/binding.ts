@@ -165,6 +165,12 @@ export interface NativeBinding {
   launchProbeWrite(dst: DevicePtr, n: number, seed: number, stream: StreamHandle): void;
   /** Occupy the stream for about `microseconds` (a kernel that spins on the global timer). */
   launchSpin(microseconds: number, stream: StreamHandle): void;
+  /**
+   * Read `bytes` at `ptr` (16-byte aligned) and nothing else: the card's HBM read floor, which a
+   * decode step's bytes are measured against. `sink` (4 bytes) is written only when the data
+   * folds to one value no byte fill gives.
+   */
+  launchReadFloor(ptr: DevicePtr, bytes: number, sink: DevicePtr, stream: StreamHandle): void;
 
   // ---- TP all-reduce link kernels (cu/tp_ar.cu, seed 000) ----
   /** Bytes of one rank's one-shot barrier signal block (4-byte aligned); allocate it zeroed. */

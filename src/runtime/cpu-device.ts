@@ -495,6 +495,22 @@ export class CpuDevice implements DeviceApi {
     for (let i = 0; i < n; i++) u[b + i] = (Math.imul(i, 0x9e3779b1) ^ seed) >>> 0;
   }
 
+  /** Reads the bytes as the GPU kernel does (a smoke run of the bench's floor, not a figure). */
+  launchReadFloor(ptr: number, bytes: number, sink: number, stream: number): void {
+    this.stream('launchReadFloor', stream);
+    const ep = this.tick();
+    const n = Math.floor(bytes / 16) * 4;
+    const [d, off] = this.access('launchReadFloor(ptr)', ptr, n * 4, READ, ep, true);
+    const u = this.u32[d]!,
+      b = off / 4;
+    let acc = 0;
+    for (let i = 0; i < n; i++) acc ^= u[b + i]!;
+    if (acc >>> 0 === 0x9e3779b9) {
+      const [sd, so] = this.access('launchReadFloor(sink)', sink, 4, WRITE, ep, true);
+      this.u32[sd]![so / 4] = acc >>> 0;
+    }
+  }
+
   launchSpin(microseconds: number, stream: number): void {
     this.stream('launchSpin', stream);
     this.tick();

@@ -40,6 +40,7 @@ export type DeviceApi = Pick<
   | 'launchStampNow'
   | 'launchProbeWrite'
   | 'launchSpin'
+  | 'launchReadFloor'
   | 'hostAlloc'
   | 'hostFree'
   | 'arSignalBytes'

@@ -562,6 +562,48 @@ const control = {
     dev.launchGenWeights(dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale, stream);
   },
 
+  /**
+   * The card's read floor: `bytes` of device memory filled with a non-zero byte, then read by a
+   * kernel that only reads, `reps` times (replays of a captured graph on CUDA), each bracketed by
+   * timing events. Returns each read's GB/s. Cold path: it drains first and frees what it took.
+   */
+  async readFloor(bytes: number, reps: number): Promise<number[]> {
+    needOpen('readFloor');
+    await drain(10_000);
+    pdlChain.reset();
+    const buf = dev.malloc(bytes);
+    const sink = dev.malloc(4);
+    const e0 = dev.eventCreate(true);
+    const e1 = dev.eventCreate(true);
+    let graph = 0;
+    try {
+      dev.memsetAsync(buf, 0x3c, bytes, stream);
+      dev.launchReadFloor(buf, bytes, sink, stream);
+      if (init.backend === 'cuda') {
+        dev.streamBeginCapture(stream);
+        dev.launchReadFloor(buf, bytes, sink, stream);
+        graph = dev.streamEndCapture(stream);
+      }
+      const gbps: number[] = [];
+      for (let r = 0; r < reps; r++) {
+        dev.eventRecord(e0, stream);
+        if (graph) dev.graphLaunch(graph, stream);
+        else dev.launchReadFloor(buf, bytes, sink, stream);
+        dev.eventRecord(e1, stream);
+        dev.streamSynchronize(stream);
+        gbps.push(bytes / (dev.eventElapsedMs(e0, e1) * 1e6));
+      }
+      return gbps;
+    } finally {
+      dev.streamSynchronize(stream);
+      if (graph) dev.graphDestroy(graph);
+      dev.eventDestroy(e0);
+      dev.eventDestroy(e1);
+      dev.free(sink);
+      dev.free(buf);
+    }
+  },
+
   async hostAlloc(bytes: number): Promise<number> {
     needOpen('hostAlloc');
     return dev.hostAlloc(bytes);

@@ -228,6 +228,7 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   const uint32_t K = ReadU32(info, 6, fn, "K");
   const uint32_t cols = ReadU32(info, 7, fn, "cols");
   const uint32_t t = Rows(info, 8, fn);
+  const bool accumulate = ReadBool(info, 9, fn, "accumulate");
   if (cols > ldw) {
     ThrowShape(env, fn, "cols (" + Num(cols) + ") must be <= ldw (" + Num(ldw) +
                             "): W's rows would overlap");
@@ -244,12 +245,12 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   RequireSafeProduct(env, fn, "x (t x ldx)", {t, ldx, 4});
   RequireSafeProduct(env, fn, "out (t x ldo)", {t, ldo, 4});
   cudaStream_t s;
-  const int device = Bound(env, info, 9, fn, &s);
-  const PdlScope pdl(info, 10, fn);
-  MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, s),
+  const int device = Bound(env, info, 10, fn, &s);
+  const PdlScope pdl(info, 11, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0, s),
                    std::string(fn) + "(out=" + Hex(out) + ", ldo=" + Num(ldo) + ", x=" + Hex(x) +
                        ", ldx=" + Num(ldx) + ", w=" + Hex(w) + ", ldw=" + Num(ldw) +
-                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) +
+                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) + ", accumulate=" + (accumulate ? "true" : "false") +
                        ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }

@@ -73,12 +73,14 @@ cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t* gain, uin
                           uint32_t H, cudaStream_t stream);
 
 // out[s * ldo + j] = sum_k x[s * ldx + k] * W[k * ldw + j] for j < cols, s < t, k < K; W points
-// at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width). out
-// must not overlap x. The sum's order depends on K alone (cu/model_gemv.cu); products are fused
-// (fmaf), which the oracle allows (f32-ops.ts: FMA differs by rounding only).
+// at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width). With
+// `accumulate`, out[s * ldo + j] = f32(out[s * ldo + j] + sum) instead: a residual add fused into
+// the product (one rounding, as a separate y += 1 * x would give). out must not overlap x. The
+// sum's order depends on K alone (cu/model_gemv.cu); products are fused (fmaf), which the oracle
+// allows (f32-ops.ts: FMA differs by rounding only).
 cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                        const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
-                       cudaStream_t stream);
+                       int accumulate, cudaStream_t stream);
 
 // cache[((s * L + layer) * P + pos[s]) * R + r] = c[s * R + r]: row s of the batch is slot s.
 // A row whose pos[s] is outside [0, P) writes nothing (the device's last guard; the host checks

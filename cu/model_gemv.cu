@@ -303,15 +303,17 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
 
 // ---- memra_gemv ----
 
+template <bool kAccumulate>
 struct StoreRows {
   float* out;
   uint64_t ldo;
   __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
-    out[uint64_t(s) * ldo + j] = v[0];
+    float* o = out + uint64_t(s) * ldo + j;
+    *o = kAccumulate ? __fadd_rn(*o, v[0]) : v[0];
   }
 };
 
-template <int T, int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kWide, bool kVecX, bool kAccumulate>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
          const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
@@ -322,7 +324,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
   GemvTile<T, 1, CW, kWide, kVecX>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW,
-                                   split, StoreRows{out, ldo});
+                                   split, StoreRows<kAccumulate>{out, ldo});
 }
 
 // ---- the expert FFN, grouped by expert ----
@@ -516,14 +518,16 @@ struct GemvArgs {
   uint32_t K, cols;
 };
 
-template <int T, int CW>
+template <int T, int CW, bool kAccumulate = false>
 cudaError_t GemvLaunch(const GemvArgs& a, bool wide, bool vec, unsigned split,
                        cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(gemv, T, CW), a.cols, CW, 1, split, stream, a.out, a.ldo, a.x,
-                     a.ldx, a.W, a.ldw, a.K, a.cols, split);
+  const auto kernel = wide ? (vec ? gemv<T, CW, true, true, kAccumulate> : gemv<T, CW, true, false, kAccumulate>)
+                           : (vec ? gemv<T, CW, false, true, kAccumulate> : gemv<T, CW, false, false, kAccumulate>);
+  return LaunchTiles(kernel, a.cols, CW, 1, split, stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw,
+                     a.K, a.cols, split);
 }
 
-template <int T>
+template <int T, bool kAccumulate>
 cudaError_t GemvRows(const GemvArgs& a, cudaStream_t stream) {
   const unsigned split = Split(a.K);
   const int cw = PickCw(
@@ -534,12 +538,12 @@ cudaError_t GemvRows(const GemvArgs& a, cudaStream_t stream) {
   const bool wide = WideOk(a.W, a.ldw, cw);
   const bool vec = Aligned(a.x, 16) && (T == 1 || a.ldx % 4 == 0);
   if constexpr (CwMax(T, 1) >= 8) {
-    if (cw == 8) return GemvLaunch<T, 8>(a, wide, vec, split, stream);
+    if (cw == 8) return GemvLaunch<T, 8, kAccumulate>(a, wide, vec, split, stream);
   }
   if constexpr (CwMax(T, 1) >= 4) {
-    if (cw == 4) return GemvLaunch<T, 4>(a, wide, vec, split, stream);
+    if (cw == 4) return GemvLaunch<T, 4, kAccumulate>(a, wide, vec, split, stream);
   }
-  return GemvLaunch<T, 2>(a, wide, vec, split, stream);
+  return GemvLaunch<T, 2, kAccumulate>(a, wide, vec, split, stream);
 }
 
 bool ExpertArgsOk(uint32_t t, uint32_t K) {
@@ -583,24 +587,29 @@ constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : 2; }
 
 #undef MEMRA_PICK4
 
+template <bool kAccumulate>
+cudaError_t GemvBatch(const GemvArgs& a, uint32_t t, cudaStream_t stream) {
+  switch (t) {
+    case 1: return GemvRows<1, kAccumulate>(a, stream);
+    case 2: return GemvRows<2, kAccumulate>(a, stream);
+    case 3: return GemvRows<3, kAccumulate>(a, stream);
+    case 4: return GemvRows<4, kAccumulate>(a, stream);
+    case 5: return GemvRows<5, kAccumulate>(a, stream);
+    case 6: return GemvRows<6, kAccumulate>(a, stream);
+    case 7: return GemvRows<7, kAccumulate>(a, stream);
+    case 8: return GemvRows<8, kAccumulate>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
 
 extern "C" cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                                   const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols,
-                                  uint32_t t, cudaStream_t stream) {
+                                  uint32_t t, int accumulate, cudaStream_t stream) {
   if (t == 0 || cols == 0) return cudaSuccess;
   const GemvArgs a{out, ldo, x, ldx, W, ldw, K, cols};
-  switch (t) {
-    case 1: return GemvRows<1>(a, stream);
-    case 2: return GemvRows<2>(a, stream);
-    case 3: return GemvRows<3>(a, stream);
-    case 4: return GemvRows<4>(a, stream);
-    case 5: return GemvRows<5>(a, stream);
-    case 6: return GemvRows<6>(a, stream);
-    case 7: return GemvRows<7>(a, stream);
-    case 8: return GemvRows<8>(a, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return accumulate ? GemvBatch<true>(a, t, stream) : GemvBatch<false>(a, t, stream);
 }
 
 extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids,

@@ -132,10 +132,10 @@ void SweepGemv(cudaStream_t s, Timer& tm, const char* name, uint32_t K, uint32_t
   CHECK(cudaMalloc(&ref, size_t(T) * cols * 4));
   const std::string shape = std::string(name) + " " + std::to_string(K) + "x" + std::to_string(cols) + " t" + std::to_string(T);
   const double bytes = double(elems) * 2;
-  CHECK(memra_gemv(ref, cols, x, K, w[0], cols, K, cols, T, s));
+  CHECK(memra_gemv(ref, cols, x, K, w[0], cols, K, cols, T, 0, s));
   const std::vector<float> want = Down(ref, size_t(T) * cols);
   const double prod = tm.PerLaunch(s, [&] {
-    for (int i = 0; i < kLaunches; ++i) CHECK(memra_gemv(out, cols, x, K, w[i % copies], cols, K, cols, T, s));
+    for (int i = 0; i < kLaunches; ++i) CHECK(memra_gemv(out, cols, x, K, w[i % copies], cols, K, cols, T, 0, s));
   });
   Record(shape, "production (split " + std::to_string(Split(K)) + ")", prod, bytes, 0);
   for (unsigned split : {1u, 2u, 3u, 4u, 6u, 8u}) {

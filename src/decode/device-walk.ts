@@ -620,9 +620,9 @@ export class DeviceWalk {
     }
     const root = this.ops[0];
     if (!tr) {
-      // Unsharded: uPart holds every head already.
-      root.gemv(b[0]!.yPart, H, b[0]!.uPart, N * Dv, w[0]!.layers[l]!.woCols, H, N * Dv, H, t);
-      root.axpy(b[0]!.hx, b[0]!.yPart, t * H, 1);
+      // Unsharded: uPart holds every head already, and the residual add rides on the product
+      // (f32(h + y), the bits the sharded walk's separate add gives).
+      root.gemv(b[0]!.hx, H, b[0]!.uPart, N * Dv, w[0]!.layers[l]!.woCols, H, N * Dv, H, t, true);
       return;
     }
     const nh = N / 2;

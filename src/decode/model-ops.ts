@@ -91,8 +91,9 @@ export class ModelOps {
     K: number,
     cols: number,
     t: number,
+    accumulate = false,
   ): number {
-    return this.put(Op.Gemv, out, ldo, x, ldx, w, ldw, K, cols, t);
+    return this.put(Op.Gemv, out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0);
   }
   cacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number): number {
     return this.put(Op.CacheWrite, cache, c, pos, t, layer, L, P, R);

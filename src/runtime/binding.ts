@@ -327,6 +327,7 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
+  /** `accumulate`: out = f32(out + the product), the residual add fused into it. */
   launchGemv(
     out: DevicePtr,
     ldo: number,
@@ -337,6 +338,7 @@ export interface NativeBinding {
     K: number,
     cols: number,
     t: number,
+    accumulate: boolean,
     stream: StreamHandle,
     pdl?: boolean,
   ): void;

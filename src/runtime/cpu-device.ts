@@ -874,9 +874,10 @@ export class CpuDevice implements DeviceApi {
     K: number,
     cols: number,
     t: number,
+    accumulate: boolean,
     stream: number,
   ): void {
-    mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t);
+    mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t, accumulate);
   }
   launchCacheWrite(
     cache: number,

@@ -121,6 +121,7 @@ export function gemv(
   K: number,
   cols: number,
   t: number,
+  accumulate: boolean,
 ): void {
   checkRows('launchGemv', t);
   if (cols > ldw || K > ldx || cols > ldo)
@@ -131,7 +132,13 @@ export function gemv(
   const xs = m.f32('x', x, (t - 1) * ldx + K, R_),
     o = m.f32('out', out, (t - 1) * ldo + cols, W_);
   const acc = new Float32Array(cols);
-  for (let s = 0; s < t; s++) o.set(matvecBf16(xs, s * ldx, W, ldw, K, cols, acc), s * ldo);
+  // Accumulating, out is read too: the residual it adds to must have been ordered before.
+  const prior = accumulate ? m.f32('out', out, (t - 1) * ldo + cols, R_) : undefined;
+  for (let s = 0; s < t; s++) {
+    const y = matvecBf16(xs, s * ldx, W, ldw, K, cols, acc);
+    if (prior) for (let j = 0; j < cols; j++) o[s * ldo + j] = prior[s * ldo + j]! + y[j]!;
+    else o.set(y, s * ldo);
+  }
 }
 
 export function cacheWrite(

@@ -73,6 +73,7 @@ export function executeModelOp(
         a[i + 6]!,
         a[i + 7]!,
         a[i + 8]!,
+        a[i + 9] === 1,
         stream,
         pdl,
       );

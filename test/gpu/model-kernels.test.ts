@@ -257,7 +257,7 @@ describe('model kernels on one GPU', function () {
       const x = randF(t * ldx);
       const xp = put(x);
       const op = out(t * ldo * 4);
-      b.launchGemv(op, ldo, xp, ldx, wp, ldw, K, cols, t, s);
+      b.launchGemv(op, ldo, xp, ldx, wp, ldw, K, cols, t, false, s);
       const full = down(Float32Array, op, t * ldo);
       const row = (r: number, c0 = 0, n = cols): Float32Array => full.subarray(r * ldo + c0, r * ldo + c0 + n);
       const worst = new Worst();
@@ -277,13 +277,13 @@ describe('model kernels on one GPU', function () {
       const o1 = alloc(cols * 4);
       for (let r = 0; r < t; r++) {
         poison(o1, cols * 4);
-        b.launchGemv(o1, cols, xp + r * ldx * 4, ldx, wp, ldw, K, cols, 1, s);
+        b.launchGemv(o1, cols, xp + r * ldx * 4, ldx, wp, ldw, K, cols, 1, false, s);
         sameBits(down(Float32Array, o1, cols), row(r), `gemv K=${K}: t=1 on row ${r} vs t=${t} row ${r}`);
       }
       const xm = alloc(t * ldx * 4 + 16);
       up(xm + 4, x); // one float off 16-byte alignment: the scalar x path
       poison(op, t * ldo * 4);
-      b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, s);
+      b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, false, s);
       const mis = down(Float32Array, op, t * ldo);
       for (let r = 0; r < 3; r++)
         sameBits(mis.subarray(r * ldo, r * ldo + cols), row(r), `gemv K=${K} t=3: misaligned x vs aligned, row ${r}`);
@@ -294,7 +294,7 @@ describe('model kernels on one GPU', function () {
         [128, 75],
       ] as const) {
         const os = out(t * n * 4);
-        b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, s);
+        b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, false, s);
         const got = down(Float32Array, os, t * n);
         for (let r = 0; r < t; r++)
           sameBits(
@@ -303,6 +303,29 @@ describe('model kernels on one GPU', function () {
             `gemv K=${K}: column slice [${c0}, ${c0 + n}) row ${r} vs the full product`,
           );
       }
+    }
+  });
+
+  it('gemv accumulating: out = f32(out + the product) bit for bit, at t = 1, 3 and 8, strided rows, narrow and wide; the columns past cols untouched', () => {
+    for (const [K, cols, t] of [
+      [4096, 4096, 1],
+      [512, 203, 3],
+      [4096, 1536, 8],
+    ] as const) {
+      const ldo = cols + 7;
+      const wp = genMatrix(K, cols, 910 + t);
+      const xp = put(randF(t * K));
+      const h = randF(t * ldo, 4);
+      const plain = out(t * ldo * 4);
+      b.launchGemv(plain, ldo, xp, K, wp, cols, K, cols, t, false, s);
+      const y = down(Float32Array, plain, t * ldo);
+      const hp = put(h);
+      b.launchGemv(hp, ldo, xp, K, wp, cols, K, cols, t, true, s);
+      const got = down(Float32Array, hp, t * ldo);
+      const want = Float32Array.from(h);
+      for (let r = 0; r < t; r++)
+        for (let j = 0; j < cols; j++) want[r * ldo + j] = fr(h[r * ldo + j]! + y[r * ldo + j]!);
+      sameBits(got, want, `gemv accumulate K=${K} cols=${cols} t=${t} (ldo ${ldo}) vs out + gemv`);
     }
   });
 
@@ -316,7 +339,7 @@ describe('model kernels on one GPU', function () {
     const outs = new Map<number, Float32Array>();
     for (const t of [1, 2, 4, 8]) {
       const op = out(t * cols * 4);
-      b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, s);
+      b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, false, s);
       outs.set(t, down(Float32Array, op, t * cols));
     }
     const o8 = outs.get(8)!,
@@ -352,7 +375,7 @@ describe('model kernels on one GPU', function () {
       [1, 1000],
     ] as const) {
       const op = out(n * 4);
-      b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, s);
+      b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, false, s);
       sameBits(
         down(Float32Array, op, n),
         o1.subarray(c0, c0 + n),
@@ -853,7 +876,7 @@ describe('model kernels on one GPU', function () {
         continue;
       }
       poison(c1, H * 4);
-      b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, s);
+      b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, false, s);
       sameBits(
         gc.subarray(q * H, (q + 1) * H),
         down(Float32Array, c1, H),
@@ -861,8 +884,8 @@ describe('model kernels on one GPU', function () {
       );
       poison(g, Fw * 4);
       poison(u, Fw * 4);
-      b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, s);
-      b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, s);
+      b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, false, s);
+      b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, false, s);
       const gg = down(Float32Array, g, Fw),
         uu = down(Float32Array, u, Fw);
       for (let f = 0; f < Fw; f++) {

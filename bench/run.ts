@@ -3,7 +3,7 @@
  *
  *   [suite...] [--backend cuda|cpu] [--joins N] [--transports a,b] [--out DIR]
  *
- * Runs the named suites (default: all four: ring, joins, decode, ep) and writes
+ * Runs the named suites (default: all: ring, joins, decode, ep, roofline) and writes
  * `<suite>-<machine>-<date>.json`: on the GPUs into bench/results/ (where the README's tables come
  * from) and DIR; on the CPU reference only into DIR, since its numbers describe this code on a CPU,
  * not the hardware the tables are about.
@@ -14,6 +14,7 @@ import type { BackendKind } from '../src/runtime/device-api.js';
 import { benchRing } from './ring.js';
 import { benchJoins } from './joins.js';
 import { benchDecode } from './decode.js';
+import { benchRoofline } from './decode-roofline.js';
 import { benchEp } from './ep.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { Progress } from '../src/cli/progress.js';
@@ -26,7 +27,14 @@ type Suite = (
   flush?: (rows: Row[]) => void,
 ) => Promise<Row[]>;
 
-export const SUITES: Record<string, Suite> = { ring: benchRing, joins: benchJoins, decode: benchDecode, ep: benchEp };
+export const SUITES: Record<string, Suite> = {
+  ring: benchRing,
+  joins: benchJoins,
+  decode: benchDecode,
+  ep: benchEp,
+  // The decode suite's one-GPU part alone: the read floor, the unsharded cases and the kernel table.
+  roofline: (backend, _joins, p) => benchRoofline(backend, p),
+};
 
 /** Returns the process exit code: 0, or 2 for bad arguments (named on stderr). */
 export async function runBench(argv: string[]): Promise<number> {

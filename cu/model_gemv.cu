@@ -154,7 +154,7 @@ __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint1
 // acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
-template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull>
+template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull, int kOcc>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
@@ -177,7 +177,8 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       for (unsigned r = 0; r < kChunk; ++r) FmaRow<T, M, CW, kWide, false>(acc, xr, w, c * kChunk + r, ldw, n);
     }
   } else {
-    constexpr unsigned U = kBatchChunks<CW, M>;
+    // kOcc blocks an SM share its registers: each holds that much less in flight.
+    constexpr unsigned U = kBatchChunks<CW, M> / kOcc > 0 ? kBatchChunks<CW, M> / kOcc : 1;
     // Not unrolled further: one batch is all the registers a thread should hold in flight.
 #pragma unroll 1
     for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride) {
@@ -221,7 +222,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 // to cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread
 // of every block of the cluster must reach it (no early return once a cluster has started it);
 // a block may call it again (the grouped experts' passes) once it has returned.
-template <int T, int M, int CW, bool kWide, bool kVecX, class Epi>
+template <int T, int M, int CW, bool kWide, bool kVecX, class Epi, int kOcc = 1>
 __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
@@ -244,10 +245,10 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kVecX, true>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+      AccumulateChunks<T, M, CW, kWide, kVecX, true, kOcc>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                      split * kSplitY, n);
     } else {
-      AccumulateChunks<T, M, CW, kWide, kVecX, false>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+      AccumulateChunks<T, M, CW, kWide, kVecX, false, kOcc>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                       split * kSplitY, n);
     }
   }
@@ -313,8 +314,10 @@ struct StoreRows {
   }
 };
 
-template <int T, int CW, bool kWide, bool kVecX, bool kAccumulate>
-__global__ void __launch_bounds__(kGemvThreads, 1)
+// kOcc: the blocks an SM holds at once (launch bounds). With one, a block's epilogue leaves its SM
+// without loads in flight; with two, the other block streams meanwhile, each with half the loads.
+template <int T, int CW, bool kWide, bool kVecX, bool kAccumulate, int kOcc = 1>
+__global__ void __launch_bounds__(kGemvThreads, kOcc)
     gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
          const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
          unsigned split) {
@@ -323,8 +326,8 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const float* xr[T];
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
-  GemvTile<T, 1, CW, kWide, kVecX>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW,
-                                   split, StoreRows<kAccumulate>{out, ldo});
+  GemvTile<T, 1, CW, kWide, kVecX, StoreRows<kAccumulate>, kOcc>(
+      xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split, StoreRows<kAccumulate>{out, ldo});
 }
 
 // ---- the expert FFN, grouped by expert ----
@@ -518,11 +521,11 @@ struct GemvArgs {
   uint32_t K, cols;
 };
 
-template <int T, int CW, bool kAccumulate = false>
+template <int T, int CW, bool kAccumulate = false, int kOcc = 1>
 cudaError_t GemvLaunch(const GemvArgs& a, bool wide, bool vec, unsigned split,
                        cudaStream_t stream) {
-  const auto kernel = wide ? (vec ? gemv<T, CW, true, true, kAccumulate> : gemv<T, CW, true, false, kAccumulate>)
-                           : (vec ? gemv<T, CW, false, true, kAccumulate> : gemv<T, CW, false, false, kAccumulate>);
+  const auto kernel = wide ? (vec ? gemv<T, CW, true, true, kAccumulate, kOcc> : gemv<T, CW, true, false, kAccumulate, kOcc>)
+                           : (vec ? gemv<T, CW, false, true, kAccumulate, kOcc> : gemv<T, CW, false, false, kAccumulate, kOcc>);
   return LaunchTiles(kernel, a.cols, CW, 1, split, stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw,
                      a.K, a.cols, split);
 }

@@ -153,6 +153,16 @@ void SweepGemv(cudaStream_t s, Timer& tm, const char* name, uint32_t K, uint32_t
         });
         Record(shape, "split " + std::to_string(split) + " cw " + std::to_string(CW) + " blocks " +
                           std::to_string(Tiles(cols, CW) * split), us, bytes, err);
+        // Two blocks an SM, half the loads in flight each.
+        CHECK((GemvLaunch<T, CW, false, 2>(a0, true, true, split, s)));
+        const double err2 = RelL2(Down(out, size_t(T) * cols), want);
+        const double us2 = tm.PerLaunch(s, [&] {
+          for (int i = 0; i < kLaunches; ++i) {
+            const GemvArgs a{out, cols, x, K, w[i % copies], cols, K, cols};
+            CHECK((GemvLaunch<T, CW, false, 2>(a, true, true, split, s)));
+          }
+        });
+        Record(shape, "split " + std::to_string(split) + " cw " + std::to_string(CW) + " occ2", us2, bytes, err2);
       }
     };
     run(std::integral_constant<int, 8>{});

@@ -391,6 +391,32 @@ Napi::Value LaunchQuantize(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value LaunchRouteQuant(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchRouteQuant";
+  int32_t* ids = I32(info, 0, fn, "ids");
+  float* wts = F32(info, 1, fn, "wts");
+  const float* logits = F32(info, 2, fn, "logits");
+  uint8_t* xq = U8(info, 3, fn, "xq");
+  float* xs = F32(info, 4, fn, "xs");
+  float* xd = F32(info, 5, fn, "xd");
+  const float* b = F32(info, 6, fn, "b");
+  const uint32_t t = Rows(info, 7, fn);
+  const uint32_t E =
+      static_cast<uint32_t>(ReadIntInRange(info, 8, fn, "E", 1, MEMRA_MODEL_MAX_EXPERTS));
+  const uint32_t K = TopK(info, 9, fn);
+  const uint32_t H = QuantWidth(info, 10, fn);
+  if (K > E) ThrowShape(env, fn, "K (" + Num(K) + ") must be <= E (" + Num(E) + ")");
+  cudaStream_t s;
+  const int device = Bound(env, info, 11, fn, &s);
+  const PdlScope pdl(info, 12, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_route_quant(ids, wts, logits, xq, xs, xd, b, t, E, K, H, s),
+                   std::string(fn) + "(ids=" + Hex(ids) + ", logits=" + Hex(logits) + ", xq=" + Hex(xq) +
+                       ", xd=" + Hex(xd) + ", b=" + Hex(b) + ", t=" + Num(t) + ", E=" + Num(E) +
+                       ", K=" + Num(K) + ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
 Napi::Value LaunchDequantize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "launchDequantize";
@@ -523,6 +549,7 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchRouter", LaunchRouter},
       {"launchQuantize", LaunchQuantize},
       {"launchDequantize", LaunchDequantize},
+      {"launchRouteQuant", LaunchRouteQuant},
       {"launchExpertUp", LaunchExpertUp},
       {"launchExpertDown", LaunchExpertDown},
       {"launchMoeCombine", LaunchMoeCombine},

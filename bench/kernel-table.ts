@@ -62,6 +62,8 @@ function kernelBytes(
       return ['cache_write', a[3]! * a[7]! * 2 * f32];
     case 'Router':
       return ['router', a[3]! * a[4]! * f32];
+    case 'RouteQuant':
+      return ['route_quant', a[7]! * a[8]! * f32 + a[7]! * a[10]! * (2 * f32 + 1)];
     case 'Quantize':
     case 'Dequantize':
       return [span.label.toLowerCase(), a[3]! * a[4]! * (f32 + 1)];

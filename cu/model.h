@@ -137,6 +137,12 @@ cudaError_t memra_router(int32_t* ids, float* wts, const float* logits, uint32_t
 cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, uint32_t t, uint32_t H,
                            cudaStream_t stream);
 
+// memra_router, memra_quantize and memra_dequantize in one launch, bit for bit as the three give:
+// root's MoE head once the router logits are in (b: the normalized rows they came from).
+cudaError_t memra_route_quant(int32_t* ids, float* wts, const float* logits, uint8_t* xq,
+                              float* xs, float* xd, const float* b, uint32_t t, uint32_t E,
+                              uint32_t K, uint32_t H, cudaStream_t stream);
+
 // xd = f32(decode(xq)) * xs, per element (the peer's copy of the MoE input is rebuilt by this).
 cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs, uint32_t t,
                              uint32_t H, cudaStream_t stream);

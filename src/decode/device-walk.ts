@@ -692,11 +692,9 @@ export class DeviceWalk {
       lw0 = this.weights[0]!.layers[l]!;
     root.rmsnorm(b0.a, b0.hx, lw0.g2, t, H);
     root.gemv(b0.logitsE, E, b0.a, H, lw0.wr, E, H, E, t);
-    root.router(p0.ids, p0.wts, b0.logitsE, t, E, K);
+    root.routeQuant(p0.ids, p0.wts, b0.logitsE, p0.xq, p0.xs, b0.xd, b0.a, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation) root.toMailbox(p0.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);
-    root.quantize(p0.xq, p0.xs, b0.a, t, H);
-    root.dequantize(b0.xd, p0.xq, p0.xs, t, H);
     if (tr) return true;
     this.experts(0, l, t);
     root.moeCombine(b0.hx, p0.wts, p0.ids, b0.contrib, b0.contrib, E, t, K, H);

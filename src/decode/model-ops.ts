@@ -123,6 +123,22 @@ export class ModelOps {
   quantize(xq: number, xs: number, b: number, t: number, H: number): number {
     return this.put(Op.Quantize, xq, xs, b, t, H);
   }
+  /** router, quantize and dequantize in one launch (root's MoE head). */
+  routeQuant(
+    ids: number,
+    wts: number,
+    logits: number,
+    xq: number,
+    xs: number,
+    xd: number,
+    b: number,
+    t: number,
+    E: number,
+    K: number,
+    H: number,
+  ): number {
+    return this.put(Op.RouteQuant, ids, wts, logits, xq, xs, xd, b, t, E, K, H);
+  }
   dequantize(xd: number, xq: number, xs: number, t: number, H: number): number {
     return this.put(Op.Dequantize, xd, xq, xs, t, H);
   }

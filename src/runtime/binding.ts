@@ -397,6 +397,22 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
+  /** launchRouter, launchQuantize and launchDequantize in one launch, bit for bit as the three give. */
+  launchRouteQuant(
+    ids: DevicePtr,
+    wts: DevicePtr,
+    logits: DevicePtr,
+    xq: DevicePtr,
+    xs: DevicePtr,
+    xd: DevicePtr,
+    b: DevicePtr,
+    t: number,
+    E: number,
+    K: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
   launchDequantize(
     xd: DevicePtr,
     xq: DevicePtr,

@@ -936,6 +936,25 @@ export class CpuDevice implements DeviceApi {
   launchQuantize(xq: number, xs: number, b: number, t: number, H: number, stream: number): void {
     mk.quantize(this.kernel('launchQuantize', stream), xq, xs, b, t, H);
   }
+  launchRouteQuant(
+    ids: number,
+    wts: number,
+    logits: number,
+    xq: number,
+    xs: number,
+    xd: number,
+    b: number,
+    t: number,
+    E: number,
+    K: number,
+    H: number,
+    stream: number,
+  ): void {
+    const m = this.kernel('launchRouteQuant', stream);
+    mk.router(m, ids, wts, logits, t, E, K);
+    mk.quantize(m, xq, xs, b, t, H);
+    mk.dequantize(m, xd, xq, xs, t, H);
+  }
   launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
     mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);
   }

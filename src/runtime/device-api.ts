@@ -67,6 +67,7 @@ export type DeviceApi = Pick<
   | 'launchRouter'
   | 'launchQuantize'
   | 'launchDequantize'
+  | 'launchRouteQuant'
   | 'launchExpertUp'
   | 'launchExpertDown'
   | 'launchMoeCombine'

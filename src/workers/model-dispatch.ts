@@ -11,6 +11,24 @@ export interface Mailbox {
   bytes: number;
 }
 
+/** The model kernels of a step (cu/model.h): each waits for its predecessor before it reads. */
+const STEP_KERNELS: ReadonlySet<number> = new Set([
+  Op.SetI32,
+  Op.Embed,
+  Op.Rmsnorm,
+  Op.Gemv,
+  Op.CacheWrite,
+  Op.MlaAttention,
+  Op.Router,
+  Op.Quantize,
+  Op.Dequantize,
+  Op.ExpertUp,
+  Op.ExpertDown,
+  Op.MoeCombine,
+  Op.Argmax,
+  Op.RouteQuant,
+]);
+
 /**
  * Programmatic dependent launch between the step's kernels (cu/pdl.cuh): a model kernel may start
  * while the kernel before it drains only when that kernel is itself one of them. After anything
@@ -25,7 +43,7 @@ export class PdlChain {
   /** Whether the launch about to be made may overlap its predecessor; then remembers `op`. */
   next(op: number, marked: boolean): boolean {
     const overlap = this.enabled && this.previousWasStepKernel && !marked;
-    this.previousWasStepKernel = op >= Op.SetI32 && op <= Op.Argmax;
+    this.previousWasStepKernel = STEP_KERNELS.has(op);
     return overlap;
   }
 
@@ -117,6 +135,23 @@ export function executeModelOp(
       return true;
     case Op.Quantize:
       dev.launchQuantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      return true;
+    case Op.RouteQuant:
+      dev.launchRouteQuant(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        a[i + 10]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.Dequantize:
       dev.launchDequantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);

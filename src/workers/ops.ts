@@ -90,9 +90,11 @@ export enum Op {
   /** dst: store the device clock (u64 ns) once the stream's earlier work is done: where the join
    *  profile's self-timed joins start their rank's step. */
   StampNow = 38,
+  /** ids, wts, logits, xq, xs, xd, b, t, E, K, H: Router, Quantize and Dequantize in one launch. */
+  RouteQuant = 39,
 }
 
-export const OP_COUNT = 39;
+export const OP_COUNT = 40;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

@@ -489,6 +489,54 @@ describe('model kernels on one GPU', function () {
     }
   });
 
+  it('route_quant: ids, weights, scales, codes and the dequantized rows bit-identical to router, quantize and dequantize run apart (t = 1, 3, 8; a zero block, a NaN block and NaN logits; misaligned b)', () => {
+    for (const [t, E, K, H] of [
+      [1, 32, 8, 4096],
+      [3, 33, 7, 640],
+      [8, 1024, 64, 256],
+    ] as const) {
+      const nb = (t * H) / F.QUANT_BLOCK;
+      const lg = randF(t * E, 4),
+        x = randF(t * H, 2);
+      if (t > 1) {
+        lg[E] = NaN;
+        x.fill(0, H, H + 128);
+        x[2 * H + 5] = NaN;
+      }
+      const lp = put(lg),
+        bp = put(x);
+      const ids = out(t * K * 4),
+        wts = out(t * K * 4),
+        xq = out(t * H),
+        xs = out(nb * 4),
+        xd = out(t * H * 4);
+      b.launchRouter(ids, wts, lp, t, E, K, s);
+      b.launchQuantize(xq, xs, bp, t, H, s);
+      b.launchDequantize(xd, xq, xs, t, H, s);
+      const want = [
+        down(Int32Array, ids, t * K),
+        down(Float32Array, wts, t * K),
+        down(Uint8Array, xq, t * H),
+        down(Float32Array, xs, nb),
+        down(Float32Array, xd, t * H),
+      ] as const;
+      for (const [bIn, what] of [
+        [bp, 'aligned'],
+        [put(new Float32Array(t * H + 1)) + 4, 'misaligned'],
+      ] as const) {
+        if (what === 'misaligned') up(bIn, x);
+        const fused = [out(t * K * 4), out(t * K * 4), out(t * H), out(nb * 4), out(t * H * 4)] as const;
+        b.launchRouteQuant(fused[0], fused[1], lp, fused[2], fused[3], fused[4], bIn, t, E, K, H, s);
+        const tag = `route_quant t=${t} E=${E} K=${K} H=${H}, ${what} b`;
+        sameBits(down(Int32Array, fused[0], t * K), want[0], `${tag}: ids`);
+        sameBits(down(Float32Array, fused[1], t * K), want[1], `${tag}: weights`);
+        sameBits(down(Uint8Array, fused[2], t * H), want[2], `${tag}: codes`);
+        sameBits(down(Float32Array, fused[3], nb), want[3], `${tag}: scales`);
+        sameBits(down(Float32Array, fused[4], t * H), want[4], `${tag}: dequantized`);
+      }
+    }
+  });
+
   it('moe_combine: bit-exact to the slot-order f32 sum plus the residual, experts split between lo and hi at splitE', () => {
     const t = 3,
       K = 4,

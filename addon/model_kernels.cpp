@@ -255,6 +255,39 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value LaunchLatentQuery(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchLatentQuery";
+  float* q = F32(info, 0, fn, "q");
+  const float* a = F32(info, 1, fn, "a");
+  const uint16_t* wdkv = Bf16(info, 2, fn, "wdkv");
+  const uint16_t* wq = Bf16(info, 3, fn, "wq");
+  float* cache = F32(info, 4, fn, "cache");
+  const uint64_t slotStride = ReadSafeUint(info, 5, fn, "slotStride");
+  const int32_t* pos = I32(info, 6, fn, "pos");
+  const uint32_t K = ReadU32(info, 7, fn, "K");
+  const uint32_t R = ReadU32(info, 8, fn, "R");
+  const uint32_t qcols = ReadU32(info, 9, fn, "qcols");
+  const uint32_t t = Rows(info, 10, fn);
+  const uint32_t P = ReadU32(info, 11, fn, "P");
+  if (slotStride < uint64_t(P) * R) {
+    ThrowShape(env, fn, "slotStride (" + Num(slotStride) + ") must be >= P * R (" + Num(P) + " * " +
+                            Num(R) + "): one slot's positions would overlap the next");
+  }
+  RequireSafeProduct(env, fn, "Wq (K x qcols)", {K, qcols, 2});
+  RequireSafeProduct(env, fn, "Wdkv (K x R)", {K, R, 2});
+  RequireSafeProduct(env, fn, "the cache (t x slotStride)", {t, slotStride, 4});
+  cudaStream_t s;
+  const int device = Bound(env, info, 12, fn, &s);
+  const PdlScope pdl(info, 13, fn);
+  MEMRA_CUDA_CHECK(env, device,
+                   memra_latent_query(q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, t, P, s),
+                   std::string(fn) + "(q=" + Hex(q) + ", a=" + Hex(a) + ", wdkv=" + Hex(wdkv) +
+                       ", wq=" + Hex(wq) + ", cache=" + Hex(cache) + ", K=" + Num(K) + ", R=" + Num(R) +
+                       ", qcols=" + Num(qcols) + ", t=" + Num(t) + ", P=" + Num(P) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
 void RequireLayer(Napi::Env env, const char* fn, uint32_t layer, uint32_t L) {
   if (layer >= L) {
     ThrowShape(env, fn, "layer (" + Num(layer) + ") must be < L (" + Num(L) + ")");
@@ -544,6 +577,7 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchRmsnorm", LaunchRmsnorm},
       {"launchGemv", LaunchGemv},
       {"launchCacheWrite", LaunchCacheWrite},
+      {"launchLatentQuery", LaunchLatentQuery},
       {"launchMlaAttention", LaunchMlaAttention},
       {"mlaWorkspaceBytes", MlaWorkspaceBytes},
       {"launchRouter", LaunchRouter},

@@ -82,6 +82,16 @@ cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                        const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
                        int accumulate, cudaStream_t stream);
 
+// The attention's input products in one launch, for rows s < t of a [t][K]: c = a @ Wdkv (R
+// columns) stored at cache[s * slotStride + pos[s] * R + r] (`cache`: this layer's rows of slot 0;
+// a row whose pos[s] is outside [0, P) stores no c), and q[s * qcols + j] = a @ Wq (qcols columns,
+// a rank's heads). Bit for bit what memra_gemv, memra_cache_write and memra_gemv give apart: each
+// sum has memra_gemv's order for K.
+cudaError_t memra_latent_query(float* q, const float* a, const uint16_t* wdkv, const uint16_t* wq,
+                               float* cache, uint64_t slotStride, const int32_t* pos, uint32_t K,
+                               uint32_t R, uint32_t qcols, uint32_t t, uint32_t P,
+                               cudaStream_t stream);
+
 // cache[((s * L + layer) * P + pos[s]) * R + r] = c[s * R + r]: row s of the batch is slot s.
 // A row whose pos[s] is outside [0, P) writes nothing (the device's last guard; the host checks
 // positions before a step). layer >= L is cudaErrorInvalidValue.

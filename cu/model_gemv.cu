@@ -330,6 +330,54 @@ __global__ void __launch_bounds__(kGemvThreads, kOcc)
       xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split, StoreRows<kAccumulate>{out, ldo});
 }
 
+// ---- the attention's two input products in one launch ----
+//
+// c = a @ Wdkv goes straight into the cache at each row's position, and q = a @ Wq beside it:
+// the column tiles of both matrices are one grid, so the small Wdkv (R columns) costs a few
+// blocks of a full wave instead of a launch of its own, and no separate copy writes the cache.
+// Each output's sum is memra_gemv's for K (the slice rule), whichever matrix it belongs to.
+
+struct LatentQueryArgs {
+  float* q;             // [t][qcols]
+  const float* a;       // [t][K]
+  const uint16_t* wdkv; // [K][R]
+  const uint16_t* wq;   // [K][qcols]
+  float* cache;         // this layer's rows of slot 0; slot s at + s * slotStride
+  uint64_t slotStride;
+  const int32_t* pos;
+  uint32_t K, R, qcols, P;
+};
+
+template <int T>
+struct StoreLatentQuery {
+  const LatentQueryArgs* a;
+  bool latent;  // this block's tile is Wdkv's
+  __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
+    if (!latent) {
+      a->q[uint64_t(s) * a->qcols + j] = v[0];
+      return;
+    }
+    const int32_t p = a->pos[s];
+    // The host checks positions before a step; a bad one here must not write outside the slot.
+    if (p >= 0 && uint32_t(p) < a->P) a->cache[uint64_t(s) * a->slotStride + uint64_t(p) * a->R + j] = v[0];
+  }
+};
+
+template <int T, int CW, bool kWide, bool kVecX>
+__global__ void __launch_bounds__(kGemvThreads, 1)
+    latent_query(const LatentQueryArgs a, unsigned latentTiles, unsigned split) {
+  PdlLaunchDependents();
+  const unsigned tile = blockIdx.x / split;
+  const bool latent = tile < latentTiles;
+  const uint16_t* const w[1] = {latent ? a.wdkv : a.wq};
+  const float* xr[T];
+#pragma unroll
+  for (int s = 0; s < T; ++s) xr[s] = a.a + uint64_t(s) * a.K;
+  const uint32_t col0 = (latent ? tile : tile - latentTiles) * kWarpCols * CW;
+  GemvTile<T, 1, CW, kWide, kVecX>(xr, w, latent ? a.R : a.qcols, a.K, latent ? a.R : a.qcols, col0,
+                                   split, StoreLatentQuery<T>{&a, latent});
+}
+
 // ---- the expert FFN, grouped by expert ----
 //
 // Block row y of a launch is group y: the y-th smallest owned expert some slot names, with the
@@ -588,6 +636,33 @@ cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, bool vec, unsig
 // gives an expert at most t slots, about tK/E of them on average).
 constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : 2; }
 
+template <int T, int CW>
+cudaError_t LatentQueryLaunch(const LatentQueryArgs& a, bool wide, bool vec, cudaStream_t stream) {
+  const unsigned split = Split(a.K), latentTiles = static_cast<unsigned>(Tiles(a.R, CW));
+  const dim3 grid(static_cast<unsigned>((latentTiles + Tiles(a.qcols, CW)) * split));
+  return LaunchModelKernel(MEMRA_PICK4(latent_query, T, CW), grid, dim3(kGemvThreads), 0, split, stream,
+                           a, latentTiles, split);
+}
+
+template <int T>
+cudaError_t LatentQueryRows(const LatentQueryArgs& a, cudaStream_t stream) {
+  const unsigned split = Split(a.K);
+  const auto ok = [](int c, const void* p) {
+    const LatentQueryArgs& g = *static_cast<const LatentQueryArgs*>(p);
+    return WideOk(g.wdkv, g.R, c) && WideOk(g.wq, g.qcols, c);
+  };
+  const int cw = PickCw(CwMax(T, 1), ok, &a, a.R + a.qcols, split);
+  const bool wide = ok(cw, &a);
+  const bool vec = Aligned(a.a, 16) && (T == 1 || a.K % 4 == 0);
+  if constexpr (CwMax(T, 1) >= 8) {
+    if (cw == 8) return LatentQueryLaunch<T, 8>(a, wide, vec, stream);
+  }
+  if constexpr (CwMax(T, 1) >= 4) {
+    if (cw == 4) return LatentQueryLaunch<T, 4>(a, wide, vec, stream);
+  }
+  return LatentQueryLaunch<T, 2>(a, wide, vec, stream);
+}
+
 #undef MEMRA_PICK4
 
 template <bool kAccumulate>
@@ -666,4 +741,25 @@ extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const
   if (cw == 8) return ExpertDownLaunch<2, 8>(a, wide, vec, slots, groups, split, stream);
   if (cw == 4) return ExpertDownLaunch<2, 4>(a, wide, vec, slots, groups, split, stream);
   return ExpertDownLaunch<2, 2>(a, wide, vec, slots, groups, split, stream);
+}
+
+extern "C" cudaError_t memra_latent_query(float* q, const float* a, const uint16_t* wdkv,
+                                          const uint16_t* wq, float* cache, uint64_t slotStride,
+                                          const int32_t* pos, uint32_t K, uint32_t R,
+                                          uint32_t qcols, uint32_t t, uint32_t P,
+                                          cudaStream_t stream) {
+  if (t == 0 || (R == 0 && qcols == 0)) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || slotStride < uint64_t(P) * R) return cudaErrorInvalidValue;
+  const LatentQueryArgs args{q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, P};
+  switch (t) {
+    case 1: return LatentQueryRows<1>(args, stream);
+    case 2: return LatentQueryRows<2>(args, stream);
+    case 3: return LatentQueryRows<3>(args, stream);
+    case 4: return LatentQueryRows<4>(args, stream);
+    case 5: return LatentQueryRows<5>(args, stream);
+    case 6: return LatentQueryRows<6>(args, stream);
+    case 7: return LatentQueryRows<7>(args, stream);
+    case 8: return LatentQueryRows<8>(args, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }

@@ -61,7 +61,6 @@ import { CapturedGraph, type GraphMode } from '../runtime/graph.js';
 interface Buffers {
   hx: number;
   a: number;
-  c: number;
   q: number;
   uPart: number;
   uFull: number;
@@ -272,7 +271,6 @@ export class DeviceWalk {
     return {
       hx: (B * H + B) * 4,
       a: B * H * 4,
-      c: B * R * 4,
       q: B * own.nh * R * 4,
       uPart: B * own.nh * Dv * 4,
       uFull: B * N * Dv * 4,
@@ -598,9 +596,7 @@ export class DeviceWalk {
         lw = w[r]!.layers[l]!,
         nh = this.own[r]!.nh;
       o.rmsnorm(br.a, br.hx, lw.g1, t, H);
-      o.gemv(br.c, R, br.a, H, lw.wdkv, R, H, R, t);
-      o.cacheWrite(br.cache, br.c, posAt(r), t, l, L, P, R);
-      o.gemv(br.q, nh * R, br.a, H, lw.wq, nh * R, H, nh * R, t);
+      o.latentQuery(br.q, br.a, lw.wdkv, lw.wq, br.cache + l * P * R * 4, L * P * R, posAt(r), H, R, nh * R, t, P);
       o.mlaAttention(
         br.uPart,
         nh * Dv,

@@ -95,6 +95,23 @@ export class ModelOps {
   ): number {
     return this.put(Op.Gemv, out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0);
   }
+  /** c = a @ Wdkv into the cache at the rows' positions, q = a @ Wq beside it, in one launch. */
+  latentQuery(
+    q: number,
+    a: number,
+    wdkv: number,
+    wq: number,
+    cache: number,
+    slotStride: number,
+    pos: number,
+    K: number,
+    R: number,
+    qcols: number,
+    t: number,
+    P: number,
+  ): number {
+    return this.put(Op.LatentQuery, q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, t, P);
+  }
   cacheWrite(cache: number, c: number, pos: number, t: number, layer: number, L: number, P: number, R: number): number {
     return this.put(Op.CacheWrite, cache, c, pos, t, layer, L, P, R);
   }

@@ -342,6 +342,27 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
+  /**
+   * c = a @ Wdkv into this layer's cache rows at each row's position (slot s at cache + s *
+   * slotStride floats), and q = a @ Wq beside it, in one launch: what launchGemv, launchCacheWrite
+   * and launchGemv give apart, bit for bit.
+   */
+  launchLatentQuery(
+    q: DevicePtr,
+    a: DevicePtr,
+    wdkv: DevicePtr,
+    wq: DevicePtr,
+    cache: DevicePtr,
+    slotStride: number,
+    pos: DevicePtr,
+    K: number,
+    R: number,
+    qcols: number,
+    t: number,
+    P: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
   launchCacheWrite(
     cache: DevicePtr,
     c: DevicePtr,

@@ -879,6 +879,23 @@ export class CpuDevice implements DeviceApi {
   ): void {
     mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t, accumulate);
   }
+  launchLatentQuery(
+    q: number,
+    a: number,
+    wdkv: number,
+    wq: number,
+    cache: number,
+    slotStride: number,
+    pos: number,
+    K: number,
+    R: number,
+    qcols: number,
+    t: number,
+    P: number,
+    stream: number,
+  ): void {
+    mk.latentQuery(this.kernel('launchLatentQuery', stream), q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, t, P);
+  }
   launchCacheWrite(
     cache: number,
     c: number,

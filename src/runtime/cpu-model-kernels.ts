@@ -141,6 +141,40 @@ export function gemv(
   }
 }
 
+/** c = a @ Wdkv into the cache at each row's position, and q = a @ Wq: gemv, cacheWrite, gemv in one. */
+export function latentQuery(
+  m: KernelMemory,
+  q: number,
+  a: number,
+  wdkv: number,
+  wq: number,
+  cache: number,
+  slotStride: number,
+  pos: number,
+  K: number,
+  R: number,
+  qcols: number,
+  t: number,
+  P: number,
+): void {
+  checkRows('launchLatentQuery', t);
+  if (slotStride < P * R)
+    throw new RangeError(`launchLatentQuery: slotStride (${slotStride}) must be >= P * R (${P} * ${R})`);
+  const x = m.f32('a', a, t * K, R_);
+  const Wd = m.u16('wdkv', wdkv, K * R, R_),
+    Wq = m.u16('wq', wq, K * qcols, R_);
+  const p = m.i32('pos', pos, t, R_);
+  const c = new Float32Array(R),
+    y = new Float32Array(qcols);
+  const qo = m.f32('q', q, t * qcols, W_);
+  for (let s = 0; s < t; s++) {
+    matvecBf16(x, s * K, Wd, R, K, R, c);
+    const ps = p[s]!;
+    if (ps >= 0 && ps < P) m.f32('cache', cache + (s * slotStride + ps * R) * 4, R, W_).set(c);
+    qo.set(matvecBf16(x, s * K, Wq, qcols, K, qcols, y), s * qcols);
+  }
+}
+
 export function cacheWrite(
   m: KernelMemory,
   cache: number,

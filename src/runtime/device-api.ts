@@ -62,6 +62,7 @@ export type DeviceApi = Pick<
   | 'launchRmsnorm'
   | 'launchGemv'
   | 'launchCacheWrite'
+  | 'launchLatentQuery'
   | 'launchMlaAttention'
   | 'mlaWorkspaceBytes'
   | 'launchRouter'

@@ -27,6 +27,7 @@ const STEP_KERNELS: ReadonlySet<number> = new Set([
   Op.MoeCombine,
   Op.Argmax,
   Op.RouteQuant,
+  Op.LatentQuery,
 ]);
 
 /**
@@ -135,6 +136,24 @@ export function executeModelOp(
       return true;
     case Op.Quantize:
       dev.launchQuantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      return true;
+    case Op.LatentQuery:
+      dev.launchLatentQuery(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        a[i + 10]!,
+        a[i + 11]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.RouteQuant:
       dev.launchRouteQuant(

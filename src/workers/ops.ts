@@ -92,9 +92,11 @@ export enum Op {
   StampNow = 38,
   /** ids, wts, logits, xq, xs, xd, b, t, E, K, H: Router, Quantize and Dequantize in one launch. */
   RouteQuant = 39,
+  /** q, a, wdkv, wq, cache (the layer's rows of slot 0), slotStride, pos, K, R, qcols, t, P. */
+  LatentQuery = 40,
 }
 
-export const OP_COUNT = 40;
+export const OP_COUNT = 41;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

@@ -606,6 +606,91 @@ describe('model kernels on one GPU', function () {
     }
   });
 
+  it('latent_query: the cache rows and q bit-identical to gemv, cache_write and gemv apart (t = 1, 3, 8; R = 512, 96, 32; a head half; bad positions store no c; misaligned a)', () => {
+    for (const [t, K, R, nh] of [
+      [1, 4096, 512, 32],
+      [3, 1000, 96, 5],
+      [8, 256, 32, 4],
+    ] as const) {
+      const P = 40,
+        L = 2,
+        layer = 1,
+        qcols = nh * R;
+      const a = randF(t * K),
+        ap = put(a);
+      const wd = genMatrix(K, R, 920 + t),
+        wq = genMatrix(K, qcols, 930 + t);
+      const pos = Array.from({ length: t }, (_, s) => (s * 7 + 3) % P);
+      const pp = out(64);
+      b.launchSetI32(pp, pos, s);
+      const cache0 = randF(t * L * P * R);
+      // apart: c, then its copy into the cache, then q
+      const cRef = out(t * R * 4),
+        qRef = out(t * qcols * 4),
+        cacheRef = put(cache0);
+      b.launchGemv(cRef, R, ap, K, wd, R, K, R, t, false, s);
+      b.launchCacheWrite(cacheRef, cRef, pp, t, layer, L, P, R, s);
+      b.launchGemv(qRef, qcols, ap, K, wq, qcols, K, qcols, t, false, s);
+      const wantCache = down(Float32Array, cacheRef, cache0.length),
+        wantQ = down(Float32Array, qRef, t * qcols);
+      const fused = (aIn: DevicePtr, what: string): void => {
+        const cacheP = put(cache0),
+          qp = out(t * qcols * 4);
+        b.launchLatentQuery(qp, aIn, wd, wq, cacheP + layer * P * R * 4, L * P * R, pp, K, R, qcols, t, P, s);
+        sameBits(down(Float32Array, cacheP, cache0.length), wantCache, `latent_query t=${t} R=${R} ${what}: the cache`);
+        sameBits(down(Float32Array, qp, t * qcols), wantQ, `latent_query t=${t} R=${R} ${what}: q`);
+      };
+      fused(ap, 'aligned a');
+      const am = alloc(a.byteLength + 16);
+      up(am + 4, a);
+      fused(am + 4, 'misaligned a');
+      // the second half of the heads alone: q's columns [qcols/2, qcols) of the full launch
+      if (nh % 2 === 0) {
+        // a rank holds its heads' columns of Wq densely, as the weight loader generates them
+        const half = qcols / 2,
+          full = down(Uint16Array, wq, K * qcols),
+          dense = new Uint16Array(K * half);
+        for (let k = 0; k < K; k++) dense.set(full.subarray(k * qcols + half, (k + 1) * qcols), k * half);
+        const qh = out(t * half * 4),
+          ch = put(cache0);
+        b.launchLatentQuery(qh, ap, wd, put(dense), ch + layer * P * R * 4, L * P * R, pp, K, R, half, t, P, s);
+        const got = down(Float32Array, qh, t * half);
+        for (let r = 0; r < t; r++)
+          sameBits(
+            got.subarray(r * half, (r + 1) * half),
+            wantQ.subarray(r * qcols + half, (r + 1) * qcols),
+            `latent_query t=${t}: heads' second half, row ${r}`,
+          );
+      }
+    }
+    // positions outside [0, P): no c stored anywhere
+    const K = 256,
+      R = 64,
+      P = 8,
+      t = 2;
+    const bad = out(16);
+    b.launchSetI32(bad, [P, -1], s);
+    const cache0 = randF(t * P * R),
+      cp = put(cache0),
+      qp = out(t * R * 4);
+    b.launchLatentQuery(
+      qp,
+      put(randF(t * K)),
+      genMatrix(K, R, 940),
+      genMatrix(K, R, 941),
+      cp,
+      P * R,
+      bad,
+      K,
+      R,
+      R,
+      t,
+      P,
+      s,
+    );
+    sameBits(down(Float32Array, cp, cache0.length), cache0, `latent_query at positions ${P} and -1 must store no c`);
+  });
+
   /** u = attention of nh heads of t rows (this layer of an [t][L][P][R] cache), into a fresh poisoned buffer. */
   function attend(
     t: number,

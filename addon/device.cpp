@@ -111,9 +111,17 @@ Napi::Value CanAccessPeer(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(env, can != 0);
 }
 
+// bindDevice(ordinal, loopback = false). A loopback bind shares the ordinal with other loopback
+// binds of this process, and only with them: the runtime's two ranks on one card, opted into
+// (RuntimeOptions.loopback). The seed's refusal is about two contexts on one card, whose address
+// spaces differ, so a pointer from one means nothing in the other. That is not what two threads
+// of one process get: the runtime API gives every thread the device's one primary context, so
+// both ranks allocate in one address space, and a "peer" store or copy is an ordinary store or
+// copy into memory of the same context.
 Napi::Value BindDevice(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const int ordinal = ReadOrdinal(info, 0, "bindDevice", "ordinal");
+  const bool loopback = info[1].IsUndefined() ? false : ReadBool(info, 1, "bindDevice", "loopback");
   ThreadState& ts = ThreadState::Of(env);
   if (ts.bound >= 0) {
     ThrowError(env,
@@ -125,13 +133,23 @@ Napi::Value BindDevice(const Napi::CallbackInfo& info) {
   RequireVisible(env, "bindDevice", "device ordinal", ordinal);
 
   std::string holder;
-  if (!process::Claim(ordinal, &ts, ts.label(), &holder)) {
+  bool holderShared = false;
+  if (!process::Claim(ordinal, &ts, ts.label(), loopback, &holder, &holderShared)) {
+    if (loopback) {
+      ThrowError(env,
+                 "bindDevice(" + std::to_string(ordinal) + ", loopback): device " +
+                     std::to_string(ordinal) + " is bound by another thread (" + holder +
+                     ") without loopback; a loopback bind shares a device only with other "
+                     "loopback binds",
+                 "MEMRA_DEVICE_CLAIMED");
+    }
     ThrowError(env,
                "bindDevice: device " + std::to_string(ordinal) +
                    " is already bound by another thread (" + holder +
+                   (holderShared ? ", in loopback" : "") +
                    "): two ranks on one device are refused — a kernel's store into a peer "
                    "pointer across two contexts on one card is undefined; give each rank its "
-                   "own device",
+                   "own device (or bind both in loopback: RuntimeOptions.loopback)",
                "MEMRA_DEVICE_CLAIMED");
   }
   // Since CUDA 12 cudaSetDevice also creates the primary context, so a broken device fails
@@ -142,6 +160,7 @@ Napi::Value BindDevice(const Napi::CallbackInfo& info) {
     ThrowCudaError(env, err, "cudaSetDevice(" + std::to_string(ordinal) + ")", ordinal);
   }
   ts.bound = ordinal;
+  ts.loopback = loopback;
   return env.Undefined();
 }
 

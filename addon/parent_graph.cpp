@@ -175,8 +175,11 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
   const int device = RequireBoundStream(env, ts, s, fn);
   RequireOwnedChild(env, ts, ownerChild, fn);
   RequireOwnedChild(env, ts, postChild, fn);
-  if (peerDevice == device) {
-    ThrowError(env, std::string(fn) + ": peerDevice " + std::to_string(peerDevice) + " is this thread's own device", "MEMRA_BAD_PEER");
+  // In loopback both ranks' threads bound this device (bindDevice says why that is safe): the
+  // owner -> peer copies are then copies within one device's memory, and the peer child's nodes
+  // run on the same device as the owner's.
+  if (peerDevice == device && !ts.loopback) {
+    ThrowError(env, std::string(fn) + ": peerDevice " + std::to_string(peerDevice) + " is this thread's own device (two ranks share a device only when both bound it in loopback)", "MEMRA_BAD_PEER");
   }
   CopySpec copies[kCopies];
   for (uint32_t i = 0; i < kCopies; ++i) {

@@ -111,6 +111,7 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
   capturing.clear();
   ncclComms.clear();
   bound = -1;
+  loopback = false;
   (void)cudaGetLastError();
   if (failedCall != nullptr) *failedCall = firstCall;
   return first;

@@ -48,6 +48,9 @@ class ThreadState {
   cudaError_t ReleaseAll(const char** failedCall) noexcept;
 
   int bound = -1;
+  // Bound with loopback (bindDevice): another rank of this process may share the device, and its
+  // child graphs may feed this thread's parent graph on the same device.
+  bool loopback = false;
   const std::string& label() const { return label_; }
 
   std::unordered_set<cudaStream_t> streams;

@@ -116,6 +116,7 @@ export async function benchRoofline(backend: BackendKind, progress: Progress): P
   const rows: Row[] = [];
   const rt = await Runtime.open({
     backend,
+    devices: [0],
     mailboxBytes: mailboxBytesFor(cfg, MAX_BATCH),
     ...(backend === 'cpu' ? { cpuArenaBytes: 256 * 2 ** 20 } : {}),
   });
@@ -142,6 +143,22 @@ export async function benchRoofline(backend: BackendKind, progress: Progress): P
       progress.tick('weights unsharded', d, t),
     );
     try {
+      const m = await rt.ranks[0]!.control.call('memInfo');
+      rows.push(
+        row(
+          {
+            suite: 'decode',
+            op: 'memory',
+            transport: 'unsharded',
+            bytes: rt.ranks[0]!.ordinal,
+            preset,
+            unit: 'GiB',
+            metric: 'device',
+            method: `cudaMemGetInfo total - free on device ${rt.ranks[0]!.ordinal}, weights and caches of ${MAX_BATCH} rows loaded`,
+          },
+          [(m.total - m.free) / 2 ** 30],
+        ),
+      );
       await walk.timeSteps(true);
       const P = cfg.maxPos;
       const long = P >= 4096 ? [1024, 4000] : [Math.floor(P / 2), P - 1];

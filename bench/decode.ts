@@ -1,6 +1,8 @@
 /**
- * `decode`: the `bench` model at t = 1 on the two-H200 machine: one GPU unsharded, two GPUs with
- * each transport, and the mixed config in bench/configs/. One sample = one step's main-thread
+ * `decode`: the `bench` model on the two-H200 machine: one GPU unsharded against its roofline
+ * (bench/decode-roofline.ts), two GPUs with each transport, and the mixed config in bench/configs/.
+ * On a machine of one GPU, the unsharded rows alone; with --loopback the sharded rows too, both
+ * ranks on one device and the file labelled so (bench/run.ts). One sample = one step's main-thread
  * wall time (enqueue the whole walk, wait for the tokens in the mailbox), so it includes every
  * kernel and join on the device plus the host's enqueue.
  *
@@ -12,7 +14,6 @@
  */
 import type { Runtime } from '../src/runtime/runtime.js';
 import { TRANSPORTS, type Transport } from '../src/runtime/transports/transport.js';
-import type { BackendKind } from '../src/runtime/device-api.js';
 import { presetByName } from '../src/decode/model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { Progress } from '../src/cli/progress.js';
@@ -21,6 +22,7 @@ import { presetFor, stepRows, timeSteps, withWalk } from './walk-run.js';
 import { benchProfileOverhead } from './profile-overhead.js';
 import { benchRoofline } from './decode-roofline.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
+import type { SuiteContext } from './suite-context.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
 const NO_JOINS: Transport = {
@@ -32,7 +34,8 @@ const NO_JOINS: Transport = {
   allReduce: () => undefined,
 };
 
-export async function benchDecode(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
+export async function benchDecode(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
+  const { backend } = ctx;
   const preset = presetFor(backend);
   const rows: Row[] = [];
   const base = { suite: 'decode', op: 'step', bytes: 0, preset, unit: 'ms', metric: 'host' };
@@ -56,9 +59,12 @@ export async function benchDecode(backend: BackendKind, _joins: number, progress
       );
     }
   };
+  // The one-GPU rows: the read floor, the unsharded walk against its floor, the kernel table.
   rows.push(...(await benchRoofline(backend, progress)));
+  // One GPU without --loopback: the rows above are the machine's (bench/run.ts).
+  if (!ctx.pair) return rows;
   await withWalk(
-    backend,
+    ctx,
     'sharded',
     async (walk, rt) => {
       await memory(rt, 'sharded');

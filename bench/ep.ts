@@ -5,17 +5,18 @@
  * time alongside, for the effect on tokens/s. The rest of the walk uses `ll` in every variant,
  * so the graph and the eager `ll` twin differ only in the EP step.
  */
-import type { BackendKind } from '../src/runtime/device-api.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { TransportName } from '../src/runtime/transports/transport.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
 import { presetFor, timeSteps, withWalk } from './walk-run.js';
+import type { SuiteContext } from './suite-context.js';
 
 const STEPS = { cuda: 200, cpu: 12 };
 const WARM = 8;
 
-export async function benchEp(backend: BackendKind, _joins: number, progress: Progress): Promise<Row[]> {
+export async function benchEp(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
+  const { backend } = ctx;
   const preset = presetFor(backend);
   const rows: Row[] = [];
   const cfg = (transport: TransportName, epGraph: boolean): DecodeConfig => ({
@@ -32,7 +33,7 @@ export async function benchEp(backend: BackendKind, _joins: number, progress: Pr
     ['eager peer', cfg('peer', false)],
   ];
   await withWalk(
-    backend,
+    ctx,
     'sharded',
     async (walk) => {
       await walk.timeEpSteps(true);

@@ -27,9 +27,10 @@ import { CapturedGraph } from '../src/runtime/graph.js';
 import { openTransport } from '../src/runtime/transports/open.js';
 import { TRANSPORTS, type PerRank, type Transport, type TransportName } from '../src/runtime/transports/transport.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
-import type { DeviceEvent } from '../src/runtime/rank.js';
+import type { DeviceEvent, Rank } from '../src/runtime/rank.js';
 import { placementNote, row, type Row } from './results-file.js';
 import type { Progress } from '../src/cli/progress.js';
+import { pairOf, type SuiteContext } from './suite-context.js';
 
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
 const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
@@ -76,6 +77,9 @@ interface Buffers {
   dst: PerRank;
 }
 
+/** Every join here is between two ranks. */
+const ranksOf = (rt: Runtime): readonly [Rank, Rank] => rt.pair('the joins suite');
+
 function issue(t: Transport, op: JoinOp, b: Buffers, bytes: number): void {
   const n = bytes / 4;
   switch (op) {
@@ -103,7 +107,7 @@ interface TimingEvents {
 async function timingEvents(rt: Runtime): Promise<TimingEvents> {
   const make = async (r: 0 | 1, n: number, timing: boolean): Promise<DeviceEvent[]> => {
     const out: DeviceEvent[] = [];
-    for (let i = 0; i < n; i++) out.push(await rt.ranks[r].createEvent(timing));
+    for (let i = 0; i < n; i++) out.push(await ranksOf(rt)[r].createEvent(timing));
     return out;
   };
   return {
@@ -115,7 +119,7 @@ async function timingEvents(rt: Runtime): Promise<TimingEvents> {
 /** Per-op samples from one rank's marks around REPLAYS replays (after the replays have run). */
 async function perOp(rt: Runtime, r: 0 | 1, marks: DeviceEvent[], ops: number): Promise<number[]> {
   const out: number[] = [];
-  for (let i = 0; i < REPLAYS; i++) out.push(((await rt.ranks[r].elapsedMs(marks[i]!, marks[i + 1]!)) * 1000) / ops);
+  for (let i = 0; i < REPLAYS; i++) out.push(((await ranksOf(rt)[r].elapsedMs(marks[i]!, marks[i + 1]!)) * 1000) / ops);
   return out;
 }
 
@@ -125,7 +129,7 @@ async function perOp(rt: Runtime, r: 0 | 1, marks: DeviceEvent[], ops: number): 
  * events), but over a replay both ranks run the same joins, and each two-way join holds both.
  */
 async function pipelinedSamples(rt: Runtime, g: CapturedGraph, ev: TimingEvents, ops: number): Promise<number[]> {
-  const [a, b] = rt.ranks;
+  const [a, b] = ranksOf(rt);
   a.record(ev.marks[0][0]!);
   b.record(ev.marks[1][0]!);
   for (let i = 0; i < REPLAYS; i++) {
@@ -149,7 +153,7 @@ async function drainedSamples(
   ev: TimingEvents,
   ops: number,
 ): Promise<number[]> {
-  const [a, b] = rt.ranks;
+  const [a, b] = ranksOf(rt);
   a.record(ev.marks[0][0]!);
   for (let i = 0; i < REPLAYS; i++) {
     g.launch();
@@ -172,7 +176,7 @@ async function hostSamples(
   bytes: number,
   joins: number,
 ): Promise<number[]> {
-  const [a, b] = rt.ranks;
+  const [a, b] = ranksOf(rt);
   const host: number[] = [];
   for (let i = -HOST_WARM; i < joins; i++) {
     const t0 = performance.now();
@@ -189,13 +193,9 @@ async function hostSamples(
   return host;
 }
 
-export async function benchJoins(
-  backend: BackendKind,
-  joins: number,
-  progress: Progress,
-  only?: string[],
-  flush?: (rows: Row[]) => void,
-): Promise<Row[]> {
+export async function benchJoins(ctx: SuiteContext, progress: Progress, flush?: (rows: Row[]) => void): Promise<Row[]> {
+  const { backend, joins, transports: only } = ctx;
+  const pair = pairOf(ctx, 'joins');
   // A bad value fails the suite, not each transport.
   const perGraph = graphOps(process.env.MEMRA_JOINS_PER_GRAPH);
   const llServer = llServerRows(process.env.MEMRA_JOINS_LL_SERVER);
@@ -206,7 +206,7 @@ export async function benchJoins(
   for (const name of transports) {
     // A runtime per transport: one transport's refusal costs its own rows, not the others'.
     try {
-      rows.push(...(await benchTransport(name, backend, joins, progress, counter, perGraph, llServer)));
+      rows.push(...(await benchTransport(name, backend, pair, joins, progress, counter, perGraph, llServer)));
       flush?.(rows); // a later transport that crashes the process must not take these with it
     } catch (e) {
       console.error(`joins: ${name}: ${(e as Error).message}`);
@@ -219,6 +219,7 @@ export async function benchJoins(
 async function benchTransport(
   name: TransportName,
   backend: BackendKind,
+  pair: ReturnType<typeof pairOf>,
   joins: number,
   progress: Progress,
   counter: { done: number; total: number },
@@ -226,17 +227,17 @@ async function benchTransport(
   llServer: boolean,
 ): Promise<Row[]> {
   const rows: Row[] = [];
-  const rt = await Runtime.open({ backend, spinMicros: 2000 });
+  const rt = await Runtime.open({ backend, ...pair, spinMicros: 2000 });
   const link = await ArLink.open(rt);
   try {
     const maxN = Math.max(...JOIN_BYTES) / 4;
     await link.reserve(maxN);
-    const [a, b] = rt.ranks;
+    const [a, b] = ranksOf(rt);
     const bufs: Buffers = {
       src: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
       dst: [await a.alloc(maxN * 4), await b.alloc(maxN * 4)],
     };
-    for (const r of [0, 1]) rt.ranks[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
+    for (const r of [0, 1]) ranksOf(rt)[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
     const ev = await timingEvents(rt);
     const hostJoins = Math.max(1000, joins / 20);
     const t = await openTransport(name, link);

@@ -6,7 +6,8 @@
  * as latency-against-size plots per op, each line from the newest file that has it (the README
  * table's rule, newest-results.ts); every other suite as a table per file, and for the decode
  * and ep suites bar charts of the medians. Exact figures sit in the tables and in each mark's
- * <title>.
+ * <title>. Files from one GPU or from loopback (results-machine.ts) get sections of their own,
+ * titled with their machine label, after the two-GPU machine's: no line mixes the two.
  *
  * Results files are data from disk, so every string from them is escaped, and numbers go
  * through formatters that print 'n/a' for anything that is not one.
@@ -20,6 +21,7 @@ import { latencyPlot, type LatencySeries } from './latency-plot.js';
 import { byDateThenName, newestLines, type ResultsLine } from './newest-results.js';
 import type { Machine, NamedResults, ResultsFile, Row } from './results-types.js';
 import { seriesColours } from './series-palette.js';
+import { splitByMachine } from './results-machine.js';
 
 /** The suites in the order bench runs them; others follow by name. */
 const SUITE_ORDER = ['joins', 'ring', 'decode', 'ep'];
@@ -37,14 +39,11 @@ const OTHER_METRIC_DASH = '2 3';
 
 export function renderBenchReport(files: Array<{ file: string; data: ResultsFile }>): string {
   const ordered = [...files].sort(byDateThenName);
-  const bySuite = groupBy(ordered, (f) => String(f.data.suite));
-  const suites = [...bySuite.keys()].sort(
-    (a, b) => rank(SUITE_ORDER, a) - rank(SUITE_ORDER, b) || (a < b ? -1 : a > b ? 1 : 0),
-  );
   const colours = seriesColours(ordered.flatMap((f) => rowsOf(f.data).map((r) => String(r.transport))));
-  const body = suites.map((suite) =>
-    suite === 'joins' ? joinsSection(bySuite.get(suite)!, colours) : suiteSection(suite, bySuite.get(suite)!, colours),
-  );
+  const { twoGpu, others } = splitByMachine(ordered);
+  const body = suiteSections(twoGpu, colours, '');
+  for (const [label, fs] of [...others].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+    body.push(...suiteSections(fs, colours, label));
   return htmlPage(
     'memra benchmarks',
     STYLE,
@@ -52,6 +51,25 @@ export function renderBenchReport(files: Array<{ file: string; data: ResultsFile
 ${machinesSection(ordered)}
 ${body.join('\n')}`,
   );
+}
+
+/** A section per suite; `machine` (a label) titles sections of files that are not the two-GPU machine's. */
+function suiteSections(files: NamedResults[], colours: Map<string, string>, machine: string): string[] {
+  const bySuite = groupBy(files, (f) => String(f.data.suite));
+  const suites = [...bySuite.keys()].sort(
+    (a, b) => rank(SUITE_ORDER, a) - rank(SUITE_ORDER, b) || (a < b ? -1 : a > b ? 1 : 0),
+  );
+  return suites.map((suite) =>
+    suite === 'joins'
+      ? joinsSection(bySuite.get(suite)!, colours, machine)
+      : suiteSection(suite, bySuite.get(suite)!, colours, machine),
+  );
+}
+
+/** A section's title and id: the suite's, with the machine's label where it is not the two-GPU machine. */
+function heading(title: string, suite: string, machine: string): { title: string; id: string } {
+  const id = `suite-${String(suite).replace(/[^A-Za-z0-9_-]/g, '_')}${machine ? `-${machine.replace(/[^A-Za-z0-9_-]/g, '_')}` : ''}`;
+  return { title: machine ? `${title} on ${machine}` : title, id };
 }
 
 // The shared page style, plus what only this page has: spacing for its many tables, heat cells.
@@ -150,7 +168,7 @@ function ncclVersion(v: number | undefined): string {
 
 // ---- joins: latency against size per op ----
 
-function joinsSection(entries: NamedResults[], colours: Map<string, string>): string {
+function joinsSection(entries: NamedResults[], colours: Map<string, string>, machine: string): string {
   const lines = newestLines(entries);
   const byPlot = new Map<string, { op: string; unit: string; lines: ResultsLine[] }>();
   for (const l of lines) {
@@ -185,8 +203,9 @@ function joinsSection(entries: NamedResults[], colours: Map<string, string>): st
 ${latencyPlot(`${op}: median latency against bytes per transport`, unit, series)}
 ${lineTable(ls, unit)}`;
   });
-  return `<section id="suite-joins">
-<h2>Joins</h2>
+  const h = heading('Joins', 'joins', machine);
+  return `<section id="${esc(h.id)}">
+<h2>${esc(h.title)}</h2>
 <p class="note">Median latency per join against the bytes it delivers, one line per transport and metric (solid: device, CUDA events; dashed: host, the main thread's clock); each point's whisker reaches up to p99. Each line comes from the newest results file that has it. Hover a point for its figures.</p>
 ${parts.join('\n') || '<p class="note">No rows.</p>'}
 </section>`;
@@ -226,7 +245,7 @@ function lineLabel(l: ResultsLine): string {
 
 // ---- other suites: a table per file, bars for decode and ep ----
 
-function suiteSection(suite: string, entries: NamedResults[], colours: Map<string, string>): string {
+function suiteSection(suite: string, entries: NamedResults[], colours: Map<string, string>, machine: string): string {
   const files = [...entries].reverse().map(({ file, data }) => {
     const rows = rowsOf(data);
     const charts = BAR_SUITES.has(suite) ? barCharts(rows, colours) : '';
@@ -236,8 +255,9 @@ function suiteSection(suite: string, entries: NamedResults[], colours: Map<strin
 ${charts}
 ${rowsTable(rows)}`;
   });
-  return `<section id="suite-${esc(String(suite).replace(/[^A-Za-z0-9_-]/g, '_'))}">
-<h2>${esc(suite)}</h2>
+  const h = heading(suite, suite, machine);
+  return `<section id="${esc(h.id)}">
+<h2>${esc(h.title)}</h2>
 <p class="note">One table per results file, newest first; hover a row for how its figure was taken.${BAR_SUITES.has(suite) ? ' Bars: median; whisker: out to p99.' : ''}</p>
 ${files.join('\n')}
 </section>`;

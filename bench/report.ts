@@ -12,6 +12,7 @@ import { joinsTable, rowsTable, summaryTable, variantsTable } from './report-tab
 import { targetsTable } from './report-targets.js';
 import type { NamedResults } from './results-types.js';
 import { readStoredResults } from './stored-results.js';
+import { isTwoGpuResults } from './results-machine.js';
 
 /** A generated table: the document it lives in, its marker, and what it renders from the results. */
 export interface Section {
@@ -25,8 +26,7 @@ const ofSuite =
   (files: NamedResults[]): NamedResults[] =>
     files.filter((f) => f.data.suite === suite);
 /** The targets are two-GPU goals: only two-GPU machines' files count (loopback runs share one card). */
-const twoGpu = (files: NamedResults[]): NamedResults[] =>
-  files.filter((f) => /^2x/.test(f.data.machine?.label ?? '') && !/loopback/.test(f.data.machine.label));
+const twoGpu = (files: NamedResults[]): NamedResults[] => files.filter(isTwoGpuResults);
 
 export const SECTIONS: Section[] = [
   { doc: 'README.md', name: 'summary', render: (f) => summaryTable(f) },

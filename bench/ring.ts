@@ -15,21 +15,23 @@
  */
 import { loadBinding } from '../src/runtime/binding.js';
 import { Runtime } from '../src/runtime/runtime.js';
-import type { BackendKind } from '../src/runtime/device-api.js';
 import { placementNote, row, type Row } from './results-file.js';
 import type { Progress } from '../src/cli/progress.js';
+import { pairOf, type SuiteContext } from './suite-context.js';
 
 const N_FLOATS = 1024;
 
-export async function benchRing(backend: BackendKind, joins: number, progress: Progress): Promise<Row[]> {
+export async function benchRing(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
+  const { backend, joins } = ctx;
   const rows: Row[] = [];
   const rt = await Runtime.open({
     backend,
+    ...pairOf(ctx, 'ring'),
     peerAccess: false,
     spinMicros: Number(process.env.MEMRA_BENCH_SPIN_US ?? 2000),
   });
   try {
-    const [a, b] = rt.ranks;
+    const [a, b] = rt.pair('the ring suite');
     const pa = await a.alloc(N_FLOATS * 4),
       pb = await b.alloc(N_FLOATS * 4);
     const measure = (label: string, launch: boolean, peerLaunches = launch): number[] => {

@@ -12,6 +12,7 @@ import type { DecodeConfig } from '../src/decode/decode-config.js';
 import type { Layout } from '../src/decode/device-weights.js';
 import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
+import { pairOf, type SuiteContext } from './suite-context.js';
 
 export const presetFor = (backend: BackendKind): string => (backend === 'cuda' ? 'bench' : 'tiny');
 
@@ -58,14 +59,17 @@ export async function timeSteps(
   return out;
 }
 
+/** The unsharded walk on one worker (device 0); the sharded one on the suite's two ranks. */
 export async function withWalk<T>(
-  backend: BackendKind,
+  ctx: SuiteContext,
   layout: Layout,
   fn: (walk: DeviceWalk, rt: Runtime) => Promise<T>,
   progress: Progress,
 ): Promise<T> {
+  const { backend } = ctx;
   const cfg = presetByName(presetFor(backend));
-  const rt = await Runtime.open({ backend, mailboxBytes: mailboxBytesFor(cfg, 1) });
+  const ranks = layout === 'unsharded' ? { devices: [0] } : pairOf(ctx, 'the sharded walk');
+  const rt = await Runtime.open({ backend, ...ranks, mailboxBytes: mailboxBytesFor(cfg, 1) });
   const link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
   try {
     const walk = await DeviceWalk.load(rt, link, cfg, layout, 1, (d, t) => progress.tick(`weights ${layout}`, d, t));

@@ -12,6 +12,11 @@
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
 #   ring    the ring suite (a join's host cost: the handshake, one launch, two at once)
+#   one-gpu what a machine of one GPU runs (docs/one-gpu.md): the whole GPU suite (its two-rank
+#           suites in loopback there), `npm start`, `memra selfcheck` and the decode suite (its
+#           unsharded rows, eager and from the step graph); about 6 minutes
+#   loopback-bench  the ring, joins and ep suites with both ranks on device 0, written as
+#           <suite>-<machine>-loopback-<date>.json (never two-GPU figures)
 #   smoke   the LL server probe (build it first, here: nvcc -O2 -std=c++17 -arch=sm_90 -I. -o
 #           build/probes/ll-server-probe scripts/probes/ll-server-probe.cu cu/tp_ll_server.cu), the
 #           node diagnostic (scripts/probes/ll-server-node.mjs) and
@@ -42,8 +47,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|probe|smoke|ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|probe|smoke|ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu, loopback-bench, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -63,7 +68,7 @@ step() { # name seconds command...
   timeout --kill-after=5 "$secs" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - t0)) s (bound $secs s)"
-  grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY|^  [0-9]+\) " "$logs/$name.log" | tail -12
+  grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY|chose:|tokens/s|^  [0-9]+\) " "$logs/$name.log" | tail -12
   return $rc
 }
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$logs/gpus.txt" 2>&1
@@ -89,6 +94,15 @@ for phase in "${phases[@]}"; do
       step bench-joins 540 node dist/bench/main.js joins --out "$logs" ;;
     ring)
       step bench-ring 100 node dist/bench/main.js ring --out "$logs" ;;
+    one-gpu)
+      step test-gpu 360 npx mocha --timeout 120000 'dist/test/gpu/**/*.test.js'
+      step start 60 node dist/src/cli/main.js decode
+      step selfcheck 30 node dist/src/cli/main.js selfcheck
+      step bench-decode 150 node dist/bench/main.js decode --out "$logs" ;;
+    loopback-bench)
+      step bench-ring 80 node dist/bench/main.js ring --loopback --out "$logs"
+      step bench-joins 300 node dist/bench/main.js joins --loopback --out "$logs"
+      step bench-ep 120 node dist/bench/main.js ep --loopback --out "$logs" ;;
     probe)
       step launch-probe 60 build/probes/launch-probe ;;
     phases)

@@ -1,5 +1,5 @@
 /** memra's public API. */
-export { Runtime, detectBackend, type RuntimeOptions } from './runtime/runtime.js';
+export { Runtime, detectBackend, type RuntimeOptions, type Ranks } from './runtime/runtime.js';
 export { Rank, type DeviceEvent } from './runtime/rank.js';
 export type { PeerStatus } from './runtime/peer.js';
 export type { BackendKind } from './runtime/device-api.js';
@@ -8,6 +8,7 @@ export { RingError } from './workers/ring.js';
 export { ControlError } from './workers/worker-handle.js';
 export { loadBinding, type NativeBinding, type DeviceProps } from './runtime/binding.js';
 export { Session, type SessionOptions, type StepOutput } from './decode/session.js';
+export { planRun, type RunAsk, type RunPlan } from './decode/run-plan.js';
 export { PRESETS, presetByName, validateConfig, type ModelConfig, type PresetName } from './decode/model-config.js';
 export {
   DEFAULT_CONFIG,

@@ -19,7 +19,12 @@ export interface DecodeOptions {
   batch: number;
   config?: string;
   backend: 'auto' | BackendKind;
-  layout: Layout;
+  /** Default: what the machine allows (src/decode/run-plan.ts). */
+  layout?: Layout;
+  /** Device ordinals, one per rank (RuntimeOptions.devices). */
+  devices?: number[];
+  /** Both ranks on one device (RuntimeOptions.loopback). */
+  loopback: boolean;
   json: boolean;
   /** Time every join on the device (the config's `profile`), and summarise per hop. */
   profile: boolean;
@@ -39,6 +44,11 @@ export interface HopSummary {
 export interface DecodeReport {
   backend: BackendKind;
   layout: Layout;
+  /** One ordinal per rank. */
+  devices: number[];
+  loopback: boolean;
+  /** Why this backend, layout and these devices (src/decode/run-plan.ts). */
+  why: string;
   preset: string;
   layers: number;
   batch: number;
@@ -70,7 +80,8 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
   const progress = new Progress();
   const session = await Session.open({
     backend: o.backend,
-    layout: o.layout,
+    ...(o.layout ? { layout: o.layout } : {}),
+    runtime: { loopback: o.loopback, ...(o.devices ? { devices: o.devices } : {}) },
     maxBatch: o.batch,
     ...(o.preset ? { model: o.preset } : {}),
     ...(o.config || o.profile
@@ -110,6 +121,9 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     const report: DecodeReport = {
       backend: session.backend,
       layout: session.layout,
+      devices: session.plan.devices,
+      loopback: session.plan.loopback,
+      why: session.plan.why,
       preset,
       layers: session.model.layers,
       batch: o.batch,
@@ -150,10 +164,14 @@ function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPe
 }
 
 export function printDecode(r: DecodeReport): void {
-  console.log(`backend: ${r.backend} (${r.layout}), model: ${r.preset}, batch ${r.batch}`);
+  console.log(
+    `backend: ${r.backend} (${r.layout}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
+  );
+  console.log(`chose: ${r.why}`);
   const size = (b: number): string =>
     b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / 2 ** 20).toFixed(1)} MiB`;
-  if (r.weightBytesPerRank.length) console.log(`weights per device: ${r.weightBytesPerRank.map(size).join(', ')}`);
+  if (r.weightBytesPerRank.length)
+    console.log(`weights per ${r.loopback ? 'rank' : 'device'}: ${r.weightBytesPerRank.map(size).join(', ')}`);
   if (r.placement.some((p) => p.cpu !== null))
     console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
   for (const [s, row] of r.tokens.entries()) console.log(`row ${s}: ${row.join(' ')}`);

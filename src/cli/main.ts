@@ -11,20 +11,26 @@ const USAGE = `usage: memra <command> [options]
 
 commands:
   selfcheck [--backend auto|cuda|cpu] [--joins N] [--json]
-      open the runtime on the best available backend (CUDA with two GPUs, else the CPU
-      reference), run N ordered cross-device joins and check the result
+      open the runtime on the best available backend (CUDA where a GPU is visible, else the CPU
+      reference), run N ordered cross-device joins (one GPU: from its one rank to itself) and
+      check the result
   decode [--preset tiny|small|bench] [--tokens N] [--batch T] [--config FILE]
-         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--no-profile] [--json]
+         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--devices D[,D]] [--loopback]
+         [--no-profile] [--json]
       greedy decoding of the synthetic model (docs/model.md): row s starts from token s and
-      feeds its tokens back; default model: small on two GPUs, tiny on the CPU reference.
+      feeds its tokens back; default model: small on the GPU, tiny on the CPU reference; default
+      layout: sharded over two GPUs, unsharded on one (it prints which it chose and why).
+      --devices picks the ordinals (one: unsharded; two: sharded); --loopback puts both ranks
+      of the sharded walk on one device (for testing two-rank code on one card).
       Prints tokens/s and each hop's join latency (device events on the receiving rank);
       --no-profile leaves the joins untimed
   profile [decode's options] [--out DIR]
       a decode with every join profiled, written to DIR (default memra-profile/):
       profile.json (raw samples, per-(layer, hop, transport) histograms), trace.json (Chrome
       trace events: open in Perfetto) and report.html (self-contained SVG plots)
-  bench [ring|joins|decode|ep ...] [--backend cuda|cpu] [--joins N] [--transports a,b] [--out DIR]
-      the benchmark suites (default: all); results as JSON in bench/results/ (GPU runs) and DIR`;
+  bench [ring|joins|decode|ep ...] [--backend cuda|cpu] [--joins N] [--transports a,b] [--loopback] [--out DIR]
+      the benchmark suites (default: all); results as JSON in bench/results/ (GPU runs) and DIR.
+      On one GPU, decode runs unsharded and the two-rank suites in loopback, labelled so`;
 
 const BACKENDS = ['auto', 'cuda', 'cpu'];
 
@@ -95,7 +101,9 @@ function parseDecodeArgs(command: string, argv: string[], withOut: boolean): Dec
         batch: { type: 'string', default: '1' },
         config: { type: 'string' },
         backend: { type: 'string', default: 'auto' },
-        layout: { type: 'string', default: 'sharded' },
+        layout: { type: 'string' },
+        devices: { type: 'string' },
+        loopback: { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
         ...(withOut ? { out: { type: 'string' as const, default: 'memra-profile' } } : {}),
       },
@@ -104,8 +112,11 @@ function parseDecodeArgs(command: string, argv: string[], withOut: boolean): Dec
     return (e as Error).message;
   }
   if (!BACKENDS.includes(values.backend!)) return `--backend must be auto, cuda or cpu, got '${values.backend}'`;
-  if (values.layout !== 'sharded' && values.layout !== 'unsharded')
+  if (values.layout !== undefined && values.layout !== 'sharded' && values.layout !== 'unsharded')
     return `--layout must be sharded or unsharded, got '${values.layout}'`;
+  const devices = values.devices === undefined ? undefined : values.devices.split(',');
+  if (devices && (devices.length > 2 || !devices.every((d) => /^\d+$/.test(d))))
+    return `--devices must be one device ordinal or two separated by a comma (0, or 0,1), got '${values.devices}'`;
   const tokens = Number(values.tokens),
     batch = Number(values.batch);
   if (!Number.isInteger(tokens) || tokens < 1) return `--tokens must be a positive integer, got '${values.tokens}'`;
@@ -118,7 +129,9 @@ function parseDecodeArgs(command: string, argv: string[], withOut: boolean): Dec
     json: values.json!,
     profile: args.length === argv.length,
     backend: values.backend as 'auto' | 'cuda' | 'cpu',
-    layout: values.layout,
+    loopback: values.loopback!,
+    ...(values.layout ? { layout: values.layout as 'sharded' | 'unsharded' } : {}),
+    ...(devices ? { devices: devices.map(Number) } : {}),
     ...(values.preset ? { preset: values.preset } : {}),
     ...(values.config ? { config: values.config } : {}),
     ...(withOut && typeof (values as { out?: unknown }).out === 'string'

@@ -24,12 +24,19 @@ export async function profile(
   o: Omit<DecodeOptions, 'profile' | 'onStep' | 'json'>,
   outDir: string,
 ): Promise<ProfileRun> {
-  // Before the run, not after it: the session takes exactly the layout it is given.
-  if (o.layout !== 'sharded')
+  // Before the run, not after it: the session takes exactly the layout it is given (on one GPU,
+  // the sharded layout needs --loopback, and the session says so).
+  if (o.layout === 'unsharded')
     throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
   const recorder = new ProfileRecorder();
-  const report = await decode({ ...o, json: false, profile: true, onStep: (rows, out) => recorder.record(rows, out) });
-  const machine = describeMachine(report.backend);
+  const report = await decode({
+    ...o,
+    layout: 'sharded',
+    json: false,
+    profile: true,
+    onStep: (rows, out) => recorder.record(rows, out),
+  });
+  const machine = describeMachine(report.backend, report.loopback);
   const p = await recorder.finish(
     {
       preset: report.preset,
@@ -37,7 +44,7 @@ export async function profile(
       backend: report.backend,
       machine:
         machine.gpus.length > 0
-          ? `${machine.gpus.length}x ${machine.gpus[0]!.name}`
+          ? `${machine.gpus.length}x ${machine.gpus[0]!.name}${report.loopback ? ', loopback (both ranks on one device: not two-GPU figures)' : ''}`
           : `cpu reference (${machine.cores} cores)`,
       date: new Date().toISOString(),
       config: report.config,

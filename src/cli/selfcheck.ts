@@ -1,6 +1,7 @@
 /**
  * `memra selfcheck`: open the runtime on the best available backend, prove the rings, the
- * handshake and the completion counter with real work, and report what was found.
+ * handshake and the completion counter with real work, and report what was found. On one GPU
+ * the runtime has one rank, and the same joins run from it to itself (no handshake to prove).
  */
 import { Runtime, detectBackend } from '../runtime/runtime.js';
 import type { BackendKind } from '../runtime/device-api.js';
@@ -19,7 +20,7 @@ export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000):
   const backend = backendArg === 'auto' ? detected.backend : backendArg;
   const rt = await Runtime.open({ backend });
   try {
-    const [a, b] = rt.ranks;
+    const [a, b] = rt.ranks.length === 2 ? rt.ranks : [rt.ranks[0], rt.ranks[0]];
     const n = 4096;
     const pa = await a.alloc(n * 4),
       pb = await b.alloc(n * 4);
@@ -27,7 +28,7 @@ export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000):
       pushed = await a.createEvent();
     const t0 = performance.now();
     for (let i = 1; i <= joins; i++) {
-      // One push per join from rank 0 into rank 1, ordered both ways as seed 000 requires.
+      // One push per join from rank 0 into rank 1 (or into itself), ordered both ways as seed 000 requires.
       a.fill(pa, n, i);
       b.record(ready);
       a.wait(ready);
@@ -37,15 +38,20 @@ export async function selfcheck(backendArg: BackendKind | 'auto', joins = 2000):
       b.signal(0, i);
     }
     const hostMicrosPerJoin = ((performance.now() - t0) * 1000) / joins;
-    await rt.waitCompleted(1, 0, joins);
+    await rt.waitCompleted(b.rank, 0, joins);
     const got = await b.downloadF32(pb, n);
     const checked = got.every((v) => v === joins);
-    if (!checked) throw new Error(`selfcheck: rank 1 holds ${got[0]} after ${joins} joins, wanted ${joins}`);
-    const peer = rt.peer
-      ? rt.peer.enabled[0][1] && rt.peer.enabled[1][0]
-        ? 'proven both ways'
-        : rt.peer.reason.join('; ')
-      : 'not probed';
+    if (!checked) throw new Error(`selfcheck: rank ${b.rank} holds ${got[0]} after ${joins} joins, wanted ${joins}`);
+    const peer =
+      rt.ranks.length === 1
+        ? `one rank (device ${a.ordinal}): no peer to reach`
+        : !rt.peer
+          ? 'not probed'
+          : !(rt.peer.enabled[0][1] && rt.peer.enabled[1][0])
+            ? rt.peer.reason.join('; ')
+            : rt.peer.loopback
+              ? `loopback (both ranks on device ${a.ordinal}): each rank's memory written by the other and read back`
+              : 'proven both ways';
     return { backend, why: detected.why, peer, joins, hostMicrosPerJoin, checked };
   } finally {
     await rt.close();

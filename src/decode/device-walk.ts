@@ -1,7 +1,7 @@
 /**
- * The decode walk on the devices (two GPUs, or the CPU reference's two emulated devices): one
- * step enqueued whole (every layer, every hop, both ranks) as ring records, then one read-back of
- * the next tokens through rank 0's mailbox.
+ * The decode walk on the devices (one GPU, two GPUs or two ranks on one in loopback, or the CPU
+ * reference's emulated devices): one step enqueued whole (every layer, every hop, every rank) as
+ * ring records, then one read-back of the next tokens through rank 0's mailbox.
  *
  * `sharded` (docs/model.md "How it is sharded"; rank 0 is root):
  *   hop 1  fan-out:    root broadcasts h and the positions (packed: t·H floats, then t words)
@@ -19,7 +19,8 @@
  *   (with the config's `epGraph` gate on, hop 4 to the merge goes through the layer's EP graph
  *    slot, ep-graph-slot.ts: a replayed graph when one could be captured, else the same eager
  *    records)
- * `unsharded` (the oracle): rank 0 does all of it with every head and expert, and no hops.
+ * `unsharded` (the oracle, and the layout of one GPU): rank 0 does all of it with every head and
+ * expert, and no hops; a one-worker runtime runs it.
  *
  * Nothing in the movement hops adds numbers and every kernel computes each output the same way
  * whatever slice it is given (cu/model.h), so the sharded walk is bit-identical to the unsharded
@@ -130,7 +131,8 @@ export interface StepResult {
 }
 
 export class DeviceWalk {
-  private readonly ops: [ModelOps, ModelOps];
+  /** One per rank the layout uses: rank 0's alone unsharded (a one-worker runtime will do). */
+  private readonly ops: readonly ModelOps[];
   private readonly own: [Ownership, Ownership];
   private readonly transports = new Map<TransportName, Transport>();
   private stepSeq = 0;
@@ -180,7 +182,7 @@ export class DeviceWalk {
     private readonly weights: RankWeights[],
     private readonly bufs: Buffers[],
   ) {
-    this.ops = [new ModelOps(rt.ranks[0]), new ModelOps(rt.ranks[1])];
+    this.ops = (layout === 'sharded' ? rt.pair('the sharded walk') : [rt.ranks[0]]).map((r) => new ModelOps(r));
     this.own = [ownership(cfg, layout, 0), ownership(cfg, layout, 1)];
     this.builtFor = this.own.map((o) => ({ e0: o.e0, nE: o.nE }));
     this.epSlots = new EpGraphSlots(cfg.layers);
@@ -211,6 +213,7 @@ export class DeviceWalk {
     maxBatch: number,
     progress?: Progress,
   ): Promise<DeviceWalk> {
+    if (layout === 'sharded') rt.pair('the sharded walk');
     if (layout === 'sharded' && !link) throw new Error('the sharded walk needs a tp link');
     const loader = new WeightLoader(cfg);
     const n = layout === 'sharded' ? 2 : 1;
@@ -398,7 +401,7 @@ export class DeviceWalk {
     const t = tokens.length;
     const H = this.cfg.hidden;
     const b0 = this.bufs[0]!,
-      root = this.ops[0];
+      root = this.ops[0]!;
     const posAt = (r: number): number => this.bufs[r]!.hx + t * H * 4;
     // Tokens and positions are the step's only inputs from the host, written before the body:
     // everything after reads them from device memory, so a captured body replays any step.
@@ -457,7 +460,7 @@ export class DeviceWalk {
   /** The embedding: the step's first kernel. */
   private head(t: number): void {
     const b0 = this.bufs[0]!;
-    this.ops[0].embed(b0.hx, this.weights[0]!.emb, b0.tokIn, t, this.cfg.hidden, this.cfg.vocab);
+    this.ops[0]!.embed(b0.hx, this.weights[0]!.emb, b0.tokIn, t, this.cfg.hidden, this.cfg.vocab);
   }
 
   /** The final norm, the logits and the greedy pick, into tokOut. */
@@ -465,7 +468,7 @@ export class DeviceWalk {
     const { hidden: H, vocab: V } = this.cfg;
     const b0 = this.bufs[0]!,
       w0 = this.weights[0]!,
-      root = this.ops[0];
+      root = this.ops[0]!;
     root.rmsnorm(b0.fin, b0.hx, w0.gf, t, H);
     root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
     root.argmax(b0.tokOut, b0.logitsV, t, V);
@@ -614,7 +617,7 @@ export class DeviceWalk {
         Dv,
       );
     }
-    const root = this.ops[0];
+    const root = this.ops[0]!;
     if (!tr) {
       // Unsharded: uPart holds every head already, and the residual add rides on the product
       // (f32(h + y), the bits the sharded walk's separate add gives).
@@ -683,7 +686,7 @@ export class DeviceWalk {
   private moeHead(l: number, t: number, tr: Transport | undefined): boolean {
     const { hidden: H, experts: E, topk: K } = this.cfg;
     const b0 = this.bufs[0]!,
-      root = this.ops[0];
+      root = this.ops[0]!;
     const p0 = this.packAt(0, t),
       lw0 = this.weights[0]!.layers[l]!;
     root.rmsnorm(b0.a, b0.hx, lw0.g2, t, H);
@@ -703,7 +706,7 @@ export class DeviceWalk {
   /** The peer's half: dequantize what the fan-out brought, then its experts' slots. */
   private epPeer(l: number, t: number): void {
     const p1 = this.packAt(1, t);
-    this.ops[1].dequantize(this.bufs[1]!.xd, p1.xq, p1.xs, t, this.cfg.hidden);
+    this.ops[1]!.dequantize(this.bufs[1]!.xd, p1.xq, p1.xs, t, this.cfg.hidden);
     this.experts(1, l, t);
   }
 
@@ -712,7 +715,7 @@ export class DeviceWalk {
     const { hidden: H, experts: E, topk: K } = this.cfg;
     const b0 = this.bufs[0]!,
       p0 = this.packAt(0, t);
-    this.ops[0].moeCombine(b0.hx, p0.wts, p0.ids, b0.contrib, b0.contribPeer, E / 2, t, K, H);
+    this.ops[0]!.moeCombine(b0.hx, p0.wts, p0.ids, b0.contrib, b0.contribPeer, E / 2, t, K, H);
   }
 
   /** The eager twin: the fan-out and the return through the layer's transport. */
@@ -787,7 +790,7 @@ export class DeviceWalk {
       await this.kernelSpans.close();
       this.kernelSpans = undefined;
     }
-    this.ops[0].spans = this.kernelSpans;
+    this.ops[0]!.spans = this.kernelSpans;
   }
 
   /** Rank 0's kernels of the step timed since the last call, in stream order. */

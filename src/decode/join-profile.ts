@@ -31,7 +31,7 @@
  * next step runs, never on the walk.
  */
 import type { Runtime } from '../runtime/runtime.js';
-import type { DeviceEvent } from '../runtime/rank.js';
+import type { DeviceEvent, Rank } from '../runtime/rank.js';
 import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
 import { HOPS, RECEIVER, type Hop, type JoinSample } from '../profile/profile-data.js';
 import { ProfileBoard } from '../workers/profile-board.js';
@@ -150,14 +150,18 @@ export class JoinProfiler {
   /** The switches' deviceEvents as this profiler was made (see ProfileSwitches). */
   private readonly deviceEvents: boolean;
 
+  /** The profile times the joins between two ranks. */
+  private readonly ranks: readonly [Rank, Rank];
+
   private constructor(
     private readonly rt: Runtime,
     layers: number,
     private readonly switches: ProfileSwitches,
     private readonly mailbox: StampMailbox | undefined,
   ) {
+    this.ranks = rt.pair('the join profile');
     this.deviceEvents = switches.deviceEvents;
-    this.boards = rt.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
+    this.boards = this.ranks.map((r) => ProfileBoard.create(r.ring.view.capacity));
     this.blockBytes = stampBlockBytes(layers);
   }
 
@@ -177,14 +181,14 @@ export class JoinProfiler {
         p.sets.push(set);
         for (let l = 0; l < layers; l++) {
           for (const hop of HOPS) {
-            const r = rt.ranks[RECEIVER[hop]];
+            const r = p.ranks[RECEIVER[hop]];
             set.pairs.push([await r.createEvent(true), await r.createEvent(true)]);
           }
         }
-        for (const r of rt.ranks) set.stepStart.push(await r.createEvent(true));
+        for (const r of p.ranks) set.stepStart.push(await r.createEvent(true));
       }
-      if (p.mailbox) for (const r of rt.ranks) p.stampBlocks[r.rank] = await r.alloc(p.blockBytes);
-      for (const r of rt.ranks) {
+      if (p.mailbox) for (const r of p.ranks) p.stampBlocks[r.rank] = await r.alloc(p.blockBytes);
+      for (const r of p.ranks) {
         await r.control.call('setProfileBoard', p.boards[r.rank]!.buffer, p.base);
         r.ring.attachMarks(p.boards[r.rank]!.marks);
       }
@@ -202,7 +206,7 @@ export class JoinProfiler {
     this.pending = [];
     this.stepT0 = hostMicros(this.base);
     if (this.deviceEvents) {
-      for (const r of this.rt.ranks) {
+      for (const r of this.ranks) {
         this.mark(r, this.set.stepStart[r.rank]!);
         if (this.canSelfTime) r.stampNow(this.stampBlocks[r.rank]!);
       }
@@ -242,7 +246,7 @@ export class JoinProfiler {
   ): void {
     const at = layer * HOPS.length + HOPS.indexOf(hop);
     const [start, end] = this.set.pairs[at]!;
-    const r = this.rt.ranks[RECEIVER[hop]];
+    const r = this.ranks[RECEIVER[hop]];
     const selfTimed = this.timesItself(timer);
     // In replayed()'s field order, so every Pending shares one map (see there).
     this.open = {
@@ -269,9 +273,9 @@ export class JoinProfiler {
     const j = this.open;
     if (!j) throw new Error('join profile: endJoin() without beginJoin()');
     this.open = undefined;
-    if (this.deviceEvents && !j.selfTimed) this.mark(this.rt.ranks[RECEIVER[j.hop]], j.end);
-    j.last0 = this.rt.ranks[0].ring.lastSeq();
-    j.last1 = this.rt.ranks[1].ring.lastSeq();
+    if (this.deviceEvents && !j.selfTimed) this.mark(this.ranks[RECEIVER[j.hop]], j.end);
+    j.last0 = this.ranks[0].ring.lastSeq();
+    j.last1 = this.ranks[1].ring.lastSeq();
     this.pending.push(j);
   }
 
@@ -282,9 +286,9 @@ export class JoinProfiler {
   copyStamps(): void {
     if (!this.canSelfTime) return;
     const at = this.mailbox!.offset + this.setIndex * this.blockBytes;
-    for (const r of this.rt.ranks) this.mailbox!.copy(r.rank, this.stampBlocks[r.rank]!, at, this.blockBytes);
+    for (const r of this.ranks) this.mailbox!.copy(r.rank, this.stampBlocks[r.rank]!, at, this.blockBytes);
     this.set.copied = ++this.copies;
-    this.rt.ranks[1].signal(PROFILE_SLOT, this.set.copied);
+    this.ranks[1].signal(PROFILE_SLOT, this.set.copied);
   }
 
   /** Which of the two event sets this step uses. */
@@ -344,8 +348,8 @@ export class JoinProfiler {
    * one ring record per rank for the whole step.
    */
   replayed(joins: readonly CapturedJoin[], t0: number, token: number): void {
-    const last0 = this.rt.ranks[0].ring.lastSeq(),
-      last1 = this.rt.ranks[1].ring.lastSeq();
+    const last0 = this.ranks[0].ring.lastSeq(),
+      last1 = this.ranks[1].ring.lastSeq();
     // Field by field, in beginJoin()'s order, not `{ ...j, token, ... }`: V8 gives a spread object
     // with properties added after it a dictionary map, which made this loop and read()'s accesses
     // cost ~5 us a join, 0.75 ms of a bench step (decode-2xH200-2026-11-30-run8: the profiled step
@@ -379,10 +383,10 @@ export class JoinProfiler {
    * the step) gets a no-op record to ride on, so every event of the step is on its stream.
    */
   flush(): void {
-    for (const r of this.rt.ranks) if (r.ring.marksPending()) r.nop();
+    for (const r of this.ranks) if (r.ring.marksPending()) r.nop();
   }
 
-  private mark(r: Runtime['ranks'][number], ev: DeviceEvent): void {
+  private mark(r: Rank, ev: DeviceEvent): void {
     // Two marks already wait when a join wrote nothing on its receiving ring: record this one.
     if (!r.ring.mark(ev.handle)) {
       r.record(ev);
@@ -421,7 +425,7 @@ export class JoinProfiler {
       "join profile: a worker did not enqueue the step's last join within 10 s",
     );
     const stampOf = (rank: 0 | 1, seq: number): number => {
-      const ring = this.rt.ranks[rank].ring;
+      const ring = this.ranks[rank].ring;
       if (seqDiff(ring.lastSeq(), seq) >= ring.view.capacity)
         throw new Error(`join profile: ring ${rank} wrapped past record ${seq >>> 0} before its stamp was read`);
       return this.boards[rank]!.stamps[seq & (ring.view.capacity - 1)]!;
@@ -441,7 +445,7 @@ export class JoinProfiler {
         // The newest of them all is the last join's end: this rank's stream recorded them in order.
         const ms: number[] =
           timed.length > 0
-            ? await this.rt.ranks[rank].control.call(
+            ? await this.ranks[rank].control.call(
                 'elapsedMsPairs',
                 timed.flatMap((j) => [j.start.handle, j.end.handle, origin, j.start.handle]),
                 timed[timed.length - 1]!.end.handle,
@@ -499,16 +503,16 @@ export class JoinProfiler {
   /** Waits for reads in flight, then releases every event and the workers' boards. */
   async close(): Promise<void> {
     for (const set of this.sets) await set.reading.catch(() => undefined);
-    for (const r of this.rt.ranks) {
+    for (const r of this.ranks) {
       r.ring.attachMarks(undefined);
       await r.control.call('setProfileBoard', undefined, this.base).catch(() => undefined);
     }
     for (const set of this.sets) {
       for (const e of [...set.pairs.flat(), ...set.stepStart]) {
-        await this.rt.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);
+        await this.ranks[e.rank]!.destroyEvent(e).catch(() => undefined);
       }
     }
-    for (const r of this.rt.ranks)
+    for (const r of this.ranks)
       if (this.stampBlocks[r.rank]) await r.free(this.stampBlocks[r.rank]!).catch(() => undefined);
     this.sets.length = 0;
   }

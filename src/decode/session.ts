@@ -7,7 +7,7 @@
  * session as it was. A failure on a device (a worker's refusal, a barrier that timed out) closes
  * the session, and every later call says why.
  */
-import { Runtime, detectBackend, type RuntimeOptions } from '../runtime/runtime.js';
+import { Runtime, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
 import type { BackendKind } from '../runtime/device-api.js';
 import { DeviceWalk, mailboxBytesFor, type StepResult } from './device-walk.js';
@@ -15,13 +15,18 @@ import { WeightLoader, type Layout, type Progress } from './device-weights.js';
 import { presetByName, validateConfig, type ModelConfig } from './model-config.js';
 import type { JoinTiming } from './join-profile.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, type DecodeConfig } from './decode-config.js';
+import { planRun, type RunPlan } from './run-plan.js';
 
 export interface SessionOptions {
   /** A preset name (`tiny`, `small`, `bench`) or a full config. Default: `small` on CUDA, `tiny` on the CPU. */
   model?: string | ModelConfig;
-  /** Default `auto`: CUDA when two devices are visible, else the CPU reference. */
+  /** Default `auto`: CUDA when a device is visible, else the CPU reference. */
   backend?: 'auto' | BackendKind;
-  /** `sharded` over the two devices (the default) or `unsharded` on rank 0 alone (the oracle). */
+  /**
+   * `sharded` over two ranks or `unsharded` on rank 0 alone (the oracle, and one GPU's layout).
+   * Default: sharded where two devices are visible (or `runtime.devices` names two, or
+   * `runtime.loopback`), unsharded on one GPU (run-plan.ts).
+   */
   layout?: Layout;
   /** The most rows (sequences) a step may carry. Default 4, at most 8. */
   maxBatch?: number;
@@ -29,7 +34,7 @@ export interface SessionOptions {
   config?: DecodeConfig | string;
   /** Called while weights are generated. */
   onProgress?: Progress;
-  /** Passed to Runtime.open. */
+  /** Passed to Runtime.open; `devices` and `loopback` also decide the default layout. */
   runtime?: RuntimeOptions;
 }
 
@@ -59,9 +64,9 @@ export class Session {
   private readonly lengths: number[];
 
   private constructor(
-    readonly backend: BackendKind,
+    /** The backend, layout and devices this session runs on, and why. */
+    readonly plan: RunPlan,
     readonly model: ModelConfig,
-    readonly layout: Layout,
     readonly maxBatch: number,
     private config: DecodeConfig,
     private readonly dev: { rt: Runtime; link: ArLink | undefined; walk: DeviceWalk },
@@ -70,10 +75,13 @@ export class Session {
   }
 
   static async open(opts: SessionOptions = {}): Promise<Session> {
-    const backend: BackendKind =
-      (opts.backend ?? 'auto') === 'auto' ? detectBackend().backend : (opts.backend as BackendKind);
-    if (backend !== 'cuda' && backend !== 'cpu')
-      throw new RangeError(`backend must be 'auto', 'cuda' or 'cpu', got '${String(opts.backend)}'`);
+    const plan = planRun({
+      backend: opts.backend,
+      layout: opts.layout,
+      devices: opts.runtime?.devices,
+      loopback: opts.runtime?.loopback,
+    });
+    const { backend, layout } = plan;
     const model =
       typeof opts.model === 'string'
         ? presetByName(opts.model)
@@ -81,14 +89,13 @@ export class Session {
     const maxBatch = opts.maxBatch ?? 4;
     if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_BATCH)
       throw new RangeError(`maxBatch must be an integer in [1, ${MAX_BATCH}], got ${maxBatch}`);
-    const layout = opts.layout ?? 'sharded';
-    if (layout !== 'sharded' && layout !== 'unsharded')
-      throw new RangeError(`layout must be 'sharded' or 'unsharded', got '${String(layout)}'`);
     const config = Session.readConfig(opts.config, model.layers);
     const loader = new WeightLoader(model);
     const rt = await Runtime.open({
       ...opts.runtime,
       backend,
+      devices: plan.devices,
+      loopback: plan.loopback,
       mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)),
       // The CPU reference's emulated devices hold the weights too: size their arenas for them.
       ...(backend === 'cpu'
@@ -104,7 +111,7 @@ export class Session {
     try {
       link = layout === 'sharded' ? await ArLink.open(rt) : undefined;
       const walk = await DeviceWalk.load(rt, link, model, layout, maxBatch, opts.onProgress);
-      const s = new Session(backend, model, layout, maxBatch, config, { rt, link, walk });
+      const s = new Session(plan, model, maxBatch, config, { rt, link, walk });
       try {
         await walk.prepare(config);
       } catch (e) {
@@ -123,6 +130,13 @@ export class Session {
     if (c === undefined) return DEFAULT_CONFIG;
     if (typeof c === 'string') return loadDecodeConfig(c, layers);
     return parseDecodeConfig(c, 'config', layers);
+  }
+
+  get backend(): BackendKind {
+    return this.plan.backend;
+  }
+  get layout(): Layout {
+    return this.plan.layout;
   }
 
   /** The decode config in force. */

@@ -74,11 +74,14 @@ export interface NativeBinding {
    * Bind this thread to `ordinal` (cudaSetDevice) and claim the ordinal for this thread,
    * process-wide. Throws if the ordinal is out of range (naming the count) or already claimed by
    * another thread (two ranks on one device: a peer store across two contexts on one card is
-   * undefined). A thread binds once. The claim, and every stream, event, allocation and host
+   * undefined). `loopback` claims share the ordinal with other loopback claims, and only with
+   * them: two ranks of this process on one card, one primary context, one address space (the
+   * runtime's `loopback`); it also lets this thread's parent graph take a peer child of its own
+   * device. A thread binds once. The claim, and every stream, event, allocation and host
    * registration the thread made, is released when the thread's environment is torn down, after
    * the device has drained.
    */
-  bindDevice(ordinal: number): void;
+  bindDevice(ordinal: number, loopback?: boolean): void;
   /** The ordinal this thread bound, or -1. */
   boundDevice(): number;
   /** Drain the device, free everything this thread allocated, and drop the claim. */
@@ -514,7 +517,8 @@ export interface NativeBinding {
    * copies[0..3] (owner -> peer) -> `peerChild` (captured on `peerDevice`'s thread) -> copies[4]
    * (peer -> owner, added under the peer's device); `postChild` after `ownerChild` and copies[4].
    * Instantiated and uploaded on `stream`; launch and destroy it as any executable graph. It holds
-   * its three children until it is destroyed.
+   * its three children until it is destroyed. `peerDevice` may be this thread's own device only
+   * when this thread bound it in loopback.
    */
   parentGraphBuild(
     ownerChild: ChildGraphHandle,

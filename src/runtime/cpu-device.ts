@@ -108,6 +108,8 @@ export class CpuDevice implements DeviceApi {
   private readonly f32: Float32Array[];
   private readonly u32: Uint32Array[];
   private dev = -1;
+  /** Bound in loopback: another lane (rank) may share this device. */
+  private loopback = false;
   private readonly streams = new Set<number>();
   private nextStream = 1;
   private readonly events = new Set<number>();
@@ -134,8 +136,14 @@ export class CpuDevice implements DeviceApi {
   private lastSlot = -1;
   private readonly sleeper = new Int32Array(new SharedArrayBuffer(4));
 
-  constructor(private readonly world: CpuWorldInit) {
-    this.layout = new CpuWorldLayout(world.devices);
+  /** `lane`: whose stream clock this thread keeps (cpu-world.ts); the runtime gives rank r lane r. */
+  constructor(
+    private readonly world: CpuWorldInit,
+    private readonly lane: number,
+  ) {
+    if (!Number.isInteger(lane) || lane < 0 || lane >= world.lanes)
+      throw new RangeError(`cpu backend: lane must be an integer in [0, ${world.lanes}), got ${lane}`);
+    this.layout = new CpuWorldLayout(world.devices, world.lanes);
     this.i32 = new Int32Array(world.meta, 0, this.layout.i32Words);
     this.f64 = new Float64Array(world.meta, this.layout.f64Offset);
     this.bytes = world.arenas.map((a) => new Uint8Array(a));
@@ -151,23 +159,38 @@ export class CpuDevice implements DeviceApi {
     return device !== peer && this.inRange(device) && this.inRange(peer);
   }
 
-  bindDevice(ordinal: number): void {
+  /**
+   * `loopback`: share the device with other loopback binds (two ranks on one emulated device,
+   * each with its own stream clock), as the addon's claim does; each takes its own part of the
+   * device's memory.
+   */
+  bindDevice(ordinal: number, loopback = false): void {
     if (this.dev >= 0) throw new Error(`bindDevice: this thread already bound device ${this.dev}`);
     if (!this.inRange(ordinal)) {
       throw new RangeError(
         `device ordinal ${ordinal} is out of range: ${this.world.devices} devices visible (ordinals 0..${this.world.devices - 1})`,
       );
     }
-    if (Atomics.compareExchange(this.i32, this.layout.claims + ordinal, 0, 1) !== 0) {
+    const claim = this.layout.claims + ordinal;
+    if (!loopback && Atomics.compareExchange(this.i32, claim, 0, -1) !== 0) {
       throw new Error(
         `device ${ordinal} is already bound by another thread (worker): two ranks on one device are refused — ` +
-          "a kernel's store into a peer pointer across two contexts on one card is undefined; give each rank its own device",
+          "a kernel's store into a peer pointer across two contexts on one card is undefined; give each rank its own device (or bind both in loopback: RuntimeOptions.loopback)",
       );
     }
+    for (let held = Atomics.load(this.i32, claim); loopback; held = Atomics.load(this.i32, claim)) {
+      if (held < 0)
+        throw new Error(
+          `bindDevice(${ordinal}, loopback): device ${ordinal} is bound by another thread (worker) without loopback; a loopback bind shares a device only with other loopback binds`,
+        );
+      if (Atomics.compareExchange(this.i32, claim, held, held + 1) === held) break;
+    }
     this.dev = ordinal;
-    const half = Math.floor(this.world.arenaBytes / this.world.devices / ALIGN) * ALIGN;
-    this.heaps.set(ordinal, [[0, this.world.arenaBytes]]);
-    this.heaps.set(this.world.devices, [[ordinal * half, half]]);
+    this.loopback = loopback;
+    Atomics.store(this.i32, this.layout.laneDevice + this.lane, ordinal + 1);
+    const part = Math.floor(this.world.arenaBytes / this.world.lanes / ALIGN) * ALIGN;
+    this.heaps.set(ordinal, loopback ? [[this.lane * part, part]] : [[0, this.world.arenaBytes]]);
+    this.heaps.set(this.world.devices, [[this.lane * part, part]]);
   }
   boundDevice(): number {
     return this.dev;
@@ -181,10 +204,15 @@ export class CpuDevice implements DeviceApi {
     this.streams.clear();
     this.events.clear();
     this.hostRegs.clear();
-    for (let p = 0; p < this.world.devices; p++)
-      Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + p, 0);
-    Atomics.store(this.i32, this.layout.claims + this.dev, 0);
+    if (this.loopback) Atomics.sub(this.i32, this.layout.claims + this.dev, 1);
+    else {
+      for (let p = 0; p < this.world.devices; p++)
+        Atomics.store(this.i32, this.layout.peer + this.dev * this.world.devices + p, 0);
+      Atomics.store(this.i32, this.layout.claims + this.dev, 0);
+    }
+    Atomics.store(this.i32, this.layout.laneDevice + this.lane, 0);
     this.dev = -1;
+    this.loopback = false;
   }
 
   memGetInfo(): { free: number; total: number } {
@@ -226,7 +254,7 @@ export class CpuDevice implements DeviceApi {
   eventCreate(timing: boolean): number {
     this.need('eventCreate');
     for (let i = 0; i < MAX_EVENTS; i++) {
-      const h = 1 + this.dev * MAX_EVENTS + i;
+      const h = 1 + this.lane * MAX_EVENTS + i;
       if (this.events.has(h)) continue;
       this.events.add(h);
       if (timing) this.timing.add(h);
@@ -248,10 +276,10 @@ export class CpuDevice implements DeviceApi {
     const ep = this.tick();
     const base = this.eventBase(event);
     this.f64[base] = performance.now();
-    this.f64[base + 1] = this.dev;
-    const D = this.world.devices;
-    for (let c = 0; c < D; c++)
-      this.f64[base + 2 + c] = c === this.dev ? ep : this.f64[this.layout.knows + this.dev * D + c]!;
+    this.f64[base + 1] = this.lane;
+    const L = this.world.lanes;
+    for (let c = 0; c < L; c++)
+      this.f64[base + 2 + c] = c === this.lane ? ep : this.f64[this.layout.knows + this.lane * L + c]!;
     Atomics.add(this.i32, this.layout.eventGen + event - 1, 1);
   }
 
@@ -273,10 +301,10 @@ export class CpuDevice implements DeviceApi {
     }
     if (gen === 0) return; // like CUDA: waiting on a never-recorded event is a no-op
     const base = this.eventBase(event);
-    const D = this.world.devices;
-    const row = this.layout.knows + this.dev * D;
-    for (let c = 0; c < D; c++) {
-      if (c === this.dev) continue;
+    const L = this.world.lanes;
+    const row = this.layout.knows + this.lane * L;
+    for (let c = 0; c < L; c++) {
+      if (c === this.lane) continue;
       const e = this.f64[base + 2 + c]!;
       if (e > this.f64[row + c]!) this.f64[row + c] = e;
     }
@@ -333,8 +361,10 @@ export class CpuDevice implements DeviceApi {
     if (avail === size) heap.splice(i, 1);
     else heap[i] = [off + size, avail - size];
     let slot = -1;
+    // Claimed by compare-exchange (2: being filled in, not yet live): two threads allocate from
+    // one arena's table, the pinned-host arena's always and a device's in loopback.
     for (let s = 0; s < MAX_ALLOCS; s++) {
-      if (Atomics.load(this.i32, this.layout.allocLive + arena * MAX_ALLOCS + s) === 0) {
+      if (Atomics.compareExchange(this.i32, this.layout.allocLive + arena * MAX_ALLOCS + s, 0, 2) === 0) {
         slot = s;
         break;
       }
@@ -612,16 +642,21 @@ export class CpuDevice implements DeviceApi {
     // Flags are synchronisation words (atomics), not data: resolved, not race-tracked.
     const [selfDev, selfOff] = this.resolve('launchOneShot(selfSignal)', selfSignal, SIG_BYTES);
     const [peerDev, peerOff] = this.resolve('launchOneShot(peerSignal)', peerSignal, SIG_BYTES);
-    if (Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + peerDev) !== 1) {
+    if (
+      peerDev !== this.dev &&
+      Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + peerDev) !== 1
+    ) {
       throw new Error(
         `launchOneShot on device ${this.dev} stores into device ${peerDev}'s signal block, but peer access ${this.dev}->${peerDev} is not enabled`,
       );
     }
     const [errDev, errOff] = this.resolve('launchOneShot(err)', err, 4);
-    if (selfDev !== this.dev || peerDev === this.dev)
+    // In loopback the peer's signal block is on this device too.
+    if (selfDev !== this.dev || (peerDev === this.dev && !this.loopback))
       throw new Error(
         `launchOneShot on device ${this.dev}: selfSignal must be this device's and peerSignal the peer's`,
       );
+    const peerLane = 1 - this.lane;
     const mine = new Int32Array(this.world.arenas[selfDev]!, selfOff, SIG_WORDS);
     const theirs = new Int32Array(this.world.arenas[peerDev]!, peerOff, SIG_WORDS);
     const errWord = new Int32Array(this.world.arenas[errDev]!, errOff, 1);
@@ -637,7 +672,7 @@ export class CpuDevice implements DeviceApi {
     const meet = (flag: number, kind: number, refusal: number): boolean => {
       // Entry publishes "everything before this kernel" (ep - 0.5: not the kernel's own reads,
       // which come after it); exit publishes the reads too, so the peer may then overwrite them.
-      this.f64[this.layout.barrier + this.dev * 2 + kind] = kind === 0 ? ep - 0.5 : ep;
+      this.f64[this.layout.barrier + this.lane * 2 + kind] = kind === 0 ? ep - 0.5 : ep;
       Atomics.store(theirs, flag, e); // release: the peer sees our arrival epoch with it
       Atomics.notify(theirs, flag);
       for (;;) {
@@ -650,8 +685,8 @@ export class CpuDevice implements DeviceApi {
         }
         Atomics.wait(mine, flag, seen, left);
       }
-      const row = this.layout.knows + this.dev * this.world.devices + peerDev;
-      this.f64[row] = Math.max(this.f64[row]!, this.f64[this.layout.barrier + peerDev * 2 + kind]!);
+      const row = this.layout.knows + this.lane * this.world.lanes + peerLane;
+      this.f64[row] = Math.max(this.f64[row]!, this.f64[this.layout.barrier + peerLane * 2 + kind]!);
       return true;
     };
     if (!meet(SIG_START, 0, 40043)) return;
@@ -1113,9 +1148,9 @@ export class CpuDevice implements DeviceApi {
     if (!this.streams.has(s)) throw new Error(`${call}: stream ${s} is not a stream of device ${this.dev}`);
   }
 
-  /** Advance this device's stream epoch: every op is one step of the stream's order. */
+  /** Advance this lane's stream epoch: every op is one step of the stream's order. */
   private tick(): number {
-    const k = this.layout.knows + this.dev * (this.world.devices + 1);
+    const k = this.layout.knows + this.lane * (this.world.lanes + 1);
     this.f64[k] = this.f64[k]! + 1;
     return this.f64[k]!;
   }
@@ -1125,8 +1160,7 @@ export class CpuDevice implements DeviceApi {
   }
 
   private eventGenOf(event: number, call: string): number {
-    const D = this.world.devices;
-    if (!Number.isInteger(event) || event < 1 || event > D * MAX_EVENTS)
+    if (!Number.isInteger(event) || event < 1 || event > this.world.lanes * MAX_EVENTS)
       throw new Error(`${call}: ${event} is not an event handle`);
     return Atomics.load(this.i32, this.layout.eventGen + event - 1);
   }
@@ -1203,11 +1237,11 @@ export class CpuDevice implements DeviceApi {
       /* held for a few hundred ns */
     }
     try {
-      const D = this.world.devices;
+      const L = this.world.lanes;
       const base = this.allocBase(d, slot) + 2;
-      const row = this.layout.knows + this.dev * D;
-      for (let c = 0; c < D; c++) {
-        if (c === this.dev) continue;
+      const row = this.layout.knows + this.lane * L;
+      for (let c = 0; c < L; c++) {
+        if (c === this.lane) continue;
         const known = this.f64[row + c]!;
         for (const other of kind === WRITE ? [WRITE, READ] : [WRITE]) {
           const e0 = base + (c * 2 + other) * ACCESS_ENTRIES * ACCESS_FIELDS;
@@ -1223,7 +1257,7 @@ export class CpuDevice implements DeviceApi {
         }
       }
       this.remember(
-        base + (this.dev * 2 + kind) * ACCESS_ENTRIES * ACCESS_FIELDS,
+        base + (this.lane * 2 + kind) * ACCESS_ENTRIES * ACCESS_FIELDS,
         off,
         off + bytes,
         epoch,
@@ -1277,6 +1311,13 @@ export class CpuDevice implements DeviceApi {
     f[at + 4] = width;
   }
 
+  /** Lane `l` as a message names it: its device, and in loopback (one device, two lanes) its rank. */
+  private laneName(l: number): string {
+    const d = Atomics.load(this.i32, this.layout.laneDevice + l) - 1;
+    if (d < 0) return `rank ${l} (released)`;
+    return this.loopback ? `device ${d} (rank ${l})` : `device ${d}`;
+  }
+
   private hazard(
     call: string,
     ptr: number,
@@ -1284,25 +1325,26 @@ export class CpuDevice implements DeviceApi {
     kind: number,
     other: number,
     owner: number,
-    c: number,
+    lane: number,
   ): never {
-    const me = this.dev;
+    const me = this.laneName(this.lane),
+      c = this.laneName(lane);
     if (kind === WRITE && other === WRITE) {
       throw new OrderingError(
-        `${call} on device ${me} writes [${hex(ptr)}, +${bytes}) on device ${owner} while device ${c} may still be writing it: ` +
+        `${call} on ${me} writes [${hex(ptr)}, +${bytes}) on device ${owner} while ${c} may still be writing it: ` +
           `missing write-after-write edge (before pushing into a consumer's buffer, wait on an event the consumer recorded after its own writes)`,
         'ERR_ORDER_WAW',
       );
     }
     if (kind === WRITE) {
       throw new OrderingError(
-        `${call} on device ${me} overwrites [${hex(ptr)}, +${bytes}) on device ${owner} while device ${c} may still be reading it: ` +
+        `${call} on ${me} overwrites [${hex(ptr)}, +${bytes}) on device ${owner} while ${c} may still be reading it: ` +
           'missing write-after-read edge (wait until the reader is done, or stage the operand)',
         'ERR_ORDER_WAR',
       );
     }
     throw new OrderingError(
-      `${call} on device ${me} reads [${hex(ptr)}, +${bytes}) on device ${owner} before device ${c}'s write to it is ordered: ` +
+      `${call} on ${me} reads [${hex(ptr)}, +${bytes}) on device ${owner} before ${c}'s write to it is ordered: ` +
         "missing read-after-write edge (wait on the producer's event after its push)",
       'ERR_ORDER_RAW',
     );

@@ -21,7 +21,7 @@
  * means, with every ordering check applied.
  */
 import type { Runtime } from './runtime.js';
-import type { DeviceEvent } from './rank.js';
+import type { DeviceEvent, Rank } from './rank.js';
 
 let nextSlot = 1;
 /** Graph slots are per worker table but numbered process-wide, so no two graphs ever share one. */
@@ -40,9 +40,13 @@ export interface LaunchFences {
 }
 
 export async function createFences(rt: Runtime): Promise<LaunchFences> {
-  const [before, after] = await Promise.all([rt.ranks[1].createEvent(), rt.ranks[0].createEvent()]);
+  const [a, b] = rt.pair('a fenced graph launch');
+  const [before, after] = await Promise.all([b.createEvent(), a.createEvent()]);
   return { before, after };
 }
+
+/** Fences exist only on two-rank runtimes (createFences refuses one rank), so pair() holds. */
+const fenced = (rt: Runtime): readonly [Rank, Rank] => rt.pair('a fenced graph launch');
 
 export function launchFenced(rt: Runtime, slot: number, f: LaunchFences): void {
   fenceIn(rt, f);
@@ -52,18 +56,21 @@ export function launchFenced(rt: Runtime, slot: number, f: LaunchFences): void {
 
 /** Rank 0's stream waits for what rank 1 enqueued so far (before a fenced launch). */
 export function fenceIn(rt: Runtime, f: LaunchFences): void {
-  rt.ranks[1].record(f.before);
-  rt.ranks[0].wait(f.before);
+  const [a, b] = fenced(rt);
+  b.record(f.before);
+  a.wait(f.before);
 }
 
 /** Rank 1's later work waits for rank 0's stream (after a fenced launch). */
 export function fenceOut(rt: Runtime, f: LaunchFences): void {
-  rt.ranks[0].record(f.after);
-  rt.ranks[1].wait(f.after);
+  const [a, b] = fenced(rt);
+  a.record(f.after);
+  b.wait(f.after);
 }
 
 export async function destroyFences(rt: Runtime, f: LaunchFences): Promise<void> {
-  await Promise.all([rt.ranks[1].destroyEvent(f.before), rt.ranks[0].destroyEvent(f.after)]);
+  const [a, b] = fenced(rt);
+  await Promise.all([b.destroyEvent(f.before), a.destroyEvent(f.after)]);
 }
 
 /** Until each rank has enqueued its end-of-capture record, then until both are idle. */
@@ -87,9 +94,10 @@ export class CapturedGraph {
   ) {}
 
   static async capture(rt: Runtime, body: () => void, mode: GraphMode = 'multi-device'): Promise<CapturedGraph> {
+    if (mode !== 'rank0') rt.pair(`a ${mode} graph`);
     if (rt.backend === 'cpu') return new CapturedGraph(rt, 0, body);
     if (mode !== 'multi-device') return CapturedGraph.capturePerRank(rt, body, mode === 'rank0' ? [0] : [0, 1]);
-    const [a, b] = rt.ranks;
+    const [a, b] = rt.pair('a multi-device graph');
     const [fork, join] = await Promise.all([a.createEvent(), b.createEvent()]);
     const slot = nextGraphSlot();
     a.beginCapture();

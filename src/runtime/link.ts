@@ -4,7 +4,9 @@
  * writes ring records.
  *
  * Contracts kept from the seed:
- * - Two ranks on two devices (the runtime refuses one ordinal twice).
+ * - Two ranks on two devices (the runtime refuses one ordinal twice), except in loopback, where
+ *   the caller asked for both on one device (RuntimeOptions.loopback: one context, so a "peer"
+ *   store is an ordinary store). A one-rank runtime has no link.
  * - Write-after-write: before a producer writes into a consumer's buffer, the consumer records
  *   `ready` after everything it already enqueued and the producer waits on it
  *   (`waitForConsumer`). Without it a push races the consumer's own pending writes: the seed saw
@@ -72,6 +74,7 @@ export class ArLink {
 
   private constructor(
     readonly rt: Runtime,
+    ranks: readonly [Rank, Rank],
     events: DeviceEvent[],
     signal: PerRank,
     err: PerRank,
@@ -82,7 +85,7 @@ export class ArLink {
     /** The most values one LL join may move. */
     readonly llMaxValues: number,
   ) {
-    this.ranks = rt.ranks;
+    this.ranks = ranks;
     this.ready = [events[0]!, events[1]!];
     this.pushed = [events[2]!, events[3]!];
     this.signal = signal;
@@ -91,14 +94,21 @@ export class ArLink {
   }
 
   static async open(rt: Runtime): Promise<ArLink> {
-    const [a, b] = rt.ranks;
-    if (a.ordinal === b.ordinal) throw new Error(`tp link needs two DEVICES; both ranks are on ordinal ${a.ordinal}`);
+    const ranks = rt.pair('the tp link');
+    const [a, b] = ranks;
+    // The seed's refusal (two contexts on one card) does not apply in loopback: the runtime put
+    // both ranks in this process, where they share the device's one context and address space.
+    if (a.ordinal === b.ordinal && !rt.loopback)
+      throw new Error(
+        `tp link needs two DEVICES; both ranks are on ordinal ${a.ordinal} (loopback, which allows that, is off)`,
+      );
     const { signalBytes, maxBlocks, llStateBytes, llDepth, llMaxValues } = await a.control.call('linkConstants');
     const events = await Promise.all([a.createEvent(), b.createEvent(), a.createEvent(), b.createEvent()]);
-    const signal = await Promise.all(rt.ranks.map((r) => r.alloc(signalBytes)));
-    const err = await Promise.all(rt.ranks.map((r) => r.alloc(256)));
+    const signal = await Promise.all(ranks.map((r) => r.alloc(signalBytes)));
+    const err = await Promise.all(ranks.map((r) => r.alloc(256)));
     const link = new ArLink(
       rt,
+      ranks,
       events,
       [signal[0]!, signal[1]!],
       [err[0]!, err[1]!],
@@ -264,6 +274,14 @@ export class ArLink {
 
   /** Bring up NCCL: one communicator per device in this process, both ranks joining at once. */
   openNccl(): Promise<void> {
+    if (this.rt.loopback) {
+      return Promise.reject(
+        new Error(
+          `the nccl transport cannot run in loopback (both ranks on device ${this.ranks[0].ordinal}): NCCL refuses one device twice in a ` +
+            'communicator (ncclCommInitRank: ncclInvalidUsage). Use host, peer, push, oneshot or ll here, or two devices for nccl',
+        ),
+      );
+    }
     this.ncclReady ??= (async () => {
       const [a, b] = this.ranks;
       const id = await a.control.call('ncclUniqueId');

@@ -15,6 +15,8 @@
  *   refuses to be destroyed, so `destroy()` goes parent first, then children.
  * - A launch on rank 0's stream runs rank 1's nodes on streams rank 1 does not know: it is fenced
  *   both ways (`launchFenced`).
+ * - In loopback both ranks are on one device: the copies are then copies within it, and the addon
+ *   builds the graph only because both threads bound the device in loopback (addon/device.cpp).
  *
  * CPU reference: there are no graphs, so a launch issues the parts with one event per edge of the
  * graph, in the graph's order (tx before the owner child, so rank 1's chain is ordered after the
@@ -22,7 +24,7 @@
  * prove the graph's edges suffice: a part that needed an edge the graph lacks is refused.
  */
 import type { Runtime } from './runtime.js';
-import type { DeviceEvent } from './rank.js';
+import type { DeviceEvent, Rank } from './rank.js';
 import {
   createFences,
   destroyFences,
@@ -68,6 +70,7 @@ export class ParentGraph {
 
   private constructor(
     private readonly rt: Runtime,
+    private readonly ranks: readonly [Rank, Rank],
     private readonly parts: ParentGraphParts,
     private readonly fences: LaunchFences,
     private readonly cuda?: CudaHandles,
@@ -75,22 +78,30 @@ export class ParentGraph {
   ) {}
 
   static async build(rt: Runtime, parts: ParentGraphParts): Promise<ParentGraph> {
+    const ranks = rt.pair('the EP parent graph');
     if (parts.tx.length !== TX_COPIES)
       throw new TypeError(`parent graph: ${TX_COPIES} tx copies (xq, xs, ids, weights), got ${parts.tx.length}`);
     for (const [i, c] of [...parts.tx, parts.rx].entries()) {
       if (!Number.isSafeInteger(c.bytes) || c.bytes <= 0)
         throw new TypeError(`parent graph: copy ${i} needs a positive byte count, got ${c.bytes}`);
     }
-    return rt.backend === 'cpu' ? ParentGraph.emulate(rt, parts) : ParentGraph.capture(rt, parts);
+    return rt.backend === 'cpu' ? ParentGraph.emulate(rt, ranks, parts) : ParentGraph.capture(rt, ranks, parts);
   }
 
-  private static async emulate(rt: Runtime, parts: ParentGraphParts): Promise<ParentGraph> {
-    const [tx, rx] = await Promise.all([rt.ranks[0].createEvent(), rt.ranks[1].createEvent()]);
-    return new ParentGraph(rt, parts, await createFences(rt), undefined, { tx, rx });
+  private static async emulate(
+    rt: Runtime,
+    [a, b]: readonly [Rank, Rank],
+    parts: ParentGraphParts,
+  ): Promise<ParentGraph> {
+    const [tx, rx] = await Promise.all([a.createEvent(), b.createEvent()]);
+    return new ParentGraph(rt, [a, b], parts, await createFences(rt), undefined, { tx, rx });
   }
 
-  private static async capture(rt: Runtime, parts: ParentGraphParts): Promise<ParentGraph> {
-    const [a, b] = rt.ranks;
+  private static async capture(
+    rt: Runtime,
+    [a, b]: readonly [Rank, Rank],
+    parts: ParentGraphParts,
+  ): Promise<ParentGraph> {
     const h: CudaHandles = {
       exec: nextGraphSlot(),
       owner: nextGraphSlot(),
@@ -124,7 +135,7 @@ export class ParentGraph {
       for (const [r, slot] of made) await r.control.call('destroyChildGraph', slot).catch(() => undefined);
       throw e;
     }
-    return new ParentGraph(rt, parts, await createFences(rt), h);
+    return new ParentGraph(rt, [a, b], parts, await createFences(rt), h);
   }
 
   /** One replay: the EP step from the fan-out to the merge. */
@@ -134,7 +145,7 @@ export class ParentGraph {
       launchFenced(this.rt, this.cuda.exec, this.fences);
       return;
     }
-    const [a, b] = this.rt.ranks;
+    const [a, b] = this.ranks;
     const { tx, rx } = this.edges!;
     fenceIn(this.rt, this.fences);
     for (const c of this.parts.tx) a.copy(c.dst, c.src, c.bytes);
@@ -153,7 +164,7 @@ export class ParentGraph {
   async destroy(): Promise<void> {
     if (this.destroyed) return;
     this.destroyed = true;
-    const [a, b] = this.rt.ranks;
+    const [a, b] = this.ranks;
     if (this.cuda) {
       await a.control.call('destroyGraph', this.cuda.exec);
       await a.control.call('destroyChildGraph', this.cuda.owner);

@@ -1,12 +1,14 @@
 /**
- * The runtime: two pinned device workers, their command rings and completion counters, and the
- * proof of peer access between them. The main thread owns the decode walk and never calls CUDA
- * on the hot path; it only writes ring records and reads counters the GPU wrote.
+ * The runtime: one pinned device worker per rank (one, the unsharded layout on one GPU; or two),
+ * their command rings and completion counters, and, with two ranks, the proof that each reaches
+ * the other's memory. The main thread owns the decode walk and never calls CUDA on the hot path;
+ * it only writes ring records and reads counters the GPU wrote.
  */
 import { loadBinding } from './binding.js';
 import type { BackendKind } from './device-api.js';
 import { createCpuWorld } from './cpu-world.js';
 import { planWorkerCpus, readPlacementInputs } from './cpu-placement.js';
+import { checkDevices, checkInRange, defaultDevices, detectBackend, visibleDevices } from './device-choice.js';
 import { probePeerAccess, type PeerStatus } from './peer.js';
 import { Rank } from './rank.js';
 import { RingProducer, RingView } from '../workers/ring.js';
@@ -15,10 +17,21 @@ import { WorkerHandle } from '../workers/worker-handle.js';
 import type { WorkerFault } from '../workers/worker-init.js';
 
 export interface RuntimeOptions {
-  /** `auto` (default): CUDA when two devices are visible, else the CPU reference. */
+  /** `auto` (default): CUDA when a device is visible, else the CPU reference. */
   backend?: BackendKind | 'auto';
-  /** Device ordinals of rank 0 and rank 1. Default [0, 1]. */
-  devices?: [number, number];
+  /**
+   * Device ordinals, one per rank: `[d]` opens one worker (rank 0), `[d0, d1]` two. Default
+   * [0, 1] where two devices are visible (the CPU reference emulates two), [0] where one is,
+   * [0, 0] with `loopback`.
+   */
+  devices?: readonly number[];
+  /**
+   * Two ranks on one device in this process (`devices: [d, d]`), for tests and for developing
+   * two-rank code on one card. Every thread of a process uses the device's one primary context,
+   * so both ranks share an address space and a "peer" store is an ordinary store. Its timings are
+   * not two-GPU figures; the `nccl` transport refuses it. Default false.
+   */
+  loopback?: boolean;
   /** Records per ring, a power of two. Default 4096. */
   ringCapacity?: number;
   /** How long a waiter spins before sleeping. Default 200 us. */
@@ -35,9 +48,13 @@ export interface RuntimeOptions {
    * counter says the copy is done. Default 64 KiB.
    */
   mailboxBytes?: number;
-  /** CPU backend: bytes of emulated memory per device. Default 64 MiB. */
+  /** CPU backend: bytes of emulated memory per device (in loopback, per rank). Default 64 MiB. */
   cpuArenaBytes?: number;
-  /** Probe and enable peer access both ways at open. Default true. */
+  /**
+   * Two ranks: probe and enable peer access both ways at open (in loopback, where there is no
+   * peer access to enable, the same write-and-read-back check of each rank's memory by the
+   * other). Default true.
+   */
   peerAccess?: boolean;
   /**
    * CUDA: pin each worker's thread to a core of its own near its GPU (runtime/cpu-placement.ts).
@@ -54,33 +71,28 @@ function checkInt(name: string, v: number, lo: number, hi: number): number {
   return v;
 }
 
-/** The cores to pin the two workers to, or why they stay unpinned. */
-function workerCpus(devices: [number, number]): { cpus: Array<number | undefined>; why?: string } {
+/** The cores to pin the workers to, or why they stay unpinned. */
+function workerCpus(devices: readonly number[]): { cpus: Array<number | undefined>; why?: string } {
+  const none = devices.map(() => undefined);
   try {
     const b = loadBinding();
     const plan = planWorkerCpus(readPlacementInputs(devices.map((d) => b.deviceProps(d).pciBusId)));
     return plan.every((c) => c !== undefined)
       ? { cpus: plan }
-      : { cpus: [undefined, undefined], why: 'fewer than two spare cores for the workers' };
+      : { cpus: none, why: `fewer than ${devices.length} spare core(s) for the workers` };
   } catch (e) {
-    return { cpus: [undefined, undefined], why: `CPU topology unreadable: ${(e as Error).message}` };
+    return { cpus: none, why: `CPU topology unreadable: ${(e as Error).message}` };
   }
 }
 
-/** Pick the backend for `auto`: CUDA needs the addon and two devices. */
-export function detectBackend(): { backend: BackendKind; devices: number; why: string } {
-  let devices = 0;
-  try {
-    devices = loadBinding().deviceCount();
-  } catch (e) {
-    return { backend: 'cpu', devices: 0, why: `addon unavailable: ${(e as Error).message}` };
-  }
-  if (devices >= 2) return { backend: 'cuda', devices, why: `${devices} CUDA devices` };
-  return { backend: 'cpu', devices, why: `${devices} CUDA device(s) visible; two are needed` };
-}
+export { detectBackend };
+
+/** A runtime's ranks: one (one worker) or two. */
+export type Ranks = readonly [Rank] | readonly [Rank, Rank];
 
 export class Runtime {
-  readonly ranks: readonly [Rank, Rank];
+  /** One rank per device ordinal asked for; code that needs two gets them through `pair()`. */
+  readonly ranks: Ranks;
   peer: PeerStatus | undefined;
   /** The first fault or worker death; once set, the runtime is closing or closed. */
   failure: Error | undefined;
@@ -102,21 +114,52 @@ export class Runtime {
 
   private constructor(
     readonly backend: BackendKind,
-    private readonly workers: readonly [WorkerHandle, WorkerHandle],
-    rings: readonly [RingView, RingView],
+    private readonly workers: readonly WorkerHandle[],
+    rings: readonly RingView[],
     private readonly opts: Required<RuntimeOptions>,
-    readonly completionBuffers: readonly [SharedArrayBuffer, SharedArrayBuffer],
+    readonly completionBuffers: readonly SharedArrayBuffer[],
   ) {
     const wait = { spinMicros: opts.spinMicros, timeoutMs: opts.handshakeTimeoutMs };
-    this.ranks = [0, 1].map(
-      (r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), workers[r]!),
-    ) as unknown as [Rank, Rank];
+    this.ranks = workers.map(
+      (w, r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), w),
+    ) as unknown as Ranks;
+  }
+
+  /** Both ranks on one device (RuntimeOptions.loopback). */
+  get loopback(): boolean {
+    return this.opts.loopback;
+  }
+
+  /** The device ordinal of each rank. */
+  get devices(): readonly number[] {
+    return this.opts.devices;
+  }
+
+  /**
+   * Both ranks, for code that needs two (the link, its transports, the sharded walk, the parent
+   * graph, two-rank graphs); throws naming `what` on a one-rank runtime.
+   */
+  pair(what: string): readonly [Rank, Rank] {
+    if (this.ranks.length === 2) return this.ranks;
+    throw new RangeError(
+      `${what} needs two ranks, and this runtime has one (devices [${this.opts.devices.join(', ')}]): ` +
+        'open it with two devices, or with devices [d, d] and loopback: true to put both ranks on one',
+    );
   }
 
   static async open(options: RuntimeOptions = {}): Promise<Runtime> {
+    const backendAsked = options.backend ?? 'auto';
+    if (!['auto', 'cuda', 'cpu'].includes(backendAsked))
+      throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${backendAsked}'`);
+    const loopback = options.loopback ?? false;
+    // The shape and loopback rules first: they need no device, and a refusal then names them.
+    if (options.devices !== undefined) checkDevices(options.devices, loopback);
+    const backend: BackendKind = backendAsked === 'auto' ? detectBackend().backend : backendAsked;
+    const visible = visibleDevices(backend);
     const o: Required<RuntimeOptions> = {
-      backend: options.backend ?? 'auto',
-      devices: options.devices ?? [0, 1],
+      backend,
+      devices: [...(options.devices ?? defaultDevices(visible, loopback))],
+      loopback,
       ringCapacity: options.ringCapacity ?? 4096,
       spinMicros: options.spinMicros ?? 200,
       handshakeTimeoutMs: options.handshakeTimeoutMs ?? 5000,
@@ -127,42 +170,27 @@ export class Runtime {
       peerAccess: options.peerAccess ?? true,
       pinWorkers: options.pinWorkers ?? true,
     };
-    if (!['auto', 'cuda', 'cpu'].includes(o.backend))
-      throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${o.backend}'`);
-    if (!Array.isArray(o.devices) || o.devices.length !== 2)
-      throw new RangeError('RuntimeOptions.devices must be two device ordinals, one per rank');
     checkInt('spinMicros', o.spinMicros, 0, 1_000_000);
     checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs, 1, 600_000);
     checkInt('callTimeoutMs', o.callTimeoutMs, 1, 3_600_000);
     checkInt('completionSlots', o.completionSlots, 1, 1 << 20);
     checkInt('mailboxBytes', o.mailboxBytes, 0, 1 << 30);
-    const [d0, d1] = o.devices;
-    if (d0 === d1) {
-      throw new RangeError(
-        `RuntimeOptions.devices: both ranks are on device ${d0}. Two ranks need two devices: a kernel's store into a peer ` +
-          'pointer across two contexts on one card is undefined (it reads right at some sizes and wrong at others).',
-      );
-    }
-    const backend: BackendKind = o.backend === 'auto' ? detectBackend().backend : o.backend;
-    const deviceCount = backend === 'cuda' ? loadBinding().deviceCount() : 2;
-    for (const d of o.devices) {
-      if (!Number.isInteger(d) || d < 0 || d >= deviceCount) {
-        throw new RangeError(
-          `device ordinal ${d} is out of range: ${deviceCount} ${backend === 'cuda' ? 'CUDA devices' : 'CPU reference devices'} visible` +
-            (deviceCount > 0 ? ` (ordinals 0..${deviceCount - 1})` : ' (no CUDA device or driver; use backend: "cpu")'),
-        );
-      }
-    }
+    checkInRange(checkDevices(o.devices, o.loopback), visible, backend);
+    const n = o.devices.length;
     const cpus =
       backend === 'cuda' && o.pinWorkers
         ? workerCpus(o.devices)
-        : { cpus: [undefined, undefined], why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false' };
-    const rings = [RingView.create(o.ringCapacity, 'ring 0'), RingView.create(o.ringCapacity, 'ring 1')] as const;
+        : {
+            cpus: o.devices.map(() => undefined),
+            why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false',
+          };
+    const rings = o.devices.map((_, r) => RingView.create(o.ringCapacity, `ring ${r}`));
     const mailboxOffset = Math.ceil((o.completionSlots * 4) / 256) * 256;
-    const completion = [0, 1].map(
+    const completion = o.devices.map(
       () => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE),
-    ) as unknown as [SharedArrayBuffer, SharedArrayBuffer];
-    const cpuWorld = backend === 'cpu' ? createCpuWorld(2, o.cpuArenaBytes) : undefined;
+    );
+    // In loopback both ranks allocate on one emulated device: it holds each rank's share.
+    const cpuWorld = backend === 'cpu' ? createCpuWorld(2, o.cpuArenaBytes * (o.loopback ? 2 : 1), n) : undefined;
 
     let rt: Runtime | undefined;
     const onFault = (f: WorkerFault): void =>
@@ -177,16 +205,17 @@ export class Runtime {
         Atomics.notify(ring.i32, W_TAIL);
         if (rt && !rt.closed) rt.fail(e);
       };
-    const workers = [0, 1].map(
-      (r) =>
+    const workers = o.devices.map(
+      (ordinal, r) =>
         new WorkerHandle(
           {
             rank: r,
-            ordinal: o.devices[r]!,
+            ordinal,
+            loopback: o.loopback,
             backend,
             cpuWorld,
             ring: rings[r]!.sab,
-            peerRing: rings[1 - r]!.sab,
+            ...(n === 2 ? { peerRing: rings[1 - r]!.sab } : {}),
             completion: completion[r]!,
             completionSlots: o.completionSlots,
             mailboxOffset,
@@ -199,7 +228,7 @@ export class Runtime {
           onFault,
           onExit(r),
         ),
-    ) as unknown as [WorkerHandle, WorkerHandle];
+    );
     rt = new Runtime(backend, workers, rings, o, completion);
     try {
       const opened = await Promise.all(workers.map((w) => w.call('open')));
@@ -214,7 +243,7 @@ export class Runtime {
         rt!.counters.push(new Uint32Array(completion[r]!, x.completionOffset, o.completionSlots));
         rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
       });
-      if (o.peerAccess) rt.peer = await probePeerAccess(rt.ranks);
+      if (o.peerAccess && rt.ranks.length === 2) rt.peer = await probePeerAccess(rt.ranks, o.loopback);
       return rt;
     } catch (e) {
       await rt.close().catch(() => undefined);
@@ -284,7 +313,7 @@ export class Runtime {
     }
   }
 
-  /** Every record pushed so far, on both ranks, has run to completion. */
+  /** Every record pushed so far, on every rank, has run to completion. */
   async drain(): Promise<void> {
     await Promise.all(this.ranks.map((r) => r.drain()));
   }
@@ -314,12 +343,12 @@ export class Runtime {
     }
     this.failure = e;
     for (const cb of this.faultListeners) cb(e);
-    // A worker that died leaves the pair unusable: close the survivor too.
+    // A worker that died leaves the runtime unusable: close the survivor too.
     if ((e as { code?: string }).code === 'ERR_WORKER_EXITED') void this.close().catch(() => undefined);
   }
 
   /**
-   * Drain both ranks, then release their devices and end the workers. Work in flight is finished
+   * Drain every rank, then release their devices and end the workers. Work in flight is finished
    * first: freeing memory a queued kernel still writes is the lifetime hazard of seed 000.
    */
   close(): Promise<void> {

@@ -39,14 +39,14 @@ class Refusal extends Error {
 function makeDevice(): DeviceApi {
   if (init.backend === 'cpu') {
     if (!init.cpuWorld) throw new Error(`${tag}: cpu backend without its shared world`);
-    return new CpuDevice(init.cpuWorld);
+    return new CpuDevice(init.cpuWorld, init.rank);
   }
   return loadBinding();
 }
 
 const dev = makeDevice();
 const ring = new RingConsumer(new RingView(init.ring, `ring ${init.rank}`));
-const peerRing = new RingView(init.peerRing, `ring ${1 - init.rank}`);
+const peerRing = init.peerRing ? new RingView(init.peerRing, `ring ${1 - init.rank}`) : undefined;
 /** Counters as this thread sees them; rebased onto the registered pages at open(). */
 let completion: Uint32Array = new Uint32Array(0);
 let stream = 0;
@@ -98,6 +98,11 @@ function needComm(): number {
 
 /** Wait (bounded) until the peer has enqueued its record `seq`: the cross-device handshake. */
 function awaitPeer(seq: number, mine: number): void {
+  if (!peerRing)
+    throw new Refusal(
+      `record ${mine >>> 0} waits for a peer's record ${seq >>> 0}, but this runtime has one rank: a cross-rank wait needs two`,
+      'ERR_NO_PEER',
+    );
   if (peerRing.reached(seq)) return;
   const start = performance.now();
   const spinEnd = start + init.spinMicros / 1000;
@@ -400,7 +405,7 @@ const control = {
         pinned = { cpu: null, why: (e as Error).message };
       }
     }
-    dev.bindDevice(init.ordinal);
+    dev.bindDevice(init.ordinal, init.loopback);
     stream = dev.streamCreate();
     // Registration takes whole pages; a SharedArrayBuffer need not start on one, so the buffer
     // carries a spare page and the counters start where the registered pages do.

@@ -24,6 +24,25 @@ type Result<K extends Method> = Awaited<ReturnType<DeviceControl[K]>>;
 
 const WORKER_URL = new URL('./device-worker.js', import.meta.url);
 
+/** Device workers started and not yet exited, process-wide. */
+const live = new Set<WorkerHandle>();
+
+/**
+ * How many device workers are running. A runtime left open keeps its workers, and with them the
+ * process, alive; the test suites check this is 0 when they end, naming the leak.
+ */
+export function liveWorkers(): number {
+  return live.size;
+}
+
+/**
+ * End every device worker still running, skipping the orderly close (no drain): the last resort
+ * of a test run that found a leak and must still exit.
+ */
+export async function endLiveWorkers(): Promise<void> {
+  await Promise.all([...live].map((w) => w.terminate()));
+}
+
 export class WorkerHandle {
   readonly tag: string;
   private readonly worker: Worker;
@@ -46,6 +65,7 @@ export class WorkerHandle {
       workerData: { ...init, control: port2 } satisfies WorkerInit,
       transferList: [port2],
     });
+    live.add(this);
     this.remote = Comlink.wrap<DeviceControl>(portEndpoint(port1));
     this.worker.on('message', (m: WorkerFault) => {
       if (m?.type === 'fault') onFault(m);
@@ -55,6 +75,7 @@ export class WorkerHandle {
     });
     this.exited = new Promise((resolve) => {
       this.worker.on('exit', (code) => {
+        live.delete(this);
         const why = this.lastError ? `: ${this.lastError.message}` : '';
         this.dead = new ControlError(`${this.tag} exited (code ${code})${why}`, 'ERR_WORKER_EXITED');
         for (const reject of this.pending) reject(this.dead);

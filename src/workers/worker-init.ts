@@ -6,13 +6,15 @@ import type { CpuWorldInit } from '../runtime/cpu-world.js';
 export interface WorkerInit {
   rank: number;
   ordinal: number;
+  /** Bind the device in loopback: the runtime's other rank shares it (RuntimeOptions.loopback). */
+  loopback: boolean;
   backend: BackendKind;
   /** Present for the CPU backend: the shared emulated devices. */
   cpuWorld?: CpuWorldInit;
   /** This worker's command ring (it is the consumer). */
   ring: SharedArrayBuffer;
-  /** The peer's ring, read-only here: its tail is the peer's "enqueued up to N". */
-  peerRing: SharedArrayBuffer;
+  /** The peer's ring, read-only here: its tail is the peer's "enqueued up to N". Absent with one rank. */
+  peerRing?: SharedArrayBuffer;
   /** Completion counters the GPU writes and the main thread reads: a spare page plus the slots. */
   completion: SharedArrayBuffer;
   completionSlots: number;

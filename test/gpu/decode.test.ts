@@ -1,11 +1,12 @@
 /**
- * The decode walk on the GPUs: weights bit-identical to the CPU generator, the GPU agreeing with
- * the CPU reference on `tiny`, and the sharded walk bit-identical to the unsharded oracle with
- * every transport. Fails (does not skip) without two GPUs.
+ * The decode walk on the GPU: weights bit-identical to the CPU generator, the GPU agreeing with
+ * the CPU reference on `tiny` (the unsharded walk on one worker, and the sharded one), and the
+ * sharded walk bit-identical to the unsharded oracle with every transport. The sharded walk runs
+ * on two GPUs, or in loopback on one (gpu-machine.ts), where `nccl` must refuse by name. Fails
+ * (does not skip) without a GPU.
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
-import { loadBinding } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { Session } from '../../src/decode/session.js';
 import { presetByName, type ModelConfig } from '../../src/decode/model-config.js';
@@ -13,11 +14,12 @@ import { generateTensor, tensorSpecs } from '../../src/decode/weights.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import { TRANSPORTS, type TransportName } from '../../src/runtime/transports/transport.js';
 import { relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
+import { LOOPBACK, PAIR, PAIR_NAME, gpuSuite } from '../support/gpu-machine.js';
 
-before(() => {
-  const n = loadBinding().deviceCount();
-  if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
-});
+gpuSuite();
+
+/** What the sharded walk runs with here: NCCL refuses loopback (link.ts), and is tested to. */
+const SHARDED_TRANSPORTS = TRANSPORTS.filter((t) => !(LOOPBACK && t === 'nccl'));
 
 const configWith = (transport: TransportName, wo: 'concat' | 'allreduce' = 'concat'): DecodeConfig => ({
   ...DEFAULT_CONFIG,
@@ -26,11 +28,11 @@ const configWith = (transport: TransportName, wo: 'concat' | 'allreduce' = 'conc
 });
 const run = runSession;
 
-describe('the model on the GPU', function () {
+describe(`the model on the GPU (sharded on ${PAIR_NAME})`, function () {
   this.timeout(900_000);
 
   it('generates every weight bit-identical to the CPU generator (tiny whole; small slices at odd offsets)', async () => {
-    const rt = await Runtime.open({ backend: 'cuda', peerAccess: false });
+    const rt = await Runtime.open({ backend: 'cuda', devices: [0] });
     try {
       const r0 = rt.ranks[0];
       const check = async (
@@ -98,7 +100,18 @@ describe('the model on the GPU', function () {
       await cpu.close();
       const force = [start, ...ref.next.slice(0, -1)];
       for (const layout of ['unsharded', 'sharded'] as const) {
-        const gpu = await Session.open({ backend: 'cuda', model: 'tiny', maxBatch: t, layout });
+        const gpu = await Session.open({
+          backend: 'cuda',
+          model: 'tiny',
+          maxBatch: t,
+          layout,
+          ...(layout === 'sharded' ? { runtime: PAIR } : {}),
+        });
+        assert.deepEqual(
+          gpu.plan.devices,
+          layout === 'sharded' ? PAIR.devices : [0],
+          'the unsharded walk runs on one worker',
+        );
         try {
           const got = await run(gpu, start, 48, force);
           let diverged = 0;
@@ -128,7 +141,7 @@ describe('the model on the GPU', function () {
     ['bench', 16],
   ] as const) {
     for (const t of [1, 4]) {
-      it(`${preset}, t=${t}: ${steps} greedy tokens with every transport, through the EP graph and from the step graph are bit-identical to the unsharded walk; wo allreduce within rounding (1e-5 median on small)`, async () => {
+      it(`${preset}, t=${t}: ${steps} greedy tokens with ${LOOPBACK ? 'every transport but nccl (refused in loopback)' : 'every transport'}, through the EP graph and from the step graph are bit-identical to the unsharded walk; wo allreduce within rounding (1e-5 median on small)`, async () => {
         const start = Array.from({ length: t }, () => randomInt(0, presetByName(preset).vocab));
         const oracle = await Session.open({ backend: 'cuda', model: preset, maxBatch: t, layout: 'unsharded' });
         let ref: Run;
@@ -146,9 +159,13 @@ describe('the model on the GPU', function () {
         } finally {
           await oracle.close();
         }
-        const s = await Session.open({ backend: 'cuda', model: preset, maxBatch: t, layout: 'sharded' });
+        const s = await Session.open({ backend: 'cuda', model: preset, maxBatch: t, layout: 'sharded', runtime: PAIR });
         try {
-          for (const tr of TRANSPORTS) {
+          if (LOOPBACK) {
+            await assert.rejects(s.setConfig(configWith('nccl')), /the nccl transport cannot run in loopback/);
+            assert.equal(s.decodeConfig.transport.default, 'll', 'the refused config left the old one in force');
+          }
+          for (const tr of SHARDED_TRANSPORTS) {
             await s.setConfig(configWith(tr));
             const got = await run(s, start, steps);
             for (let i = 0; i < steps; i++) {
@@ -171,10 +188,8 @@ describe('the model on the GPU', function () {
               `ll served step ${i}: hidden state not bit-identical`,
             );
           }
-          (await s.llServeStats()).forEach(
-            (x, r) =>
-              void assert.ok(x.jobs > jobsBefore[r]!, `rank ${r}: the LL server ran no join (${JSON.stringify(x)})`),
-          );
+          for (const [r, x] of (await s.llServeStats()).entries())
+            assert.ok(x.jobs > jobsBefore[r]!, `rank ${r}: the LL server ran no join (${JSON.stringify(x)})`);
           // The EP step through seed 003's parent graph: bit-identical to the eager twin
           // and the oracle. At t = 1 every layer's graph runs every step; at t = 4 the guard
           // refuses, the refusal latches, and the eager twin carries on.

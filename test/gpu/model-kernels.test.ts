@@ -5,7 +5,7 @@
  * column / head / expert slices, batch sizes and misaligned inputs (the slice rule the sharded walk
  * relies on). Every output is poisoned before its launch, so an element a kernel forgets fails.
  * Inputs are fresh each run; a failure names MEMRA_TEST_SEED, which replays them when set in the
- * environment. Fails (does not skip) without two GPUs, like the rest of the GPU suite.
+ * environment. Fails (does not skip) without a GPU, like the rest of the GPU suite.
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
@@ -14,11 +14,9 @@ import * as F from '../../src/decode/f32-ops.js';
 import { presetByName, type ModelConfig } from '../../src/decode/model-config.js';
 import { bf16ToF32, generateTensor, tensorSpecs, widenBf16 } from '../../src/decode/weights.js';
 import { seededRandom } from '../support/seeded-random.js';
+import { gpuSuite } from '../support/gpu-machine.js';
 
-before(() => {
-  const n = loadBinding().deviceCount();
-  if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
-});
+gpuSuite();
 
 const b = loadBinding();
 const fr = Math.fround;

@@ -1,9 +1,9 @@
 /**
- * Every transport on two GPUs, proven the way nccl-tests proves NCCL, and compared byte for byte
- * with the CPU reference. Fails (does not skip) without two GPUs.
+ * Every transport on two ranks (two GPUs, or in loopback on one: gpu-machine.ts), proven the way
+ * nccl-tests proves NCCL, and compared byte for byte with the CPU reference. In loopback `nccl`
+ * is refused by name, and its cases say so. Fails (does not skip) without a GPU.
  */
 import { strict as assert } from 'node:assert';
-import { loadBinding } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { ArLink, LL_SERVE_IDLE_MICROS } from '../../src/runtime/link.js';
 import { refusalThenRecovery } from '../support/refusal.js';
@@ -12,19 +12,17 @@ import { openTransport } from '../../src/runtime/transports/open.js';
 import { TRANSPORTS, type Transport } from '../../src/runtime/transports/transport.js';
 import { COLLECTIVE_OPS, backToBack, runCase, sweep } from '../support/transport-battery.js';
 import { randomF32Ints } from '../support/random.js';
+import { LOOPBACK, PAIR, PAIR_NAME, gpuSuite, itLoopback } from '../support/gpu-machine.js';
 
-before(() => {
-  const n = loadBinding().deviceCount();
-  if (n < 2) throw new Error(`the GPU suite needs two CUDA devices and this machine shows ${n}`);
-});
+gpuSuite();
 
-describe('transports on two GPUs', function () {
+describe(`transports on ${PAIR_NAME}`, function () {
   this.timeout(600_000);
   // Each transport gets its own runtime, so one transport's refusal cannot fail the others.
   let rt: Runtime, cpu: Runtime;
   let link: ArLink, cpuLink: ArLink;
   const openGpu = async (): Promise<void> => {
-    rt = await Runtime.open({ backend: 'cuda' });
+    rt = await Runtime.open({ backend: 'cuda', ...PAIR });
     link = await ArLink.open(rt);
     await link.reserve(3 * 1_048_576);
   };
@@ -54,7 +52,31 @@ describe('transports on two GPUs', function () {
     }
   });
 
+  itLoopback(
+    'refuses nccl in loopback by name (NCCL rejects one device twice in a communicator), before any NCCL call',
+    async () => {
+      await openGpu();
+      try {
+        await assert.rejects(
+          openTransport('nccl', link),
+          /the nccl transport cannot run in loopback \(both ranks on device 0\): NCCL refuses one device twice in a communicator \(ncclCommInitRank: ncclInvalidUsage\)/,
+        );
+        assert.equal(rt.failure, undefined, 'the refusal leaves the runtime usable');
+        const t = await openTransport('push', link);
+        await runCase(rt, t, { op: 'allReduce', n: 4099, rows: 1, inPlace: false, ops: 3 });
+      } finally {
+        await closeGpu();
+      }
+    },
+  );
+
   for (const name of TRANSPORTS) {
+    if (LOOPBACK && name === 'nccl') {
+      describe(name, () =>
+        it.skip('every nccl case [needs two devices: in loopback nccl is refused, tested above]', () => undefined),
+      );
+      continue;
+    }
     describe(name, () => {
       let t: Transport;
       before(async () => {
@@ -104,7 +126,7 @@ describe('transports on two GPUs', function () {
 
       it('replays a captured graph with an odd number of joins, back to back', async () => {
         const n = 4099;
-        const [a, b] = rt.ranks;
+        const [a, b] = rt.pair('the test');
         const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
         const src = await a.alloc(n * 4);
         const y = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
@@ -135,10 +157,10 @@ describe('transports on two GPUs', function () {
         assert.equal(rt.failure, undefined, rt.failure?.message);
         const scale = 2 ** (3 * replays);
         for (const r of [0, 1]) {
-          const got = await rt.ranks[r]!.downloadF32(x[r]!, n);
+          const got = await rt.pair('the test')[r]!.downloadF32(x[r]!, n);
           for (let i = 0; i < n; i++)
             assert.equal(got[i], (h0[i]! + h1[i]!) * scale, `${name} replayed all-reduce rank ${r} element ${i}`);
-          const moved = await rt.ranks[r]!.downloadF32(y[r]!, n);
+          const moved = await rt.pair('the test')[r]!.downloadF32(y[r]!, n);
           for (let i = 0; i < n; i++)
             assert.equal(moved[i], hs[i], `${name} replayed broadcast rank ${r} element ${i}`);
         }
@@ -169,9 +191,8 @@ describe('transports on two GPUs', function () {
           const jobs = (await link.llServeStats()).map((s) => s.jobs);
           const viaServer = await runCase(rt, t, c, inputs);
           const fits = rows * n <= 8192;
-          (await link.llServeStats()).forEach(
-            (s, r) => void assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`),
-          );
+          for (const [r, s] of (await link.llServeStats()).entries())
+            assert.equal(s.jobs - jobs[r]!, fits ? 6 : 0, `${op} n=${n}: rank ${r}'s server jobs`);
           await link.setLlServe(0);
           const launched = await runCase(rt, t, c, inputs);
           for (const r of [0, 1])
@@ -187,13 +208,11 @@ describe('transports on two GPUs', function () {
       const before = await link.llServeStats();
       await new Promise((r) => setTimeout(r, 50));
       await runCase(rt, t, { op: 'allReduce', n: 999, rows: 1, inPlace: false, ops: 4 });
-      (await link.llServeStats()).forEach(
-        (s, r) =>
-          void assert.ok(
-            s.launches > before[r]!.launches,
-            `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`,
-          ),
-      );
+      for (const [r, s] of (await link.llServeStats()).entries())
+        assert.ok(
+          s.launches > before[r]!.launches,
+          `rank ${r}: the idle server was launched again (${before[r]!.launches} -> ${s.launches})`,
+        );
       assert.equal(rt.failure, undefined);
       assert.deepEqual(await link.barrierErrors(), [0, 0]);
     } finally {

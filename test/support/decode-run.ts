@@ -1,5 +1,10 @@
-/** Greedy or teacher-forced runs of a session, keeping every step's tokens and hidden state. */
+/**
+ * Greedy or teacher-forced runs of a session, and of the in-process model (the oracle), keeping
+ * every step's tokens and hidden state.
+ */
 import type { Session } from '../../src/decode/session.js';
+import { CpuModel } from '../../src/decode/cpu-model.js';
+import type { ModelConfig } from '../../src/decode/model-config.js';
 
 export interface Run {
   next: number[][];
@@ -15,6 +20,23 @@ export async function runSession(s: Session, start: number[], steps: number, for
     const r = await s.stepDetailed(force ? force[i]! : cur, { hidden: true });
     out.next.push(r.next);
     out.hidden.push(r.hidden!);
+    cur = r.next;
+  }
+  return out;
+}
+
+/** `steps` greedy steps of the in-process model from `start`, row s at position i in step i. */
+export function oracleRun(cfg: ModelConfig, start: number[], steps: number): Run {
+  const m = new CpuModel(cfg, { maxBatch: start.length });
+  const out: Run = { next: [], hidden: [] };
+  let cur = start;
+  for (let i = 0; i < steps; i++) {
+    const r = m.step(
+      cur,
+      cur.map(() => i),
+    );
+    out.next.push(r.next);
+    out.hidden.push(r.hidden);
     cur = r.next;
   }
   return out;

@@ -19,7 +19,7 @@ export interface ParentGraphRig {
 }
 
 export async function parentGraphRig(rt: Runtime, n: number): Promise<ParentGraphRig> {
-  const [a, b] = rt.ranks;
+  const [a, b] = rt.pair('the parent graph rig');
   const a0 = await Promise.all(Array.from({ length: 7 }, () => a.alloc(n * 4)));
   const b1 = await Promise.all(Array.from({ length: 5 }, () => b.alloc(n * 4)));
   return {

@@ -15,7 +15,7 @@ export async function refusalThenRecovery(
   n: number,
   launchOnRank0Only: (x: PerRank) => void,
 ): Promise<void> {
-  const [a, b] = rt.ranks;
+  const [a, b] = rt.pair('the refusal check');
   const x = [await a.alloc(n * 4), await b.alloc(n * 4)] as const;
   await link.setSpinLimit(2e7); // ~10 ms of SM clock
   const t0 = performance.now();
@@ -32,7 +32,7 @@ export async function refusalThenRecovery(
   await rt.drain();
   for (const r of [0, 1])
     assert.ok(
-      (await rt.ranks[r]!.downloadF32(x[r]!, n)).every((v) => v === 11),
+      (await [a, b][r]!.downloadF32(x[r]!, n)).every((v) => v === 11),
       `rank ${r} after the reset`,
     );
   assert.deepEqual(await link.barrierErrors(), [0, 0]);

@@ -64,7 +64,7 @@ export async function runCase(
 ): Promise<BatteryResult> {
   if (Array.isArray(c.op) && c.op.length !== c.ops)
     throw new RangeError(`runCase: ${c.op.length} ops listed for a case of ${c.ops}`);
-  const [a, b] = rt.ranks;
+  const [a, b] = rt.pair('the transport battery');
   const ranks = [a, b];
   const L = layoutOf(c);
   const bytes = c.ops * L.stride * 4;
@@ -211,14 +211,20 @@ function check(
 export const SWEEP_FLOATS = [1, 2, 3, 7, 64, 255, 1000, 1024, 2049, 4099, 16_384, 65_537, 262_144, 1_048_576];
 
 /**
- * Every op over SWEEP_FLOATS, strided gathers at 3 rows, in place and out of place; each case
- * enqueues up to `maxOps` ops (fewer for big sizes, so a case stays near `budgetFloats`).
- * Returns how many ops were checked.
+ * Every op over `sizes` (SWEEP_FLOATS), strided gathers at 3 rows, in place and out of place;
+ * each case enqueues up to `maxOps` ops (fewer for big sizes, so a case stays near
+ * `budgetFloats`). Returns how many ops were checked.
  */
-export async function sweep(rt: Runtime, t: Transport, budgetFloats: number, maxOps: number): Promise<number> {
+export async function sweep(
+  rt: Runtime,
+  t: Transport,
+  budgetFloats: number,
+  maxOps: number,
+  sizes: readonly number[] = SWEEP_FLOATS,
+): Promise<number> {
   let ops = 0;
   for (const op of COLLECTIVE_OPS) {
-    for (const n of SWEEP_FLOATS) {
+    for (const n of sizes) {
       for (const rows of op === 'allGather' || op === 'gather' ? [1, 3] : [1]) {
         for (const inPlace of rows === 1 ? [false, true] : [false]) {
           const count = Math.max(1, Math.min(maxOps, Math.floor(budgetFloats / (n * rows))));

@@ -104,6 +104,10 @@ describe('native addon', () => {
       message: /eventCreate: argument 'timing' must be a boolean/,
     });
     assert.throws(() => b.bindDevice(-1), { name: 'TypeError', message: /bindDevice: argument 'ordinal'/ });
+    assert.throws(() => b.bindDevice(0, 'yes' as unknown as boolean), {
+      name: 'TypeError',
+      message: /bindDevice: argument 'loopback' must be a boolean/,
+    });
     // A list element is named by its place; the check runs before the thread is pinned.
     assert.throws(() => b.setThreadAffinity([0, 1.5]), {
       name: 'TypeError',

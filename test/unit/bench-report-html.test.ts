@@ -13,6 +13,7 @@ import { count, section } from '../support/html-sections.js';
 const MACHINE: Machine = {
   hostname: 'box',
   label: '2xH200',
+  loopback: false,
   os: 'linux 6.1',
   cpu: 'Xeon',
   cores: 32,
@@ -122,6 +123,42 @@ describe('bench report page', () => {
     ]);
     const ids = [...html.matchAll(/<section id="([^"]+)">/g)].map((m) => m[1]);
     assert.deepEqual(ids, ['machines', 'suite-joins', 'suite-ring', 'suite-decode', 'suite-zeta']);
+  });
+
+  it("keeps one GPU's and loopback's files apart, under their machine label: a newer loopback line never replaces a two-GPU one", () => {
+    const one: Machine = { ...MACHINE, label: '1xH200-loopback', loopback: true, gpus: MACHINE.gpus.slice(0, 1) };
+    const loop = file(
+      'joins-loop.json',
+      'joins',
+      '2026-12-02T00:00:00.000Z',
+      [row('joins', 'allReduce', 'll', 4096, 77.5, 99.5, { metric: 'device' })],
+      one,
+    );
+    const single = file(
+      'decode-one.json',
+      'decode',
+      '2026-12-02T00:00:00.000Z',
+      [row('decode', 'step', 'unsharded', 0, 5.79, 6.1, { unit: 'ms', metric: 'host' })],
+      { ...MACHINE, label: '1xH200', gpus: MACHINE.gpus.slice(0, 1) },
+    );
+    const html = renderBenchReport([...all, loop, single]);
+    const ids = [...html.matchAll(/<section id="([^"]+)">/g)].map((m) => m[1]);
+    assert.deepEqual(ids, [
+      'machines',
+      'suite-joins',
+      'suite-ring',
+      'suite-decode',
+      'suite-decode-1xH200',
+      'suite-joins-1xH200-loopback',
+    ]);
+    const two = section(html, 'suite-joins');
+    assert.doesNotMatch(two, /joins-loop\.json|77\.5/, 'the two-GPU joins hold no loopback figure');
+    assert.match(two, /joins-a\.json/);
+    const apart = section(html, 'suite-joins-1xH200-loopback');
+    assert.match(apart, /<h2>Joins on 1xH200-loopback<\/h2>/);
+    assert.match(apart, /joins-loop\.json/);
+    assert.match(section(html, 'suite-decode-1xH200'), /<h2>decode on 1xH200<\/h2>[\s\S]*decode-one\.json/);
+    assert.doesNotMatch(section(html, 'suite-decode'), /decode-one\.json/);
   });
 
   it('header: the machine, its GPUs and versions decoded, the files and their dates', () => {

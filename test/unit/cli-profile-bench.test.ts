@@ -1,7 +1,7 @@
 /**
  * `memra profile` and `memra bench` on the CPU reference: the three profile files agree with each
  * other and with the run, and bench writes its JSON where asked and never into bench/results/
- * from a CPU run.
+ * from a CPU run; the suites' ranks follow the machine, and a loopback run says so.
  */
 import { strict as assert } from 'node:assert';
 import { execFileSync } from 'node:child_process';
@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { parseProfileJson } from '../../src/profile/json-export.js';
 import { HOPS } from '../../src/profile/profile-data.js';
 import { presetByName } from '../../src/decode/model-config.js';
+import { pairFor } from '../../bench/run.js';
+import { LOOPBACK_PAIR } from '../../bench/suite-context.js';
 
 const cli = new URL('../../src/cli/main.js', import.meta.url).pathname;
 const run = (args: string[]): string =>
@@ -69,6 +71,26 @@ describe('memra profile and memra bench (CPU backend)', function () {
         assert.match((e as { stderr: string }).stderr, msg);
       }
     }
+  });
+
+  it('bench suites follow the machine: two devices where there are two; on one, decode alone runs one rank and the rest in loopback', () => {
+    for (const s of ['ring', 'joins', 'decode', 'ep']) {
+      assert.deepEqual(pairFor(s, 2, false), {}, `${s} on two GPUs`);
+      assert.deepEqual(pairFor(s, 8, true), LOOPBACK_PAIR, `${s} with --loopback`);
+      assert.deepEqual(pairFor(s, 1, false), s === 'decode' ? undefined : LOOPBACK_PAIR, `${s} on one GPU`);
+    }
+  });
+
+  it('a bench suite run in loopback is written as such: loopback in its machine and its label', () => {
+    run(['bench', 'ring', '--backend', 'cpu', '--joins', '100', '--loopback', '--out', dir]);
+    const files = readdirSync(dir);
+    assert.equal(files.length, 1);
+    assert.match(files[0]!, /^ring-cpu\d+-loopback-\d{4}-\d\d-\d\d\.json$/);
+    const data = JSON.parse(readFileSync(join(dir, files[0]!), 'utf8')) as {
+      machine: { label: string; loopback: boolean };
+    };
+    assert.equal(data.machine.loopback, true);
+    assert.match(data.machine.label, /-loopback$/);
   });
 
   it('bench writes a CPU run only to --out, and names an unknown suite', () => {

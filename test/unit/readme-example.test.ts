@@ -6,7 +6,7 @@ describe('README example', () => {
   it('runs and prints 1.5', async () => {
     const rt = await Runtime.open({ backend: 'cpu' });
     try {
-      const [r0, r1] = rt.ranks;
+      const [r0, r1] = rt.pair('the example');
       const x = await r0.alloc(4096 * 4),
         y = await r1.alloc(4096 * 4);
       const ready = await r1.createEvent(),

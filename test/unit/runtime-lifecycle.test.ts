@@ -15,10 +15,9 @@ describe('runtime lifecycle and bad input', () => {
     rt = undefined;
   });
 
-  it('auto picks the CPU reference when fewer than two GPUs are visible', () => {
+  it('auto picks CUDA wherever a GPU is visible, else the CPU reference', () => {
     const d = detectBackend();
-    if (d.devices < 2) assert.equal(d.backend, 'cpu');
-    else assert.equal(d.backend, 'cuda');
+    assert.equal(d.backend, d.devices >= 1 ? 'cuda' : 'cpu', d.why);
   });
 
   it('refuses a device ordinal out of range, naming it and the count', async () => {
@@ -29,10 +28,10 @@ describe('runtime lifecycle and bad input', () => {
     await assert.rejects(openCpu({ devices: [-1, 1] }), /device ordinal -1 is out of range/);
   });
 
-  it('refuses two ranks on one ordinal, and says why', async () => {
+  it('refuses two ranks on one ordinal, and says why and what would allow it', async () => {
     await assert.rejects(
       openCpu({ devices: [1, 1] }),
-      /both ranks are on device 1\. Two ranks need two devices: a kernel's store into a peer pointer across two contexts on one card is undefined/,
+      /both ranks are on device 1\. Two ranks need two devices: a kernel's store into a peer pointer across two contexts on one card is undefined.* pass loopback: true/,
     );
   });
 
@@ -76,7 +75,7 @@ describe('runtime lifecycle and bad input', () => {
     rt = await openCpu({ callTimeoutMs: 2000 });
     const t = performance.now();
     await assert.rejects(
-      rt.ranks[1].control.call('hang', 6000),
+      rt.pair('the test')[1].control.call('hang', 6000),
       (e: Error & { code: string }) =>
         e.code === 'ERR_CONTROL_TIMEOUT' &&
         /worker 1 \(device 1\): control call 'hang' timed out after 2000 ms/.test(e.message),
@@ -94,18 +93,18 @@ describe('runtime lifecycle and bad input', () => {
     assert.match((await died).message, /exited/);
     assert.throws(() => r.ranks[0].nop(), /the worker has stopped/);
     await r.close(); // the survivor is closed too; closing again is harmless
-    assert.throws(() => r.ranks[1].nop(), /the worker has stopped/);
-    await assert.rejects(r.ranks[1].alloc(64), /exited/);
+    assert.throws(() => r.pair('the test')[1].nop(), /the worker has stopped/);
+    await assert.rejects(r.pair('the test')[1].alloc(64), /exited/);
   });
 
   it('a handshake on a dead peer refuses at once instead of waiting out its bound', async () => {
     rt = await openCpu({ handshakeTimeoutMs: 60_000 });
     const r = rt;
-    const waiting = r.ranks[1].ring.push(Op.Nop, [], r.ranks[0].ring.nextSeq() + 5);
+    const waiting = r.pair('the test')[1].ring.push(Op.Nop, [], r.ranks[0].ring.nextSeq() + 5);
     await new Promise((res) => setTimeout(res, 30)); // rank 1 is now spinning in the handshake
     const t = performance.now();
     await r.ranks[0].control.call('crash', 'peer gone');
-    const ring1 = r.ranks[1].ring.view;
+    const ring1 = r.pair('the test')[1].ring.view;
     while (ring1.state() === RingState.Running) {
       assert.ok(performance.now() - t < 5000, 'rank 1 gave up on its dead peer');
       await new Promise((res) => setTimeout(res, 5));
@@ -128,7 +127,7 @@ describe('runtime lifecycle and bad input', () => {
 
   it('reports completion through the counter the device writes, without draining', async () => {
     rt = await openCpu();
-    const [a, b] = rt.ranks;
+    const [a, b] = rt.pair('the test');
     const pa = await a.alloc(4096);
     for (let v = 1; v <= 100; v++) {
       a.fill(pa, 1024, v);

@@ -148,11 +148,62 @@ describe('memra decode (CPU backend)', function () {
     assert.ok(out.joins.medianUsPerToken > 0);
   });
 
-  it('exits 2 with a message naming the bad option', () => {
-    for (const [args, msg] of [
-      [['--batch', '9'], /--batch must be an integer from 1 to 8, got '9'/],
-      [['--tokens', '0'], /--tokens must be a positive integer, got '0'/],
-      [['--backend', 'tpu'], /--backend must be auto, cuda or cpu, got 'tpu'/],
+  it('--devices picks the ranks and the layout, --loopback puts both on one device; the same tokens, and the choice said', () => {
+    const json = (
+      args: string[],
+    ): { tokens: number[][]; layout: string; devices: number[]; loopback: boolean; why: string } =>
+      JSON.parse(
+        execFileSync(
+          process.execPath,
+          [cli, 'decode', '--backend', 'cpu', '--tokens', '4', '--no-profile', '--json', ...args],
+          { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+        ),
+      );
+    const one = json(['--devices', '1']);
+    assert.deepEqual([one.layout, one.devices, one.loopback], ['unsharded', [1], false]);
+    assert.equal(one.why, 'backend cpu as asked; unsharded (one rank asked for), on device 1');
+    const loop = json(['--loopback']);
+    assert.deepEqual([loop.layout, loop.devices, loop.loopback], ['sharded', [0, 0], true]);
+    const two = json([]);
+    assert.equal(two.why, 'backend cpu as asked; sharded, on devices 0 and 1');
+    assert.deepEqual(loop.tokens, one.tokens);
+    assert.deepEqual(two.tokens, one.tokens);
+    const text = execFileSync(
+      process.execPath,
+      [cli, 'decode', '--backend', 'cpu', '--tokens', '2', '--devices', '0'],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    assert.match(
+      text,
+      /^backend: cpu \(unsharded\), model: tiny, batch 1\nchose: backend cpu as asked; unsharded \(one rank asked for\), on device 0\n/,
+    );
+  });
+
+  it('exits 2 with a message naming the bad option, and 1 naming a device choice that cannot run', () => {
+    for (const [args, msg, status] of [
+      [['--batch', '9'], /--batch must be an integer from 1 to 8, got '9'/, 2],
+      [['--tokens', '0'], /--tokens must be a positive integer, got '0'/, 2],
+      [['--backend', 'tpu'], /--backend must be auto, cuda or cpu, got 'tpu'/, 2],
+      [
+        ['--devices', '0,1,2'],
+        /--devices must be one device ordinal or two separated by a comma \(0, or 0,1\), got '0,1,2'/,
+        2,
+      ],
+      [
+        ['--backend', 'cpu', '--devices', '0', '--layout', 'sharded'],
+        /memra: layout 'sharded' needs two ranks, and devices \[0\] is one/,
+        1,
+      ],
+      [
+        ['--backend', 'cpu', '--devices', '1,1'],
+        /memra: RuntimeOptions\.devices: both ranks are on device 1\..*pass loopback: true/,
+        1,
+      ],
+      [
+        ['--backend', 'cpu', '--devices', '0,1', '--loopback'],
+        /memra: RuntimeOptions\.loopback puts both ranks on one device, but devices \[0, 1\] are two devices/,
+        1,
+      ],
     ] as const) {
       try {
         execFileSync(process.execPath, [cli, 'decode', ...args], {
@@ -162,7 +213,7 @@ describe('memra decode (CPU backend)', function () {
         assert.fail(`memra decode ${args.join(' ')} succeeded`);
       } catch (e) {
         const err = e as { status: number; stderr: string };
-        assert.equal(err.status, 2);
+        assert.equal(err.status, status, `memra decode ${args.join(' ')}: ${err.stderr}`);
         assert.match(err.stderr, msg);
       }
     }

@@ -2,7 +2,8 @@
  * The decode walk itself (ring records, hops, transports, the mailbox read-back) on the CPU
  * reference's two devices, against the in-process model: bit-identical with every CPU transport,
  * sharded or not, at t = 1 and t = 3, and with a per-layer mix; the allreduce variant within
- * rounding. The CPU devices also check every cross-device access is ordered.
+ * rounding; the unsharded walk on one worker, and the sharded one in loopback (both ranks on one
+ * emulated device). The CPU devices also check every cross-rank access is ordered.
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
@@ -10,11 +11,10 @@ import { Session } from '../../src/decode/session.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { ArLink } from '../../src/runtime/link.js';
 import { DeviceWalk } from '../../src/decode/device-walk.js';
-import { CpuModel } from '../../src/decode/cpu-model.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import type { TransportName } from '../../src/runtime/transports/transport.js';
-import { relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
+import { oracleRun, relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
 
 const CPU_TRANSPORTS: TransportName[] = ['host', 'peer', 'push', 'oneshot', 'll'];
 const STEPS = 12;
@@ -27,21 +27,10 @@ const withTransport = (t: TransportName, wo: 'concat' | 'allreduce' = 'concat'):
 
 type Ref = Run;
 
-function reference(t: number, start: number[]): Ref {
-  const m = new CpuModel(presetByName('tiny'), { maxBatch: t });
-  const out: Ref = { next: [], hidden: [] };
-  let cur = start;
-  for (let i = 0; i < STEPS; i++) {
-    const r = m.step(
-      cur,
-      cur.map(() => i),
-    );
-    out.next.push(r.next);
-    out.hidden.push(r.hidden);
-    cur = r.next;
-  }
-  return out;
-}
+const reference = (t: number, start: number[]): Ref => {
+  assert.equal(start.length, t);
+  return oracleRun(presetByName('tiny'), start, STEPS);
+};
 
 const walk = (s: Session, start: number[], force?: number[][]): Promise<Ref> => runSession(s, start, STEPS, force);
 
@@ -60,6 +49,7 @@ describe('the decode walk on the CPU reference devices', function () {
       };
       const un = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, layout: 'unsharded' });
       try {
+        assert.equal(un.runtime.ranks.length, 1, 'the unsharded walk runs on one worker');
         check(await walk(un, start), 'unsharded');
       } finally {
         await un.close();
@@ -80,6 +70,35 @@ describe('the decode walk on the CPU reference devices', function () {
       }
     });
   }
+
+  it('t=1, loopback (both ranks on one emulated device): the sharded walk with every CPU transport and through the EP graph equals the model bit for bit', async () => {
+    const t = 1;
+    const start = Array.from({ length: t }, () => randomInt(0, 256));
+    const ref = reference(t, start);
+    const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, runtime: { loopback: true } });
+    try {
+      assert.deepEqual([s.layout, s.plan.devices, s.runtime.loopback], ['sharded', [0, 0], true]);
+      for (const [name, dc] of [
+        ...CPU_TRANSPORTS.map((tr) => [tr, withTransport(tr)] as const),
+        ['ep graph', { ...withTransport('ll'), epGraph: true }] as const,
+      ]) {
+        await s.setConfig(dc);
+        const got = await walk(s, start);
+        for (let i = 0; i < STEPS; i++) {
+          assert.deepEqual(got.next[i], ref.next[i], `loopback ${name} step ${i}: tokens`);
+          assert.ok(sameBits(got.hidden[i]!, ref.hidden[i]!), `loopback ${name} step ${i}: hidden state differs`);
+        }
+      }
+      assert.equal(
+        s.epGraph().dispatches,
+        STEPS * presetByName('tiny').layers,
+        'every layer of every step went through the EP graph',
+      );
+      await assert.rejects(s.setConfig(withTransport('nccl')), /the nccl transport cannot run in loopback/);
+    } finally {
+      await s.close();
+    }
+  });
 
   it('wo allreduce stays within relative L2 1e-5 of the model under teacher forcing', async () => {
     const t = 2;

@@ -1,0 +1,126 @@
+/**
+ * What one GPU runs: the unsharded walk on one worker against the in-process model (MODEL.md's
+ * oracle), and `memra decode` (what `npm start` runs) choosing the GPU and the layout the machine
+ * allows, saying why, with the tokens of the unsharded walk; `--devices` and `--loopback` as
+ * asked, and refused by name where they cannot be. Fails (does not skip) without a GPU.
+ */
+import { strict as assert } from 'node:assert';
+import { execFile } from 'node:child_process';
+import { randomInt } from 'node:crypto';
+import { promisify } from 'node:util';
+import { Session } from '../../src/decode/session.js';
+import { presetByName } from '../../src/decode/model-config.js';
+import type { DecodeReport } from '../../src/cli/decode.js';
+import { oracleRun, relL2, runSession } from '../support/decode-run.js';
+import { GPUS, gpuSuite } from '../support/gpu-machine.js';
+
+gpuSuite();
+
+const cli = new URL('../../src/cli/main.js', import.meta.url).pathname;
+const run = promisify(execFile);
+
+/** `memra decode ARGS --json`: its report, or its exit code and stderr when it fails. */
+async function decodeCli(args: string[]): Promise<{ report?: DecodeReport; code: number; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [cli, 'decode', '--json', ...args], { maxBuffer: 64 << 20 });
+    return { report: JSON.parse(stdout) as DecodeReport, code: 0, stderr };
+  } catch (e) {
+    const err = e as { code: number; stderr: string };
+    return { code: err.code, stderr: err.stderr };
+  }
+}
+
+/** Row 0's greedy tokens of `small` from token 0, on the unsharded walk of one worker. */
+async function unshardedTokens(steps: number): Promise<number[]> {
+  const s = await Session.open({ backend: 'cuda', model: 'small', maxBatch: 1, layout: 'unsharded' });
+  try {
+    return (await runSession(s, [0], steps)).next.map((x) => x[0]!);
+  } finally {
+    await s.close();
+  }
+}
+
+describe('one GPU', function () {
+  this.timeout(600_000);
+
+  for (const t of [1, 3]) {
+    it(`small, t=${t}, unsharded on one worker: every step's hidden state within relative L2 1e-3 of the in-process model under teacher forcing, the median within 1e-5`, async () => {
+      const steps = 24;
+      const start = Array.from({ length: t }, () => randomInt(0, presetByName('small').vocab));
+      const s = await Session.open({ backend: 'cuda', model: 'small', maxBatch: t, layout: 'unsharded' });
+      try {
+        assert.deepEqual(s.plan.devices, [0]);
+        assert.equal(s.runtime.ranks.length, 1, 'the unsharded walk opens one worker');
+        const ref = oracleRun(presetByName('small'), start, steps);
+        const got = await runSession(s, start, steps, [start, ...ref.next.slice(0, -1)]);
+        const errs = got.hidden.map((h, i) => relL2(h, ref.hidden[i]!));
+        for (const [i, e] of errs.entries())
+          assert.ok(e <= 1e-3, `step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`);
+        const median = [...errs].sort((x, y) => x - y)[errs.length >> 1]!;
+        assert.ok(median <= 1e-5, `median relative L2 ${median.toExponential(2)} > 1e-5`);
+        const same = got.next.filter((n, i) => n.every((x, k) => x === ref.next[i]![k])).length;
+        console.log(
+          `      small t=${t} unsharded: worst relative L2 ${Math.max(...errs).toExponential(2)}, median ${median.toExponential(2)}; greedy tokens equal the oracle's at ${same} of ${steps} steps`,
+        );
+      } finally {
+        await s.close();
+      }
+    });
+  }
+
+  it("memra decode (npm start) decodes small on the GPU, in the layout the machine allows, says why, and gives the unsharded walk's tokens", async () => {
+    const { report, code, stderr } = await decodeCli(['--tokens', '12']);
+    assert.equal(code, 0, stderr);
+    const r = report!;
+    assert.equal(r.backend, 'cuda');
+    assert.equal(r.preset, 'small');
+    if (GPUS === 1) {
+      assert.equal(r.layout, 'unsharded');
+      assert.deepEqual(r.devices, [0]);
+      assert.match(r.why, /^1 CUDA device; unsharded \(sharding needs two devices, or loopback\), on device 0$/);
+    } else {
+      assert.equal(r.layout, 'sharded');
+      assert.deepEqual(r.devices, [0, 1]);
+      assert.match(r.why, new RegExp(`^${GPUS} CUDA devices; sharded, on devices 0 and 1$`));
+    }
+    assert.deepEqual(r.tokens[0], await unshardedTokens(12));
+  });
+
+  it('memra decode --devices 0 runs one worker unsharded; --loopback runs the sharded walk on one device with the same tokens', async () => {
+    const want = await unshardedTokens(8);
+    const one = await decodeCli(['--tokens', '8', '--devices', '0']);
+    assert.equal(one.code, 0, one.stderr);
+    assert.equal(one.report!.layout, 'unsharded');
+    assert.deepEqual(one.report!.devices, [0]);
+    assert.deepEqual(one.report!.tokens[0], want);
+    const loop = await decodeCli(['--tokens', '8', '--loopback']);
+    assert.equal(loop.code, 0, loop.stderr);
+    assert.equal(loop.report!.layout, 'sharded');
+    assert.equal(loop.report!.loopback, true);
+    assert.deepEqual(loop.report!.devices, [0, 0]);
+    assert.match(loop.report!.why, /sharded in loopback, as asked, on device 0, both ranks$/);
+    assert.deepEqual(
+      loop.report!.tokens[0],
+      want,
+      'the sharded walk in loopback is bit-identical to the unsharded one',
+    );
+  });
+
+  it('memra decode refuses, by name, the sharded layout on one device and two ranks on one device without --loopback', async () => {
+    const sharded = await decodeCli(['--tokens', '2', '--devices', '0', '--layout', 'sharded']);
+    assert.equal(sharded.code, 1);
+    assert.match(
+      sharded.stderr,
+      /layout 'sharded' needs two ranks, and devices \[0\] is one .*use layout 'unsharded', or devices \[0, 0\] with loopback: true \(CLI --loopback\)/,
+    );
+    const twice = await decodeCli(['--tokens', '2', '--devices', '0,0']);
+    assert.equal(twice.code, 1);
+    assert.match(twice.stderr, /both ranks are on device 0\. Two ranks need two devices.*pass loopback: true/);
+    const bad = await decodeCli(['--devices', '0,x']);
+    assert.equal(bad.code, 2);
+    assert.match(
+      bad.stderr,
+      /--devices must be one device ordinal or two separated by a comma \(0, or 0,1\), got '0,x'/,
+    );
+  });
+});

@@ -46,6 +46,21 @@ Napi::Value LaunchAxpyF32(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+Napi::Value LaunchReadFloor(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ThreadState& ts = ThreadState::Of(env);
+  const char* fn = "launchReadFloor";
+  const void* p = reinterpret_cast<const void*>(ReadAlignedAddress(info, 0, fn, "ptr", 16, "16-byte loads"));
+  const uint64_t bytes = ReadSafeUint(info, 1, fn, "bytes");
+  auto* sink = reinterpret_cast<uint32_t*>(ReadAlignedAddress(info, 2, fn, "sink", 4, "a u32 store"));
+  const auto s = ReadHandle<cudaStream_t>(info, 3, fn, "stream");
+  const int device = RequireBoundStream(env, ts, s, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_launch_read_floor(p, bytes, sink, s),
+                   std::string(fn) + "(ptr=" + Hex(p) + ", bytes=" + std::to_string(bytes) +
+                       ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
 Napi::Value LaunchSignal(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
@@ -108,6 +123,7 @@ void RegisterKernels(Napi::Env env, Napi::Object exports) {
   exports.Set("launchStampNow", Napi::Function::New(env, LaunchStampNow, "launchStampNow"));
   exports.Set("launchProbeWrite", Napi::Function::New(env, LaunchProbeWrite, "launchProbeWrite"));
   exports.Set("launchSpin", Napi::Function::New(env, LaunchSpin, "launchSpin"));
+  exports.Set("launchReadFloor", Napi::Function::New(env, LaunchReadFloor, "launchReadFloor"));
 }
 
 }  // namespace memra

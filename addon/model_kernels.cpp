@@ -81,6 +81,21 @@ int Bound(Napi::Env env, const Napi::CallbackInfo& info, size_t i, const char* f
   return RequireBoundStream(env, ThreadState::Of(env), *s, fn);
 }
 
+// The optional boolean after a step kernel's stream: whether its launch may overlap the kernel
+// before it on the stream (memra_model_set_pdl, cu/pdl.cuh), for this one call.
+class PdlScope {
+ public:
+  PdlScope(const Napi::CallbackInfo& info, size_t i, const char* fn)
+      : was_(memra_model_set_pdl(info.Length() > i && !info[i].IsUndefined() &&
+                                 ReadBool(info, i, fn, "pdl"))) {}
+  ~PdlScope() { memra_model_set_pdl(was_); }
+  PdlScope(const PdlScope&) = delete;
+  PdlScope& operator=(const PdlScope&) = delete;
+
+ private:
+  int was_;
+};
+
 Napi::Value ModelMaxRows(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), MEMRA_MODEL_MAX_ROWS);
 }
@@ -157,6 +172,7 @@ Napi::Value LaunchSetI32(const Napi::CallbackInfo& info) {
   }
   cudaStream_t s;
   const int device = Bound(env, info, 2, fn, &s);
+  const PdlScope pdl(info, 3, fn);
   MEMRA_CUDA_CHECK(env, device, memra_set_i32(dst, n, vals, s),
                    std::string(fn) + "(dst=" + Hex(dst) + ", n=" + Num(n) + ", stream=" + Hex(s) +
                        ")");
@@ -175,6 +191,7 @@ Napi::Value LaunchEmbed(const Napi::CallbackInfo& info) {
   RequireSafeProduct(env, fn, "Emb (V x H)", {V, H, 2});
   cudaStream_t s;
   const int device = Bound(env, info, 6, fn, &s);
+  const PdlScope pdl(info, 7, fn);
   MEMRA_CUDA_CHECK(env, device, memra_embed(out, emb, tokens, t, H, V, s),
                    std::string(fn) + "(out=" + Hex(out) + ", emb=" + Hex(emb) + ", t=" + Num(t) +
                        ", H=" + Num(H) + ", V=" + Num(V) + ", stream=" + Hex(s) + ")");
@@ -192,6 +209,7 @@ Napi::Value LaunchRmsnorm(const Napi::CallbackInfo& info) {
   const uint32_t H = static_cast<uint32_t>(ReadIntInRange(info, 4, fn, "H", 0, 1 << 24));
   cudaStream_t s;
   const int device = Bound(env, info, 5, fn, &s);
+  const PdlScope pdl(info, 6, fn);
   MEMRA_CUDA_CHECK(env, device, memra_rmsnorm(out, in, gain, t, H, s),
                    std::string(fn) + "(out=" + Hex(out) + ", input=" + Hex(in) + ", t=" + Num(t) +
                        ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
@@ -210,6 +228,7 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   const uint32_t K = ReadU32(info, 6, fn, "K");
   const uint32_t cols = ReadU32(info, 7, fn, "cols");
   const uint32_t t = Rows(info, 8, fn);
+  const bool accumulate = ReadBool(info, 9, fn, "accumulate");
   if (cols > ldw) {
     ThrowShape(env, fn, "cols (" + Num(cols) + ") must be <= ldw (" + Num(ldw) +
                             "): W's rows would overlap");
@@ -226,12 +245,46 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   RequireSafeProduct(env, fn, "x (t x ldx)", {t, ldx, 4});
   RequireSafeProduct(env, fn, "out (t x ldo)", {t, ldo, 4});
   cudaStream_t s;
-  const int device = Bound(env, info, 9, fn, &s);
-  MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, s),
+  const int device = Bound(env, info, 10, fn, &s);
+  const PdlScope pdl(info, 11, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0, s),
                    std::string(fn) + "(out=" + Hex(out) + ", ldo=" + Num(ldo) + ", x=" + Hex(x) +
                        ", ldx=" + Num(ldx) + ", w=" + Hex(w) + ", ldw=" + Num(ldw) +
-                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) +
+                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) + ", accumulate=" + (accumulate ? "true" : "false") +
                        ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchLatentQuery(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchLatentQuery";
+  float* q = F32(info, 0, fn, "q");
+  const float* a = F32(info, 1, fn, "a");
+  const uint16_t* wdkv = Bf16(info, 2, fn, "wdkv");
+  const uint16_t* wq = Bf16(info, 3, fn, "wq");
+  float* cache = F32(info, 4, fn, "cache");
+  const uint64_t slotStride = ReadSafeUint(info, 5, fn, "slotStride");
+  const int32_t* pos = I32(info, 6, fn, "pos");
+  const uint32_t K = ReadU32(info, 7, fn, "K");
+  const uint32_t R = ReadU32(info, 8, fn, "R");
+  const uint32_t qcols = ReadU32(info, 9, fn, "qcols");
+  const uint32_t t = Rows(info, 10, fn);
+  const uint32_t P = ReadU32(info, 11, fn, "P");
+  if (slotStride < uint64_t(P) * R) {
+    ThrowShape(env, fn, "slotStride (" + Num(slotStride) + ") must be >= P * R (" + Num(P) + " * " +
+                            Num(R) + "): one slot's positions would overlap the next");
+  }
+  RequireSafeProduct(env, fn, "Wq (K x qcols)", {K, qcols, 2});
+  RequireSafeProduct(env, fn, "Wdkv (K x R)", {K, R, 2});
+  RequireSafeProduct(env, fn, "the cache (t x slotStride)", {t, slotStride, 4});
+  cudaStream_t s;
+  const int device = Bound(env, info, 12, fn, &s);
+  const PdlScope pdl(info, 13, fn);
+  MEMRA_CUDA_CHECK(env, device,
+                   memra_latent_query(q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, t, P, s),
+                   std::string(fn) + "(q=" + Hex(q) + ", a=" + Hex(a) + ", wdkv=" + Hex(wdkv) +
+                       ", wq=" + Hex(wq) + ", cache=" + Hex(cache) + ", K=" + Num(K) + ", R=" + Num(R) +
+                       ", qcols=" + Num(qcols) + ", t=" + Num(t) + ", P=" + Num(P) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
@@ -256,6 +309,7 @@ Napi::Value LaunchCacheWrite(const Napi::CallbackInfo& info) {
   RequireSafeProduct(env, fn, "the cache (t x L x P x R)", {t, L, P, R, 4});
   cudaStream_t s;
   const int device = Bound(env, info, 8, fn, &s);
+  const PdlScope pdl(info, 9, fn);
   MEMRA_CUDA_CHECK(env, device, memra_cache_write(cache, c, pos, t, layer, L, P, R, s),
                    std::string(fn) + "(cache=" + Hex(cache) + ", c=" + Hex(c) + ", t=" + Num(t) +
                        ", layer=" + Num(layer) + ", L=" + Num(L) + ", P=" + Num(P) +
@@ -266,45 +320,59 @@ Napi::Value LaunchCacheWrite(const Napi::CallbackInfo& info) {
 Napi::Value LaunchMlaAttention(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "launchMlaAttention";
-  float* u = F32(info, 0, fn, "u");
-  const uint64_t ldu = ReadSafeUint(info, 1, fn, "ldu");
-  const float* q = F32(info, 2, fn, "q");
-  const uint64_t ldq = ReadSafeUint(info, 3, fn, "ldq");
-  const float* cache = F32(info, 4, fn, "cache");
-  const int32_t* pos = I32(info, 5, fn, "pos");
-  const uint16_t* wuv = Bf16(info, 6, fn, "wuv");
-  const uint32_t t = Rows(info, 7, fn);
-  const uint32_t nh = static_cast<uint32_t>(ReadIntInRange(info, 8, fn, "nh", 0, INT32_MAX));
-  const uint32_t layer = ReadU32(info, 9, fn, "layer");
-  const uint32_t L = ReadU32(info, 10, fn, "L");
-  const uint32_t P =
-      static_cast<uint32_t>(ReadIntInRange(info, 11, fn, "P", 1, MEMRA_MODEL_MAX_POSITIONS));
-  const uint32_t R =
-      static_cast<uint32_t>(ReadIntInRange(info, 12, fn, "R", 1, MEMRA_MODEL_MAX_LATENT));
-  const uint32_t Dv = ReadU32(info, 13, fn, "Dv");
-  RequireLayer(env, fn, layer, L);
-  if (uint64_t(nh) * R > ldq) {
-    ThrowShape(env, fn, "nh * R (" + Num(nh) + " * " + Num(R) + ") must be <= ldq (" + Num(ldq) +
-                            "): a row of q holds the nh heads' R-wide queries");
+  MemraMlaArgs a{};
+  a.u = F32(info, 0, fn, "u");
+  a.ldu = ReadSafeUint(info, 1, fn, "ldu");
+  a.q = F32(info, 2, fn, "q");
+  a.ldq = ReadSafeUint(info, 3, fn, "ldq");
+  a.cache = F32(info, 4, fn, "cache");
+  a.slotStride = ReadSafeUint(info, 5, fn, "slotStride");
+  a.pos = I32(info, 6, fn, "pos");
+  a.wuv = Bf16(info, 7, fn, "wuv");
+  a.work = reinterpret_cast<float*>(ReadAlignedAddress(info, 8, fn, "work", 16, "the workspace"));
+  a.t = Rows(info, 9, fn);
+  a.nh = static_cast<uint32_t>(ReadIntInRange(info, 10, fn, "nh", 0, INT32_MAX));
+  a.P = static_cast<uint32_t>(ReadIntInRange(info, 11, fn, "P", 1, MEMRA_MODEL_MAX_POSITIONS));
+  a.R = static_cast<uint32_t>(ReadIntInRange(info, 12, fn, "R", 1, MEMRA_MODEL_MAX_LATENT));
+  a.Dv = ReadU32(info, 13, fn, "Dv");
+  if (a.R % 4 != 0) ThrowShape(env, fn, "R (" + Num(a.R) + ") must be a multiple of 4");
+  if (uint64_t(a.nh) * a.R > a.ldq) {
+    ThrowShape(env, fn, "nh * R (" + Num(a.nh) + " * " + Num(a.R) + ") must be <= ldq (" +
+                            Num(a.ldq) + "): a row of q holds the nh heads' R-wide queries");
   }
-  if (uint64_t(nh) * Dv > ldu) {
-    ThrowShape(env, fn, "nh * Dv (" + Num(nh) + " * " + Num(Dv) + ") must be <= ldu (" +
-                            Num(ldu) + "): a row of u holds the nh heads' Dv-wide outputs");
+  if (uint64_t(a.nh) * a.Dv > a.ldu) {
+    ThrowShape(env, fn, "nh * Dv (" + Num(a.nh) + " * " + Num(a.Dv) + ") must be <= ldu (" +
+                            Num(a.ldu) + "): a row of u holds the nh heads' Dv-wide outputs");
   }
-  RequireSafeProduct(env, fn, "the cache (t x L x P x R)", {t, L, P, R, 4});
-  RequireSafeProduct(env, fn, "Wuv (nh x R x Dv)", {nh, R, Dv, 2});
-  RequireSafeProduct(env, fn, "u (t x ldu)", {t, ldu, 4});
-  RequireSafeProduct(env, fn, "q (t x ldq)", {t, ldq, 4});
+  if (a.slotStride < uint64_t(a.P) * a.R) {
+    ThrowShape(env, fn, "slotStride (" + Num(a.slotStride) + ") must be >= P * R (" + Num(a.P) +
+                            " * " + Num(a.R) + "): one slot's positions would overlap the next");
+  }
+  RequireSafeProduct(env, fn, "the cache (t x slotStride)", {a.t, a.slotStride, 4});
+  RequireSafeProduct(env, fn, "Wuv (nh x R x Dv)", {a.nh, a.R, a.Dv, 2});
+  RequireSafeProduct(env, fn, "u (t x ldu)", {a.t, a.ldu, 4});
+  RequireSafeProduct(env, fn, "q (t x ldq)", {a.t, a.ldq, 4});
   cudaStream_t s;
   const int device = Bound(env, info, 14, fn, &s);
-  MEMRA_CUDA_CHECK(env, device,
-                   memra_mla_attention(u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv,
-                                       s),
-                   std::string(fn) + "(u=" + Hex(u) + ", q=" + Hex(q) + ", cache=" + Hex(cache) +
-                       ", t=" + Num(t) + ", nh=" + Num(nh) + ", layer=" + Num(layer) +
-                       ", L=" + Num(L) + ", P=" + Num(P) + ", R=" + Num(R) +
-                       ", Dv=" + Num(Dv) + ", stream=" + Hex(s) + ")");
+  const PdlScope pdl(info, 15, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_mla_attention(&a, s),
+                   std::string(fn) + "(u=" + Hex(a.u) + ", q=" + Hex(a.q) + ", cache=" +
+                       Hex(a.cache) + ", slotStride=" + Num(a.slotStride) + ", work=" +
+                       Hex(a.work) + ", t=" + Num(a.t) + ", nh=" + Num(a.nh) + ", P=" + Num(a.P) +
+                       ", R=" + Num(a.R) + ", Dv=" + Num(a.Dv) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
+}
+
+// Bytes of memra_mla_attention's workspace for (t, nh, P, R): the walk allocates it.
+Napi::Value MlaWorkspaceBytes(const Napi::CallbackInfo& info) {
+  const char* fn = "mlaWorkspaceBytes";
+  const uint32_t t = Rows(info, 0, fn);
+  const uint32_t nh = static_cast<uint32_t>(ReadIntInRange(info, 1, fn, "nh", 0, INT32_MAX));
+  const uint32_t P =
+      static_cast<uint32_t>(ReadIntInRange(info, 2, fn, "P", 1, MEMRA_MODEL_MAX_POSITIONS));
+  const uint32_t R =
+      static_cast<uint32_t>(ReadIntInRange(info, 3, fn, "R", 1, MEMRA_MODEL_MAX_LATENT));
+  return Napi::Number::New(info.Env(), static_cast<double>(memra_mla_workspace_bytes(t, nh, P, R)));
 }
 
 Napi::Value LaunchRouter(const Napi::CallbackInfo& info) {
@@ -320,6 +388,7 @@ Napi::Value LaunchRouter(const Napi::CallbackInfo& info) {
   if (K > E) ThrowShape(env, fn, "K (" + Num(K) + ") must be <= E (" + Num(E) + ")");
   cudaStream_t s;
   const int device = Bound(env, info, 6, fn, &s);
+  const PdlScope pdl(info, 7, fn);
   MEMRA_CUDA_CHECK(env, device, memra_router(ids, wts, logits, t, E, K, s),
                    std::string(fn) + "(ids=" + Hex(ids) + ", logits=" + Hex(logits) +
                        ", t=" + Num(t) + ", E=" + Num(E) + ", K=" + Num(K) +
@@ -348,9 +417,36 @@ Napi::Value LaunchQuantize(const Napi::CallbackInfo& info) {
   const uint32_t H = QuantWidth(info, 4, fn);
   cudaStream_t s;
   const int device = Bound(env, info, 5, fn, &s);
+  const PdlScope pdl(info, 6, fn);
   MEMRA_CUDA_CHECK(env, device, memra_quantize(xq, xs, b, t, H, s),
                    std::string(fn) + "(xq=" + Hex(xq) + ", xs=" + Hex(xs) + ", b=" + Hex(b) +
                        ", t=" + Num(t) + ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+Napi::Value LaunchRouteQuant(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchRouteQuant";
+  int32_t* ids = I32(info, 0, fn, "ids");
+  float* wts = F32(info, 1, fn, "wts");
+  const float* logits = F32(info, 2, fn, "logits");
+  uint8_t* xq = U8(info, 3, fn, "xq");
+  float* xs = F32(info, 4, fn, "xs");
+  float* xd = F32(info, 5, fn, "xd");
+  const float* b = F32(info, 6, fn, "b");
+  const uint32_t t = Rows(info, 7, fn);
+  const uint32_t E =
+      static_cast<uint32_t>(ReadIntInRange(info, 8, fn, "E", 1, MEMRA_MODEL_MAX_EXPERTS));
+  const uint32_t K = TopK(info, 9, fn);
+  const uint32_t H = QuantWidth(info, 10, fn);
+  if (K > E) ThrowShape(env, fn, "K (" + Num(K) + ") must be <= E (" + Num(E) + ")");
+  cudaStream_t s;
+  const int device = Bound(env, info, 11, fn, &s);
+  const PdlScope pdl(info, 12, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_route_quant(ids, wts, logits, xq, xs, xd, b, t, E, K, H, s),
+                   std::string(fn) + "(ids=" + Hex(ids) + ", logits=" + Hex(logits) + ", xq=" + Hex(xq) +
+                       ", xd=" + Hex(xd) + ", b=" + Hex(b) + ", t=" + Num(t) + ", E=" + Num(E) +
+                       ", K=" + Num(K) + ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
@@ -364,6 +460,7 @@ Napi::Value LaunchDequantize(const Napi::CallbackInfo& info) {
   const uint32_t H = QuantWidth(info, 4, fn);
   cudaStream_t s;
   const int device = Bound(env, info, 5, fn, &s);
+  const PdlScope pdl(info, 6, fn);
   MEMRA_CUDA_CHECK(env, device, memra_dequantize(xd, xq, xs, t, H, s),
                    std::string(fn) + "(xd=" + Hex(xd) + ", xq=" + Hex(xq) + ", xs=" + Hex(xs) +
                        ", t=" + Num(t) + ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
@@ -403,6 +500,7 @@ Napi::Value LaunchExpertUp(const Napi::CallbackInfo& info) {
   const ExpertShape e = ReadExpertShape(info, 5, fn);
   cudaStream_t s;
   const int device = Bound(env, info, 11, fn, &s);
+  const PdlScope pdl(info, 12, fn);
   MEMRA_CUDA_CHECK(env, device, memra_expert_up(act, xd, ids, w1, w3, e.e0, e.nE, e.t, e.K, e.H, e.F, s),
                    std::string(fn) + "(act=" + Hex(act) + ", xd=" + Hex(xd) + ", w1=" + Hex(w1) +
                        ", w3=" + Hex(w3) + ", " + e.Describe() + ", stream=" + Hex(s) + ")");
@@ -419,6 +517,7 @@ Napi::Value LaunchExpertDown(const Napi::CallbackInfo& info) {
   const ExpertShape e = ReadExpertShape(info, 4, fn);
   cudaStream_t s;
   const int device = Bound(env, info, 10, fn, &s);
+  const PdlScope pdl(info, 11, fn);
   MEMRA_CUDA_CHECK(env, device, memra_expert_down(contrib, act, ids, w2, e.e0, e.nE, e.t, e.K, e.H, e.F, s),
                    std::string(fn) + "(contrib=" + Hex(contrib) + ", act=" + Hex(act) +
                        ", w2=" + Hex(w2) + ", " + e.Describe() + ", stream=" + Hex(s) + ")");
@@ -439,6 +538,7 @@ Napi::Value LaunchMoeCombine(const Napi::CallbackInfo& info) {
   const uint32_t H = ReadU32(info, 8, fn, "H");
   cudaStream_t s;
   const int device = Bound(env, info, 9, fn, &s);
+  const PdlScope pdl(info, 10, fn);
   MEMRA_CUDA_CHECK(env, device, memra_moe_combine(h, wts, ids, lo, hi, splitE, t, K, H, s),
                    std::string(fn) + "(h=" + Hex(h) + ", lo=" + Hex(lo) + ", hi=" + Hex(hi) +
                        ", splitE=" + Num(splitE) + ", t=" + Num(t) + ", K=" + Num(K) +
@@ -456,6 +556,7 @@ Napi::Value LaunchArgmax(const Napi::CallbackInfo& info) {
   const uint32_t V = static_cast<uint32_t>(ReadIntInRange(info, 3, fn, "V", 1, INT32_MAX));
   cudaStream_t s;
   const int device = Bound(env, info, 4, fn, &s);
+  const PdlScope pdl(info, 5, fn);
   MEMRA_CUDA_CHECK(env, device, memra_argmax(out, logits, t, V, s),
                    std::string(fn) + "(out=" + Hex(out) + ", logits=" + Hex(logits) +
                        ", t=" + Num(t) + ", V=" + Num(V) + ", stream=" + Hex(s) + ")");
@@ -476,10 +577,13 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchRmsnorm", LaunchRmsnorm},
       {"launchGemv", LaunchGemv},
       {"launchCacheWrite", LaunchCacheWrite},
+      {"launchLatentQuery", LaunchLatentQuery},
       {"launchMlaAttention", LaunchMlaAttention},
+      {"mlaWorkspaceBytes", MlaWorkspaceBytes},
       {"launchRouter", LaunchRouter},
       {"launchQuantize", LaunchQuantize},
       {"launchDequantize", LaunchDequantize},
+      {"launchRouteQuant", LaunchRouteQuant},
       {"launchExpertUp", LaunchExpertUp},
       {"launchExpertDown", LaunchExpertDown},
       {"launchMoeCombine", LaunchMoeCombine},

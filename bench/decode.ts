@@ -1,8 +1,8 @@
 /**
- * `decode`: the `bench` model at t = 1 on the two-H200 machine: one GPU unsharded, two GPUs with
- * each transport, and the mixed config in bench/configs/. On a machine of one GPU, the unsharded
- * rows alone (eager and from the step graph); with --loopback the sharded rows too, both ranks on
- * one device and the file labelled so (bench/run.ts). One sample = one step's main-thread
+ * `decode`: the `bench` model on the two-H200 machine: one GPU unsharded against its roofline
+ * (bench/decode-roofline.ts), two GPUs with each transport, and the mixed config in bench/configs/.
+ * On a machine of one GPU, the unsharded rows alone; with --loopback the sharded rows too, both
+ * ranks on one device and the file labelled so (bench/run.ts). One sample = one step's main-thread
  * wall time (enqueue the whole walk, wait for the tokens in the mailbox), so it includes every
  * kernel and join on the device plus the host's enqueue.
  *
@@ -21,6 +21,7 @@ import { presetFor, stepRows, timeSteps, withWalk, type StepCounts } from './wal
 import { benchProfileOverhead } from './profile-overhead.js';
 import { MIN_SAMPLES, differenceRow } from './paired-difference.js';
 import { count, type SuiteContext } from './suite-context.js';
+import { benchRoofline } from './decode-roofline.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
@@ -59,27 +60,8 @@ export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
       );
     }
   };
-  await withWalk(
-    ctx,
-    'unsharded',
-    async (walk, rt) => {
-      await memory(rt, 'unsharded');
-      rows.push(
-        row(
-          { ...base, transport: 'unsharded', method },
-          (await timeSteps(walk, DEFAULT_CONFIG, 'decode unsharded', n)).host,
-        ),
-      );
-      const graphed = { ...DEFAULT_CONFIG, stepGraph: true };
-      await walk.prepare(graphed);
-      const g = await graphedSteps(walk, graphed, 'decode unsharded, step graph', n);
-      if (g)
-        rows.push(
-          row({ ...base, transport: 'unsharded+graph', method: `${method}; the step replayed from its graph` }, g),
-        );
-    },
-    ctx.progress,
-  );
+  // The one-GPU rows: the read floor, the unsharded walk against its floor, the kernel table.
+  rows.push(...(await benchRoofline(backend, ctx.progress)));
   // One GPU without --loopback: the rows above are the machine's (bench/run.ts).
   if (!ctx.pair) return rows;
   await withWalk(

@@ -27,6 +27,16 @@ export interface Row extends Summary {
    */
   interval?: [number, number];
   samples: number[];
+  /** Decode rows: the batch, and the positions its steps ran at ("0-63", "4000"). */
+  t?: number;
+  positions?: string;
+  /** Decode rows: the step's fewest bytes over the same run's read floor (bench/step-bytes.ts), and that over the row's median. */
+  floorMs?: number;
+  rooflinePct?: number;
+  tokensPerS?: number;
+  /** Kernel rows: launches a step and the bytes they read or write a step, over their time. */
+  launches?: number;
+  gbps?: number;
 }
 
 /** Where the workers ran, for a row's method: host figures depend on it. */

@@ -1,7 +1,7 @@
 /**
  * The benchmark runner behind `memra bench` and `npm run bench --` (see `memra bench --help`).
  *
- * Runs the named suites (default: all four: ring, joins, decode, ep) and writes
+ * Runs the named suites (default: ring, joins, decode, ep; `roofline` is decode's one-GPU part) and writes
  * `<suite>-<machine>-<date>.json`: on the GPUs into bench/results/ (where the README's tables come
  * from) and DIR; on the CPU reference only into DIR, since its numbers describe this code on a CPU,
  * not the hardware the tables are about. On the CPU reference every suite runs small counts, in
@@ -26,6 +26,7 @@ import { UsageError, defineCommand } from '../src/cli/options.js';
 import { benchRing } from './ring.js';
 import { benchJoins } from './joins.js';
 import { benchDecode } from './decode.js';
+import { benchRoofline } from './decode-roofline.js';
 import { benchEp } from './ep.js';
 import { describeMachine, writeResults, type Row } from './results-file.js';
 import { costCell } from './paired-difference.js';
@@ -37,9 +38,11 @@ export const SUITES: Readonly<Record<string, (ctx: SuiteContext) => Promise<Row[
   joins: benchJoins,
   decode: benchDecode,
   ep: benchEp,
+  // The decode suite's one-GPU part alone: the read floor, the unsharded cases and the kernel table.
+  roofline: (ctx) => benchRoofline(ctx.backend, ctx.progress),
 };
 /** Suites with rows of one rank too: on one GPU without --loopback they run those alone. */
-const ONE_GPU_ROWS = new Set(['decode']);
+const ONE_GPU_ROWS = new Set(['decode', 'roofline']);
 
 /** The two-rank options suite `s` runs with on a machine of `visible` devices (see the header). */
 export function pairFor(s: string, visible: number, loopback: boolean): SuiteContext['pair'] {
@@ -61,7 +64,11 @@ export const benchCommand = defineCommand(
       'The benchmark suites, each written as <suite>-<machine>-<date>.json: on the GPUs into bench/results/ and --out DIR, on the CPU reference only into --out DIR. ' +
       'On the CPU reference the suites run small counts in seconds: a smoke run of their code, not a measurement. ' +
       'On one GPU, decode runs its unsharded rows and the two-rank suites run in loopback (both ranks on device 0), labelled so.',
-    positionals: { name: 'suite', choices: Object.keys(SUITES), help: 'the suites to run (default: all)' },
+    positionals: {
+      name: 'suite',
+      choices: Object.keys(SUITES),
+      help: "the suites to run (default: ring, joins, decode, ep; roofline is decode's one-GPU part alone)",
+    },
     options: {
       backend: { type: 'choice', choices: ['cuda', 'cpu'], help: 'default: cuda where a GPU is visible, else cpu' },
       joins: {
@@ -85,7 +92,9 @@ export const benchCommand = defineCommand(
     },
   },
   async (v, positionals) => {
-    const suites = positionals.length > 0 ? [...new Set(positionals)] : Object.keys(SUITES);
+    // roofline runs inside decode too: the default set leaves it out.
+    const suites =
+      positionals.length > 0 ? [...new Set(positionals)] : Object.keys(SUITES).filter((x) => x !== 'roofline');
     const backend = (v.backend ?? detectBackend().backend) as BackendKind;
     if ((v.transports || v.ops) && !suites.includes('joins'))
       throw new UsageError(

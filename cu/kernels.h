@@ -25,6 +25,11 @@ cudaError_t memra_launch_probe_write(unsigned int* dst, uint64_t n, unsigned int
 cudaError_t memra_launch_stamp_now(unsigned long long* dst, cudaStream_t stream);
 // One thread spinning on %globaltimer for `microseconds`.
 cudaError_t memra_launch_spin(uint64_t microseconds, cudaStream_t stream);
+// Read `bytes` (rounded down to 16) at p, 16-byte aligned, and nothing else: the HBM read floor
+// (cu/read_floor.cu). `sink` (4 bytes) is written only when the data folds to a value no fill
+// the bench uses gives.
+cudaError_t memra_launch_read_floor(const void* p, uint64_t bytes, uint32_t* sink,
+                                    cudaStream_t stream);
 
 // ---- two-rank TP link kernels (cu/tp_ar.cu, seed 000) ----
 // Pointers a kernel stores through or reads may be the peer device's (peer access enabled).

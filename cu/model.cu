@@ -8,8 +8,30 @@
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
 #include "cu/model_reduce.cuh"
+#include "cu/pdl.cuh"
+
+namespace memra_cu {
 
 namespace {
+// Per thread: each worker launches on its own stream from its own thread.
+thread_local bool tPdl = false;
+}  // namespace
+
+bool PdlRequested() { return tPdl; }
+
+}  // namespace memra_cu
+
+extern "C" int memra_model_set_pdl(int on) {
+  const int was = memra_cu::tPdl ? 1 : 0;
+  memra_cu::tPdl = on != 0;
+  return was;
+}
+
+namespace {
+
+using memra_cu::LaunchModelKernel;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
 
 using memra_model::Bf16ToF32;
 
@@ -22,6 +44,8 @@ struct I32Values {
 };
 
 __global__ void set_i32(int32_t* __restrict__ dst, uint32_t n, I32Values vals) {
+  PdlWait();
+  PdlLaunchDependents();
   if (threadIdx.x < n) dst[threadIdx.x] = vals.v[threadIdx.x];
 }
 
@@ -32,6 +56,8 @@ constexpr unsigned kEmbedMaxBlocksX = 1024;
 
 __global__ void embed(float* __restrict__ out, const uint16_t* __restrict__ emb,
                       const int32_t* __restrict__ tokens, uint32_t H, uint32_t V) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint32_t s = blockIdx.y;
   const int32_t tok = tokens[s];
   const bool valid = tok >= 0 && static_cast<uint32_t>(tok) < V;
@@ -54,6 +80,8 @@ constexpr unsigned kNormThreads = 1024;  // a few elements a thread: few depende
 __global__ void __launch_bounds__(kNormThreads)
     rmsnorm(float* out, const float* in, const uint16_t* __restrict__ gain, uint32_t H) {
   __shared__ float scratch[kNormThreads / 32];
+  PdlWait();
+  PdlLaunchDependents();
   const float* h = in + uint64_t(blockIdx.x) * H;
   float* o = out + uint64_t(blockIdx.x) * H;
   float ss = 0.0f;
@@ -96,6 +124,8 @@ __device__ __forceinline__ Best ShflBest(const Best& b, int offset) {
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax(int32_t* __restrict__ out, const float* __restrict__ logits, uint32_t V) {
   __shared__ Best warpBest[kArgmaxThreads / 32];
+  PdlWait();
+  PdlLaunchDependents();
   const float* x = logits + uint64_t(blockIdx.x) * V;
   Best best{__int_as_float(0x7fc00000), INT32_MAX};
   // Four loads in flight before their compares (the winner does not depend on the order).
@@ -138,8 +168,7 @@ extern "C" cudaError_t memra_set_i32(int32_t* dst, uint32_t n, const int32_t* va
   if (n > MEMRA_MODEL_MAX_I32_VALUES || vals == nullptr) return cudaErrorInvalidValue;
   I32Values v{};
   for (uint32_t i = 0; i < n; ++i) v.v[i] = vals[i];
-  set_i32<<<1, 32, 0, stream>>>(dst, n, v);
-  return cudaGetLastError();
+  return LaunchModelKernel(set_i32, dim3(1), dim3(32), 0, 1, stream, dst, n, v);
 }
 
 extern "C" cudaError_t memra_embed(float* out, const uint16_t* emb, const int32_t* tokens,
@@ -148,16 +177,15 @@ extern "C" cudaError_t memra_embed(float* out, const uint16_t* emb, const int32_
   if (t > MEMRA_MODEL_MAX_ROWS) return cudaErrorInvalidValue;
   unsigned bx = (H + kEmbedThreads - 1) / kEmbedThreads;
   if (bx > kEmbedMaxBlocksX) bx = kEmbedMaxBlocksX;
-  embed<<<dim3(bx, t), kEmbedThreads, 0, stream>>>(out, emb, tokens, H, V);
-  return cudaGetLastError();
+  return LaunchModelKernel(embed, dim3(bx, t), dim3(kEmbedThreads), 0, 1, stream, out, emb, tokens,
+                           H, V);
 }
 
 extern "C" cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t* gain,
                                      uint32_t t, uint32_t H, cudaStream_t stream) {
   if (t == 0 || H == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS) return cudaErrorInvalidValue;
-  rmsnorm<<<t, kNormThreads, 0, stream>>>(out, in, gain, H);
-  return cudaGetLastError();
+  return LaunchModelKernel(rmsnorm, dim3(t), dim3(kNormThreads), 0, 1, stream, out, in, gain, H);
 }
 
 extern "C" cudaError_t memra_argmax(int32_t* out, const float* logits, uint32_t t, uint32_t V,
@@ -165,6 +193,5 @@ extern "C" cudaError_t memra_argmax(int32_t* out, const float* logits, uint32_t 
   if (t == 0) return cudaSuccess;
   // V = 0 has no answer; an index must also fit the i32 it is written as.
   if (t > MEMRA_MODEL_MAX_ROWS || V == 0 || V > uint32_t(INT32_MAX)) return cudaErrorInvalidValue;
-  argmax<<<t, kArgmaxThreads, 0, stream>>>(out, logits, V);
-  return cudaGetLastError();
+  return LaunchModelKernel(argmax, dim3(t), dim3(kArgmaxThreads), 0, 1, stream, out, logits, V);
 }

@@ -28,9 +28,10 @@ extern "C" {
 // first with a message). Each comes from where a kernel keeps its working set:
 // memra_set_i32 carries its values in the launch's parameter space.
 #define MEMRA_MODEL_MAX_I32_VALUES 12
-// memra_mla_attention keeps one head's scores (P floats) and its q / o (R floats) in the default
-// 48 KB of dynamic shared memory.
-#define MEMRA_MODEL_MAX_POSITIONS 8192
+// memra_mla_attention splits the positions over blocks (flash-decoding): nothing of P lives in
+// shared memory, only its workspace grows with it (memra_mla_workspace_bytes). A lane keeps
+// R / 128 float4 of a head's output in registers, four heads at a time up to R = 512, one above.
+#define MEMRA_MODEL_MAX_POSITIONS 65536
 #define MEMRA_MODEL_MAX_LATENT 2048
 // memra_router keeps a row's taken-flags (E bits, 32 a lane) and its K picks in registers; the
 // expert kernels and memra_moe_combine take the same K.
@@ -38,6 +39,13 @@ extern "C" {
 #define MEMRA_MODEL_MAX_TOPK 64
 // The fp8 block: H must be a multiple of it for memra_quantize / memra_dequantize.
 #define MEMRA_MODEL_QUANT_BLOCK 128
+
+// Programmatic dependent launch (cu/pdl.cuh): while `on`, the model launchers this thread calls
+// let their kernel start before the previous kernel of the stream has finished (each kernel waits
+// for it before reading anything but weights). The caller turns it on only when the previous
+// work on the stream is a model kernel of the step; memra_gen_weights never takes it. Returns the
+// previous setting. Off by default.
+int memra_model_set_pdl(int on);
 
 // Weight generation, bit-identical to src/decode/weights.ts generateTensor: for r < rows,
 // c < cols, dst[r * cols + c] = bf16 of flat element  base + r * srcCols + colStart + c  of tensor
@@ -65,12 +73,24 @@ cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t* gain, uin
                           uint32_t H, cudaStream_t stream);
 
 // out[s * ldo + j] = sum_k x[s * ldx + k] * W[k * ldw + j] for j < cols, s < t, k < K; W points
-// at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width). out
-// must not overlap x. The sum's order depends on K alone (cu/model_gemv.cu); products are fused
-// (fmaf), which the oracle allows (f32-ops.ts: FMA differs by rounding only).
+// at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width). With
+// `accumulate`, out[s * ldo + j] = f32(out[s * ldo + j] + sum) instead: a residual add fused into
+// the product (one rounding, as a separate y += 1 * x would give). out must not overlap x. The
+// sum's order depends on K alone (cu/model_gemv.cu); products are fused (fmaf), which the oracle
+// allows (f32-ops.ts: FMA differs by rounding only).
 cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                        const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
-                       cudaStream_t stream);
+                       int accumulate, cudaStream_t stream);
+
+// The attention's input products in one launch, for rows s < t of a [t][K]: c = a @ Wdkv (R
+// columns) stored at cache[s * slotStride + pos[s] * R + r] (`cache`: this layer's rows of slot 0;
+// a row whose pos[s] is outside [0, P) stores no c), and q[s * qcols + j] = a @ Wq (qcols columns,
+// a rank's heads). Bit for bit what memra_gemv, memra_cache_write and memra_gemv give apart: each
+// sum has memra_gemv's order for K.
+cudaError_t memra_latent_query(float* q, const float* a, const uint16_t* wdkv, const uint16_t* wq,
+                               float* cache, uint64_t slotStride, const int32_t* pos, uint32_t K,
+                               uint32_t R, uint32_t qcols, uint32_t t, uint32_t P,
+                               cudaStream_t stream);
 
 // cache[((s * L + layer) * P + pos[s]) * R + r] = c[s * R + r]: row s of the batch is slot s.
 // A row whose pos[s] is outside [0, P) writes nothing (the device's last guard; the host checks
@@ -79,17 +99,40 @@ cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, 
                               uint32_t layer, uint32_t L, uint32_t P, uint32_t R,
                               cudaStream_t stream);
 
-// Absorbed MLA attention for nh heads of each row s < t: q_n = q[s * ldq + n * R ..] (n < nh),
-// over cache positions j = 0 .. pos[s] of slot s, layer `layer`:
-//   s_j = f32(dot(q_n, cache_j) / sqrtf(R)); softmax over j (max subtracted, f32 exp, f32 sum);
-//   o = sum_j softmax_j * cache_j (f32); u[s * ldu + n * Dv + d] = sum_r o_r * Wuv[n][r][d].
-// wuv points at the first of these nh heads' [R, Dv] blocks. P <= MEMRA_MODEL_MAX_POSITIONS,
-// R <= MEMRA_MODEL_MAX_LATENT. A row whose pos[s] is outside [0, P) writes NaN into its heads'
-// u (and reads no cache). Sums use fmaf; their orders depend on R and the position count alone.
-cudaError_t memra_mla_attention(float* u, uint64_t ldu, const float* q, uint64_t ldq,
-                                const float* cache, const int32_t* pos, const uint16_t* wuv,
-                                uint32_t t, uint32_t nh, uint32_t layer, uint32_t L, uint32_t P,
-                                uint32_t R, uint32_t Dv, cudaStream_t stream);
+// Absorbed MLA attention for nh heads of each row s < t (arguments in MemraMlaArgs):
+//   q_n = q[s * ldq + n * R ..] (n < nh), over cache positions j = 0 .. pos[s] of slot s:
+//   s_j = f32(dot(q_n, cache_j) / sqrtf(R)); o = softmax(s) . cache (f32);
+//   u[s * ldu + n * Dv + d] = sum_r o_r * Wuv[n][r][d].
+// The positions are cut into tiles of memra_mla_position_tile(R); one block takes a tile for up
+// to 32 heads (they share its cache rows, read once), keeps the tile's max, exp-sum and
+// unnormalized o per head in `work`, and a second kernel rescales and adds the tiles in tile
+// order, normalizes, and multiplies by Wuv. Every order depends on R and the position count
+// alone, so a head's u is the same whatever heads, rows or t a call carries. The softmax is the
+// flash form (each tile's exps against its own max, rescaled once), which rounds differently from
+// MODEL.md's two-pass form; the oracle comparison is within rounding. P <= MEMRA_MODEL_MAX_POSITIONS,
+// R <= MEMRA_MODEL_MAX_LATENT, R % 4 == 0. A row whose pos[s] is outside [0, P) writes NaN into
+// its heads' u (and reads no cache).
+typedef struct MemraMlaArgs {
+  float* u;              // [t][ldu] f32: head n's Dv outputs at n * Dv (nh * Dv <= ldu)
+  uint64_t ldu;
+  const float* q;        // [t][ldq] f32: head n's R-wide query at n * R (nh * R <= ldq)
+  uint64_t ldq;
+  const float* cache;    // this layer's rows of slot 0, [P][R] f32; slot s at cache + s * slotStride
+  uint64_t slotStride;   // floats from one slot's layer to the next slot's (>= P * R)
+  const int32_t* pos;    // [t]: row s attends positions 0 .. pos[s]
+  const uint16_t* wuv;   // [nh][R][Dv] bf16: the first of these heads' blocks
+  float* work;           // memra_mla_workspace_bytes(t, nh, P, R) bytes, 16-byte aligned
+  uint32_t t, nh, P, R, Dv;
+} MemraMlaArgs;
+
+// Positions a tile of memra_mla_attention holds: 32 up to R = 512, 8 above.
+uint32_t memra_mla_position_tile(uint32_t R);
+
+// Bytes of the workspace memra_mla_attention needs for t rows of nh heads over P positions: per
+// row, tile and head, R floats of o and two of max and sum.
+uint64_t memra_mla_workspace_bytes(uint32_t t, uint32_t nh, uint32_t P, uint32_t R);
+
+cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_t stream);
 
 // Router: ids[s * K + k] = the K largest of logits[s * E ..], largest first, ties to the lower
 // index (f32-ops.ts topk, its NaN rule included: an untaken NaN is picked only when it is the
@@ -104,6 +147,12 @@ cudaError_t memra_router(int32_t* ids, float* wts, const float* logits, uint32_t
 cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, uint32_t t, uint32_t H,
                            cudaStream_t stream);
 
+// memra_router, memra_quantize and memra_dequantize in one launch, bit for bit as the three give:
+// root's MoE head once the router logits are in (b: the normalized rows they came from).
+cudaError_t memra_route_quant(int32_t* ids, float* wts, const float* logits, uint8_t* xq,
+                              float* xs, float* xd, const float* b, uint32_t t, uint32_t E,
+                              uint32_t K, uint32_t H, cudaStream_t stream);
+
 // xd = f32(decode(xq)) * xs, per element (the peer's copy of the MoE input is rebuilt by this).
 cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs, uint32_t t,
                              uint32_t H, cudaStream_t stream);
@@ -111,14 +160,17 @@ cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs, uint
 // Expert FFN, first half, for every slot (s, k) whose expert e = ids[s * K + k] lies in
 // [e0, e0 + nE): act[(s * K + k) * F + f] = silu(g_f) * up_f with g = xd[s] @ W1[e - e0] and
 // up = xd[s] @ W3[e - e0] (W1, W3 hold this rank's nE experts, each [H, F]); silu(g) =
-// g / (1 + exp(-g)). Slots owned by the other rank are not written.
+// g / (1 + exp(-g)). Slots owned by the other rank are not written. The slots are grouped by
+// expert on the device, so an expert's weights are streamed once a call however many slots name
+// it (its later slots, past the first two, re-read them from L2).
 cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids, const uint16_t* w1,
                             const uint16_t* w3, uint32_t e0, uint32_t nE, uint32_t t, uint32_t K,
                             uint32_t H, uint32_t F, cudaStream_t stream);
 
 // Expert FFN, second half: contrib[(s * K + k) * H + i] = act[(s * K + k)] @ W2[e - e0] for the
-// same owned slots (W2 holds nE experts, each [F, H]). Other slots are not written. For both:
-// K <= MEMRA_MODEL_MAX_TOPK; each output's sum has memra_gemv's order for its K (H, then F).
+// same owned slots (W2 holds nE experts, each [F, H]), grouped the same way. Other slots are not
+// written. For both: K <= MEMRA_MODEL_MAX_TOPK; each output's sum has memra_gemv's order for its
+// K (H, then F).
 cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
                               const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
                               uint32_t K, uint32_t H, uint32_t F, cudaStream_t stream);

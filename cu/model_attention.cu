@@ -1,35 +1,50 @@
-// The latent KV cache and absorbed MLA attention over it (MODEL.md "One decode step").
+// The latent KV cache and absorbed MLA attention over it (MODEL.md "One decode step"), in the
+// flash-decoding form: the positions are cut into tiles spread over the whole GPU, and every
+// head of a block shares its tile's cache rows, which are read from memory once per step for all
+// of them (the cache is what a long context costs; one block per head re-read it per head).
 //
-// One block per (row, head), 512 threads. Every reduction's order depends only on its length,
-// never on nh, the head's index or t (the slice rule, cu/model.h), so rank r's heads come out
-// bit-identical to the same heads of an unsharded call:
-//   score_j = q_n . cache_j: lane l sums its r = 4l + 128i + e (e = 0..3) in increasing r, then
-//             a xor butterfly over the 32 lanes (fixed by R);
-//   softmax: the max is exact in any order; the sum of e_j is BlockSumFixed over the positions
-//             (fixed by the position count);
-//   o_r = sum_j p_j * cache_j[r]: four partials over j = q (mod 4), each in increasing j, added
-//             in q order (fixed by the position count);
-//   u_d = sum_r o_r * Wuv[n][r][d]: 32 partials over r = p (mod 32), each in increasing r, added
-//             in p order (fixed by R).
-// The phases are laid out for latency, which is what a decode step at short context pays: every
-// thread has several independent loads in flight, and no phase loops over R or the positions
-// one dependent load at a time.
+//   mla_partial  grid (tiles, t, head groups): a tile's C cache rows into shared memory, then per
+//                head its C scores, their max m, the sum l of exp(s - m) and the unnormalized
+//                o = sum exp(s - m) * cache_j, into the workspace;
+//   mla_combine  grid (heads, t): M = max m_i, o = sum_i exp(m_i - M) o_i / sum_i exp(m_i - M) l_i,
+//                then u = o @ Wuv[n].
+// Every order depends only on R and the position count (the slice rule, cu/model.h), never on
+// nh, the head's index or t, so rank r's heads are bit-identical to the same heads of an
+// unsharded call:
+//   score: the lane of position j sums its r in increasing float4 groups (fmaf, x y z w), over
+//          the 32 / C lanes that share a position when C < 32, then a xor butterfly of those;
+//   m: exact in any order; l and the tile's o: positions in increasing j (butterfly for l);
+//   combine: the tiles in increasing order; u: 32 partials over r = p (mod 32), each in
+//          increasing r, added in p order.
 #include <math.h>
 #include <stdint.h>
+
+#include <atomic>
 
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
 #include "cu/model_reduce.cuh"
+#include "cu/pdl.cuh"
 
 namespace {
 
-constexpr unsigned kAttnThreads = 512;
-constexpr unsigned kAttnWarps = kAttnThreads / 32;
-constexpr unsigned kOParts = 4;    // j partials of o (adjacent lanes, combined by shuffles)
+using memra_cu::LaunchModelKernel;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
+
+constexpr unsigned kPartialWarps = 8;
+constexpr unsigned kPartialThreads = kPartialWarps * 32;
+constexpr unsigned kCombineThreads = 512;
 constexpr unsigned kUParts = 32;   // r partials of u
 constexpr unsigned kUGroup = 8;    // adjacent d's one thread accumulates (one 16-byte load)
 constexpr unsigned kUPass = 256;   // d's per pass through the partials' shared memory
+constexpr unsigned kUPrefetch = 8; // Wuv rows a thread loads before the partial kernel is done
 constexpr unsigned kCacheWriteThreads = 256;
+// A padded cache row in shared memory: R + 4 floats, so the 8 lanes of a quarter-warp reading
+// one float4 each of 8 consecutive rows land on 8 distinct bank groups (R % 32 == 0).
+constexpr unsigned kRowPad = 4;
+
+__host__ __device__ constexpr unsigned PositionTile(uint32_t R) { return R <= 512 ? 32 : 8; }
 
 // Slot s's cache for `layer`: P positions of R floats.
 __device__ __forceinline__ uint64_t CacheBase(uint32_t s, uint32_t layer, uint32_t L, uint32_t P,
@@ -40,6 +55,8 @@ __device__ __forceinline__ uint64_t CacheBase(uint32_t s, uint32_t layer, uint32
 __global__ void cache_write(float* __restrict__ cache, const float* __restrict__ c,
                             const int32_t* __restrict__ pos, uint32_t layer, uint32_t L,
                             uint32_t P, uint32_t R) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint32_t s = blockIdx.y;
   const int32_t p = pos[s];
   // The host checks positions before a step; a bad one here must not write outside the slot.
@@ -58,15 +75,6 @@ struct MaxF {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-// p[0..3] clipped to n (zeros past it; an exact zero term leaves a sum unchanged). kVec: one
-// float4 load, when the launcher proved the alignment and R % 4 == 0.
-template <bool kVec>
-__device__ __forceinline__ float4 Load4(const float* p, uint32_t n) {
-  if (kVec) return __ldg(reinterpret_cast<const float4*>(p));
-  return make_float4(n > 0 ? __ldg(p) : 0.0f, n > 1 ? __ldg(p + 1) : 0.0f,
-                     n > 2 ? __ldg(p + 2) : 0.0f, n > 3 ? __ldg(p + 3) : 0.0f);
-}
-
 __device__ __forceinline__ float Dot4(const float4& a, const float4& b, float d) {
   d = fmaf(a.x, b.x, d);
   d = fmaf(a.y, b.y, d);
@@ -74,137 +82,257 @@ __device__ __forceinline__ float Dot4(const float4& a, const float4& b, float d)
   return fmaf(a.w, b.w, d);
 }
 
-// Dynamic shared memory: sc[max(P, kUParts * kUPass-or-Dv)] (scores, then probabilities, then
-// u's partials) and qo[R] (q_n, then o).
-// One block an SM is all a decode step launches (t x nh blocks), so the launch bounds let ptxas
-// spend registers on loads in flight (the unrolled loops below) rather than on occupancy.
+__device__ __forceinline__ void Axpy4(float a, const float4& x, float4& y) {
+  y.x = fmaf(a, x.x, y.x);
+  y.y = fmaf(a, x.y, y.y);
+  y.z = fmaf(a, x.z, y.z);
+  y.w = fmaf(a, x.w, y.w);
+}
+
+// rows x R floats from global src (row stride R) into shared dst (row stride dstRow), as float4
+// when kVec (src 16-byte aligned; R and dstRow are multiples of 4). Unrolled so a thread has
+// several loads in flight: the staging is a round trip to memory every block pays once.
 template <bool kVec>
-__global__ void __launch_bounds__(kAttnThreads, 1)
-    mla_attention(float* __restrict__ u, uint64_t ldu, const float* __restrict__ q, uint64_t ldq,
-                  const float* __restrict__ cache, const int32_t* __restrict__ pos,
-                  const uint16_t* __restrict__ wuv, uint32_t layer, uint32_t L, uint32_t P,
-                  uint32_t R, uint32_t Dv, uint32_t scRegion) {
-  extern __shared__ float4 smem4[];
-  float* sc = reinterpret_cast<float*>(smem4);
-  float* qo = sc + scRegion;
-  __shared__ float scratch[kAttnWarps];
-  const uint32_t n = blockIdx.x, s = blockIdx.y;
-  const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  float* un = u + uint64_t(s) * ldu + uint64_t(n) * Dv;
-
-  const int32_t p = pos[s];
-  if (p < 0 || uint32_t(p) >= P) {
-    // A position the cache cannot hold: poison this head's output rather than read past the
-    // slot (the host checks positions before a step; this is the device's last guard).
-    for (uint32_t d = tid; d < Dv; d += kAttnThreads) un[d] = __int_as_float(0x7fc00000);
-    return;
-  }
-  const uint32_t np = uint32_t(p) + 1;
-  const float* kv = cache + CacheBase(s, layer, L, P, R);
-  const uint32_t groups = (R + 3) / 4;
-
-  const float* qn = q + uint64_t(s) * ldq + uint64_t(n) * R;
-  for (uint32_t r = tid; r < R; r += kAttnThreads) qo[r] = qn[r];
-  __syncthreads();
-
-  // Scores, two positions a warp at a time (independent chains, loads in flight together).
-  // MODEL.md: s_j = (q . c_j) / sqrt(R), sqrt(R) the f32 square root, and a true division.
-  const float sqrtR = __fsqrt_rn(static_cast<float>(R));
-  for (uint32_t j = warp; j < np; j += 2 * kAttnWarps) {
-    const uint32_t j2 = j + kAttnWarps;
-    const bool two = j2 < np;
-    const float* row = kv + uint64_t(j) * R;
-    const float* row2 = kv + uint64_t(two ? j2 : j) * R;
-    float d = 0.0f, d2 = 0.0f;
-    // Unrolled so a lane's loads for both positions are in flight together (R = 512: all 8).
+__device__ __forceinline__ void Stage(float* dst, uint32_t dstRow, const float* src, uint32_t rows,
+                                      uint32_t R) {
+  if (kVec) {
+    const uint32_t quads = R / 4, n = rows * quads;
 #pragma unroll 4
-    for (uint32_t g = lane; g < groups; g += 32) {
-      const uint32_t left = R - 4 * g;
-      const float4 c = Load4<kVec>(row + 4 * g, left);
-      const float4 c2 = Load4<kVec>(row2 + 4 * g, left);
-      const float4 q4 = make_float4(qo[4 * g], left > 1 ? qo[4 * g + 1] : 0.0f,
-                                    left > 2 ? qo[4 * g + 2] : 0.0f,
-                                    left > 3 ? qo[4 * g + 3] : 0.0f);
-      d = Dot4(q4, c, d);
-      d2 = Dot4(q4, c2, d2);
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const uint32_t r = i / quads, qd = i - r * quads;
+      *reinterpret_cast<float4*>(dst + r * dstRow + 4 * qd) =
+          __ldg(reinterpret_cast<const float4*>(src + uint64_t(r) * R) + qd);
     }
+  } else {
+    const uint32_t n = rows * R;
+#pragma unroll 4
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const uint32_t r = i / R, c = i - r * R;
+      dst[r * dstRow + c] = __ldg(src + uint64_t(r) * R + c);
+    }
+  }
+}
+
+// Where a row's tile partials live: o at work + ((s * tiles + i) * nh + n) * R, then the (m, l)
+// pairs after every o.
+struct Workspace {
+  float* o;
+  float* ml;
+  uint32_t tiles;
+  __host__ __device__ uint64_t Index(uint32_t s, uint32_t i, uint32_t n, uint32_t nh) const {
+    return (uint64_t(s) * tiles + i) * nh + n;
+  }
+};
+
+__host__ __device__ inline Workspace MakeWorkspace(float* work, uint32_t t, uint32_t nh, uint32_t P,
+                                                   uint32_t R) {
+  const uint32_t tiles = (P + PositionTile(R) - 1) / PositionTile(R);
+  return {work, work + uint64_t(t) * tiles * nh * R, tiles};
+}
+
+// One tile of positions for HPW heads a warp, kPartialWarps warps a block; a lane keeps QPL
+// float4 of each of its heads' o. Dynamic shared memory: the tile's C padded cache rows, then
+// the block's queries [HPW * kPartialWarps][R].
+template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
+__global__ void __launch_bounds__(kPartialThreads)
+    mla_partial(MemraMlaArgs a, Workspace ws) {
+  constexpr unsigned RG = 32 / C;  // lanes one position's score is split over
+  constexpr unsigned HB = HPW * kPartialWarps;
+  extern __shared__ float4 smem4[];
+  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad;
+  float* sc = reinterpret_cast<float*>(smem4);
+  float* sq = sc + C * rowF;
+  const uint32_t tile = blockIdx.x, s = blockIdx.y, hb0 = blockIdx.z * HB;
+  const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+  // Positions, queries and the cache are all written by the kernels before this one.
+  PdlWait();
+  PdlLaunchDependents();
+  const int32_t p = a.pos[s];
+  if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u
+  const uint32_t np = uint32_t(p) + 1, j0 = tile * C;
+  if (j0 >= np) return;
+  const uint32_t nv = np - j0 < C ? np - j0 : C;
+  const uint32_t nhB = a.nh - hb0 < HB ? a.nh - hb0 : HB;
+
+  const float* kv = a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * R;
+  Stage<kVec>(sc, rowF, kv, nv, R);
+  Stage<kVec>(sq, R, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
+  // Heads past nh read zeros, never what an earlier block left in shared memory.
+  for (uint32_t i = nhB * R + tid; i < HB * R; i += kPartialThreads) sq[i] = 0.0f;
+  __syncthreads();
+  // A warp whose heads are all past nh has nothing to do (no block barrier follows).
+  const unsigned h0 = warp * HPW;
+  if (h0 >= nhB) return;
+
+  // Scores: lane = (position j, r group g); heads h0 .. h0 + HPW of this warp.
+  const unsigned j = lane / RG, g = lane % RG;
+  float d[HPW];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
-      d2 = __fadd_rn(d2, __shfl_xor_sync(0xffffffffu, d2, o));
-    }
-    if (lane == 0) {
-      sc[j] = __fdiv_rn(d, sqrtR);
-      if (two) sc[j2] = __fdiv_rn(d2, sqrtR);
-    }
-  }
-  __syncthreads();
-
-  float mx = -INFINITY;
-  for (uint32_t j = tid; j < np; j += kAttnThreads) mx = fmaxf(mx, sc[j]);
-  mx = memra_model::BlockReduceFixed<kAttnThreads>(mx, scratch, MaxF());
-  float sum = 0.0f;
-  for (uint32_t j = tid; j < np; j += kAttnThreads) {
-    const float e = expf(__fsub_rn(sc[j], mx));
-    sc[j] = e;
-    sum = __fadd_rn(sum, e);
-  }
-  // BlockSumFixed's barriers also publish the e_j each thread just stored.
-  sum = memra_model::BlockSumFixed<kAttnThreads>(sum, scratch);
-  for (uint32_t j = tid; j < np; j += kAttnThreads) sc[j] = __fdiv_rn(sc[j], sum);
-  __syncthreads();
-
-  // o over (group of 4 r, j partial q); lanes 4m .. 4m+3 hold one group's four partials. q_n is
-  // no longer needed: o takes its place. Every lane runs the same iterations (the shuffles).
-  for (uint32_t base = 0; base < groups * kOParts; base += kAttnThreads) {
-    const uint32_t i = base + tid, g = i / kOParts, part = i % kOParts;
-    const bool active = i < groups * kOParts;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (active) {
-      const uint32_t left = R - 4 * g;
-#pragma unroll 8
-      for (uint32_t j = part; j < np; j += kOParts) {
-        const float pj = sc[j];
-        const float4 c = Load4<kVec>(kv + uint64_t(j) * R + 4 * g, left);
-        acc.x = fmaf(pj, c.x, acc.x);
-        acc.y = fmaf(pj, c.y, acc.y);
-        acc.z = fmaf(pj, c.z, acc.z);
-        acc.w = fmaf(pj, c.w, acc.w);
+  for (unsigned h = 0; h < HPW; ++h) d[h] = 0.0f;
+  if (j < nv) {
+    const float* crow = sc + j * rowF;
+#pragma unroll 4
+    for (uint32_t qd = g; qd < quads; qd += RG) {
+      const float4 c = *reinterpret_cast<const float4*>(crow + 4 * qd);
+#pragma unroll
+      for (unsigned h = 0; h < HPW; ++h) {
+        d[h] = Dot4(*reinterpret_cast<const float4*>(sq + (h0 + h) * R + 4 * qd), c, d[h]);
       }
     }
-    float4 o = acc;
+  }
 #pragma unroll
-    for (unsigned k = 1; k < kOParts; ++k) {
-      const float4 v = make_float4(__shfl_down_sync(0xffffffffu, acc.x, k),
-                                   __shfl_down_sync(0xffffffffu, acc.y, k),
-                                   __shfl_down_sync(0xffffffffu, acc.z, k),
-                                   __shfl_down_sync(0xffffffffu, acc.w, k));
-      o = make_float4(__fadd_rn(o.x, v.x), __fadd_rn(o.y, v.y), __fadd_rn(o.z, v.z),
-                      __fadd_rn(o.w, v.w));
+  for (unsigned o = 1; o < RG; o <<= 1) {
+#pragma unroll
+    for (unsigned h = 0; h < HPW; ++h) d[h] = __fadd_rn(d[h], __shfl_xor_sync(0xffffffffu, d[h], o));
+  }
+  // MODEL.md: s_j = (q . c_j) / sqrt(R), sqrt(R) the f32 square root, and a true division.
+  const float sqrtR = __fsqrt_rn(static_cast<float>(R));
+  float e[HPW], m[HPW], l[HPW];
+#pragma unroll
+  for (unsigned h = 0; h < HPW; ++h) {
+    const float sj = j < nv ? __fdiv_rn(d[h], sqrtR) : -INFINITY;
+    float mx = sj;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    m[h] = mx;
+    e[h] = j < nv ? expf(__fsub_rn(sj, mx)) : 0.0f;
+    // The sum over positions: one lane of each position contributes; exact zeros elsewhere.
+    float sum = g == 0 ? e[h] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+    l[h] = sum;
+  }
+
+  // o over the tile's positions in increasing j; lane = float4 group of r.
+  float4 acc[HPW][QPL];
+#pragma unroll
+  for (unsigned h = 0; h < HPW; ++h) {
+#pragma unroll
+    for (unsigned k = 0; k < QPL; ++k) acc[h][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  for (uint32_t jj = 0; jj < nv; ++jj) {
+    float ej[HPW];
+#pragma unroll
+    for (unsigned h = 0; h < HPW; ++h) ej[h] = __shfl_sync(0xffffffffu, e[h], jj * RG);
+    const float* crow = sc + jj * rowF;
+#pragma unroll
+    for (unsigned k = 0; k < QPL; ++k) {
+      const uint32_t qd = lane + 32 * k;
+      if (qd < quads) {
+        const float4 c = *reinterpret_cast<const float4*>(crow + 4 * qd);
+#pragma unroll
+        for (unsigned h = 0; h < HPW; ++h) Axpy4(ej[h], c, acc[h][k]);
+      }
     }
-    if (active && part == 0) {
-      const uint32_t r = 4 * g;
-      qo[r] = o.x;
-      if (r + 1 < R) qo[r + 1] = o.y;
-      if (r + 2 < R) qo[r + 2] = o.z;
-      if (r + 3 < R) qo[r + 3] = o.w;
+  }
+#pragma unroll
+  for (unsigned h = 0; h < HPW; ++h) {
+    if (h0 + h >= nhB) break;
+    const uint64_t at = ws.Index(s, tile, hb0 + h0 + h, a.nh);
+    float4* out = reinterpret_cast<float4*>(ws.o + at * R);
+#pragma unroll
+    for (unsigned k = 0; k < QPL; ++k) {
+      const uint32_t qd = lane + 32 * k;
+      if (qd < quads) out[qd] = acc[h][k];
     }
+    if (lane == 0) {
+      ws.ml[2 * at] = m[h];
+      ws.ml[2 * at + 1] = l[h];
+    }
+  }
+}
+
+// One head of one row. Dynamic shared memory: o[R], then u's partials [kUParts][min(Dv, kUPass)],
+// then the tiles' weights w[tiles].
+template <bool kVec>
+__global__ void __launch_bounds__(kCombineThreads)
+    mla_combine(MemraMlaArgs a, Workspace ws, uint32_t pass) {
+  extern __shared__ float4 smem4[];
+  __shared__ float scratch[kCombineThreads / 32];
+  const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x, s = blockIdx.y;
+  float* osh = reinterpret_cast<float*>(smem4);
+  float* part = osh + ((R + 3) & ~3u);
+  float* wsh = part + kUParts * pass;
+  const unsigned tid = threadIdx.x;
+  float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv;
+  const uint16_t* wn = a.wuv + uint64_t(n) * R * Dv;
+
+  // This thread's first Wuv rows, loaded while mla_partial still runs (weights: pdl.cuh).
+  const uint32_t nd0 = Dv < kUPass ? Dv : kUPass, dg0 = (nd0 + kUGroup - 1) / kUGroup;
+  const uint32_t item0 = tid < dg0 * kUParts ? tid : 0;
+  const uint32_t g0 = item0 % dg0, part0 = item0 / dg0, dl0 = g0 * kUGroup;
+  const bool wide0 = kVec && nd0 - dl0 >= kUGroup;
+  uint4 pre[kUPrefetch];
+#pragma unroll
+  for (unsigned k = 0; k < kUPrefetch; ++k) {
+    const uint32_t r = part0 + k * kUParts;
+    pre[k] = (wide0 && r < R) ? __ldg(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv + dl0))
+                              : make_uint4(0, 0, 0, 0);
+  }
+
+  PdlWait();
+  PdlLaunchDependents();
+  const int32_t p = a.pos[s];
+  if (p < 0 || uint32_t(p) >= a.P) {
+    // A position the cache cannot hold: poison this head's output (the host checks positions
+    // before a step; this is the device's last guard).
+    for (uint32_t d = tid; d < Dv; d += kCombineThreads) un[d] = __int_as_float(0x7fc00000);
+    return;
+  }
+  const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
+
+  float mx = -INFINITY;
+  for (uint32_t i = tid; i < tiles; i += kCombineThreads) mx = fmaxf(mx, ws.ml[2 * ws.Index(s, i, n, a.nh)]);
+  mx = memra_model::BlockReduceFixed<kCombineThreads>(mx, scratch, MaxF());
+  float lsum = 0.0f;
+  for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
+    const uint64_t at = ws.Index(s, i, n, a.nh);
+    const float w = expf(__fsub_rn(ws.ml[2 * at], mx));
+    wsh[i] = w;
+    lsum = __fadd_rn(lsum, __fmul_rn(w, ws.ml[2 * at + 1]));
+  }
+  // BlockSumFixed's barriers also publish the weights each thread just stored.
+  const float L = memra_model::BlockSumFixed<kCombineThreads>(lsum, scratch);
+  for (uint32_t r = tid; r < R; r += kCombineThreads) {
+    float o = 0.0f;
+    const float* src = ws.o + ws.Index(s, 0, n, a.nh) * R + r;
+    const uint64_t step = uint64_t(a.nh) * R;
+#pragma unroll 16
+    for (uint32_t i = 0; i < tiles; ++i) o = fmaf(wsh[i], src[i * step], o);
+    osh[r] = __fdiv_rn(o, L);
   }
   __syncthreads();
 
-  // u over (group of 8 d, r partial), kUPass d's at a time; the partials go where sc was.
-  const uint16_t* wn = wuv + uint64_t(n) * R * Dv;
-  const uint32_t stride = Dv < kUPass ? Dv : kUPass;  // one partial's row in sc
+  // u over (group of 8 d, r partial), kUPass d's at a time; the partials go to part.
+  const uint32_t stride = nd0;  // one partial's row in part
   for (uint32_t d0 = 0; d0 < Dv; d0 += kUPass) {
     const uint32_t nd = Dv - d0 < kUPass ? Dv - d0 : kUPass;
     const uint32_t dg = (nd + kUGroup - 1) / kUGroup;
-    for (uint32_t i = tid; i < dg * kUParts; i += kAttnThreads) {
-      const uint32_t g = i % dg, part = i / dg, dl = g * kUGroup;
+    for (uint32_t i = tid; i < dg * kUParts; i += kCombineThreads) {
+      const uint32_t g = i % dg, prt = i / dg, dl = g * kUGroup;
       const uint32_t left = nd - dl;
+      const bool fromPre = d0 == 0 && i == tid && wide0;
       float acc[kUGroup] = {};
+      auto fma8 = [&](float orr, const uint32_t (&wv)[kUGroup / 2]) {
+#pragma unroll
+        for (unsigned e = 0; e < kUGroup / 2; ++e) {
+          acc[2 * e] = fmaf(orr, __uint_as_float(wv[e] << 16), acc[2 * e]);
+          acc[2 * e + 1] = fmaf(orr, __uint_as_float(wv[e] & 0xffff0000u), acc[2 * e + 1]);
+        }
+      };
+      uint32_t r = prt;
+      if (fromPre) {
+#pragma unroll
+        for (unsigned k = 0; k < kUPrefetch; ++k, r += kUParts) {
+          if (r < R) {
+            const uint32_t wv[4] = {pre[k].x, pre[k].y, pre[k].z, pre[k].w};
+            fma8(osh[r], wv);
+          }
+        }
+      }
 #pragma unroll 8
-      for (uint32_t r = part; r < R; r += kUParts) {
-        const float orr = qo[r];
+      for (; r < R; r += kUParts) {
         const uint16_t* w = wn + uint64_t(r) * Dv + d0 + dl;
         uint32_t wv[kUGroup / 2];
         if (kVec && left >= kUGroup) {
@@ -218,29 +346,70 @@ __global__ void __launch_bounds__(kAttnThreads, 1)
             wv[e] = lo | (hi << 16);
           }
         }
-#pragma unroll
-        for (unsigned e = 0; e < kUGroup / 2; ++e) {
-          acc[2 * e] = fmaf(orr, __uint_as_float(wv[e] << 16), acc[2 * e]);
-          acc[2 * e + 1] = fmaf(orr, __uint_as_float(wv[e] & 0xffff0000u), acc[2 * e + 1]);
-        }
+        fma8(osh[r], wv);
       }
 #pragma unroll
       for (unsigned e = 0; e < kUGroup; ++e) {
-        if (e < left) sc[part * stride + dl + e] = acc[e];
+        if (e < left) part[prt * stride + dl + e] = acc[e];
       }
     }
     __syncthreads();
-    for (uint32_t d = tid; d < nd; d += kAttnThreads) {
-      float a = sc[d];
+    for (uint32_t d = tid; d < nd; d += kCombineThreads) {
+      float v = part[d];
 #pragma unroll
-      for (unsigned k = 1; k < kUParts; ++k) a = __fadd_rn(a, sc[k * stride + d]);
-      un[d0 + d] = a;
+      for (unsigned k = 1; k < kUParts; ++k) v = __fadd_rn(v, part[k * stride + d]);
+      un[d0 + d] = v;
     }
     __syncthreads();
   }
 }
 
+// Raise a kernel's dynamic shared-memory limit once (the default is 48 KB).
+template <class Kernel>
+cudaError_t AllowSmem(Kernel kernel, size_t bytes, std::atomic<size_t>& granted) {
+  if (bytes <= 48 * 1024 || bytes <= granted.load(std::memory_order_relaxed)) return cudaSuccess;
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  if (err == cudaSuccess) granted.store(bytes, std::memory_order_relaxed);
+  return err;
+}
+
+template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
+cudaError_t LaunchPartial(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
+  static std::atomic<size_t> granted{0};
+  auto kernel = mla_partial<C, HPW, QPL, kVec>;
+  constexpr unsigned HB = HPW * kPartialWarps;
+  const size_t smem = (size_t(C) * (a.R + kRowPad) + size_t(HB) * a.R) * sizeof(float);
+  const cudaError_t err = AllowSmem(kernel, smem, granted);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(ws.tiles, a.t, (a.nh + HB - 1) / HB);
+  return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws);
+}
+
+template <bool kVec>
+cudaError_t LaunchCombine(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
+  static std::atomic<size_t> granted{0};
+  auto kernel = mla_combine<kVec>;
+  const uint32_t pass = a.Dv < kUPass ? a.Dv : kUPass;
+  const size_t smem = (size_t((a.R + 3) & ~3u) + size_t(kUParts) * pass + ws.tiles) * sizeof(float);
+  const cudaError_t err = AllowSmem(kernel, smem, granted);
+  if (err != cudaSuccess) return err;
+  // Always dependent on mla_partial: it waits for it before reading the workspace.
+  const int was = memra_model_set_pdl(1);
+  const cudaError_t launched =
+      LaunchModelKernel(kernel, dim3(a.nh, a.t), dim3(kCombineThreads), smem, 1, stream, a, ws, pass);
+  memra_model_set_pdl(was);
+  return launched;
+}
+
 }  // namespace
+
+extern "C" uint32_t memra_mla_position_tile(uint32_t R) { return PositionTile(R); }
+
+extern "C" uint64_t memra_mla_workspace_bytes(uint32_t t, uint32_t nh, uint32_t P, uint32_t R) {
+  const uint64_t tiles = (uint64_t(P) + PositionTile(R) - 1) / PositionTile(R);
+  return uint64_t(t) * tiles * nh * (uint64_t(R) + 2) * sizeof(float);
+}
 
 extern "C" cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos,
                                          uint32_t t, uint32_t layer, uint32_t L, uint32_t P,
@@ -249,34 +418,30 @@ extern "C" cudaError_t memra_cache_write(float* cache, const float* c, const int
   if (t > MEMRA_MODEL_MAX_ROWS || layer >= L) return cudaErrorInvalidValue;
   unsigned bx = (R + kCacheWriteThreads - 1) / kCacheWriteThreads;
   if (bx > 1024) bx = 1024;
-  cache_write<<<dim3(bx, t), kCacheWriteThreads, 0, stream>>>(cache, c, pos, layer, L, P, R);
-  return cudaGetLastError();
+  return LaunchModelKernel(cache_write, dim3(bx, t), dim3(kCacheWriteThreads), 0, 1, stream, cache,
+                           c, pos, layer, L, P, R);
 }
 
-extern "C" cudaError_t memra_mla_attention(float* u, uint64_t ldu, const float* q, uint64_t ldq,
-                                           const float* cache, const int32_t* pos,
-                                           const uint16_t* wuv, uint32_t t, uint32_t nh,
-                                           uint32_t layer, uint32_t L, uint32_t P, uint32_t R,
-                                           uint32_t Dv, cudaStream_t stream) {
-  if (t == 0 || nh == 0 || Dv == 0) return cudaSuccess;
-  if (t > MEMRA_MODEL_MAX_ROWS || layer >= L || P == 0 || P > MEMRA_MODEL_MAX_POSITIONS ||
-      R == 0 || R > MEMRA_MODEL_MAX_LATENT || nh > uint32_t(INT32_MAX)) {
+extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_t stream) {
+  if (args == nullptr) return cudaErrorInvalidValue;
+  const MemraMlaArgs& a = *args;
+  if (a.t == 0 || a.nh == 0 || a.Dv == 0) return cudaSuccess;
+  if (a.t > MEMRA_MODEL_MAX_ROWS || a.P == 0 || a.P > MEMRA_MODEL_MAX_POSITIONS || a.R == 0 ||
+      a.R > MEMRA_MODEL_MAX_LATENT || a.R % 4 != 0 || a.nh > uint32_t(INT32_MAX) ||
+      a.slotStride < uint64_t(a.P) * a.R || reinterpret_cast<uintptr_t>(a.work) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
-  // sc holds the scores (P) and later u's partials (kUParts x one pass of d's).
-  const uint32_t pass = Dv < kUPass ? Dv : kUPass;
-  const uint32_t region = ((P > kUParts * pass ? P : kUParts * pass) + 3u) & ~3u;
-  const size_t smem = (size_t(region) + R) * sizeof(float);
-  // Loads as float4 / 16-byte bf16 groups only where every row keeps the alignment.
-  const bool vec = reinterpret_cast<uintptr_t>(cache) % 16 == 0 && R % 4 == 0 &&
-                   reinterpret_cast<uintptr_t>(wuv) % 16 == 0 && Dv % kUGroup == 0;
-  const dim3 grid(nh, t);
-  if (vec) {
-    mla_attention<true><<<grid, kAttnThreads, smem, stream>>>(u, ldu, q, ldq, cache, pos, wuv,
-                                                              layer, L, P, R, Dv, region);
+  const Workspace ws = MakeWorkspace(a.work, a.t, a.nh, a.P, a.R);
+  // float4 loads only where every row keeps the alignment; shared memory is always aligned.
+  const bool vecIn = reinterpret_cast<uintptr_t>(a.cache) % 16 == 0 && a.slotStride % 4 == 0 &&
+                     reinterpret_cast<uintptr_t>(a.q) % 16 == 0 && a.ldq % 4 == 0;
+  const bool vecW = reinterpret_cast<uintptr_t>(a.wuv) % 16 == 0 && a.Dv % kUGroup == 0;
+  cudaError_t err;
+  if (a.R <= 512) {
+    err = vecIn ? LaunchPartial<32, 4, 4, true>(a, ws, stream) : LaunchPartial<32, 4, 4, false>(a, ws, stream);
   } else {
-    mla_attention<false><<<grid, kAttnThreads, smem, stream>>>(u, ldu, q, ldq, cache, pos, wuv,
-                                                               layer, L, P, R, Dv, region);
+    err = vecIn ? LaunchPartial<8, 1, 16, true>(a, ws, stream) : LaunchPartial<8, 1, 16, false>(a, ws, stream);
   }
-  return cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  return vecW ? LaunchCombine<true>(a, ws, stream) : LaunchCombine<false>(a, ws, stream);
 }

@@ -24,10 +24,15 @@
 
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
+#include "cu/pdl.cuh"
 
 namespace cg = cooperative_groups;
 
 namespace {
+
+using memra_cu::LaunchModelKernel;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
 
 constexpr unsigned kWarpCols = 32;     // x-threads: a warp spans one tile's columns
 constexpr unsigned kSplitY = 16;       // y-threads: partials per block
@@ -149,7 +154,7 @@ __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint1
 // acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
-template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull>
+template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull, int kOcc>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
@@ -157,7 +162,12 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  unsigned n) {
   const uint64_t full = K / kChunk;
   uint64_t c = first;
+  // The first batch of weights is loaded before the previous kernel has finished (pdl.cuh); x is
+  // read only after PdlWait().
+  bool waited = false;
   if constexpr (!kFull) {
+    PdlWait();
+    waited = true;
     // The clipped thread (at most one a launch): a row at a time, same order. Its guarded
     // 2-byte loads batched would need many more registers, and registers are allocated for the
     // whole kernel, so they would cost every thread.
@@ -167,7 +177,8 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       for (unsigned r = 0; r < kChunk; ++r) FmaRow<T, M, CW, kWide, false>(acc, xr, w, c * kChunk + r, ldw, n);
     }
   } else {
-    constexpr unsigned U = kBatchChunks<CW, M>;
+    // kOcc blocks an SM share its registers: each holds that much less in flight.
+    constexpr unsigned U = kBatchChunks<CW, M> / kOcc > 0 ? kBatchChunks<CW, M> / kOcc : 1;
     // Not unrolled further: one batch is all the registers a thread should hold in flight.
 #pragma unroll 1
     for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride) {
@@ -175,6 +186,10 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
         LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
+      }
+      if (!waited) {
+        PdlWait();
+        waited = true;
       }
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
@@ -188,21 +203,27 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
     for (; c < full; c += stride) {
       WRow<CW> wv[kChunk][M];
       LoadChunk<M, CW, kWide, kFull>(wv, w, c * kChunk, ldw, n);
+      if (!waited) {
+        PdlWait();
+        waited = true;
+      }
 #pragma unroll
       for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, LoadX4<kVecX>(xr[s] + c * kChunk), s, wv);
     }
   }
+  if (!waited) PdlWait();
   if (K % kChunk != 0 && full >= first && (full - first) % stride == 0) {
     for (uint32_t k = uint32_t(full) * kChunk; k < K; ++k) FmaRow<T, M, CW, kWide, kFull>(acc, xr, w, k, ldw, n);
   }
 }
 
-// One block's share of one column tile: T rows of x (row stride ldx) times M matrices (W[m]
-// points at column 0 of the slice, row stride ldw), columns [col0, col0 + 32 * CW) clipped to
-// cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread of
-// every block of the cluster must reach it (no early return once a cluster has started it).
-template <int T, int M, int CW, bool kWide, bool kVecX, class Epi>
-__device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t ldx,
+// One block's share of one column tile: T rows of x (xr[s], each K floats) times M matrices
+// (W[m] points at column 0 of the slice, row stride ldw), columns [col0, col0 + 32 * CW) clipped
+// to cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread
+// of every block of the cluster must reach it (no early return once a cluster has started it);
+// a block may call it again (the grouped experts' passes) once it has returned.
+template <int T, int M, int CW, bool kWide, bool kVecX, class Epi, int kOcc = 1>
+__device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
                                          const Epi& epi) {
@@ -218,19 +239,21 @@ __device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t l
     const unsigned n = cols - j < CW ? cols - j : CW;
     const float* xr[T];
 #pragma unroll
-    for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
+    for (int s = 0; s < T; ++s) xr[s] = xrow[s];
     const uint16_t* w[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kVecX, true>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+      AccumulateChunks<T, M, CW, kWide, kVecX, true, kOcc>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                      split * kSplitY, n);
     } else {
-      AccumulateChunks<T, M, CW, kWide, kVecX, false>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+      AccumulateChunks<T, M, CW, kWide, kVecX, false, kOcc>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                       split * kSplitY, n);
     }
   }
+  // A thread that loaded nothing still stores below; the one-time wait is free for the others.
+  PdlWait();
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -270,86 +293,227 @@ __device__ __forceinline__ void GemvTile(const float* __restrict__ x, uint64_t l
       epi(s, col0 + c, v);
     }
   }
-  // Rank 0 reads the others' shared memory: they must not exit before it is done.
-  if (split > 1) cg::this_cluster().sync();
+  // Rank 0 reads the others' shared memory: they must not exit before it is done. Alone, the
+  // block still must not overwrite part[] in a next pass before the epilogue has read it.
+  if (split > 1) {
+    cg::this_cluster().sync();
+  } else {
+    __syncthreads();
+  }
 }
 
 // ---- memra_gemv ----
 
+template <bool kAccumulate>
 struct StoreRows {
   float* out;
   uint64_t ldo;
   __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
-    out[uint64_t(s) * ldo + j] = v[0];
+    float* o = out + uint64_t(s) * ldo + j;
+    *o = kAccumulate ? __fadd_rn(*o, v[0]) : v[0];
+  }
+};
+
+// kOcc: the blocks an SM holds at once (launch bounds). With one, a block's epilogue leaves its SM
+// without loads in flight; with two, the other block streams meanwhile, each with half the loads.
+template <int T, int CW, bool kWide, bool kVecX, bool kAccumulate, int kOcc = 1>
+__global__ void __launch_bounds__(kGemvThreads, kOcc)
+    gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
+         const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
+         unsigned split) {
+  PdlLaunchDependents();
+  const uint16_t* const w[1] = {W};
+  const float* xr[T];
+#pragma unroll
+  for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
+  GemvTile<T, 1, CW, kWide, kVecX, StoreRows<kAccumulate>, kOcc>(
+      xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split, StoreRows<kAccumulate>{out, ldo});
+}
+
+// ---- the attention's two input products in one launch ----
+//
+// c = a @ Wdkv goes straight into the cache at each row's position, and q = a @ Wq beside it:
+// the column tiles of both matrices are one grid, so the small Wdkv (R columns) costs a few
+// blocks of a full wave instead of a launch of its own, and no separate copy writes the cache.
+// Each output's sum is memra_gemv's for K (the slice rule), whichever matrix it belongs to.
+
+struct LatentQueryArgs {
+  float* q;             // [t][qcols]
+  const float* a;       // [t][K]
+  const uint16_t* wdkv; // [K][R]
+  const uint16_t* wq;   // [K][qcols]
+  float* cache;         // this layer's rows of slot 0; slot s at + s * slotStride
+  uint64_t slotStride;
+  const int32_t* pos;
+  uint32_t K, R, qcols, P;
+};
+
+template <int T>
+struct StoreLatentQuery {
+  const LatentQueryArgs* a;
+  bool latent;  // this block's tile is Wdkv's
+  __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
+    if (!latent) {
+      a->q[uint64_t(s) * a->qcols + j] = v[0];
+      return;
+    }
+    const int32_t p = a->pos[s];
+    // The host checks positions before a step; a bad one here must not write outside the slot.
+    if (p >= 0 && uint32_t(p) < a->P) a->cache[uint64_t(s) * a->slotStride + uint64_t(p) * a->R + j] = v[0];
   }
 };
 
 template <int T, int CW, bool kWide, bool kVecX>
 __global__ void __launch_bounds__(kGemvThreads, 1)
-    gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
-         const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
-         unsigned split) {
-  const uint16_t* const w[1] = {W};
-  GemvTile<T, 1, CW, kWide, kVecX>(x, ldx, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW,
-                                   split, StoreRows{out, ldo});
+    latent_query(const LatentQueryArgs a, unsigned latentTiles, unsigned split) {
+  PdlLaunchDependents();
+  const unsigned tile = blockIdx.x / split;
+  const bool latent = tile < latentTiles;
+  const uint16_t* const w[1] = {latent ? a.wdkv : a.wq};
+  const float* xr[T];
+#pragma unroll
+  for (int s = 0; s < T; ++s) xr[s] = a.a + uint64_t(s) * a.K;
+  const uint32_t col0 = (latent ? tile : tile - latentTiles) * kWarpCols * CW;
+  GemvTile<T, 1, CW, kWide, kVecX>(xr, w, latent ? a.R : a.qcols, a.K, latent ? a.R : a.qcols, col0,
+                                   split, StoreLatentQuery<T>{&a, latent});
 }
 
-// ---- the expert FFN ----
+// ---- the expert FFN, grouped by expert ----
+//
+// Block row y of a launch is group y: the y-th smallest owned expert some slot names, with the
+// slots naming it in slot order. Its blocks stream that expert's weights once and apply them to
+// T of the group's slots a pass (a valid routing names an expert at most once a row, so at t > 2
+// a popular expert's later passes re-read its tile from L2). Which slot lands in which pass
+// changes no sum, so an output is the same whatever the grouping (the slice rule).
 
-// Slot q = s * K + k of the grid's y; its expert, if this rank owns it, picks the matrices.
-// Every block of a cluster has the same q, so an unowned slot returns from whole clusters.
-__device__ __forceinline__ bool OwnedExpert(const int32_t* ids, uint32_t e0, uint32_t nE,
-                                            uint64_t* local) {
-  const int64_t e = ids[blockIdx.y];
-  if (e < int64_t(e0) || e >= int64_t(e0) + int64_t(nE)) return false;
-  *local = uint64_t(e - int64_t(e0));
+constexpr unsigned kMaxSlots = MEMRA_MODEL_MAX_ROWS * MEMRA_MODEL_MAX_TOPK;
+constexpr unsigned kMaskWords = MEMRA_MODEL_MAX_EXPERTS / 32;
+
+struct ExpertGroup {
+  uint64_t local;         // the expert's index among this rank's nE
+  unsigned n;             // slots naming it
+  const uint16_t* slots;  // their indices s * K + k, increasing (shared memory)
+};
+
+// Every thread of the block calls it (it holds barriers); every block of a cluster gets the same
+// answer, so a cluster returns whole when its group is empty.
+__device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint32_t e0,
+                          uint32_t nE, ExpertGroup* group) {
+  __shared__ uint32_t present[kMaskWords];
+  __shared__ uint16_t list[kMaxSlots];
+  __shared__ int32_t chosen;
+  __shared__ unsigned count;
+  const unsigned tid = threadIdx.x;
+  for (unsigned i = tid; i < kMaskWords; i += blockDim.x) present[i] = 0;
+  __syncthreads();
+  for (unsigned q = tid; q < slots; q += blockDim.x) {
+    const int64_t e = int64_t(ids[q]) - int64_t(e0);
+    if (e >= 0 && e < int64_t(nE)) atomicOr(&present[e / 32], 1u << (e % 32));
+  }
+  __syncthreads();
+  if (tid == 0) {
+    unsigned g = blockIdx.y;
+    int32_t found = -1;
+    for (unsigned w = 0; w < (nE + 31) / 32 && found < 0; ++w) {
+      uint32_t m = present[w];
+      const unsigned c = __popc(m);
+      if (g >= c) {
+        g -= c;
+        continue;
+      }
+      for (unsigned k = 0; k < g; ++k) m &= m - 1;
+      found = int32_t(w * 32 + __ffs(m) - 1);
+    }
+    chosen = found;
+  }
+  __syncthreads();
+  if (chosen < 0) return false;
+  if (tid < 32) {
+    unsigned n = 0;
+    for (unsigned base = 0; base < slots; base += 32) {
+      const unsigned q = base + tid;
+      const bool match = q < slots && int64_t(ids[q]) - int64_t(e0) == chosen;
+      const uint32_t m = __ballot_sync(0xffffffffu, match);
+      if (match) list[n + __popc(m & ((1u << tid) - 1))] = uint16_t(q);
+      n += __popc(m);
+    }
+    if (tid == 0) count = n;
+  }
+  __syncthreads();
+  *group = {uint64_t(chosen), count, list};
   return true;
 }
 
+template <int T>
 struct SiluGateUp {
-  float* act;  // this slot's row
+  float* act[T];  // each row's slot row, null for a pass's unused rows
   // f32-ops.ts: silu(g) = f32(g / f32(1 + f32(exp(-g)))), then f32(silu * up).
-  __device__ void operator()(unsigned, uint32_t f, const float (&v)[2]) const {
+  __device__ void operator()(unsigned s, uint32_t f, const float (&v)[2]) const {
+    if (act[s] == nullptr) return;
     const float g = v[0];
     const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
-    act[f] = __fmul_rn(silu, v[1]);
+    act[s][f] = __fmul_rn(silu, v[1]);
   }
 };
 
-template <int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kWide, bool kVecX>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_up(float* __restrict__ act, const float* __restrict__ xd,
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
               const uint16_t* __restrict__ w3, uint32_t e0, uint32_t nE, uint32_t K, uint32_t H,
-              uint32_t F, unsigned split) {
-  uint64_t e;
-  if (!OwnedExpert(ids, e0, nE, &e)) return;
-  const uint64_t q = blockIdx.y;
-  const uint16_t* const w[2] = {w1 + e * H * F, w3 + e * H * F};
-  GemvTile<1, 2, CW, kWide, kVecX>(xd + (q / K) * H, H, w, F, H, F,
-                                   (blockIdx.x / split) * kWarpCols * CW, split,
-                                   SiluGateUp{act + q * F});
+              uint32_t F, unsigned slots, unsigned split) {
+  // Which expert's weights to read is itself the router's output.
+  PdlWait();
+  PdlLaunchDependents();
+  ExpertGroup g;
+  if (!FindGroup(ids, slots, e0, nE, &g)) return;
+  const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
+  const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
+  for (unsigned b = 0; b < g.n; b += T) {
+    const float* xr[T];
+    SiluGateUp<T> epi;
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = xd + (q / K) * H;
+      epi.act[s] = b + s < g.n ? act + q * F : nullptr;
+    }
+    GemvTile<T, 2, CW, kWide, kVecX>(xr, w, F, H, F, col0, split, epi);
+  }
 }
 
+template <int T>
 struct StoreContrib {
-  float* contrib;  // this slot's row
-  __device__ void operator()(unsigned, uint32_t i, const float (&v)[1]) const {
-    contrib[i] = v[0];
+  float* contrib[T];  // each row's slot row, null for a pass's unused rows
+  __device__ void operator()(unsigned s, uint32_t i, const float (&v)[1]) const {
+    if (contrib[s] != nullptr) contrib[s][i] = v[0];
   }
 };
 
-template <int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kWide, bool kVecX>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
-                uint32_t nE, uint32_t H, uint32_t F, unsigned split) {
-  uint64_t e;
-  if (!OwnedExpert(ids, e0, nE, &e)) return;
-  const uint64_t q = blockIdx.y;
-  const uint16_t* const w[1] = {w2 + e * F * H};
-  GemvTile<1, 1, CW, kWide, kVecX>(act + q * F, F, w, H, F, H,
-                                   (blockIdx.x / split) * kWarpCols * CW, split,
-                                   StoreContrib{contrib + q * H});
+                uint32_t nE, uint32_t K, uint32_t H, uint32_t F, unsigned slots, unsigned split) {
+  PdlWait();
+  PdlLaunchDependents();
+  ExpertGroup g;
+  if (!FindGroup(ids, slots, e0, nE, &g)) return;
+  const uint16_t* const w[1] = {w2 + g.local * F * H};
+  const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
+  for (unsigned b = 0; b < g.n; b += T) {
+    const float* xr[T];
+    StoreContrib<T> epi;
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = act + q * F;
+      epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
+    }
+    GemvTile<T, 1, CW, kWide, kVecX>(xr, w, H, F, H, col0, split, epi);
+  }
 }
 
 // ---- launching ----
@@ -385,24 +549,8 @@ int PickCw(int cwMax, bool (*wideOk)(int, const void*), const void* ctx, uint32_
 template <class Kernel, class... Args>
 cudaError_t LaunchTiles(Kernel kernel, uint32_t cols, int cw, unsigned gridY, unsigned split,
                         cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(Tiles(cols, cw) * split), gridY, 1);
-  cfg.blockDim = dim3(kGemvThreads, 1, 1);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = split;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = split > 1 ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return err;
-  }
-  return cudaGetLastError();
+  const dim3 grid(static_cast<unsigned>(Tiles(cols, cw) * split), gridY, 1);
+  return LaunchModelKernel(kernel, grid, dim3(kGemvThreads), 0, split, stream, args...);
 }
 
 // The instance of `kernel<..., wide, vec>` for the runtime flags `wide` and `vec` in scope: the
@@ -421,14 +569,16 @@ struct GemvArgs {
   uint32_t K, cols;
 };
 
-template <int T, int CW>
+template <int T, int CW, bool kAccumulate = false, int kOcc = 1>
 cudaError_t GemvLaunch(const GemvArgs& a, bool wide, bool vec, unsigned split,
                        cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(gemv, T, CW), a.cols, CW, 1, split, stream, a.out, a.ldo, a.x,
-                     a.ldx, a.W, a.ldw, a.K, a.cols, split);
+  const auto kernel = wide ? (vec ? gemv<T, CW, true, true, kAccumulate, kOcc> : gemv<T, CW, true, false, kAccumulate, kOcc>)
+                           : (vec ? gemv<T, CW, false, true, kAccumulate, kOcc> : gemv<T, CW, false, false, kAccumulate, kOcc>);
+  return LaunchTiles(kernel, a.cols, CW, 1, split, stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw,
+                     a.K, a.cols, split);
 }
 
-template <int T>
+template <int T, bool kAccumulate>
 cudaError_t GemvRows(const GemvArgs& a, cudaStream_t stream) {
   const unsigned split = Split(a.K);
   const int cw = PickCw(
@@ -439,12 +589,12 @@ cudaError_t GemvRows(const GemvArgs& a, cudaStream_t stream) {
   const bool wide = WideOk(a.W, a.ldw, cw);
   const bool vec = Aligned(a.x, 16) && (T == 1 || a.ldx % 4 == 0);
   if constexpr (CwMax(T, 1) >= 8) {
-    if (cw == 8) return GemvLaunch<T, 8>(a, wide, vec, split, stream);
+    if (cw == 8) return GemvLaunch<T, 8, kAccumulate>(a, wide, vec, split, stream);
   }
   if constexpr (CwMax(T, 1) >= 4) {
-    if (cw == 4) return GemvLaunch<T, 4>(a, wide, vec, split, stream);
+    if (cw == 4) return GemvLaunch<T, 4, kAccumulate>(a, wide, vec, split, stream);
   }
-  return GemvLaunch<T, 2>(a, wide, vec, split, stream);
+  return GemvLaunch<T, 2, kAccumulate>(a, wide, vec, split, stream);
 }
 
 bool ExpertArgsOk(uint32_t t, uint32_t K) {
@@ -459,11 +609,12 @@ struct ExpertUpArgs {
   uint32_t e0, nE, K, H, F;
 };
 
-template <int CW>
+// grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
+template <int T, int CW>
 cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, bool vec, unsigned slots,
-                           unsigned split, cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(expert_up, CW), a.F, CW, slots, split, stream, a.act, a.xd,
-                     a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, split);
+                           unsigned groups, unsigned split, cudaStream_t stream) {
+  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW), a.F, CW, groups, split, stream, a.act, a.xd,
+                     a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, slots, split);
 }
 
 struct ExpertDownArgs {
@@ -474,71 +625,141 @@ struct ExpertDownArgs {
   uint32_t e0, nE, K, H, F;
 };
 
-template <int CW>
+template <int T, int CW>
 cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, bool vec, unsigned slots,
-                             unsigned split, cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(expert_down, CW), a.H, CW, slots, split, stream, a.contrib,
-                     a.act, a.ids, a.w2, a.e0, a.nE, a.H, a.F, split);
+                             unsigned groups, unsigned split, cudaStream_t stream) {
+  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW), a.H, CW, groups, split, stream, a.contrib,
+                     a.act, a.ids, a.w2, a.e0, a.nE, a.K, a.H, a.F, slots, split);
+}
+
+// Rows a pass of a group takes: one at t = 1 (the widest loads), two past it (a valid routing
+// gives an expert at most t slots, about tK/E of them on average).
+constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : 2; }
+
+template <int T, int CW>
+cudaError_t LatentQueryLaunch(const LatentQueryArgs& a, bool wide, bool vec, cudaStream_t stream) {
+  const unsigned split = Split(a.K), latentTiles = static_cast<unsigned>(Tiles(a.R, CW));
+  const dim3 grid(static_cast<unsigned>((latentTiles + Tiles(a.qcols, CW)) * split));
+  return LaunchModelKernel(MEMRA_PICK4(latent_query, T, CW), grid, dim3(kGemvThreads), 0, split, stream,
+                           a, latentTiles, split);
+}
+
+template <int T>
+cudaError_t LatentQueryRows(const LatentQueryArgs& a, cudaStream_t stream) {
+  const unsigned split = Split(a.K);
+  const auto ok = [](int c, const void* p) {
+    const LatentQueryArgs& g = *static_cast<const LatentQueryArgs*>(p);
+    return WideOk(g.wdkv, g.R, c) && WideOk(g.wq, g.qcols, c);
+  };
+  const int cw = PickCw(CwMax(T, 1), ok, &a, a.R + a.qcols, split);
+  const bool wide = ok(cw, &a);
+  const bool vec = Aligned(a.a, 16) && (T == 1 || a.K % 4 == 0);
+  if constexpr (CwMax(T, 1) >= 8) {
+    if (cw == 8) return LatentQueryLaunch<T, 8>(a, wide, vec, stream);
+  }
+  if constexpr (CwMax(T, 1) >= 4) {
+    if (cw == 4) return LatentQueryLaunch<T, 4>(a, wide, vec, stream);
+  }
+  return LatentQueryLaunch<T, 2>(a, wide, vec, stream);
 }
 
 #undef MEMRA_PICK4
+
+template <bool kAccumulate>
+cudaError_t GemvBatch(const GemvArgs& a, uint32_t t, cudaStream_t stream) {
+  switch (t) {
+    case 1: return GemvRows<1, kAccumulate>(a, stream);
+    case 2: return GemvRows<2, kAccumulate>(a, stream);
+    case 3: return GemvRows<3, kAccumulate>(a, stream);
+    case 4: return GemvRows<4, kAccumulate>(a, stream);
+    case 5: return GemvRows<5, kAccumulate>(a, stream);
+    case 6: return GemvRows<6, kAccumulate>(a, stream);
+    case 7: return GemvRows<7, kAccumulate>(a, stream);
+    case 8: return GemvRows<8, kAccumulate>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
 
 }  // namespace
 
 extern "C" cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                                   const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols,
-                                  uint32_t t, cudaStream_t stream) {
+                                  uint32_t t, int accumulate, cudaStream_t stream) {
   if (t == 0 || cols == 0) return cudaSuccess;
   const GemvArgs a{out, ldo, x, ldx, W, ldw, K, cols};
-  switch (t) {
-    case 1: return GemvRows<1>(a, stream);
-    case 2: return GemvRows<2>(a, stream);
-    case 3: return GemvRows<3>(a, stream);
-    case 4: return GemvRows<4>(a, stream);
-    case 5: return GemvRows<5>(a, stream);
-    case 6: return GemvRows<6>(a, stream);
-    case 7: return GemvRows<7>(a, stream);
-    case 8: return GemvRows<8>(a, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return accumulate ? GemvBatch<true>(a, t, stream) : GemvBatch<false>(a, t, stream);
 }
 
 extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids,
                                        const uint16_t* w1, const uint16_t* w3, uint32_t e0,
                                        uint32_t nE, uint32_t t, uint32_t K, uint32_t H,
                                        uint32_t F, cudaStream_t stream) {
-  if (!ExpertArgsOk(t, K)) return cudaErrorInvalidValue;
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
   if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
   const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F};
-  const unsigned split = Split(H), slots = t * K;
+  const unsigned split = Split(H), slots = t * K, groups = slots < nE ? slots : nE;
   const auto ok = [](int c, const void* p) {
     const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
     return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);
   };
-  const int cw = PickCw(CwMax(1, 2), ok, &a, F, uint64_t(split) * slots);
-  const bool wide = ok(cw, &a);
   const bool vec = Aligned(xd, 16) && H % 4 == 0;
-  if (cw == 8) return ExpertUpLaunch<8>(a, wide, vec, slots, split, stream);
-  if (cw == 4) return ExpertUpLaunch<4>(a, wide, vec, slots, split, stream);
-  return ExpertUpLaunch<2>(a, wide, vec, slots, split, stream);
+  if (ExpertRows(t) == 1) {
+    const int cw = PickCw(CwMax(1, 2), ok, &a, F, uint64_t(split) * groups);
+    const bool wide = ok(cw, &a);
+    if (cw == 8) return ExpertUpLaunch<1, 8>(a, wide, vec, slots, groups, split, stream);
+    if (cw == 4) return ExpertUpLaunch<1, 4>(a, wide, vec, slots, groups, split, stream);
+    return ExpertUpLaunch<1, 2>(a, wide, vec, slots, groups, split, stream);
+  }
+  const int cw = PickCw(CwMax(2, 2), ok, &a, F, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if (cw == 4) return ExpertUpLaunch<2, 4>(a, wide, vec, slots, groups, split, stream);
+  return ExpertUpLaunch<2, 2>(a, wide, vec, slots, groups, split, stream);
 }
 
 extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
                                          const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
                                          uint32_t K, uint32_t H, uint32_t F,
                                          cudaStream_t stream) {
-  if (!ExpertArgsOk(t, K)) return cudaErrorInvalidValue;
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
   if (t == 0 || K == 0 || H == 0 || nE == 0) return cudaSuccess;
   const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F};
-  const unsigned split = Split(F), slots = t * K;
+  const unsigned split = Split(F), slots = t * K, groups = slots < nE ? slots : nE;
   const auto ok = [](int c, const void* p) {
     const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
     return WideOk(g.w2, g.H, c);
   };
-  const int cw = PickCw(CwMax(1, 1), ok, &a, H, uint64_t(split) * slots);
-  const bool wide = ok(cw, &a);
   const bool vec = Aligned(act, 16) && F % 4 == 0;
-  if (cw == 8) return ExpertDownLaunch<8>(a, wide, vec, slots, split, stream);
-  if (cw == 4) return ExpertDownLaunch<4>(a, wide, vec, slots, split, stream);
-  return ExpertDownLaunch<2>(a, wide, vec, slots, split, stream);
+  if (ExpertRows(t) == 1) {
+    const int cw = PickCw(CwMax(1, 1), ok, &a, H, uint64_t(split) * groups);
+    const bool wide = ok(cw, &a);
+    if (cw == 8) return ExpertDownLaunch<1, 8>(a, wide, vec, slots, groups, split, stream);
+    if (cw == 4) return ExpertDownLaunch<1, 4>(a, wide, vec, slots, groups, split, stream);
+    return ExpertDownLaunch<1, 2>(a, wide, vec, slots, groups, split, stream);
+  }
+  const int cw = PickCw(CwMax(2, 1), ok, &a, H, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if (cw == 8) return ExpertDownLaunch<2, 8>(a, wide, vec, slots, groups, split, stream);
+  if (cw == 4) return ExpertDownLaunch<2, 4>(a, wide, vec, slots, groups, split, stream);
+  return ExpertDownLaunch<2, 2>(a, wide, vec, slots, groups, split, stream);
+}
+
+extern "C" cudaError_t memra_latent_query(float* q, const float* a, const uint16_t* wdkv,
+                                          const uint16_t* wq, float* cache, uint64_t slotStride,
+                                          const int32_t* pos, uint32_t K, uint32_t R,
+                                          uint32_t qcols, uint32_t t, uint32_t P,
+                                          cudaStream_t stream) {
+  if (t == 0 || (R == 0 && qcols == 0)) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || slotStride < uint64_t(P) * R) return cudaErrorInvalidValue;
+  const LatentQueryArgs args{q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, P};
+  switch (t) {
+    case 1: return LatentQueryRows<1>(args, stream);
+    case 2: return LatentQueryRows<2>(args, stream);
+    case 3: return LatentQueryRows<3>(args, stream);
+    case 4: return LatentQueryRows<4>(args, stream);
+    case 5: return LatentQueryRows<5>(args, stream);
+    case 6: return LatentQueryRows<6>(args, stream);
+    case 7: return LatentQueryRows<7>(args, stream);
+    case 8: return LatentQueryRows<8>(args, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }

@@ -9,11 +9,15 @@
 #include "cu/launch.cuh"
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
+#include "cu/pdl.cuh"
 
 namespace {
 
 using memra_model::E4m3Decode;
 using memra_model::E4m3Encode;
+using memra_cu::LaunchModelKernel;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
 
 // ---- router ----
 
@@ -23,11 +27,10 @@ using memra_model::E4m3Encode;
 // both are order-free, which lets 32 lanes (lane l holds elements l, l + 32, ...) find it.
 constexpr uint32_t kNone = 0xffffffffu;
 
-__global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,
-                       const float* __restrict__ logits, uint32_t t, uint32_t E, uint32_t K) {
-  const uint32_t s = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (s >= t) return;  // whole warps
-  const float* x = logits + uint64_t(s) * E;
+// Row s's picks and weights, by the 32 lanes of one warp (all of which call it).
+__device__ __forceinline__ void RouteRow(int32_t* __restrict__ ids, float* __restrict__ wts,
+                                         const float* __restrict__ x, uint32_t E, uint32_t K,
+                                         unsigned lane) {
   uint32_t taken = 0;  // bit m: element lane + 32m (E <= 1024)
   float sel[MEMRA_MODEL_MAX_TOPK];
   for (uint32_t k = 0; k < K; ++k) {
@@ -51,7 +54,7 @@ __global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,
     const uint32_t pick = isnan(f) ? first : bi;
     if (pick % 32 == lane) taken |= 1u << (pick / 32);
     sel[k] = isnan(f) ? f : bv;
-    if (lane == 0) ids[uint64_t(s) * K + k] = int32_t(pick);
+    if (lane == 0) ids[k] = int32_t(pick);
   }
   if (lane != 0) return;
   // f32-ops.ts softmaxInPlace over the K selected, in slot order.
@@ -62,7 +65,16 @@ __global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,
     sel[k] = expf(__fsub_rn(sel[k], mx));
     sum = __fadd_rn(sum, sel[k]);
   }
-  for (uint32_t k = 0; k < K; ++k) wts[uint64_t(s) * K + k] = __fdiv_rn(sel[k], sum);
+  for (uint32_t k = 0; k < K; ++k) wts[k] = __fdiv_rn(sel[k], sum);
+}
+
+__global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,
+                       const float* __restrict__ logits, uint32_t t, uint32_t E, uint32_t K) {
+  PdlWait();
+  PdlLaunchDependents();
+  const uint32_t s = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (s >= t) return;  // whole warps
+  RouteRow(ids + uint64_t(s) * K, wts + uint64_t(s) * K, logits + uint64_t(s) * E, E, K, lane);
 }
 
 // ---- fp8 quantize / dequantize ----
@@ -78,14 +90,12 @@ __device__ __forceinline__ float MaxNan(float a, float b) {
   return (isnan(a) || isnan(b)) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
 }
 
-// One warp per 128-element block; lane l holds elements 4l .. 4l + 3 of it.
+// One 128-element block by one warp; lane l holds elements 4l .. 4l + 3 of it. With xd, also
+// the block's round trip xd = f32(decode(xq)) * xs, as memra_dequantize computes it.
 template <bool kVec>
-__global__ void __launch_bounds__(kQuantThreads)
-    quantize(uint8_t* __restrict__ xq, float* __restrict__ xs, const float* __restrict__ b,
-             uint64_t blocks) {
-  const uint64_t blk = uint64_t(blockIdx.x) * kQuantWarps + threadIdx.x / 32;
-  if (blk >= blocks) return;
-  const unsigned lane = threadIdx.x % 32;
+__device__ __forceinline__ void QuantizeBlock(uint8_t* __restrict__ xq, float* __restrict__ xs,
+                                              float* __restrict__ xd, const float* __restrict__ b,
+                                              uint64_t blk, unsigned lane) {
   const uint64_t at = blk * kQB + 4 * lane;
   float v[4];
   if (kVec) {
@@ -103,11 +113,47 @@ __global__ void __launch_bounds__(kQuantThreads)
   const float scale = mx == 0.0f ? 1.0f : __fdiv_rn(mx, 448.0f);
   if (lane == 0) xs[blk] = scale;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) xq[at + i] = E4m3Encode(__fdiv_rn(v[i], scale));
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t q = E4m3Encode(__fdiv_rn(v[i], scale));
+    xq[at + i] = q;
+    if (xd != nullptr) xd[at + i] = __fmul_rn(E4m3Decode(q), scale);
+  }
+}
+
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads)
+    quantize(uint8_t* __restrict__ xq, float* __restrict__ xs, const float* __restrict__ b,
+             uint64_t blocks) {
+  PdlWait();
+  PdlLaunchDependents();
+  const uint64_t blk = uint64_t(blockIdx.x) * kQuantWarps + threadIdx.x / 32;
+  if (blk >= blocks) return;
+  QuantizeBlock<kVec>(xq, xs, nullptr, b, blk, threadIdx.x % 32);
+}
+
+// Root's MoE head after the router logits, in one launch: grid (blocks of kQuantWarps fp8
+// blocks, t), and one more warp in each row's first block for the row's routing.
+template <bool kVec>
+__global__ void __launch_bounds__(kQuantThreads + 32)
+    route_quant(int32_t* __restrict__ ids, float* __restrict__ wts, const float* __restrict__ logits,
+                uint8_t* __restrict__ xq, float* __restrict__ xs, float* __restrict__ xd,
+                const float* __restrict__ b, uint32_t E, uint32_t K, uint32_t H) {
+  PdlWait();
+  PdlLaunchDependents();
+  const uint32_t s = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == kQuantWarps) {
+    if (blockIdx.x == 0) RouteRow(ids + uint64_t(s) * K, wts + uint64_t(s) * K, logits + uint64_t(s) * E, E, K, lane);
+    return;
+  }
+  const uint32_t perRow = H / kQB, blk = blockIdx.x * kQuantWarps + warp;
+  if (blk >= perRow) return;
+  QuantizeBlock<kVec>(xq, xs, xd, b, uint64_t(s) * perRow + blk, lane);
 }
 
 __global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ xq,
                            const float* __restrict__ xs, uint64_t n) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     xd[i] = __fmul_rn(E4m3Decode(xq[i]), xs[i / kQB]);
@@ -122,6 +168,8 @@ __global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ x
 __global__ void moe_combine(float* __restrict__ h, const float* __restrict__ wts,
                             const int32_t* __restrict__ ids, const float* lo, const float* hi,
                             uint32_t splitE, uint32_t K, uint32_t H, uint64_t n) {
+  PdlWait();
+  PdlLaunchDependents();
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t idx = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
     const uint64_t s = idx / H, i = idx - s * H;
@@ -144,8 +192,7 @@ extern "C" cudaError_t memra_router(int32_t* ids, float* wts, const float* logit
       K > E) {
     return cudaErrorInvalidValue;
   }
-  router<<<1, 32 * t, 0, stream>>>(ids, wts, logits, t, E, K);
-  return cudaGetLastError();
+  return LaunchModelKernel(router, dim3(1), dim3(32 * t), 0, 1, stream, ids, wts, logits, t, E, K);
 }
 
 extern "C" cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, uint32_t t,
@@ -155,12 +202,23 @@ extern "C" cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, ui
   const uint64_t blocks = uint64_t(t) * (H / kQB);
   const unsigned grid = static_cast<unsigned>((blocks + kQuantWarps - 1) / kQuantWarps);
   // Every block starts 512 bytes after the previous one, so b's own alignment decides.
-  if (reinterpret_cast<uintptr_t>(b) % 16 == 0) {
-    quantize<true><<<grid, kQuantThreads, 0, stream>>>(xq, xs, b, blocks);
-  } else {
-    quantize<false><<<grid, kQuantThreads, 0, stream>>>(xq, xs, b, blocks);
+  const auto kernel = reinterpret_cast<uintptr_t>(b) % 16 == 0 ? quantize<true> : quantize<false>;
+  return LaunchModelKernel(kernel, dim3(grid), dim3(kQuantThreads), 0, 1, stream, xq, xs, b, blocks);
+}
+
+extern "C" cudaError_t memra_route_quant(int32_t* ids, float* wts, const float* logits,
+                                         uint8_t* xq, float* xs, float* xd, const float* b,
+                                         uint32_t t, uint32_t E, uint32_t K, uint32_t H,
+                                         cudaStream_t stream) {
+  if (t == 0 || K == 0 || H == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || E > MEMRA_MODEL_MAX_EXPERTS || K > MEMRA_MODEL_MAX_TOPK ||
+      K > E || H % kQB != 0) {
+    return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
+  const dim3 grid((H / kQB + kQuantWarps - 1) / kQuantWarps, t);
+  const auto kernel = reinterpret_cast<uintptr_t>(b) % 16 == 0 ? route_quant<true> : route_quant<false>;
+  return LaunchModelKernel(kernel, grid, dim3(kQuantThreads + 32), 0, 1, stream, ids, wts, logits, xq,
+                           xs, xd, b, E, K, H);
 }
 
 extern "C" cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs,
@@ -168,8 +226,8 @@ extern "C" cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const floa
   if (t == 0 || H == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS || H % kQB != 0) return cudaErrorInvalidValue;
   const uint64_t n = uint64_t(t) * H;
-  dequantize<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(xd, xq, xs, n);
-  return cudaGetLastError();
+  return LaunchModelKernel(dequantize, dim3(memra_cu::GridFor(n)), dim3(memra_cu::kBlock), 0, 1,
+                           stream, xd, xq, xs, n);
 }
 
 extern "C" cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids,
@@ -179,7 +237,6 @@ extern "C" cudaError_t memra_moe_combine(float* h, const float* wts, const int32
   if (t == 0 || H == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS || K > MEMRA_MODEL_MAX_TOPK) return cudaErrorInvalidValue;
   const uint64_t n = uint64_t(t) * H;
-  moe_combine<<<memra_cu::GridFor(n), memra_cu::kBlock, 0, stream>>>(h, wts, ids, lo, hi, splitE,
-                                                                     K, H, n);
-  return cudaGetLastError();
+  return LaunchModelKernel(moe_combine, dim3(memra_cu::GridFor(n)), dim3(memra_cu::kBlock), 0, 1,
+                           stream, h, wts, ids, lo, hi, splitE, K, H, n);
 }

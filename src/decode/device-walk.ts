@@ -32,6 +32,7 @@ import type { PerRank, Transport, TransportName } from '../runtime/transports/tr
 import { openTransport } from '../runtime/transports/open.js';
 import type { ModelConfig } from './model-config.js';
 import { ModelOps } from './model-ops.js';
+import { mlaWorkspaceBytes } from './mla-workspace.js';
 import {
   ownership,
   WeightLoader,
@@ -53,6 +54,7 @@ import {
 import { EpGraphSlots } from './ep-graph-slot.js';
 import { checkRoutes } from './route-check.js';
 import { EpStepTimer } from './ep-step-timer.js';
+import { DeviceSpans, type Span } from './device-spans.js';
 import { ParentGraph, type ParentGraphParts } from '../runtime/parent-graph.js';
 import { CapturedGraph, type GraphMode } from '../runtime/graph.js';
 
@@ -60,7 +62,6 @@ import { CapturedGraph, type GraphMode } from '../runtime/graph.js';
 interface Buffers {
   hx: number;
   a: number;
-  c: number;
   q: number;
   uPart: number;
   uFull: number;
@@ -78,6 +79,8 @@ interface Buffers {
   tokIn: number;
   tokOut: number;
   cache: number;
+  /** The attention's tile partials (mla-workspace.ts). */
+  attnWork: number;
 }
 
 /** The completion counter a step's last record advances on rank 0 (rank 1's PROFILE_SLOT is 1). */
@@ -123,6 +126,8 @@ export interface StepResult {
    * counter, and until its tokens were read (µs).
    */
   timing: { hostStartMs: number; hostEnqueueUs: number; waitUs: number; wallUs: number };
+  /** With route validation on: each layer's expert ids, t·K of them, row by row. */
+  routes?: Int32Array[];
 }
 
 export class DeviceWalk {
@@ -148,6 +153,10 @@ export class DeviceWalk {
   /** Set for the step being enqueued when its config asks for profiling. */
   private profiling = false;
   private epTimer: EpStepTimer | undefined;
+  /** When set, each step's device time on rank 0, from its first record to its last (timeSteps). */
+  private stepSpans: DeviceSpans | undefined;
+  /** When set, every model kernel of rank 0 is timed alone (timeKernels); the walk runs eagerly. */
+  private kernelSpans: DeviceSpans | undefined;
   /**
    * The whole step captured (config stepGraph), or why not (latched), per batch size t; for a
    * profiled step one more (`t/profile`), or one per event set (`t/profile k`) when its joins are
@@ -265,7 +274,6 @@ export class DeviceWalk {
     return {
       hx: (B * H + B) * 4,
       a: B * H * 4,
-      c: B * R * 4,
       q: B * own.nh * R * 4,
       uPart: B * own.nh * Dv * 4,
       uFull: B * N * Dv * 4,
@@ -283,6 +291,7 @@ export class DeviceWalk {
       tokIn: root ? B * 4 : 0,
       tokOut: root ? B * 4 : 0,
       cache: B * L * P * R * 4,
+      attnWork: mlaWorkspaceBytes(B, own.nh, P, R),
     };
   }
 
@@ -396,10 +405,12 @@ export class DeviceWalk {
     const posAt = (r: number): number => this.bufs[r]!.hx + t * H * 4;
     // Tokens and positions are the step's only inputs from the host, written before the body:
     // everything after reads them from device memory, so a captured body replays any step.
+    this.stepSpans?.begin();
     root.setI32(b0.tokIn, tokens);
     root.setI32(posAt(0), positions);
     const trs = this.transportsFor(dc);
-    if (dc.stepGraph && !this.validation && !this.epTimer) await this.runStepGraph(t, dc, trs, posAt);
+    if (dc.stepGraph && !this.validation && !this.epTimer && !this.kernelSpans)
+      await this.runStepGraph(t, dc, trs, posAt);
     else {
       this.head(t);
       for (let l = 0; l < this.cfg.layers; l++) {
@@ -412,6 +423,7 @@ export class DeviceWalk {
     if (this.profiling) this.profiler!.copyStamps();
     root.toMailbox(b0.tokOut, 0, 4 * t);
     if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
+    this.stepSpans?.end('step');
     const seq = ++this.stepSeq;
     root.rank.signal(STEP_SLOT, seq);
     const hostEnqueueUs = (performance.now() - hostStartMs) * 1000;
@@ -428,7 +440,7 @@ export class DeviceWalk {
     };
     if (hidden) out.hidden = hidden;
     if (this.profiling) out.joins = this.profiler!.endStep();
-    if (this.validation) this.checkRoutes(t);
+    if (this.validation) out.routes = this.checkRoutes(t);
     return out;
   }
 
@@ -587,16 +599,29 @@ export class DeviceWalk {
         lw = w[r]!.layers[l]!,
         nh = this.own[r]!.nh;
       o.rmsnorm(br.a, br.hx, lw.g1, t, H);
-      o.gemv(br.c, R, br.a, H, lw.wdkv, R, H, R, t);
-      o.cacheWrite(br.cache, br.c, posAt(r), t, l, L, P, R);
-      o.gemv(br.q, nh * R, br.a, H, lw.wq, nh * R, H, nh * R, t);
-      o.mlaAttention(br.uPart, nh * Dv, br.q, nh * R, br.cache, posAt(r), lw.wuv, t, nh, l, L, P, R, Dv);
+      o.latentQuery(br.q, br.a, lw.wdkv, lw.wq, br.cache + l * P * R * 4, L * P * R, posAt(r), H, R, nh * R, t, P);
+      o.mlaAttention(
+        br.uPart,
+        nh * Dv,
+        br.q,
+        nh * R,
+        br.cache + l * P * R * 4,
+        L * P * R,
+        posAt(r),
+        lw.wuv,
+        br.attnWork,
+        t,
+        nh,
+        P,
+        R,
+        Dv,
+      );
     }
     const root = this.ops[0]!;
     if (!tr) {
-      // Unsharded: uPart holds every head already.
-      root.gemv(b[0]!.yPart, H, b[0]!.uPart, N * Dv, w[0]!.layers[l]!.woCols, H, N * Dv, H, t);
-      root.rank.axpy(b[0]!.hx, b[0]!.yPart, t * H, 1);
+      // Unsharded: uPart holds every head already, and the residual add rides on the product
+      // (f32(h + y), the bits the sharded walk's separate add gives).
+      root.gemv(b[0]!.hx, H, b[0]!.uPart, N * Dv, w[0]!.layers[l]!.woCols, H, N * Dv, H, t, true);
       return;
     }
     const nh = N / 2;
@@ -606,7 +631,7 @@ export class DeviceWalk {
       this.joinBegin('wo', l, tr, t * H);
       tr.allReduce(this.pairs!.yAr, t * H);
       this.joinEnd();
-      root.rank.axpy(b[0]!.hx, b[0]!.yAr, t * H, 1);
+      root.axpy(b[0]!.hx, b[0]!.yAr, t * H, 1);
       return;
     }
     this.joinBegin('head all-gather', l, tr, t * nh * Dv);
@@ -618,7 +643,7 @@ export class DeviceWalk {
     this.joinBegin('wo', l, tr, t * half);
     tr.gather(0, this.pairs!.yPart, b[0]!.yFull, half, t);
     this.joinEnd();
-    root.rank.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
+    root.axpy(b[0]!.hx, b[0]!.yFull, t * H, 1);
   }
 
   /** The MoE block with its EP step eager (inside a step graph, which captures it as it is). */
@@ -666,11 +691,9 @@ export class DeviceWalk {
       lw0 = this.weights[0]!.layers[l]!;
     root.rmsnorm(b0.a, b0.hx, lw0.g2, t, H);
     root.gemv(b0.logitsE, E, b0.a, H, lw0.wr, E, H, E, t);
-    root.router(p0.ids, p0.wts, b0.logitsE, t, E, K);
+    root.routeQuant(p0.ids, p0.wts, b0.logitsE, p0.xq, p0.xs, b0.xd, b0.a, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation) root.toMailbox(p0.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);
-    root.quantize(p0.xq, p0.xs, b0.a, t, H);
-    root.dequantize(b0.xd, p0.xq, p0.xs, t, H);
     if (tr) return true;
     this.experts(0, l, t);
     root.moeCombine(b0.hx, p0.wts, p0.ids, b0.contrib, b0.contrib, E, t, K, H);
@@ -743,17 +766,69 @@ export class DeviceWalk {
     return this.epTimer ? this.epTimer.collect() : [];
   }
 
+  /** Time each step on rank 0's stream from now on (the decode bench), or stop. */
+  async timeSteps(on: boolean): Promise<void> {
+    if (on && !this.stepSpans) this.stepSpans = await DeviceSpans.create(this.rt.ranks[0], 1);
+    if (!on && this.stepSpans) {
+      await this.stepSpans.close();
+      this.stepSpans = undefined;
+    }
+  }
+
+  /** Device µs of the step timed since the last call (after its tokens are back). */
+  async stepDeviceUs(): Promise<number | undefined> {
+    return (await this.stepSpans?.collect())?.[0]?.us;
+  }
+
+  /**
+   * Time every model kernel of rank 0 alone from now on, `capacity` a step (a layer launches at
+   * most 16; the decode bench's kernel table), or stop. While on, steps run eagerly.
+   */
+  async timeKernels(on: boolean, capacity = 16 * this.cfg.layers + 16): Promise<void> {
+    if (on && !this.kernelSpans) this.kernelSpans = await DeviceSpans.create(this.rt.ranks[0], capacity);
+    if (!on && this.kernelSpans) {
+      await this.kernelSpans.close();
+      this.kernelSpans = undefined;
+    }
+    this.ops[0]!.spans = this.kernelSpans;
+  }
+
+  /** Rank 0's kernels of the step timed since the last call, in stream order. */
+  async kernelTimes(): Promise<Span[]> {
+    return this.kernelSpans ? this.kernelSpans.collect() : [];
+  }
+
+  /**
+   * Fill positions [0, upTo) of every slot's cache, every layer and rank, with `value`: the
+   * decode bench times a step at a long context without decoding up to it (the attention reads
+   * and computes the same whatever the rows hold). Between steps only.
+   */
+  fillCache(value: number, upTo: number): void {
+    const { layers: L, maxPos: P, latent: R } = this.cfg;
+    if (!Number.isInteger(upTo) || upTo < 0 || upTo > P)
+      throw new RangeError(`fillCache: upTo must be an integer in [0, ${P}], got ${upTo}`);
+    for (let r = 0; r < this.ranksUsed; r++) {
+      for (let s = 0; s < this.maxBatch; s++) {
+        for (let l = 0; l < L; l++)
+          this.rt.ranks[r]!.fill(this.bufs[r]!.cache + (s * L + l) * P * R * 4, upTo * R, value);
+      }
+    }
+  }
+
   /** Route validation: every layer's routes of this step, read from the mailbox. */
-  private checkRoutes(t: number): void {
+  private checkRoutes(t: number): Int32Array[] {
     const box = this.rt.mailboxes[0]!,
       K = this.cfg.topk;
+    const routes: Int32Array[] = [];
     for (let l = 0; l < this.cfg.layers; l++) {
       const at = box.byteOffset + routesAt(this.cfg, this.maxBatch, l);
       const ids = new Int32Array(box.buffer.slice(at, at + t * K * 4));
       const wts = new Float32Array(box.buffer.slice(at + t * K * 4, at + 2 * t * K * 4));
       const bad = checkRoutes(ids, wts, t, K, this.cfg.experts, l);
       if (bad) throw Object.assign(new Error(bad), { code: 'ERR_ROUTE_VALIDATION' });
+      routes.push(ids);
     }
+    return routes;
   }
 
   /** Where the EP fan-out's packed payload sits in rank r's pack buffer, for t rows. */
@@ -799,6 +874,8 @@ export class DeviceWalk {
     await this.dropStepGraphs();
     await this.profiler?.close();
     await this.epTimer?.close();
+    await this.timeSteps(false);
+    await this.timeKernels(false);
     await DeviceWalk.release(this.rt, this.weights, this.bufs);
   }
 }

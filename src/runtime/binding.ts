@@ -168,6 +168,12 @@ export interface NativeBinding {
   launchProbeWrite(dst: DevicePtr, n: number, seed: number, stream: StreamHandle): void;
   /** Occupy the stream for about `microseconds` (a kernel that spins on the global timer). */
   launchSpin(microseconds: number, stream: StreamHandle): void;
+  /**
+   * Read `bytes` at `ptr` (16-byte aligned) and nothing else: the card's HBM read floor, which a
+   * decode step's bytes are measured against. `sink` (4 bytes) is written only when the data
+   * folds to one value no byte fill gives.
+   */
+  launchReadFloor(ptr: DevicePtr, bytes: number, sink: DevicePtr, stream: StreamHandle): void;
 
   // ---- TP all-reduce link kernels (cu/tp_ar.cu, seed 000) ----
   /** Bytes of one rank's one-shot barrier signal block (4-byte aligned); allocate it zeroed. */
@@ -299,8 +305,12 @@ export interface NativeBinding {
     scale: number,
     stream: StreamHandle,
   ): void;
+  // The step kernels below take an optional `pdl` after their stream: when true, the launch may
+  // start before the previous kernel of the stream has finished (programmatic dependent launch,
+  // cu/pdl.cuh); each kernel waits for it before reading anything but weights. Only correct when
+  // the previous work on the stream is itself one of these kernels (the worker tracks that).
   /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
-  launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle): void;
+  launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle, pdl?: boolean): void;
   launchEmbed(
     out: DevicePtr,
     emb: DevicePtr,
@@ -309,8 +319,18 @@ export interface NativeBinding {
     H: number,
     V: number,
     stream: StreamHandle,
+    pdl?: boolean,
   ): void;
-  launchRmsnorm(out: DevicePtr, input: DevicePtr, gain: DevicePtr, t: number, H: number, stream: StreamHandle): void;
+  launchRmsnorm(
+    out: DevicePtr,
+    input: DevicePtr,
+    gain: DevicePtr,
+    t: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  /** `accumulate`: out = f32(out + the product), the residual add fused into it. */
   launchGemv(
     out: DevicePtr,
     ldo: number,
@@ -321,7 +341,30 @@ export interface NativeBinding {
     K: number,
     cols: number,
     t: number,
+    accumulate: boolean,
     stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  /**
+   * c = a @ Wdkv into this layer's cache rows at each row's position (slot s at cache + s *
+   * slotStride floats), and q = a @ Wq beside it, in one launch: what launchGemv, launchCacheWrite
+   * and launchGemv give apart, bit for bit.
+   */
+  launchLatentQuery(
+    q: DevicePtr,
+    a: DevicePtr,
+    wdkv: DevicePtr,
+    wq: DevicePtr,
+    cache: DevicePtr,
+    slotStride: number,
+    pos: DevicePtr,
+    K: number,
+    R: number,
+    qcols: number,
+    t: number,
+    P: number,
+    stream: StreamHandle,
+    pdl?: boolean,
   ): void;
   launchCacheWrite(
     cache: DevicePtr,
@@ -333,24 +376,32 @@ export interface NativeBinding {
     P: number,
     R: number,
     stream: StreamHandle,
+    pdl?: boolean,
   ): void;
+  /**
+   * Absorbed MLA attention (cu/model.h MemraMlaArgs): `cache` points at this layer's rows of slot
+   * 0, slot s's at `cache + s * slotStride` floats; `work` holds mlaWorkspaceBytes(t, nh, P, R).
+   */
   launchMlaAttention(
     u: DevicePtr,
     ldu: number,
     q: DevicePtr,
     ldq: number,
     cache: DevicePtr,
+    slotStride: number,
     pos: DevicePtr,
     wuv: DevicePtr,
+    work: DevicePtr,
     t: number,
     nh: number,
-    layer: number,
-    L: number,
     P: number,
     R: number,
     Dv: number,
     stream: StreamHandle,
+    pdl?: boolean,
   ): void;
+  /** Bytes of launchMlaAttention's workspace for t rows of nh heads over P positions of latent R. */
+  mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number;
   launchRouter(
     ids: DevicePtr,
     wts: DevicePtr,
@@ -359,9 +410,42 @@ export interface NativeBinding {
     E: number,
     K: number,
     stream: StreamHandle,
+    pdl?: boolean,
   ): void;
-  launchQuantize(xq: DevicePtr, xs: DevicePtr, b: DevicePtr, t: number, H: number, stream: StreamHandle): void;
-  launchDequantize(xd: DevicePtr, xq: DevicePtr, xs: DevicePtr, t: number, H: number, stream: StreamHandle): void;
+  launchQuantize(
+    xq: DevicePtr,
+    xs: DevicePtr,
+    b: DevicePtr,
+    t: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  /** launchRouter, launchQuantize and launchDequantize in one launch, bit for bit as the three give. */
+  launchRouteQuant(
+    ids: DevicePtr,
+    wts: DevicePtr,
+    logits: DevicePtr,
+    xq: DevicePtr,
+    xs: DevicePtr,
+    xd: DevicePtr,
+    b: DevicePtr,
+    t: number,
+    E: number,
+    K: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  launchDequantize(
+    xd: DevicePtr,
+    xq: DevicePtr,
+    xs: DevicePtr,
+    t: number,
+    H: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
   launchExpertUp(
     act: DevicePtr,
     xd: DevicePtr,
@@ -375,6 +459,7 @@ export interface NativeBinding {
     H: number,
     F: number,
     stream: StreamHandle,
+    pdl?: boolean,
   ): void;
   launchExpertDown(
     contrib: DevicePtr,
@@ -388,6 +473,7 @@ export interface NativeBinding {
     H: number,
     F: number,
     stream: StreamHandle,
+    pdl?: boolean,
   ): void;
   launchMoeCombine(
     h: DevicePtr,
@@ -400,8 +486,9 @@ export interface NativeBinding {
     K: number,
     H: number,
     stream: StreamHandle,
+    pdl?: boolean,
   ): void;
-  launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle): void;
+  launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle, pdl?: boolean): void;
 
   // ---- the calling thread's CPU affinity (Linux) ----
   /** Pin the calling thread (not the process) to these CPUs. */

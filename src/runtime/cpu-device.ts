@@ -6,6 +6,7 @@
  *
  * It is the oracle GPU results are compared with and what CI runs, not a speed path.
  */
+import { mlaWorkspaceBytes } from '../decode/mla-workspace.js';
 import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
 import type { HostRegistration } from './binding.js';
@@ -524,6 +525,22 @@ export class CpuDevice implements DeviceApi {
     for (let i = 0; i < n; i++) u[b + i] = (Math.imul(i, 0x9e3779b1) ^ seed) >>> 0;
   }
 
+  /** Reads the bytes as the GPU kernel does (a smoke run of the bench's floor, not a figure). */
+  launchReadFloor(ptr: number, bytes: number, sink: number, stream: number): void {
+    this.stream('launchReadFloor', stream);
+    const ep = this.tick();
+    const n = Math.floor(bytes / 16) * 4;
+    const [d, off] = this.access('launchReadFloor(ptr)', ptr, n * 4, READ, ep, true);
+    const u = this.u32[d]!,
+      b = off / 4;
+    let acc = 0;
+    for (let i = 0; i < n; i++) acc ^= u[b + i]!;
+    if (acc >>> 0 === 0x9e3779b9) {
+      const [sd, so] = this.access('launchReadFloor(sink)', sink, 4, WRITE, ep, true);
+      this.u32[sd]![so / 4] = acc >>> 0;
+    }
+  }
+
   launchSpin(microseconds: number, stream: number): void {
     this.stream('launchSpin', stream);
     this.tick();
@@ -892,9 +909,27 @@ export class CpuDevice implements DeviceApi {
     K: number,
     cols: number,
     t: number,
+    accumulate: boolean,
     stream: number,
   ): void {
-    mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t);
+    mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t, accumulate);
+  }
+  launchLatentQuery(
+    q: number,
+    a: number,
+    wdkv: number,
+    wq: number,
+    cache: number,
+    slotStride: number,
+    pos: number,
+    K: number,
+    R: number,
+    qcols: number,
+    t: number,
+    P: number,
+    stream: number,
+  ): void {
+    mk.latentQuery(this.kernel('launchLatentQuery', stream), q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, t, P);
   }
   launchCacheWrite(
     cache: number,
@@ -915,17 +950,18 @@ export class CpuDevice implements DeviceApi {
     q: number,
     ldq: number,
     cache: number,
+    slotStride: number,
     pos: number,
     wuv: number,
+    _work: number,
     t: number,
     nh: number,
-    layer: number,
-    L: number,
     P: number,
     R: number,
     Dv: number,
     stream: number,
   ): void {
+    // The GPU's tile partials live in `work`; here the oracle's two-pass softmax needs none.
     mk.mlaAttention(
       this.kernel('launchMlaAttention', stream),
       u,
@@ -933,22 +969,43 @@ export class CpuDevice implements DeviceApi {
       q,
       ldq,
       cache,
+      slotStride,
       pos,
       wuv,
       t,
       nh,
-      layer,
-      L,
       P,
       R,
       Dv,
     );
+  }
+  mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number {
+    return mlaWorkspaceBytes(t, nh, P, R);
   }
   launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
     mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);
   }
   launchQuantize(xq: number, xs: number, b: number, t: number, H: number, stream: number): void {
     mk.quantize(this.kernel('launchQuantize', stream), xq, xs, b, t, H);
+  }
+  launchRouteQuant(
+    ids: number,
+    wts: number,
+    logits: number,
+    xq: number,
+    xs: number,
+    xd: number,
+    b: number,
+    t: number,
+    E: number,
+    K: number,
+    H: number,
+    stream: number,
+  ): void {
+    const m = this.kernel('launchRouteQuant', stream);
+    mk.router(m, ids, wts, logits, t, E, K);
+    mk.quantize(m, xq, xs, b, t, H);
+    mk.dequantize(m, xd, xq, xs, t, H);
   }
   launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
     mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);

@@ -121,6 +121,7 @@ export function gemv(
   K: number,
   cols: number,
   t: number,
+  accumulate: boolean,
 ): void {
   checkRows('launchGemv', t);
   if (cols > ldw || K > ldx || cols > ldo)
@@ -131,7 +132,47 @@ export function gemv(
   const xs = m.f32('x', x, (t - 1) * ldx + K, R_),
     o = m.f32('out', out, (t - 1) * ldo + cols, W_);
   const acc = new Float32Array(cols);
-  for (let s = 0; s < t; s++) o.set(matvecBf16(xs, s * ldx, W, ldw, K, cols, acc), s * ldo);
+  // Accumulating, out is read too: the residual it adds to must have been ordered before.
+  const prior = accumulate ? m.f32('out', out, (t - 1) * ldo + cols, R_) : undefined;
+  for (let s = 0; s < t; s++) {
+    const y = matvecBf16(xs, s * ldx, W, ldw, K, cols, acc);
+    if (prior) for (let j = 0; j < cols; j++) o[s * ldo + j] = prior[s * ldo + j]! + y[j]!;
+    else o.set(y, s * ldo);
+  }
+}
+
+/** c = a @ Wdkv into the cache at each row's position, and q = a @ Wq: gemv, cacheWrite, gemv in one. */
+export function latentQuery(
+  m: KernelMemory,
+  q: number,
+  a: number,
+  wdkv: number,
+  wq: number,
+  cache: number,
+  slotStride: number,
+  pos: number,
+  K: number,
+  R: number,
+  qcols: number,
+  t: number,
+  P: number,
+): void {
+  checkRows('launchLatentQuery', t);
+  if (slotStride < P * R)
+    throw new RangeError(`launchLatentQuery: slotStride (${slotStride}) must be >= P * R (${P} * ${R})`);
+  const x = m.f32('a', a, t * K, R_);
+  const Wd = m.u16('wdkv', wdkv, K * R, R_),
+    Wq = m.u16('wq', wq, K * qcols, R_);
+  const p = m.i32('pos', pos, t, R_);
+  const c = new Float32Array(R),
+    y = new Float32Array(qcols);
+  const qo = m.f32('q', q, t * qcols, W_);
+  for (let s = 0; s < t; s++) {
+    matvecBf16(x, s * K, Wd, R, K, R, c);
+    const ps = p[s]!;
+    if (ps >= 0 && ps < P) m.f32('cache', cache + (s * slotStride + ps * R) * 4, R, W_).set(c);
+    qo.set(matvecBf16(x, s * K, Wq, qcols, K, qcols, y), s * qcols);
+  }
 }
 
 export function cacheWrite(
@@ -154,6 +195,7 @@ export function cacheWrite(
   }
 }
 
+/** The oracle's attention; `cache` is this layer's rows of slot 0, slot s at cache + s·slotStride floats. */
 export function mlaAttention(
   m: KernelMemory,
   u: number,
@@ -161,17 +203,18 @@ export function mlaAttention(
   q: number,
   ldq: number,
   cache: number,
+  slotStride: number,
   pos: number,
   wuv: number,
   t: number,
   nh: number,
-  layer: number,
-  L: number,
   P: number,
   R: number,
   Dv: number,
 ): void {
   checkRows('launchMlaAttention', t);
+  if (slotStride < P * R)
+    throw new RangeError(`launchMlaAttention: slotStride (${slotStride}) must be >= P * R (${P} * ${R})`);
   const p = m.i32('pos', pos, t, R_),
     qs = m.f32('q', q, (t - 1) * ldq + nh * R, R_);
   const Wuv = Float32Array.from(m.u16('wuv', wuv, nh * R * Dv, R_), widen);
@@ -185,7 +228,7 @@ export function mlaAttention(
       out.fill(Number.NaN, s * ldu, s * ldu + nh * Dv);
       continue;
     }
-    const cl = m.f32('cache', cache + (s * L + layer) * P * R * 4, (ps + 1) * R, R_);
+    const cl = m.f32('cache', cache + s * slotStride * 4, (ps + 1) * R, R_);
     const sc = new Float32Array(ps + 1);
     for (let n = 0; n < nh; n++) {
       for (let j = 0; j <= ps; j++) sc[j] = dot(qs, s * ldq + n * R, cl, j * R, R) / sqrtR;

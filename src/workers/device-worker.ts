@@ -21,7 +21,7 @@ import type { HostRegistration } from '../runtime/binding.js';
 import { loadBinding } from '../runtime/binding.js';
 import { CpuDevice } from '../runtime/cpu-device.js';
 import { hostMicros } from '../runtime/host-clock.js';
-import { executeModelOp, type Mailbox } from './model-dispatch.js';
+import { executeModelOp, PdlChain, type Mailbox } from './model-dispatch.js';
 import { ProfileBoard } from './profile-board.js';
 
 const init = workerData as WorkerInit;
@@ -131,8 +131,12 @@ function awaitPeer(seq: number, mine: number): void {
   }
 }
 
+/** Which model launches may overlap the kernel before them on this stream. */
+const pdlChain = new PdlChain();
+
 function execute(r: RecordRef, a: Float64Array): void {
   const i = r.arg;
+  const pdl = pdlChain.next(r.op, r.marked);
   switch (r.op) {
     case Op.Nop:
       return;
@@ -256,7 +260,7 @@ function execute(r: RecordRef, a: Float64Array): void {
       dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(), stream);
       return;
     default:
-      if (executeModelOp(dev, r.op, a, i, stream, mailbox)) return;
+      if (executeModelOp(dev, r.op, a, i, stream, mailbox, pdl)) return;
       throw new Refusal(`unknown op ${r.op}: this worker knows ops 0..${OP_COUNT - 1}`, 'ERR_UNKNOWN_OP');
   }
 }
@@ -558,7 +562,51 @@ const control = {
     scale: number,
   ): Promise<void> {
     needOpen('genWeights');
+    // The next step kernel must not start before the weights it may read ahead are written.
+    pdlChain.reset();
     dev.launchGenWeights(dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale, stream);
+  },
+
+  /**
+   * The card's read floor: `bytes` of device memory filled with a non-zero byte, then read by a
+   * kernel that only reads, `reps` times (replays of a captured graph on CUDA), each bracketed by
+   * timing events. Returns each read's GB/s. Cold path: it drains first and frees what it took.
+   */
+  async readFloor(bytes: number, reps: number): Promise<number[]> {
+    needOpen('readFloor');
+    await drain(10_000);
+    pdlChain.reset();
+    const buf = dev.malloc(bytes);
+    const sink = dev.malloc(4);
+    const e0 = dev.eventCreate(true);
+    const e1 = dev.eventCreate(true);
+    let graph = 0;
+    try {
+      dev.memsetAsync(buf, 0x3c, bytes, stream);
+      dev.launchReadFloor(buf, bytes, sink, stream);
+      if (init.backend === 'cuda') {
+        dev.streamBeginCapture(stream);
+        dev.launchReadFloor(buf, bytes, sink, stream);
+        graph = dev.streamEndCapture(stream);
+      }
+      const gbps: number[] = [];
+      for (let r = 0; r < reps; r++) {
+        dev.eventRecord(e0, stream);
+        if (graph) dev.graphLaunch(graph, stream);
+        else dev.launchReadFloor(buf, bytes, sink, stream);
+        dev.eventRecord(e1, stream);
+        dev.streamSynchronize(stream);
+        gbps.push(bytes / (dev.eventElapsedMs(e0, e1) * 1e6));
+      }
+      return gbps;
+    } finally {
+      dev.streamSynchronize(stream);
+      if (graph) dev.graphDestroy(graph);
+      dev.eventDestroy(e0);
+      dev.eventDestroy(e1);
+      dev.free(sink);
+      dev.free(buf);
+    }
   },
 
   async hostAlloc(bytes: number): Promise<number> {

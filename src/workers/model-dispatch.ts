@@ -11,9 +11,52 @@ export interface Mailbox {
   bytes: number;
 }
 
+/** The model kernels of a step (cu/model.h): each waits for its predecessor before it reads. */
+const STEP_KERNELS: ReadonlySet<number> = new Set([
+  Op.SetI32,
+  Op.Embed,
+  Op.Rmsnorm,
+  Op.Gemv,
+  Op.CacheWrite,
+  Op.MlaAttention,
+  Op.Router,
+  Op.Quantize,
+  Op.Dequantize,
+  Op.ExpertUp,
+  Op.ExpertDown,
+  Op.MoeCombine,
+  Op.Argmax,
+  Op.RouteQuant,
+  Op.LatentQuery,
+]);
+
+/**
+ * Programmatic dependent launch between the step's kernels (cu/pdl.cuh): a model kernel may start
+ * while the kernel before it drains only when that kernel is itself one of them. After anything
+ * else on the stream (a join's kernel, a copy, an event, a graph launch, weight generation) it
+ * launches plainly: a join's kernel may wait on the other rank, and a waiting grid parked on the
+ * SMs could starve that rank's kernels when both share one card. `MEMRA_PDL=0` turns it off.
+ */
+export class PdlChain {
+  private previousWasStepKernel = false;
+  constructor(readonly enabled = process.env.MEMRA_PDL !== '0') {}
+
+  /** Whether the launch about to be made may overlap its predecessor; then remembers `op`. */
+  next(op: number, marked: boolean): boolean {
+    const overlap = this.enabled && this.previousWasStepKernel && !marked;
+    this.previousWasStepKernel = STEP_KERNELS.has(op);
+    return overlap;
+  }
+
+  /** Something other than a ring record was enqueued on the stream. */
+  reset(): void {
+    this.previousWasStepKernel = false;
+  }
+}
+
 /**
  * Launch model op `op` with the record's arguments at a[i..]. Returns false for an op that is not
- * a model op; throws what the launcher throws (a bad argument or a CUDA error).
+ * a model op; throws what the launcher throws (a bad argument or a CUDA error). `pdl`: PdlChain.
  */
 export function executeModelOp(
   dev: DeviceApi,
@@ -22,20 +65,21 @@ export function executeModelOp(
   i: number,
   stream: number,
   mailbox: Mailbox,
+  pdl = false,
 ): boolean {
   switch (op) {
     case Op.SetI32: {
       const n = a[i + 1]!;
       const values: number[] = [];
       for (let k = 0; k < n; k++) values.push(a[i + 2 + k]!);
-      dev.launchSetI32(a[i]!, values, stream);
+      dev.launchSetI32(a[i]!, values, stream, pdl);
       return true;
     }
     case Op.Embed:
-      dev.launchEmbed(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream);
+      dev.launchEmbed(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
       return true;
     case Op.Rmsnorm:
-      dev.launchRmsnorm(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream);
+      dev.launchRmsnorm(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
       return true;
     case Op.Gemv:
       dev.launchGemv(
@@ -48,11 +92,24 @@ export function executeModelOp(
         a[i + 6]!,
         a[i + 7]!,
         a[i + 8]!,
+        a[i + 9] === 1,
         stream,
+        pdl,
       );
       return true;
     case Op.CacheWrite:
-      dev.launchCacheWrite(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, a[i + 6]!, a[i + 7]!, stream);
+      dev.launchCacheWrite(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.MlaAttention:
       dev.launchMlaAttention(
@@ -71,16 +128,52 @@ export function executeModelOp(
         a[i + 12]!,
         a[i + 13]!,
         stream,
+        pdl,
       );
       return true;
     case Op.Router:
-      dev.launchRouter(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream);
+      dev.launchRouter(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
       return true;
     case Op.Quantize:
-      dev.launchQuantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream);
+      dev.launchQuantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      return true;
+    case Op.LatentQuery:
+      dev.launchLatentQuery(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        a[i + 10]!,
+        a[i + 11]!,
+        stream,
+        pdl,
+      );
+      return true;
+    case Op.RouteQuant:
+      dev.launchRouteQuant(
+        a[i]!,
+        a[i + 1]!,
+        a[i + 2]!,
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        a[i + 10]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.Dequantize:
-      dev.launchDequantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream);
+      dev.launchDequantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
       return true;
     case Op.ExpertUp:
       dev.launchExpertUp(
@@ -96,6 +189,7 @@ export function executeModelOp(
         a[i + 9]!,
         a[i + 10]!,
         stream,
+        pdl,
       );
       return true;
     case Op.ExpertDown:
@@ -111,6 +205,7 @@ export function executeModelOp(
         a[i + 8]!,
         a[i + 9]!,
         stream,
+        pdl,
       );
       return true;
     case Op.MoeCombine:
@@ -125,10 +220,11 @@ export function executeModelOp(
         a[i + 7]!,
         a[i + 8]!,
         stream,
+        pdl,
       );
       return true;
     case Op.Argmax:
-      dev.launchArgmax(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream);
+      dev.launchArgmax(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream, pdl);
       return true;
     case Op.ToMailbox: {
       const offset = a[i + 1]!,

@@ -61,11 +61,11 @@ export enum Op {
   Embed = 24,
   /** out, input, gain, t, H. */
   Rmsnorm = 25,
-  /** out, ldo, x, ldx, w, ldw, K, cols, t. */
+  /** out, ldo, x, ldx, w, ldw, K, cols, t, accumulate (0 or 1). */
   Gemv = 26,
   /** cache, c, pos, t, layer, L, P, R. */
   CacheWrite = 27,
-  /** u, ldu, q, ldq, cache, pos, wuv, t, nh, layer, L, P, R, Dv. */
+  /** u, ldu, q, ldq, cache (the layer's rows of slot 0), slotStride, pos, wuv, work, t, nh, P, R, Dv. */
   MlaAttention = 28,
   /** ids, wts, logits, t, E, K. */
   Router = 29,
@@ -90,9 +90,13 @@ export enum Op {
   /** dst: store the device clock (u64 ns) once the stream's earlier work is done: where the join
    *  profile's self-timed joins start their rank's step. */
   StampNow = 38,
+  /** ids, wts, logits, xq, xs, xd, b, t, E, K, H: Router, Quantize and Dequantize in one launch. */
+  RouteQuant = 39,
+  /** q, a, wdkv, wq, cache (the layer's rows of slot 0), slotStride, pos, K, R, qcols, t, P. */
+  LatentQuery = 40,
 }
 
-export const OP_COUNT = 39;
+export const OP_COUNT = 41;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

@@ -255,7 +255,7 @@ describe('model kernels on one GPU', function () {
       const x = randF(t * ldx);
       const xp = put(x);
       const op = out(t * ldo * 4);
-      b.launchGemv(op, ldo, xp, ldx, wp, ldw, K, cols, t, s);
+      b.launchGemv(op, ldo, xp, ldx, wp, ldw, K, cols, t, false, s);
       const full = down(Float32Array, op, t * ldo);
       const row = (r: number, c0 = 0, n = cols): Float32Array => full.subarray(r * ldo + c0, r * ldo + c0 + n);
       const worst = new Worst();
@@ -275,13 +275,13 @@ describe('model kernels on one GPU', function () {
       const o1 = alloc(cols * 4);
       for (let r = 0; r < t; r++) {
         poison(o1, cols * 4);
-        b.launchGemv(o1, cols, xp + r * ldx * 4, ldx, wp, ldw, K, cols, 1, s);
+        b.launchGemv(o1, cols, xp + r * ldx * 4, ldx, wp, ldw, K, cols, 1, false, s);
         sameBits(down(Float32Array, o1, cols), row(r), `gemv K=${K}: t=1 on row ${r} vs t=${t} row ${r}`);
       }
       const xm = alloc(t * ldx * 4 + 16);
       up(xm + 4, x); // one float off 16-byte alignment: the scalar x path
       poison(op, t * ldo * 4);
-      b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, s);
+      b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, false, s);
       const mis = down(Float32Array, op, t * ldo);
       for (let r = 0; r < 3; r++)
         sameBits(mis.subarray(r * ldo, r * ldo + cols), row(r), `gemv K=${K} t=3: misaligned x vs aligned, row ${r}`);
@@ -292,7 +292,7 @@ describe('model kernels on one GPU', function () {
         [128, 75],
       ] as const) {
         const os = out(t * n * 4);
-        b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, s);
+        b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, false, s);
         const got = down(Float32Array, os, t * n);
         for (let r = 0; r < t; r++)
           sameBits(
@@ -301,6 +301,29 @@ describe('model kernels on one GPU', function () {
             `gemv K=${K}: column slice [${c0}, ${c0 + n}) row ${r} vs the full product`,
           );
       }
+    }
+  });
+
+  it('gemv accumulating: out = f32(out + the product) bit for bit, at t = 1, 3 and 8, strided rows, narrow and wide; the columns past cols untouched', () => {
+    for (const [K, cols, t] of [
+      [4096, 4096, 1],
+      [512, 203, 3],
+      [4096, 1536, 8],
+    ] as const) {
+      const ldo = cols + 7;
+      const wp = genMatrix(K, cols, 910 + t);
+      const xp = put(randF(t * K));
+      const h = randF(t * ldo, 4);
+      const plain = out(t * ldo * 4);
+      b.launchGemv(plain, ldo, xp, K, wp, cols, K, cols, t, false, s);
+      const y = down(Float32Array, plain, t * ldo);
+      const hp = put(h);
+      b.launchGemv(hp, ldo, xp, K, wp, cols, K, cols, t, true, s);
+      const got = down(Float32Array, hp, t * ldo);
+      const want = Float32Array.from(h);
+      for (let r = 0; r < t; r++)
+        for (let j = 0; j < cols; j++) want[r * ldo + j] = fr(h[r * ldo + j]! + y[r * ldo + j]!);
+      sameBits(got, want, `gemv accumulate K=${K} cols=${cols} t=${t} (ldo ${ldo}) vs out + gemv`);
     }
   });
 
@@ -314,7 +337,7 @@ describe('model kernels on one GPU', function () {
     const outs = new Map<number, Float32Array>();
     for (const t of [1, 2, 4, 8]) {
       const op = out(t * cols * 4);
-      b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, s);
+      b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, false, s);
       outs.set(t, down(Float32Array, op, t * cols));
     }
     const o8 = outs.get(8)!,
@@ -350,7 +373,7 @@ describe('model kernels on one GPU', function () {
       [1, 1000],
     ] as const) {
       const op = out(n * 4);
-      b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, s);
+      b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, false, s);
       sameBits(
         down(Float32Array, op, n),
         o1.subarray(c0, c0 + n),
@@ -464,6 +487,54 @@ describe('model kernels on one GPU', function () {
     }
   });
 
+  it('route_quant: ids, weights, scales, codes and the dequantized rows bit-identical to router, quantize and dequantize run apart (t = 1, 3, 8; a zero block, a NaN block and NaN logits; misaligned b)', () => {
+    for (const [t, E, K, H] of [
+      [1, 32, 8, 4096],
+      [3, 33, 7, 640],
+      [8, 1024, 64, 256],
+    ] as const) {
+      const nb = (t * H) / F.QUANT_BLOCK;
+      const lg = randF(t * E, 4),
+        x = randF(t * H, 2);
+      if (t > 1) {
+        lg[E] = NaN;
+        x.fill(0, H, H + 128);
+        x[2 * H + 5] = NaN;
+      }
+      const lp = put(lg),
+        bp = put(x);
+      const ids = out(t * K * 4),
+        wts = out(t * K * 4),
+        xq = out(t * H),
+        xs = out(nb * 4),
+        xd = out(t * H * 4);
+      b.launchRouter(ids, wts, lp, t, E, K, s);
+      b.launchQuantize(xq, xs, bp, t, H, s);
+      b.launchDequantize(xd, xq, xs, t, H, s);
+      const want = [
+        down(Int32Array, ids, t * K),
+        down(Float32Array, wts, t * K),
+        down(Uint8Array, xq, t * H),
+        down(Float32Array, xs, nb),
+        down(Float32Array, xd, t * H),
+      ] as const;
+      for (const [bIn, what] of [
+        [bp, 'aligned'],
+        [put(new Float32Array(t * H + 1)) + 4, 'misaligned'],
+      ] as const) {
+        if (what === 'misaligned') up(bIn, x);
+        const fused = [out(t * K * 4), out(t * K * 4), out(t * H), out(nb * 4), out(t * H * 4)] as const;
+        b.launchRouteQuant(fused[0], fused[1], lp, fused[2], fused[3], fused[4], bIn, t, E, K, H, s);
+        const tag = `route_quant t=${t} E=${E} K=${K} H=${H}, ${what} b`;
+        sameBits(down(Int32Array, fused[0], t * K), want[0], `${tag}: ids`);
+        sameBits(down(Float32Array, fused[1], t * K), want[1], `${tag}: weights`);
+        sameBits(down(Uint8Array, fused[2], t * H), want[2], `${tag}: codes`);
+        sameBits(down(Float32Array, fused[3], nb), want[3], `${tag}: scales`);
+        sameBits(down(Float32Array, fused[4], t * H), want[4], `${tag}: dequantized`);
+      }
+    }
+  });
+
   it('moe_combine: bit-exact to the slot-order f32 sum plus the residual, experts split between lo and hi at splitE', () => {
     const t = 3,
       K = 4,
@@ -533,7 +604,155 @@ describe('model kernels on one GPU', function () {
     }
   });
 
-  it('cache_write and mla_attention: within 1e-5 of f64 (1e-4 at P = 8192, R = 512); head slices, t=1 and a misaligned cache bit-identical; bad positions give NaN and write nothing', () => {
+  it('latent_query: the cache rows and q bit-identical to gemv, cache_write and gemv apart (t = 1, 3, 8; R = 512, 96, 32; a head half; bad positions store no c; misaligned a)', () => {
+    for (const [t, K, R, nh] of [
+      [1, 4096, 512, 32],
+      [3, 1000, 96, 5],
+      [8, 256, 32, 4],
+    ] as const) {
+      const P = 40,
+        L = 2,
+        layer = 1,
+        qcols = nh * R;
+      const a = randF(t * K),
+        ap = put(a);
+      const wd = genMatrix(K, R, 920 + t),
+        wq = genMatrix(K, qcols, 930 + t);
+      const pos = Array.from({ length: t }, (_, s) => (s * 7 + 3) % P);
+      const pp = out(64);
+      b.launchSetI32(pp, pos, s);
+      const cache0 = randF(t * L * P * R);
+      // apart: c, then its copy into the cache, then q
+      const cRef = out(t * R * 4),
+        qRef = out(t * qcols * 4),
+        cacheRef = put(cache0);
+      b.launchGemv(cRef, R, ap, K, wd, R, K, R, t, false, s);
+      b.launchCacheWrite(cacheRef, cRef, pp, t, layer, L, P, R, s);
+      b.launchGemv(qRef, qcols, ap, K, wq, qcols, K, qcols, t, false, s);
+      const wantCache = down(Float32Array, cacheRef, cache0.length),
+        wantQ = down(Float32Array, qRef, t * qcols);
+      const fused = (aIn: DevicePtr, what: string): void => {
+        const cacheP = put(cache0),
+          qp = out(t * qcols * 4);
+        b.launchLatentQuery(qp, aIn, wd, wq, cacheP + layer * P * R * 4, L * P * R, pp, K, R, qcols, t, P, s);
+        sameBits(down(Float32Array, cacheP, cache0.length), wantCache, `latent_query t=${t} R=${R} ${what}: the cache`);
+        sameBits(down(Float32Array, qp, t * qcols), wantQ, `latent_query t=${t} R=${R} ${what}: q`);
+      };
+      fused(ap, 'aligned a');
+      const am = alloc(a.byteLength + 16);
+      up(am + 4, a);
+      fused(am + 4, 'misaligned a');
+      // the second half of the heads alone: q's columns [qcols/2, qcols) of the full launch
+      if (nh % 2 === 0) {
+        // a rank holds its heads' columns of Wq densely, as the weight loader generates them
+        const half = qcols / 2,
+          full = down(Uint16Array, wq, K * qcols),
+          dense = new Uint16Array(K * half);
+        for (let k = 0; k < K; k++) dense.set(full.subarray(k * qcols + half, (k + 1) * qcols), k * half);
+        const qh = out(t * half * 4),
+          ch = put(cache0);
+        b.launchLatentQuery(qh, ap, wd, put(dense), ch + layer * P * R * 4, L * P * R, pp, K, R, half, t, P, s);
+        const got = down(Float32Array, qh, t * half);
+        for (let r = 0; r < t; r++)
+          sameBits(
+            got.subarray(r * half, (r + 1) * half),
+            wantQ.subarray(r * qcols + half, (r + 1) * qcols),
+            `latent_query t=${t}: heads' second half, row ${r}`,
+          );
+      }
+    }
+    // positions outside [0, P): no c stored anywhere
+    const K = 256,
+      R = 64,
+      P = 8,
+      t = 2;
+    const bad = out(16);
+    b.launchSetI32(bad, [P, -1], s);
+    const cache0 = randF(t * P * R),
+      cp = put(cache0),
+      qp = out(t * R * 4);
+    b.launchLatentQuery(
+      qp,
+      put(randF(t * K)),
+      genMatrix(K, R, 940),
+      genMatrix(K, R, 941),
+      cp,
+      P * R,
+      bad,
+      K,
+      R,
+      R,
+      t,
+      P,
+      s,
+    );
+    sameBits(down(Float32Array, cp, cache0.length), cache0, `latent_query at positions ${P} and -1 must store no c`);
+  });
+
+  /** u = attention of nh heads of t rows (this layer of an [t][L][P][R] cache), into a fresh poisoned buffer. */
+  function attend(
+    t: number,
+    nh: number,
+    ldu: number,
+    q: DevicePtr,
+    ldq: number,
+    cache: DevicePtr,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    pos: DevicePtr,
+    wuv: DevicePtr,
+    Dv: number,
+  ): Float32Array {
+    const u = out(t * ldu * 4);
+    const work = out(b.mlaWorkspaceBytes(t, nh, P, R));
+    b.launchMlaAttention(u, ldu, q, ldq, cache + layer * P * R * 4, L * P * R, pos, wuv, work, t, nh, P, R, Dv, s);
+    return down(Float32Array, u, t * ldu);
+  }
+
+  /** Worst error of heads [n0, n0 + nh) of rows < t against attentionF64 (relative to Σ|o·w|). */
+  function attentionError(
+    u: Float32Array,
+    ldu: number,
+    t: number,
+    nh: number,
+    n0: number,
+    q: Float32Array,
+    ldq: number,
+    cache: Float32Array,
+    layer: number,
+    L: number,
+    P: number,
+    R: number,
+    pos: readonly number[],
+    wuv: Float32Array,
+    Dv: number,
+  ): Worst {
+    const worst = new Worst();
+    for (let r = 0; r < t; r++)
+      for (let n = 0; n < nh; n++) {
+        const ref = attentionF64(
+          q,
+          r * ldq + (n0 + n) * R,
+          cache,
+          (r * L + layer) * P * R,
+          pos[r]! + 1,
+          R,
+          wuv,
+          (n0 + n) * R * Dv,
+          Dv,
+        );
+        for (let d = 0; d < Dv; d++) {
+          const g = u[r * ldu + n * Dv + d]!;
+          if (worst.worse(Math.abs(g - ref.u[d]!) / (ref.mag[d]! || 1)))
+            worst.where = `row ${r} head ${n0 + n} d ${d} (position ${pos[r]}): GPU ${g}, f64 ${ref.u[d]}`;
+        }
+      }
+    return worst;
+  }
+
+  it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads; head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
     const t = 3,
       nh = 4,
       R = 64,
@@ -557,78 +776,107 @@ describe('model kernels on one GPU', function () {
     b.launchCacheWrite(cp, cwp, pp, t, layer, L, P, R, s);
     for (let r = 0; r < t; r++) cache.set(c.subarray(r * R, (r + 1) * R), ((r * L + layer) * P + pos[r]!) * R);
     sameBits(down(Float32Array, cp, cache.length), cache, 'cache_write: the whole cache');
-    const upp = out(t * ldu * 4);
-    b.launchMlaAttention(upp, ldu, qp, ldq, cp, pp, wp, t, nh, layer, L, P, R, Dv, s);
-    const u = down(Float32Array, upp, t * ldu);
-    const worst = new Worst();
-    for (let r = 0; r < t; r++)
-      for (let n = 0; n < nh; n++) {
-        const ref = attentionF64(
-          q,
-          r * ldq + n * R,
-          cache,
-          (r * L + layer) * P * R,
-          pos[r]! + 1,
-          R,
-          wuv,
-          n * R * Dv,
-          Dv,
-        );
-        for (let d = 0; d < Dv; d++) {
-          const g = u[r * ldu + n * Dv + d]!;
-          if (worst.worse(Math.abs(g - ref.u[d]!) / (ref.mag[d]! || 1)))
-            worst.where = `row ${r} head ${n} d ${d}: GPU ${g}, f64 ${ref.u[d]}`;
-        }
-      }
-    worst.within(1e-5, `mla_attention t=${t} nh=${nh} R=${R} Dv=${Dv} positions ${pos.join(', ')} vs f64`);
-    const u2p = out(t * 2 * Dv * 4); // heads [1, 3) alone: q, wuv and u offset, another ldu
-    b.launchMlaAttention(u2p, 2 * Dv, qp + R * 4, ldq, cp, pp, wp + R * Dv * 2, t, 2, layer, L, P, R, Dv, s);
-    const u2 = down(Float32Array, u2p, t * 2 * Dv);
+    const u = attend(t, nh, ldu, qp, ldq, cp, layer, L, P, R, pp, wp, Dv);
+    attentionError(u, ldu, t, nh, 0, q, ldq, cache, layer, L, P, R, pos, wuv, Dv).within(
+      1e-5,
+      `mla_attention t=${t} nh=${nh} R=${R} Dv=${Dv} positions ${pos.join(', ')} vs f64`,
+    );
+    // heads [1, 3) alone: q, wuv and u offset, another ldu
+    const u2 = attend(t, 2, 2 * Dv, qp + R * 4, ldq, cp, layer, L, P, R, pp, wp + R * Dv * 2, Dv);
     for (let r = 0; r < t; r++)
       sameBits(
         u2.subarray(r * 2 * Dv, (r + 1) * 2 * Dv),
         u.subarray(r * ldu + Dv, r * ldu + 3 * Dv),
         `mla_attention heads [1, 3) vs all heads, row ${r}`,
       );
+    // one float off: the scalar staging of the cache, then of q
     const cpm = alloc(cache.byteLength + 16);
-    up(cpm + 4, cache); // one float off: the scalar cache loads
-    const ump = out(t * ldu * 4);
-    b.launchMlaAttention(ump, ldu, qp, ldq, cpm + 4, pp, wp, t, nh, layer, L, P, R, Dv, s);
-    sameBits(down(Float32Array, ump, t * ldu), u, 'mla_attention, misaligned cache (scalar path) vs vector path');
-    const u3 = out(nh * Dv * 4); // row 2 alone: slot 2 becomes slot 0 by shifting the cache
+    up(cpm + 4, cache);
+    sameBits(
+      attend(t, nh, ldu, qp, ldq, cpm + 4, layer, L, P, R, pp, wp, Dv),
+      u,
+      'mla_attention, misaligned cache (scalar staging) vs aligned',
+    );
+    const qpm = alloc(q.byteLength + 16);
+    up(qpm + 4, q);
+    sameBits(
+      attend(t, nh, ldu, qpm + 4, ldq, cp, layer, L, P, R, pp, wp, Dv),
+      u,
+      'mla_attention, misaligned q (scalar staging) vs aligned',
+    );
+    // row 2 alone: slot 2 becomes slot 0 by shifting the cache
+    const u3 = attend(1, nh, nh * Dv, qp + 2 * ldq * 4, ldq, cp + 2 * L * P * R * 4, layer, L, P, R, pp + 8, wp, Dv);
+    sameBits(u3, u.subarray(2 * ldu, 2 * ldu + nh * Dv), 'mla_attention t=1 (row 2) vs t=3 row 2');
+    const bad = out(16);
+    b.launchSetI32(bad, [P, -1], s);
+    const ub = out(2 * Dv * 4, 0x00); // zero poison: NaN must be written
     b.launchMlaAttention(
-      u3,
-      nh * Dv,
-      qp + 2 * ldq * 4,
+      ub,
+      Dv,
+      qp,
       ldq,
-      cp + 2 * L * P * R * 4,
-      pp + 8,
+      cp + layer * P * R * 4,
+      L * P * R,
+      bad,
       wp,
+      out(b.mlaWorkspaceBytes(2, 1, P, R)),
+      2,
       1,
-      nh,
-      layer,
-      L,
       P,
       R,
       Dv,
       s,
     );
-    sameBits(
-      down(Float32Array, u3, nh * Dv),
-      u.subarray(2 * ldu, 2 * ldu + nh * Dv),
-      'mla_attention t=1 (row 2) vs t=3 row 2',
-    );
-    const bad = out(16);
-    b.launchSetI32(bad, [P, -1], s);
-    const ub = out(2 * Dv * 4, 0x00); // zero poison: NaN must be written
-    b.launchMlaAttention(ub, Dv, qp, ldq, cp, bad, wp, 2, 1, layer, L, P, R, Dv, s);
     const gb = down(Float32Array, ub, 2 * Dv),
       nb = gb.findIndex((v) => !Number.isNaN(v));
     check(nb < 0, () => `mla_attention at positions ${P} and -1: index ${nb} is ${gb[nb]}, expected NaN`);
     b.launchCacheWrite(cp, cwp, bad, 2, layer, L, P, R, s);
     sameBits(down(Float32Array, cp, cache.length), cache, `cache_write at positions ${P} and -1 must write nothing`);
 
-    const P2 = 8192,
+    // Every tile edge (32 positions up to R = 512, 8 above): one head, one row, each position count.
+    for (const [Re, Pe, counts] of [
+      [64, 200, [1, 2, 31, 32, 33, 63, 64, 65, 97, 200]],
+      [96, 80, [1, 32, 33, 80]],
+      [1024, 40, [1, 7, 8, 9, 16, 17, 40]],
+    ] as Array<[number, number, number[]]>) {
+      const ce = randF(Pe * Re),
+        qe = randF(Re, 2),
+        we = genMatrix(Re, Dv, 36, 1 / Math.sqrt(Re));
+      const wve = widenBf16(down(Uint16Array, we, Re * Dv));
+      const cep = put(ce),
+        qep = put(qe),
+        pe = out(16);
+      for (const np of counts) {
+        b.launchSetI32(pe, [np - 1], s);
+        const ue = attend(1, 1, Dv, qep, Re, cep, 0, 1, Pe, Re, pe, we, Dv);
+        attentionError(ue, Dv, 1, 1, 0, qe, Re, ce, 0, 1, Pe, Re, [np - 1], wve, Dv).within(
+          1e-5,
+          `mla_attention R=${Re} over ${np} positions vs f64`,
+        );
+      }
+    }
+
+    // 40 heads: a second head group of 8; heads [33, 36) alone bit-identical to the full launch.
+    const nh4 = 40,
+      R4 = 64,
+      P4 = 70;
+    const c4 = randF(P4 * R4),
+      q4 = randF(nh4 * R4, 2),
+      w4 = genMatrix(nh4 * R4, Dv, 37, 1 / Math.sqrt(R4));
+    const wv4 = widenBf16(down(Uint16Array, w4, nh4 * R4 * Dv));
+    const c4p = put(c4),
+      q4p = put(q4),
+      p4 = out(16);
+    b.launchSetI32(p4, [P4 - 1], s);
+    const u4 = attend(1, nh4, nh4 * Dv, q4p, nh4 * R4, c4p, 0, 1, P4, R4, p4, w4, Dv);
+    attentionError(u4, nh4 * Dv, 1, nh4, 0, q4, nh4 * R4, c4, 0, 1, P4, R4, [P4 - 1], wv4, Dv).within(
+      1e-5,
+      `mla_attention ${nh4} heads vs f64`,
+    );
+    const u5 = attend(1, 3, 3 * Dv, q4p + 33 * R4 * 4, nh4 * R4, c4p, 0, 1, P4, R4, p4, w4 + 33 * R4 * Dv * 2, Dv);
+    sameBits(u5, u4.subarray(33 * Dv, 36 * Dv), 'mla_attention heads [33, 36) vs 40 heads');
+
+    const P2 = 65536,
       R2 = 512,
       Dv2 = 128; // the longest context at the largest position
     const cache2 = randF(P2 * R2),
@@ -637,15 +885,11 @@ describe('model kernels on one GPU', function () {
     b.launchSetI32(p2, [P2 - 1], s);
     const w2p = genMatrix(R2, Dv2, 35, 1 / Math.sqrt(R2));
     const wv2 = widenBf16(down(Uint16Array, w2p, R2 * Dv2));
-    const u4 = out(Dv2 * 4);
-    b.launchMlaAttention(u4, Dv2, put(q2), R2, put(cache2), p2, w2p, 1, 1, 0, 1, P2, R2, Dv2, s);
-    const gu = down(Float32Array, u4, Dv2);
-    const ref = attentionF64(q2, 0, cache2, 0, P2, R2, wv2, 0, Dv2);
-    const worst2 = new Worst();
-    for (let d = 0; d < Dv2; d++)
-      if (worst2.worse(Math.abs(gu[d]! - ref.u[d]!) / (ref.mag[d]! || 1)))
-        worst2.where = `d ${d}: GPU ${gu[d]}, f64 ${ref.u[d]}`;
-    worst2.within(1e-4, `mla_attention P=${P2} R=${R2} Dv=${Dv2} at position ${P2 - 1} vs f64`);
+    const gu = attend(1, 1, Dv2, put(q2), R2, put(cache2), 0, 1, P2, R2, p2, w2p, Dv2);
+    attentionError(gu, Dv2, 1, 1, 0, q2, R2, cache2, 0, 1, P2, R2, [P2 - 1], wv2, Dv2).within(
+      1e-4,
+      `mla_attention P=${P2} R=${R2} Dv=${Dv2} at position ${P2 - 1} vs f64`,
+    );
   });
 
   it('expert_up / expert_down: within 1e-4 / 2e-6 of f64; an EP half bit-identical to the full launch, its unowned slots untouched', () => {
@@ -763,7 +1007,7 @@ describe('model kernels on one GPU', function () {
         continue;
       }
       poison(c1, H * 4);
-      b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, s);
+      b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, false, s);
       sameBits(
         gc.subarray(q * H, (q + 1) * H),
         down(Float32Array, c1, H),
@@ -771,8 +1015,8 @@ describe('model kernels on one GPU', function () {
       );
       poison(g, Fw * 4);
       poison(u, Fw * 4);
-      b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, s);
-      b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, s);
+      b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, false, s);
+      b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, false, s);
       const gg = down(Float32Array, g, Fw),
         uu = down(Float32Array, u, Fw);
       for (let f = 0; f < Fw; f++) {
@@ -784,5 +1028,70 @@ describe('model kernels on one GPU', function () {
       }
     }
     worst.within(4, 'expert_up bench shape vs silu(gemv W1) * gemv W3, in ulps');
+  });
+
+  it('expert_up / expert_down group slots by expert: t = 2, 3, 5, 8 with experts shared across rows and one named twice in a row; every slot bit-identical to its row launched alone, and to the EP halves; unowned slots untouched', () => {
+    const K = 4,
+      E = 8,
+      H = 512,
+      Fw = 384;
+    const w1p = genMatrix(E * H, Fw, 43, 1 / 16),
+      w3p = genMatrix(E * H, Fw, 44, 1 / 16),
+      w2p = genMatrix(E * Fw, H, 45, 1 / Math.sqrt(Fw));
+    const half = E / 2;
+    for (const t of [2, 3, 5, 8]) {
+      const ids = new Int32Array(t * K);
+      for (let r = 0; r < t; r++) {
+        const pool = Array.from({ length: E }, (_, e) => e);
+        for (let k = 0; k < K; k++) ids[r * K + k] = pool.splice(Math.floor(rnd() * pool.length), 1)[0]!;
+      }
+      ids[2] = ids[0]!; // row 0 names one expert twice
+      const xp = put(randF(t * H)),
+        ip = put(ids);
+      const act = out(t * K * Fw * 4),
+        con = out(t * K * H * 4);
+      b.launchExpertUp(act, xp, ip, w1p, w3p, 0, E, t, K, H, Fw, s);
+      b.launchExpertDown(con, act, ip, w2p, 0, E, t, K, H, Fw, s);
+      const ga = down(Float32Array, act, t * K * Fw),
+        gc = down(Float32Array, con, t * K * H);
+      for (let r = 0; r < t; r++) {
+        const a1 = out(K * Fw * 4),
+          c1 = out(K * H * 4);
+        b.launchExpertUp(a1, xp + r * H * 4, ip + r * K * 4, w1p, w3p, 0, E, 1, K, H, Fw, s);
+        b.launchExpertDown(c1, a1, ip + r * K * 4, w2p, 0, E, 1, K, H, Fw, s);
+        sameBits(
+          down(Float32Array, a1, K * Fw),
+          ga.subarray(r * K * Fw, (r + 1) * K * Fw),
+          `expert_up t=${t} row ${r} alone vs grouped (ids ${Array.from(ids.subarray(r * K, (r + 1) * K)).join(', ')})`,
+        );
+        sameBits(
+          down(Float32Array, c1, K * H),
+          gc.subarray(r * K * H, (r + 1) * K * H),
+          `expert_down t=${t} row ${r} alone vs grouped`,
+        );
+      }
+      for (const e0 of [0, half]) {
+        const ah = out(t * K * Fw * 4),
+          ch = out(t * K * H * 4);
+        b.launchExpertUp(ah, xp, ip, w1p + e0 * H * Fw * 2, w3p + e0 * H * Fw * 2, e0, half, t, K, H, Fw, s);
+        b.launchExpertDown(ch, ah, ip, w2p + e0 * Fw * H * 2, e0, half, t, K, H, Fw, s);
+        const ha = down(Float32Array, ah, t * K * Fw),
+          hc = down(Float32Array, ch, t * K * H);
+        for (let q = 0; q < t * K; q++) {
+          const owned = ids[q]! >= e0 && ids[q]! < e0 + half,
+            what = `t=${t} EP half [${e0}, ${e0 + half}): slot ${q} (expert ${ids[q]}${owned ? '' : ', not owned, must stay untouched'})`;
+          sameBits(
+            ha.subarray(q * Fw, (q + 1) * Fw),
+            owned ? ga.subarray(q * Fw, (q + 1) * Fw) : untouched(Fw),
+            `expert_up ${what}`,
+          );
+          sameBits(
+            hc.subarray(q * H, (q + 1) * H),
+            owned ? gc.subarray(q * H, (q + 1) * H) : untouched(H),
+            `expert_down ${what}`,
+          );
+        }
+      }
+    }
   });
 });

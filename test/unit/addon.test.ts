@@ -7,6 +7,7 @@ import { strict as assert } from 'node:assert';
 import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { loadBinding } from '../../src/runtime/binding.js';
+import { mlaWorkspaceBytes } from '../../src/decode/mla-workspace.js';
 
 const addonPath = new URL('../../../build/Release/memra.node', import.meta.url).pathname;
 
@@ -60,6 +61,27 @@ describe('native addon', () => {
       assert.equal(w.count, 0, 'no driver: zero devices, not an error');
       assert.match(w.bind, /device ordinal 0 is out of range: no CUDA device is visible/);
     }
+  });
+
+  it('sizes the attention workspace as the walk does (src/decode/mla-workspace.ts), and refuses a shape it cannot take', () => {
+    for (const [t, nh, P, R] of [
+      [1, 1, 1, 32],
+      [3, 4, 300, 64],
+      [8, 32, 4096, 512],
+      [2, 5, 100, 1024],
+      [1, 16, 65536, 2048],
+      [4, 8, 33, 96],
+    ] as const) {
+      assert.equal(b.mlaWorkspaceBytes(t, nh, P, R), mlaWorkspaceBytes(t, nh, P, R), `t=${t} nh=${nh} P=${P} R=${R}`);
+    }
+    assert.throws(() => b.mlaWorkspaceBytes(1, 1, 65537, 512), {
+      name: 'TypeError',
+      message: /mlaWorkspaceBytes: argument 'P'/,
+    });
+    assert.throws(() => b.mlaWorkspaceBytes(9, 1, 64, 512), {
+      name: 'TypeError',
+      message: /mlaWorkspaceBytes: argument 't'/,
+    });
   });
 
   it('refuses per-device calls on a thread that bound no device, saying what to do', () => {

@@ -1,0 +1,73 @@
+// Programmatic dependent launch (PDL) between the model kernels of one stream.
+//
+// A decode step is a chain of kernels, each short, most of them streaming weights. Without PDL a
+// kernel's blocks start only once the previous kernel has finished and flushed, so every boundary
+// costs a launch latency plus the ramp of the new grid, with the SMs that finished early idle.
+// With it, the next grid may be scheduled as soon as every block of the running one has called
+// PdlLaunchDependents() (or exited), and its blocks fill SMs as they free up. They may read what
+// no kernel of the step writes (the weights) at once; everything else waits in PdlWait(), which
+// returns once the previous grid has completed and its memory is visible. So:
+//   - every model kernel calls PdlWait() before its first read of an activation, a position, a
+//     token or the cache, and before its first store of any kind (a store before it could land
+//     under a previous kernel still reading that buffer);
+//   - weights may be loaded before it: nothing writes them while steps run (memra_gen_weights
+//     runs between steps, and the worker never marks the launch after it as dependent).
+// Both instructions are no-ops in a kernel launched without the attribute, so the same kernels
+// serve the eager walk, the captured step graph and the probes.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace memra_cu {
+
+__device__ __forceinline__ void PdlWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void PdlLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the model launchers called next on this thread mark their launch dependent on the
+// previous kernel of the stream (memra_model_set_pdl, cu/model.h).
+bool PdlRequested();
+
+// cudaLaunchKernelEx with the attributes the model kernels take: the cluster shape (x blocks a
+// cluster, 1 for none) and, when PdlRequested(), programmatic stream serialization.
+template <class Kernel, class... Args>
+cudaError_t LaunchModelKernel(Kernel kernel, dim3 grid, dim3 block, size_t smem, unsigned clusterX,
+                              cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (clusterX > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = clusterX;
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (PdlRequested()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return err;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace memra_cu

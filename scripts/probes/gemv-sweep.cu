@@ -1,0 +1,275 @@
+// The matrix products of a `bench` step, each shape timed under every way memra's gemv kernels
+// can lay it out: the K split (blocks a column tile's rows are cut over; it fixes the sum order,
+// so the production kernels tie it to the matrix) and the columns a thread owns (CW). Each
+// variant is checked against the production launch (relative L2 within 1e-5: another split sums
+// in another order) and timed from a CUDA graph of back-to-back launches over rotating copies of
+// the weights, so no launch finds its matrix in L2. The read floor of the same card is measured
+// first. Prints one line a variant and the best a shape; writes them as JSON to argv[1].
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I. scripts/probes/gemv-sweep.cu cu/model.cu cu/read_floor.cu \
+//        cu/model_weights.cu -o build/gemv-sweep && build/gemv-sweep out.json
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cu/model_gemv.cu"
+#include "cu/kernels.h"
+#include "scripts/probes/probe_cuda.h"
+
+namespace {
+
+constexpr int kLaunches = 20;  // a graph's back-to-back launches
+constexpr int kReplays = 15;
+
+float gReadGBs = 0;
+std::string gJson = "[";
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() { CHECK(cudaEventCreate(&a)); CHECK(cudaEventCreate(&b)); }
+  // Median device µs a launch of `body` (which enqueues kLaunches launches on s).
+  template <class Body>
+  double PerLaunch(cudaStream_t s, Body body) {
+    body();  // warm, and any error surfaces before capture
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGetLastError());
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    body();
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&ge, g, 0));
+    CHECK(cudaGraphLaunch(ge, s));
+    std::vector<double> us;
+    for (int r = 0; r < kReplays; ++r) {
+      CHECK(cudaEventRecord(a, s));
+      CHECK(cudaGraphLaunch(ge, s));
+      CHECK(cudaEventRecord(b, s));
+      CHECK(cudaEventSynchronize(b));
+      float ms;
+      CHECK(cudaEventElapsedTime(&ms, a, b));
+      us.push_back(ms * 1000.0 / kLaunches);
+    }
+    CHECK(cudaGraphExecDestroy(ge));
+    CHECK(cudaGraphDestroy(g));
+    std::sort(us.begin(), us.end());
+    return us[us.size() / 2];
+  }
+};
+
+uint16_t* Weights(size_t elems, uint64_t id) {
+  uint16_t* w;
+  CHECK(cudaMalloc(&w, elems * 2));
+  CHECK(memra_gen_weights(w, 7, id, 0, 1, elems, 0, elems, 0, 0.02f, 0));
+  return w;
+}
+
+float* Randoms(size_t n, uint32_t seed) {
+  std::vector<float> h(n);
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto& v : h) v = u(g);
+  float* d;
+  CHECK(cudaMalloc(&d, n * 4));
+  CHECK(cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice));
+  return d;
+}
+
+std::vector<float> Down(const float* d, size_t n) {
+  std::vector<float> h(n);
+  CHECK(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+double RelL2(const std::vector<float>& x, const std::vector<float>& ref) {
+  double e = 0, r = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    e += double(x[i] - ref[i]) * (x[i] - ref[i]);
+    r += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(e / (r > 0 ? r : 1));
+}
+
+void Record(const std::string& shape, const std::string& variant, double us, double bytes, double err) {
+  const double gbs = bytes / (us * 1e3);
+  std::printf("%-28s %-22s %9.2f us %7.0f GB/s %5.1f%% of floor  err %.1e\n", shape.c_str(), variant.c_str(),
+              us, gbs, 100 * gbs / gReadGBs, err);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s{\"shape\":\"%s\",\"variant\":\"%s\",\"us\":%.3f,\"gbps\":%.1f,\"pctFloor\":%.2f,\"relL2\":%.2e}",
+                gJson.size() > 1 ? ",\n" : "\n", shape.c_str(), variant.c_str(), us, gbs, 100 * gbs / gReadGBs, err);
+  gJson += buf;
+}
+
+void ReadFloor(cudaStream_t s, Timer& tm) {
+  const size_t bytes = size_t(16) << 30;
+  void* p;
+  uint32_t* sink;
+  CHECK(cudaMalloc(&p, bytes));
+  CHECK(cudaMalloc(&sink, 4));
+  CHECK(cudaMemsetAsync(p, 0x3c, bytes, s));
+  const double us = tm.PerLaunch(s, [&] {
+    for (int i = 0; i < kLaunches; ++i) CHECK(memra_launch_read_floor(p, bytes, sink, s));
+  });
+  gReadGBs = float(bytes / (us * 1e3));
+  std::printf("read floor: %.0f GB/s (16 GiB, %.0f us)\n", gReadGBs, us);
+  CHECK(cudaFree(p));
+  CHECK(cudaFree(sink));
+}
+
+// One matrix [K x cols] at T rows: the production launch, then every split and CW.
+template <int T>
+void SweepGemv(cudaStream_t s, Timer& tm, const char* name, uint32_t K, uint32_t cols) {
+  const size_t elems = size_t(K) * cols;
+  const int copies = std::max<int>(2, int((size_t(512) << 20) / (elems * 2)) + 1);
+  std::vector<uint16_t*> w;
+  for (int c = 0; c < copies; ++c) w.push_back(Weights(elems, 100 + c));
+  float* x = Randoms(size_t(T) * K, 1);
+  float *out, *ref;
+  CHECK(cudaMalloc(&out, size_t(T) * cols * 4));
+  CHECK(cudaMalloc(&ref, size_t(T) * cols * 4));
+  const std::string shape = std::string(name) + " " + std::to_string(K) + "x" + std::to_string(cols) + " t" + std::to_string(T);
+  const double bytes = double(elems) * 2;
+  CHECK(memra_gemv(ref, cols, x, K, w[0], cols, K, cols, T, 0, s));
+  const std::vector<float> want = Down(ref, size_t(T) * cols);
+  const double prod = tm.PerLaunch(s, [&] {
+    for (int i = 0; i < kLaunches; ++i) CHECK(memra_gemv(out, cols, x, K, w[i % copies], cols, K, cols, T, 0, s));
+  });
+  Record(shape, "production (split " + std::to_string(Split(K)) + ")", prod, bytes, 0);
+  for (unsigned split : {1u, 2u, 3u, 4u, 6u, 8u}) {
+    auto run = [&](auto cwTag) {
+      constexpr int CW = decltype(cwTag)::value;
+      if constexpr (CwMax(T, 1) >= CW) {
+        const GemvArgs a0{out, cols, x, K, w[0], cols, K, cols};
+        CHECK((GemvLaunch<T, CW>(a0, true, true, split, s)));
+        const double err = RelL2(Down(out, size_t(T) * cols), want);
+        const double us = tm.PerLaunch(s, [&] {
+          for (int i = 0; i < kLaunches; ++i) {
+            const GemvArgs a{out, cols, x, K, w[i % copies], cols, K, cols};
+            CHECK((GemvLaunch<T, CW>(a, true, true, split, s)));
+          }
+        });
+        Record(shape, "split " + std::to_string(split) + " cw " + std::to_string(CW) + " blocks " +
+                          std::to_string(Tiles(cols, CW) * split), us, bytes, err);
+        // Two blocks an SM, half the loads in flight each.
+        CHECK((GemvLaunch<T, CW, false, 2>(a0, true, true, split, s)));
+        const double err2 = RelL2(Down(out, size_t(T) * cols), want);
+        const double us2 = tm.PerLaunch(s, [&] {
+          for (int i = 0; i < kLaunches; ++i) {
+            const GemvArgs a{out, cols, x, K, w[i % copies], cols, K, cols};
+            CHECK((GemvLaunch<T, CW, false, 2>(a, true, true, split, s)));
+          }
+        });
+        Record(shape, "split " + std::to_string(split) + " cw " + std::to_string(CW) + " occ2", us2, bytes, err2);
+      }
+    };
+    run(std::integral_constant<int, 8>{});
+    run(std::integral_constant<int, 4>{});
+    run(std::integral_constant<int, 2>{});
+  }
+  for (auto p : w) CHECK(cudaFree(p));
+  CHECK(cudaFree(x));
+  CHECK(cudaFree(out));
+  CHECK(cudaFree(ref));
+}
+
+// The experts of one layer at t rows of K slots over nE experts: ids drawn as a router would
+// (K distinct a row), the grouped launches under every split and CW.
+template <int TR>
+void SweepExperts(cudaStream_t s, Timer& tm, uint32_t t, uint32_t nE, uint32_t K, uint32_t H, uint32_t F) {
+  uint16_t* w1 = Weights(size_t(nE) * H * F, 200);
+  uint16_t* w3 = Weights(size_t(nE) * H * F, 201);
+  uint16_t* w2 = Weights(size_t(nE) * F * H, 202);
+  std::vector<int32_t> ids(t * K);
+  std::mt19937 g(5);
+  std::vector<int> distinct;
+  for (uint32_t r = 0; r < t; ++r) {
+    std::vector<int> pool(nE);
+    for (uint32_t e = 0; e < nE; ++e) pool[e] = int(e);
+    std::shuffle(pool.begin(), pool.end(), g);
+    for (uint32_t k = 0; k < K; ++k) ids[r * K + k] = pool[k];
+  }
+  std::vector<int32_t> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t used = std::unique(sorted.begin(), sorted.end()) - sorted.begin();
+  int32_t* ip;
+  CHECK(cudaMalloc(&ip, ids.size() * 4));
+  CHECK(cudaMemcpy(ip, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  float* xd = Randoms(size_t(t) * H, 2);
+  float *act, *con, *actRef, *conRef;
+  CHECK(cudaMalloc(&act, size_t(t) * K * F * 4));
+  CHECK(cudaMalloc(&con, size_t(t) * K * H * 4));
+  CHECK(cudaMalloc(&actRef, size_t(t) * K * F * 4));
+  CHECK(cudaMalloc(&conRef, size_t(t) * K * H * 4));
+  CHECK(memra_expert_up(actRef, xd, ip, w1, w3, 0, nE, t, K, H, F, s));
+  CHECK(memra_expert_down(conRef, actRef, ip, w2, 0, nE, t, K, H, F, s));
+  const std::vector<float> wantA = Down(actRef, size_t(t) * K * F), wantC = Down(conRef, size_t(t) * K * H);
+  const std::string tag = " t" + std::to_string(t) + " nE" + std::to_string(nE) + " (" + std::to_string(used) + " used)";
+  const double upBytes = double(used) * 2 * H * F * 2, downBytes = double(used) * F * H * 2;
+  const unsigned slots = t * K, groups = std::min<unsigned>(slots, nE);
+  Record("expert_up" + tag, "production", tm.PerLaunch(s, [&] {
+    for (int i = 0; i < kLaunches; ++i) CHECK(memra_expert_up(act, xd, ip, w1, w3, 0, nE, t, K, H, F, s));
+  }), upBytes, 0);
+  Record("expert_down" + tag, "production", tm.PerLaunch(s, [&] {
+    for (int i = 0; i < kLaunches; ++i) CHECK(memra_expert_down(con, actRef, ip, w2, 0, nE, t, K, H, F, s));
+  }), downBytes, 0);
+  for (unsigned split : {1u, 2u, 3u, 4u, 6u, 8u}) {
+    auto run = [&](auto cwTag) {
+      constexpr int CW = decltype(cwTag)::value;
+      if constexpr (CwMax(TR, 2) >= CW) {
+        const ExpertUpArgs a{act, xd, ip, w1, w3, 0, nE, K, H, F};
+        CHECK((ExpertUpLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+        const double err = RelL2(Down(act, size_t(t) * K * F), wantA);
+        const double us = tm.PerLaunch(s, [&] {
+          for (int i = 0; i < kLaunches; ++i) CHECK((ExpertUpLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+        });
+        Record("expert_up" + tag, "split " + std::to_string(split) + " cw " + std::to_string(CW), us, upBytes, err);
+      }
+      if constexpr (CwMax(TR, 1) >= CW) {
+        const ExpertDownArgs a{con, actRef, ip, w2, 0, nE, K, H, F};
+        CHECK((ExpertDownLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+        const double err = RelL2(Down(con, size_t(t) * K * H), wantC);
+        const double us = tm.PerLaunch(s, [&] {
+          for (int i = 0; i < kLaunches; ++i) CHECK((ExpertDownLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+        });
+        Record("expert_down" + tag, "split " + std::to_string(split) + " cw " + std::to_string(CW), us, downBytes, err);
+      }
+    };
+    run(std::integral_constant<int, 8>{});
+    run(std::integral_constant<int, 4>{});
+    run(std::integral_constant<int, 2>{});
+  }
+  for (void* p : {(void*)w1, (void*)w3, (void*)w2, (void*)ip, (void*)xd, (void*)act, (void*)con, (void*)actRef, (void*)conRef}) CHECK(cudaFree(p));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  Timer tm;
+  ReadFloor(s, tm);
+  SweepGemv<1>(s, tm, "Wq", 4096, 16384);
+  SweepGemv<1>(s, tm, "Wq half", 4096, 8192);
+  SweepGemv<1>(s, tm, "Wo", 4096, 4096);
+  SweepGemv<1>(s, tm, "Wo half", 4096, 2048);
+  SweepGemv<1>(s, tm, "Wdkv", 4096, 512);
+  SweepGemv<1>(s, tm, "Wr", 4096, 32);
+  SweepGemv<1>(s, tm, "Wvocab", 4096, 32768);
+  SweepGemv<8>(s, tm, "Wq", 4096, 16384);
+  SweepGemv<8>(s, tm, "Wo", 4096, 4096);
+  SweepExperts<1>(s, tm, 1, 32, 8, 4096, 1536);
+  SweepExperts<1>(s, tm, 1, 16, 8, 4096, 1536);
+  SweepExperts<2>(s, tm, 8, 32, 8, 4096, 1536);
+  gJson += "\n]\n";
+  if (argc > 1) {
+    FILE* f = std::fopen(argv[1], "w");
+    if (!f) { std::printf("FAIL cannot write %s\n", argv[1]); return 1; }
+    std::fputs(gJson.c_str(), f);
+    std::fclose(f);
+  }
+  std::printf("done\n");
+  return 0;
+}

@@ -86,7 +86,7 @@ describe('memra: conventions of the command line', function () {
       ],
       bench: [
         /^usage: memra bench \[suite\.\.\.\] \[options\]/,
-        /\[suite\.\.\.\] +the suites to run \(default: all\): ring, joins, decode, ep/,
+        /\[suite\.\.\.\] +the suites to run \(default: ring, joins, decode, ep; roofline is decode.s one-GPU part alone\): ring, joins, decode, ep, roofline/,
         /--joins N .*\(an integer of at least 100\)/,
         /--transports T\[,T\.\.\.\] .*any of host, peer, push, oneshot, ll, nccl/,
         /--backend cuda\|cpu/,

@@ -218,6 +218,8 @@ export async function benchRoofline(backend: BackendKind, progress: Progress): P
         } catch (e) {
           // One case that cannot run (a refused step graph, say) leaves the others' rows.
           console.error(`decode: ${label}: ${(e as Error).message}`);
+          // A step that failed after its span closed leaves the span unread: drop it.
+          await walk.stepDeviceUs().catch(() => undefined);
           continue;
         }
         const refused = c.dc.stepGraph ? walk.stepGraphStats().refused.filter((x) => x.t === c.t) : [];

@@ -83,6 +83,13 @@ interface Buffers {
   attnWork: number;
 }
 
+/**
+ * The router's product has E columns (a tile or two): its K rows cut over the most blocks a
+ * cluster takes, so it spreads over several SMs (bench: 3.8 us against 6.2 at the default two,
+ * scripts/probes/gemv-sweep.cu). Every wider matrix takes memra_gemv's default for its K.
+ */
+const ROUTER_SPLIT = 8;
+
 /** The completion counter a step's last record advances on rank 0 (rank 1's PROFILE_SLOT is 1). */
 const STEP_SLOT = 0;
 /**
@@ -690,7 +697,7 @@ export class DeviceWalk {
     const p0 = this.packAt(0, t),
       lw0 = this.weights[0]!.layers[l]!;
     root.rmsnorm(b0.a, b0.hx, lw0.g2, t, H);
-    root.gemv(b0.logitsE, E, b0.a, H, lw0.wr, E, H, E, t);
+    root.gemv(b0.logitsE, E, b0.a, H, lw0.wr, E, H, E, t, false, ROUTER_SPLIT);
     root.routeQuant(p0.ids, p0.wts, b0.logitsE, p0.xq, p0.xs, b0.xd, b0.a, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation) root.toMailbox(p0.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);

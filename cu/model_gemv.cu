@@ -47,9 +47,11 @@ constexpr unsigned kMaxSplit = 8;
 // blocks a tile) measured best for every wide matrix of `bench` (scripts/probes/gemv-sweep.cu,
 // one H200: Wq 43.7 -> 33.0 us, Wo 15.1 -> 11.6, the vocabulary 76 -> 64 against 512 rows).
 constexpr unsigned kRowsPerBlock = 2048;
-// Narrower tiles (more blocks) until a launch has about one block an SM (the register budget
-// below leaves room for one 512-thread block an SM).
-constexpr uint64_t kTargetBlocks = 128;
+// Narrower tiles (more blocks) until a launch has most of a block an SM (the register budget
+// below leaves room for one 512-thread block an SM): narrowing further, to a second partial wave,
+// costs more than the SMs a wave of 96 leaves idle (bench: expert_up 49.1 us at 96 blocks, 56.3 at
+// 192; Wq's half 18.8 at 128, 22.6 at 256; scripts/probes/gemv-sweep.cu).
+constexpr uint64_t kTargetBlocks = 96;
 
 // The number of blocks that split one tile's k range: a function of K and the rows a block takes
 // alone (the slice rule), 1 to kMaxSplit.

@@ -11,6 +11,7 @@ import { Runtime, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
 import type { BackendKind } from '../runtime/device-api.js';
 import { DeviceWalk, mailboxBytesFor, type StepResult } from './device-walk.js';
+import { activationBytes } from './walk-buffers.js';
 import { WeightLoader, type Layout, type Progress } from './device-weights.js';
 import { presetByName, validateConfig, type ModelConfig } from './model-config.js';
 import type { JoinTiming } from './join-profile.js';
@@ -102,7 +103,7 @@ export class Session {
         ? {
             cpuArenaBytes: Math.max(
               opts.runtime?.cpuArenaBytes ?? 0,
-              loader.planBytes(layout, 0) + DeviceWalk.activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK,
+              loader.planBytes(layout, 0) + activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK,
             ),
           }
         : {}),

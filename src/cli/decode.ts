@@ -4,7 +4,7 @@
  * summary on stdout, or one JSON document with --json.
  */
 import { Session } from '../decode/session.js';
-import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../decode/decode-config.js';
+import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig, type WalkName } from '../decode/decode-config.js';
 import type { StepOutput } from '../decode/session.js';
 import { HOPS, type JoinTiming } from '../decode/join-profile.js';
 import { Progress } from './progress.js';
@@ -21,6 +21,8 @@ export interface DecodeOptions {
   backend: 'auto' | BackendKind;
   /** Default: what the machine allows (src/decode/run-plan.ts). */
   layout?: Layout;
+  /** The sharded layout's walk, over the config's (`walk`). */
+  walk?: WalkName;
   /** Device ordinals, one per rank (RuntimeOptions.devices). */
   devices?: number[];
   /** Both ranks on one device (RuntimeOptions.loopback). */
@@ -84,11 +86,13 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     runtime: { loopback: o.loopback, ...(o.devices ? { devices: o.devices } : {}) },
     maxBatch: o.batch,
     ...(o.preset ? { model: o.preset } : {}),
-    ...(o.config || o.profile
+    ...(o.config || o.profile || o.walk
       ? {
-          config: o.profile
-            ? { ...(o.config ? loadDecodeConfig(o.config) : DEFAULT_CONFIG), profile: true }
-            : o.config!,
+          config: {
+            ...(o.config ? loadDecodeConfig(o.config) : DEFAULT_CONFIG),
+            ...(o.profile ? { profile: true } : {}),
+            ...(o.walk ? { walk: o.walk } : {}),
+          },
         }
       : {}),
     onProgress: (done, total) => progress.tick('weights', done, total),
@@ -165,7 +169,7 @@ function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPe
 
 export function printDecode(r: DecodeReport): void {
   console.log(
-    `backend: ${r.backend} (${r.layout}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
+    `backend: ${r.backend} (${r.layout}${r.layout === 'sharded' ? `, ${r.config?.walk ?? 'seed'} walk` : ''}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
   );
   console.log(`chose: ${r.why}`);
   const size = (b: number): string =>

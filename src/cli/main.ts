@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { selfcheck } from './selfcheck.js';
 import { decode, printDecode, type DecodeOptions } from './decode.js';
 import { printProfile, profile } from './profile.js';
+import { WALKS, type WalkName } from '../decode/decode-config.js';
 
 const USAGE = `usage: memra <command> [options]
 
@@ -15,11 +16,13 @@ commands:
       reference), run N ordered cross-device joins (one GPU: from its one rank to itself) and
       check the result
   decode [--preset tiny|small|bench] [--tokens N] [--batch T] [--config FILE]
-         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--devices D[,D]] [--loopback]
-         [--no-profile] [--json]
+         [--backend auto|cuda|cpu] [--layout sharded|unsharded] [--walk seed|replicated]
+         [--devices D[,D]] [--loopback] [--no-profile] [--json]
       greedy decoding of the synthetic model (docs/model.md): row s starts from token s and
       feeds its tokens back; default model: small on the GPU, tiny on the CPU reference; default
       layout: sharded over two GPUs, unsharded on one (it prints which it chose and why).
+      --walk picks the sharded layout's walk (over the config's): seed (root-centred, five
+      joins a layer) or replicated (both ranks hold h, three joins a layer).
       --devices picks the ordinals (one: unsharded; two: sharded); --loopback puts both ranks
       of the sharded walk on one device (for testing two-rank code on one card).
       Prints tokens/s and each hop's join latency (device events on the receiving rank);
@@ -102,6 +105,7 @@ function parseDecodeArgs(command: string, argv: string[], withOut: boolean): Dec
         config: { type: 'string' },
         backend: { type: 'string', default: 'auto' },
         layout: { type: 'string' },
+        walk: { type: 'string' },
         devices: { type: 'string' },
         loopback: { type: 'boolean', default: false },
         json: { type: 'boolean', default: false },
@@ -114,6 +118,8 @@ function parseDecodeArgs(command: string, argv: string[], withOut: boolean): Dec
   if (!BACKENDS.includes(values.backend!)) return `--backend must be auto, cuda or cpu, got '${values.backend}'`;
   if (values.layout !== undefined && values.layout !== 'sharded' && values.layout !== 'unsharded')
     return `--layout must be sharded or unsharded, got '${values.layout}'`;
+  if (values.walk !== undefined && !(WALKS as readonly string[]).includes(values.walk))
+    return `--walk must be ${WALKS.join(' or ')}, got '${values.walk}'`;
   const devices = values.devices === undefined ? undefined : values.devices.split(',');
   if (devices && (devices.length > 2 || !devices.every((d) => /^\d+$/.test(d))))
     return `--devices must be one device ordinal or two separated by a comma (0, or 0,1), got '${values.devices}'`;
@@ -131,6 +137,7 @@ function parseDecodeArgs(command: string, argv: string[], withOut: boolean): Dec
     backend: values.backend as 'auto' | 'cuda' | 'cpu',
     loopback: values.loopback!,
     ...(values.layout ? { layout: values.layout as 'sharded' | 'unsharded' } : {}),
+    ...(values.walk ? { walk: values.walk as WalkName } : {}),
     ...(devices ? { devices: devices.map(Number) } : {}),
     ...(values.preset ? { preset: values.preset } : {}),
     ...(values.config ? { config: values.config } : {}),

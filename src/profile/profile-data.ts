@@ -8,11 +8,7 @@
  * pair on ONE rank's stream, since events on two devices cannot be subtracted.
  */
 
-/**
- * Every walk's hops, in walk order within a layer (src/decode/walk-joins.ts): the seed walk's
- * fan-out, head all-gather, wo, ep fan-out and ep return; the replicated walk's head all-gather,
- * wo all-gather and ep exchange.
- */
+/** Every walk's hops, in walk order within a layer (src/decode/walk-joins.ts has each one's join). */
 export const HOPS = [
   'fan-out',
   'head all-gather',
@@ -23,6 +19,11 @@ export const HOPS = [
   'ep return',
 ] as const;
 export type Hop = (typeof HOPS)[number];
+
+/** The seed walk's hops, a layer's in walk order (src/decode/seed-walk.ts). */
+export const SEED_HOPS: readonly Hop[] = ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return'];
+/** The replicated walk's (src/decode/replicated-walk.ts). */
+export const REPLICATED_HOPS: readonly Hop[] = ['head all-gather', 'wo all-gather', 'ep exchange'];
 
 /** The rank whose stream receives each hop, where its device time is taken (the all-gathers and
  *  the exchange land on both; rank 0 is timed). */

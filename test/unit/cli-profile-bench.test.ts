@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseProfileJson } from '../../src/profile/json-export.js';
-import { HOPS } from '../../src/profile/profile-data.js';
+import { SEED_HOPS } from '../../src/profile/profile-data.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { pairFor } from '../../bench/run.js';
 import { LOOPBACK_PAIR } from '../../bench/suite-context.js';
@@ -39,9 +39,9 @@ describe('memra profile and memra bench (CPU backend)', function () {
     ]);
     const doc = parseProfileJson(readFileSync(join(dir, 'profile.json'), 'utf8'));
     assert.equal(doc.profile.steps.length, tokens);
-    assert.equal(doc.profile.joins.length, tokens * L * HOPS.length);
+    assert.equal(doc.profile.joins.length, tokens * L * SEED_HOPS.length);
     assert.equal(doc.profile.meta.preset, 'tiny');
-    assert.equal(doc.aggregate.rows.length, L * HOPS.length, 'one aggregate row per (layer, hop, transport)');
+    assert.equal(doc.aggregate.rows.length, L * SEED_HOPS.length, 'one aggregate row per (layer, hop, transport)');
     for (const r of doc.aggregate.rows) assert.equal(r.n, tokens, `${r.hop} layer ${r.layer}: a sample per step`);
     const trace = JSON.parse(readFileSync(join(dir, 'trace.json'), 'utf8')) as {
       traceEvents: Array<{ ph: string; name: string; args?: { name?: string } }>;
@@ -53,7 +53,7 @@ describe('memra profile and memra bench (CPU backend)', function () {
         `a track matching ${want} among ${tracks.join(', ')}`,
       );
     const slices = trace.traceEvents.filter((e) => e.ph === 'X');
-    assert.ok(slices.length >= tokens * L * HOPS.length, `${slices.length} slices`);
+    assert.ok(slices.length >= tokens * L * SEED_HOPS.length, `${slices.length} slices`);
     const html = readFileSync(join(dir, 'report.html'), 'utf8');
     assert.match(html, /<svg/);
     assert.doesNotMatch(html, /https?:\/\//);

@@ -13,7 +13,7 @@ import { presetByName } from '../../src/decode/model-config.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import type { TransportName } from '../../src/runtime/transports/transport.js';
 import { REPLICATED_HOPS, SEED_HOPS, type Hop } from '../../src/profile/profile-data.js';
-import { oracleRun, relL2, runSession, sameBits, type Run } from '../support/decode-run.js';
+import { expectRun, oracleRun, relL2, runSession, sameBits } from '../support/decode-run.js';
 import { withShardedWalk } from '../support/sharded-walk.js';
 import { LOOPBACK, TWO_DEVICES } from '../support/pair-modes.js';
 
@@ -30,33 +30,6 @@ const replicated = (transport: TransportName, extra: Partial<DecodeConfig> = {})
 
 const randomStart = (t: number): number[] => Array.from({ length: t }, () => randomInt(0, tiny.vocab));
 
-/**
- * Greedy steps from `start`, each against the oracle's bit for bit, and both ranks' h after it.
- * `between` runs before each step (a config change, say).
- */
-async function checkRun(
-  s: Session,
-  ref: Run,
-  start: number[],
-  what: string,
-  between?: (i: number) => Promise<string>,
-): Promise<void> {
-  s.reset();
-  let cur = start;
-  for (let i = 0; i < ref.next.length; i++) {
-    const how = between ? `${what} (${await between(i)})` : what;
-    const r = await s.stepDetailed(cur, { hidden: true });
-    assert.deepEqual(r.next, ref.next[i], `${how} step ${i}: tokens`);
-    assert.ok(sameBits(r.hidden!, ref.hidden[i]!), `${how} step ${i}: hidden state differs from the model's`);
-    const h = await s.residuals();
-    if (s.decodeConfig.walk === 'replicated') {
-      assert.equal(h.length, 2, `${how} step ${i}: both ranks hold h`);
-      assert.ok(sameBits(h[1]!, ref.hidden[i]!), `${how} step ${i}: rank 1's h differs from the model's`);
-    }
-    cur = r.next;
-  }
-}
-
 describe('the replicated walk on the CPU reference devices', function () {
   this.timeout(300_000);
 
@@ -68,13 +41,13 @@ describe('the replicated walk on the CPU reference devices', function () {
       try {
         for (const tr of CPU_TRANSPORTS) {
           await s.setConfig(replicated(tr));
-          await checkRun(s, ref, start, tr);
+          await expectRun(s, ref, start, tr);
         }
         await s.setConfig({
           ...replicated('push'),
           transport: { default: 'push', layers: [{ from: 1, to: 1, transport: 'll' }] },
         });
-        await checkRun(s, ref, start, 'push then ll');
+        await expectRun(s, ref, start, 'push then ll');
       } finally {
         await s.close();
       }
@@ -89,7 +62,7 @@ describe('the replicated walk on the CPU reference devices', function () {
       assert.deepEqual([s.layout, s.plan.devices, s.runtime.loopback], ['sharded', [0, 0], true]);
       for (const tr of CPU_TRANSPORTS) {
         await s.setConfig(replicated(tr));
-        await checkRun(s, ref, start, `loopback ${tr}`);
+        await expectRun(s, ref, start, `loopback ${tr}`);
       }
     } finally {
       await s.close();
@@ -153,8 +126,8 @@ describe('the replicated walk on the CPU reference devices', function () {
       for (const tr of ['ll', 'push'] as const) {
         await s.setConfig(replicated(tr, { stepGraph: true }));
         const before = s.stepGraph();
-        await checkRun(s, ref, start, `${tr} step graph t=3`);
-        await checkRun(s, ref1, [start[0]!], `${tr} step graph t=1`);
+        await expectRun(s, ref, start, `${tr} step graph t=3`);
+        await expectRun(s, ref1, [start[0]!], `${tr} step graph t=1`);
         const after = s.stepGraph();
         assert.deepEqual(after.refused, [], tr);
         assert.equal(after.captures - before.captures, 2, `${tr}: one capture per batch size`);
@@ -200,7 +173,7 @@ describe('the replicated walk on the CPU reference devices', function () {
     try {
       // Every step a walk at random, but both walks and both paths are sure to run, each after the other.
       const plan = Array.from({ length: steps }, (_, i) => (i < 4 ? i : randomInt(0, 4)));
-      await checkRun(s, ref, start, 'switched', async (i) => {
+      await expectRun(s, ref, start, 'switched', async (i) => {
         const walk = plan[i]! % 2 === 0 ? 'seed' : 'replicated';
         const stepGraph = plan[i]! >= 2;
         await s.setConfig({ ...DEFAULT_CONFIG, walk, stepGraph });

@@ -15,7 +15,9 @@ export {
   ConfigError,
   parseDecodeConfig,
   loadDecodeConfig,
+  WALKS,
   type DecodeConfig,
+  type WalkName,
   type WoVariant,
 } from './decode/decode-config.js';
 export { CpuModel } from './decode/cpu-model.js';

@@ -1,5 +1,5 @@
 /**
- * The seed walk (seed 000's TP layer, seed 003's EP step; docs/model.md "How it is sharded"):
+ * The seed walk (seed 000's TP layer, seed 003's EP step; docs/model.md "How two GPUs share it"):
  * root-centred. Rank 0 alone holds h, adds the residual, routes and quantizes, and fans out to
  * rank 1, which waits for that serial work at every layer. Five joins a layer:
  *

@@ -138,26 +138,37 @@ describe('the replicated walk on the CPU reference devices', function () {
     }
   });
 
-  it('wo allreduce: within relative L2 1e-5 of the model under teacher forcing, and the same bits on both ranks', async () => {
+  // A sum of two partials rounds differently from the one sum, by ~1e-7; now and then an element
+  // of the MoE input then sits across an e4m3 rounding boundary and the step moves by ~1e-4
+  // (test/gpu/decode.test.ts has the figures). So: every step within 1e-3, the median within 1e-5.
+  it("wo allreduce: within rounding of the model under teacher forcing, the same bits on both ranks and with every transport's all-reduce", async () => {
     const t = 2;
     const start = randomStart(t);
     const ref = oracleRun(tiny, start, STEPS);
     const force = [start, ...ref.next.slice(0, -1)];
     const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t, config: replicated('ll') });
     try {
-      for (const tr of ['ll', 'oneshot', 'push'] as const) {
+      let first: Float32Array[] | undefined;
+      for (const tr of ['ll', 'oneshot', 'push', 'host'] as const) {
         await s.setConfig(replicated(tr, { wo: 'allreduce' }));
         s.reset();
+        const hidden: Float32Array[] = [];
         for (let i = 0; i < STEPS; i++) {
           const r = await s.stepDetailed(force[i]!, { hidden: true });
-          const e = relL2(r.hidden!, ref.hidden[i]!);
-          assert.ok(e <= 1e-5, `${tr} step ${i}: relative L2 ${e}`);
+          hidden.push(r.hidden!);
           const [h0, h1] = await s.residuals();
           assert.ok(
             sameBits(h1!, h0!),
             `${tr} step ${i}: the ranks' h differ (a rank-order sum gives both the same bits)`,
           );
         }
+        const errs = hidden.map((h, i) => relL2(h, ref.hidden[i]!));
+        for (const [i, e] of errs.entries()) assert.ok(e <= 1e-3, `${tr} step ${i}: relative L2 ${e}`);
+        const median = [...errs].sort((x, y) => x - y)[errs.length >> 1]!;
+        assert.ok(median <= 1e-5, `${tr}: median relative L2 ${median}`);
+        first ??= hidden;
+        for (let i = 0; i < STEPS; i++)
+          assert.ok(sameBits(hidden[i]!, first[i]!), `${tr} step ${i}: not the bits of ll's all-reduce`);
       }
     } finally {
       await s.close();

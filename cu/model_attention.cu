@@ -29,6 +29,7 @@
 namespace {
 
 using memra_cu::LaunchModelKernel;
+using memra_cu::LoadFresh;
 using memra_cu::PdlLaunchDependents;
 using memra_cu::PdlWait;
 
@@ -58,14 +59,14 @@ __global__ void cache_write(float* __restrict__ cache, const float* __restrict__
   PdlWait();
   PdlLaunchDependents();
   const uint32_t s = blockIdx.y;
-  const int32_t p = pos[s];
+  const int32_t p = LoadFresh(pos + s);
   // The host checks positions before a step; a bad one here must not write outside the slot.
   if (p < 0 || uint32_t(p) >= P) return;
   float* dst = cache + CacheBase(s, layer, L, P, R) + uint64_t(p) * R;
   const float* src = c + uint64_t(s) * R;
   for (uint64_t r = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < R;
        r += uint64_t(gridDim.x) * blockDim.x) {
-    dst[r] = src[r];
+    dst[r] = LoadFresh(src + r);
   }
 }
 
@@ -90,25 +91,26 @@ __device__ __forceinline__ void Axpy4(float a, const float4& x, float4& y) {
 }
 
 // rows x R floats from global src (row stride R) into shared dst (row stride dstRow), as float4
-// when kVec (src 16-byte aligned; R and dstRow are multiples of 4). Unrolled so a thread has
-// several loads in flight: the staging is a round trip to memory every block pays once.
+// when kVec (src 16-byte aligned; R and dstRow are multiples of 4). The cache and the queries are
+// the step's own (LoadFresh). Unrolled so a thread has many loads in flight: the staging is a
+// round trip to memory every block pays before any arithmetic (at a short context, all of it).
 template <bool kVec>
 __device__ __forceinline__ void Stage(float* dst, uint32_t dstRow, const float* src, uint32_t rows,
                                       uint32_t R) {
   if (kVec) {
     const uint32_t quads = R / 4, n = rows * quads;
-#pragma unroll 4
+#pragma unroll 16
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
       const uint32_t r = i / quads, qd = i - r * quads;
       *reinterpret_cast<float4*>(dst + r * dstRow + 4 * qd) =
-          __ldg(reinterpret_cast<const float4*>(src + uint64_t(r) * R) + qd);
+          LoadFresh(reinterpret_cast<const float4*>(src + uint64_t(r) * R) + qd);
     }
   } else {
     const uint32_t n = rows * R;
-#pragma unroll 4
+#pragma unroll 16
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
       const uint32_t r = i / R, c = i - r * R;
-      dst[r * dstRow + c] = __ldg(src + uint64_t(r) * R + c);
+      dst[r * dstRow + c] = LoadFresh(src + uint64_t(r) * R + c);
     }
   }
 }
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(kPartialThreads)
   // Positions, queries and the cache are all written by the kernels before this one.
   PdlWait();
   PdlLaunchDependents();
-  const int32_t p = a.pos[s];
+  const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u
   const uint32_t np = uint32_t(p) + 1, j0 = tile * C;
   if (j0 >= np) return;
@@ -273,7 +275,7 @@ __global__ void __launch_bounds__(kCombineThreads)
 
   PdlWait();
   PdlLaunchDependents();
-  const int32_t p = a.pos[s];
+  const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) {
     // A position the cache cannot hold: poison this head's output (the host checks positions
     // before a step; this is the device's last guard).
@@ -283,14 +285,14 @@ __global__ void __launch_bounds__(kCombineThreads)
   const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
 
   float mx = -INFINITY;
-  for (uint32_t i = tid; i < tiles; i += kCombineThreads) mx = fmaxf(mx, ws.ml[2 * ws.Index(s, i, n, a.nh)]);
+  for (uint32_t i = tid; i < tiles; i += kCombineThreads) mx = fmaxf(mx, LoadFresh(ws.ml + 2 * ws.Index(s, i, n, a.nh)));
   mx = memra_model::BlockReduceFixed<kCombineThreads>(mx, scratch, MaxF());
   float lsum = 0.0f;
   for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
     const uint64_t at = ws.Index(s, i, n, a.nh);
-    const float w = expf(__fsub_rn(ws.ml[2 * at], mx));
+    const float w = expf(__fsub_rn(LoadFresh(ws.ml + 2 * at), mx));
     wsh[i] = w;
-    lsum = __fadd_rn(lsum, __fmul_rn(w, ws.ml[2 * at + 1]));
+    lsum = __fadd_rn(lsum, __fmul_rn(w, LoadFresh(ws.ml + 2 * at + 1)));
   }
   // BlockSumFixed's barriers also publish the weights each thread just stored.
   const float L = memra_model::BlockSumFixed<kCombineThreads>(lsum, scratch);
@@ -299,7 +301,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     const float* src = ws.o + ws.Index(s, 0, n, a.nh) * R + r;
     const uint64_t step = uint64_t(a.nh) * R;
 #pragma unroll 16
-    for (uint32_t i = 0; i < tiles; ++i) o = fmaf(wsh[i], src[i * step], o);
+    for (uint32_t i = 0; i < tiles; ++i) o = fmaf(wsh[i], LoadFresh(src + i * step), o);
     osh[r] = __fdiv_rn(o, L);
   }
   __syncthreads();

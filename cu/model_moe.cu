@@ -16,6 +16,7 @@ namespace {
 using memra_model::E4m3Decode;
 using memra_model::E4m3Encode;
 using memra_cu::LaunchModelKernel;
+using memra_cu::LoadFresh;
 using memra_cu::PdlLaunchDependents;
 using memra_cu::PdlWait;
 
@@ -38,7 +39,7 @@ __device__ __forceinline__ void RouteRow(int32_t* __restrict__ ids, float* __res
     float bv = 0.0f;
     for (uint32_t m = 0, i = lane; i < E; ++m, i += 32) {
       if ((taken >> m) & 1u) continue;
-      const float v = x[i];
+      const float v = LoadFresh(x + i);
       if (first == kNone) first = i;
       if (!isnan(v) && (bi == kNone || v > bv)) bv = v, bi = i;
     }
@@ -50,7 +51,7 @@ __device__ __forceinline__ void RouteRow(int32_t* __restrict__ ids, float* __res
       if (oi != kNone && (bi == kNone || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
     }
     // K <= E, so an untaken element exists; if the first one is NaN it is the pick.
-    const float f = x[first];
+    const float f = LoadFresh(x + first);
     const uint32_t pick = isnan(f) ? first : bi;
     if (pick % 32 == lane) taken |= 1u << (pick / 32);
     sel[k] = isnan(f) ? f : bv;
@@ -99,11 +100,11 @@ __device__ __forceinline__ void QuantizeBlock(uint8_t* __restrict__ xq, float* _
   const uint64_t at = blk * kQB + 4 * lane;
   float v[4];
   if (kVec) {
-    const float4 v4 = *reinterpret_cast<const float4*>(b + at);
+    const float4 v4 = LoadFresh(reinterpret_cast<const float4*>(b + at));
     v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
   } else {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = b[at + i];
+    for (int i = 0; i < 4; ++i) v[i] = LoadFresh(b + at + i);
   }
   float mx = 0.0f;
 #pragma unroll
@@ -156,7 +157,7 @@ __global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ x
   PdlLaunchDependents();
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    xd[i] = __fmul_rn(E4m3Decode(xq[i]), xs[i / kQB]);
+    xd[i] = __fmul_rn(E4m3Decode(LoadFresh(xq + i)), LoadFresh(xs + i / kQB));
   }
 }
 
@@ -176,10 +177,10 @@ __global__ void moe_combine(float* __restrict__ h, const float* __restrict__ wts
     float moe = 0.0f;
     for (uint32_t k = 0; k < K; ++k) {
       const uint64_t q = s * K + k;
-      const float* c = int64_t(ids[q]) < int64_t(splitE) ? lo : hi;
-      moe = __fadd_rn(moe, __fmul_rn(wts[q], c[q * H + i]));
+      const float* c = int64_t(LoadFresh(ids + q)) < int64_t(splitE) ? lo : hi;
+      moe = __fadd_rn(moe, __fmul_rn(LoadFresh(wts + q), LoadFresh(c + q * H + i)));
     }
-    h[idx] = __fadd_rn(h[idx], moe);
+    h[idx] = __fadd_rn(LoadFresh(h + idx), moe);
   }
 }
 

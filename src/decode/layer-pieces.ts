@@ -14,6 +14,14 @@ import type { Ownership, RankWeights } from './device-weights.js';
 import { contribAt, packAt, positionsAt, type Buffers } from './walk-buffers.js';
 import { routesAt } from './walk-mailbox.js';
 
+/**
+ * The router's product has E columns (a tile or two): its K rows cut over the most blocks a
+ * cluster takes, so it spreads over several SMs (bench: 3.8 us against 6.2 at the default two,
+ * scripts/probes/gemv-sweep.cu). Every wider matrix takes memra_gemv's default for its K. The
+ * split fixes the sum's order: every rank that routes uses this one, as the unsharded walk does.
+ */
+const ROUTER_SPLIT = 8;
+
 export class LayerPieces {
   /** Set for the step being enqueued: rank 0 copies each layer's routes into its mailbox. */
   validation = false;
@@ -93,7 +101,7 @@ export class LayerPieces {
       lw = this.weights[r]!.layers[l]!,
       p = packAt(b, this.cfg, t);
     o.rmsnorm(b.a, b.hx, lw.g2, t, H);
-    o.gemv(b.logitsE, E, b.a, H, lw.wr, E, H, E, t);
+    o.gemv(b.logitsE, E, b.a, H, lw.wr, E, H, E, t, false, ROUTER_SPLIT);
     o.routeQuant(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.a, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation && r === 0) o.toMailbox(p.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);

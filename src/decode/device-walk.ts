@@ -7,7 +7,7 @@
  * (unsharded-walk.ts: rank 0 alone, the oracle and the layout of one GPU), and for the sharded
  * layout the config's `walk`: `seed` (seed-walk.ts: root-centred, five joins a layer) or
  * `replicated` (replicated-walk.ts: both ranks hold h, three joins a layer). Both sharded walks are
- * bit-identical to the unsharded one. The walks share the layer's pieces (layer-pieces.ts), the
+ * bit-identical to the unsharded one (their `wo: "allreduce"` variant within rounding). The walks share the layer's pieces (layer-pieces.ts), the
  * hops (walk-joins.ts) and the buffers (walk-buffers.ts); this module loads them, prepares a
  * config, and enqueues and reads back a step, eagerly or from its step graph (step-graphs.ts).
  */

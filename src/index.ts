@@ -31,12 +31,14 @@ export {
   parseDecodeConfig,
   loadDecodeConfig,
   resolveConfigPath,
+  WALKS,
   type DecodeConfig,
   type DecodeConfigPatch,
   type DeepPartial,
   type LayerRange,
   type ConfigModel,
   type ParseOptions,
+  type WalkName,
   type WoVariant,
 } from './decode/decode-config.js';
 export {

@@ -4,7 +4,7 @@
  * summary on stdout, or one JSON document with --json.
  */
 import { Session } from '../decode/session.js';
-import type { DecodeConfig } from '../decode/decode-config.js';
+import { WALKS, type DecodeConfig, type WalkName } from '../decode/decode-config.js';
 import type { StepOutput } from '../decode/session.js';
 import { HOPS, type JoinTiming } from '../decode/join-profile.js';
 import { PRESETS, type PresetName } from '../decode/model-config.js';
@@ -46,6 +46,11 @@ export const DECODE_OPTIONS = {
     help: "a JSON decode config (transports per layer, wo variant, graphs, spin bounds), found against the working directory, then among memra's own bench/configs/",
   },
   backend: BACKEND_OPTION,
+  walk: {
+    type: 'choice',
+    choices: WALKS,
+    help: "the sharded layout's walk, over the config's: seed (root-centred, five joins a layer) or replicated (both ranks hold h, three joins a layer)",
+  },
   layout: {
     type: 'choice',
     choices: LAYOUTS,
@@ -98,6 +103,7 @@ export function decodeOptions(v: CliValues<typeof DECODE_OPTIONS>): Omit<DecodeO
     ...(v.devices ? { devices: v.devices } : {}),
     ...(v.preset ? { preset: v.preset as PresetName } : {}),
     ...(v.config ? { config: v.config } : {}),
+    ...(v.walk ? { walk: v.walk as WalkName } : {}),
   };
 }
 
@@ -109,6 +115,8 @@ export interface DecodeOptions {
   backend: 'auto' | BackendKind;
   /** Default: what the machine allows (src/decode/run-plan.ts). */
   layout?: Layout;
+  /** The sharded layout's walk, over the config's (`walk`). */
+  walk?: WalkName;
   /** Device ordinals, one per rank (RuntimeOptions.devices). */
   devices?: number[];
   /** Both ranks on one device (RuntimeOptions.loopback). */
@@ -187,6 +195,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
   progress.done();
   try {
     if (o.profile) await session.setConfig({ profile: true });
+    if (o.walk) await session.setConfig({ walk: o.walk });
     const out: number[][] = Array.from({ length: o.batch }, () => []);
     const stepMs: number[] = [];
     const joinReads: Array<Promise<JoinTiming[]>> = [];
@@ -254,7 +263,7 @@ function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPe
 
 export function printDecode(r: DecodeReport): void {
   console.log(
-    `backend: ${r.backend} (${r.layout}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
+    `backend: ${r.backend} (${r.layout}${r.layout === 'sharded' ? `, ${r.config?.walk ?? 'seed'} walk` : ''}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
   );
   console.log(`chose: ${r.why}`);
   const size = (b: number): string =>

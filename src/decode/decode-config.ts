@@ -1,10 +1,12 @@
 /**
- * The decode config file (JSON): which transport each layer's joins use, the `wo` variant, the EP
- * graph gate, the step graph, route validation, profiling, the LL server and the spin bounds. Validation is total and names the JSON path of
- * anything wrong and what is allowed there, because a config is written by hand.
+ * The decode config file (JSON): the walk, which transport each layer's joins use, the `wo`
+ * variant, the EP graph gate, the step graph, route validation, profiling, the LL server and the
+ * spin bounds. Validation is total and names the JSON path of anything wrong and what is allowed
+ * there, because a config is written by hand.
  *
  * ```json
  * {
+ *   "walk": "seed",
  *   "transport": { "default": "ll", "layers": [{ "from": 0, "to": 9, "transport": "oneshot" }] },
  *   "wo": "concat",
  *   "epGraph": false,
@@ -29,6 +31,10 @@ import { packageRoot } from '../package-root.js';
 export type WoVariant = 'concat' | 'allreduce';
 export const WO_VARIANTS: readonly WoVariant[] = ['concat', 'allreduce'];
 
+/** The sharded layout's two walks (seed-walk.ts, replicated-walk.ts). */
+export type WalkName = 'seed' | 'replicated';
+export const WALKS: readonly WalkName[] = ['seed', 'replicated'];
+
 export interface LayerRange {
   from: number;
   to: number;
@@ -36,10 +42,16 @@ export interface LayerRange {
 }
 
 export interface DecodeConfig {
+  /**
+   * The sharded layout's walk: `seed`, root-centred (rank 0 adds the residual, routes and fans
+   * out; five joins a layer), or `replicated` (both ranks hold h and route themselves; three
+   * joins a layer). Both are bit-identical to the unsharded walk. Unsharded, there is one walk.
+   */
+  walk: WalkName;
   transport: { default: TransportName; layers: LayerRange[] };
   /** `concat`: column-parallel Wo parts gathered onto root (bit-identical); `allreduce`: partial sums reduced. */
   wo: WoVariant;
-  /** Use the EP step's multi-device graph where its guards allow it. */
+  /** Use the seed walk's EP step's multi-device graph where its guards allow it. */
   epGraph: boolean;
   /**
    * Capture each batch size's whole step (embedding to argmax, every layer and join) once, per
@@ -66,6 +78,7 @@ export interface DecodeConfig {
 }
 
 export const DEFAULT_CONFIG: DecodeConfig = {
+  walk: 'seed',
   transport: { default: 'll', layers: [] },
   wo: 'concat',
   epGraph: false,
@@ -171,6 +184,7 @@ export function parseDecodeConfig(json: Json, opts: ParseOptions = {}): DecodeCo
   const { model } = opts;
   const r = new Reader(opts.source ?? 'config', model);
   const top = r.object(json, '$', [
+    'walk',
     'transport',
     'wo',
     'epGraph',
@@ -199,8 +213,14 @@ export function parseDecodeConfig(json: Json, opts: ParseOptions = {}): DecodeCo
       });
     }
   }
+  if (top.walk !== undefined) cfg.walk = r.choice(top.walk, '$.walk', WALKS);
   if (top.wo !== undefined) cfg.wo = r.choice(top.wo, '$.wo', WO_VARIANTS);
   if (top.epGraph !== undefined) cfg.epGraph = r.bool(top.epGraph, '$.epGraph');
+  if (cfg.epGraph && cfg.walk === 'replicated')
+    r.fail(
+      '$.epGraph',
+      'cannot be on with $.walk "replicated": the EP graph is the seed walk\'s EP step (fan-out to merge), which the replicated walk does not have; use walk "seed", or epGraph false',
+    );
   if (top.stepGraph !== undefined) cfg.stepGraph = r.bool(top.stepGraph, '$.stepGraph');
   if (cfg.stepGraph && cfg.epGraph) {
     // Name the field this config set; the other may be on in the base (the config in force).

@@ -7,7 +7,7 @@ import { loadBinding } from '../runtime/binding.js';
 import type { BackendKind } from '../runtime/device-api.js';
 import { CPU_ARENA_MAX_BYTES } from '../runtime/cpu-world.js';
 import { ModelTooLargeError, type Remedy } from '../api/errors.js';
-import { DeviceWalk } from './device-walk.js';
+import { activationBytes } from './walk-buffers.js';
 import { WeightLoader, type Layout } from './device-weights.js';
 import { PRESETS, modelName, type ModelConfig, type PresetName } from './model-config.js';
 
@@ -18,7 +18,7 @@ const CPU_ARENA_SLACK = 64 * 2 ** 20;
 function deviceBytes(model: ModelConfig, layout: Layout, maxBatch: number): { weights: number; activations: number } {
   return {
     weights: new WeightLoader(model).planBytes(layout, 0),
-    activations: DeviceWalk.activationBytes(model, layout, maxBatch),
+    activations: activationBytes(model, layout, maxBatch),
   };
 }
 

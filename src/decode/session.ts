@@ -362,6 +362,21 @@ export class Session {
     return this.dev.walk.epGraphStats();
   }
 
+  /**
+   * Each rank's copy of the residual stream h after the last step (t × H floats each), for the
+   * ranks that keep one: rank 0, and in the replicated walk rank 1 too, which must hold the same
+   * bits. It drains the devices: for checks, not the token loop.
+   */
+  async residuals(): Promise<Float32Array[]> {
+    this.usable('residuals');
+    this.busy = true;
+    try {
+      return await this.dev.walk.residuals();
+    } finally {
+      this.busy = false;
+    }
+  }
+
   /** Device bytes of weights per rank, for reports. */
   weightBytes(): number[] {
     return this.dev.walk.weightBytes();

@@ -37,6 +37,13 @@ describe('decode config', () => {
     );
   });
 
+  it("takes the walk (seed by default), and the EP graph only with the seed walk's", () => {
+    assert.equal(parseDecodeConfig({}).walk, 'seed');
+    assert.equal(parseDecodeConfig({ walk: 'replicated' }).walk, 'replicated');
+    assert.equal(parseDecodeConfig({ walk: 'replicated', stepGraph: true }).stepGraph, true);
+    assert.equal(parseDecodeConfig({ walk: 'seed', epGraph: true }).epGraph, true);
+  });
+
   it('takes the LL server idle bound (0, the default, launches every join)', () => {
     assert.equal(parseDecodeConfig({}).llServeMicros, 0);
     assert.equal(parseDecodeConfig({ llServeMicros: 1000 }).llServeMicros, 1000);
@@ -66,6 +73,11 @@ describe('decode config', () => {
     ],
     [{ transport: { layers: {} } }, /\$\.transport\.layers: must be an array/],
     [{ wo: 'sum' }, /\$\.wo: must be one of concat, allreduce, got "sum"/],
+    [{ walk: 'balanced' }, /\$\.walk: must be one of seed, replicated, got "balanced"/],
+    [
+      { walk: 'replicated', epGraph: true },
+      /\$\.epGraph: cannot be on with \$\.walk "replicated": the EP graph is the seed walk's EP step/,
+    ],
     [{ epGraph: 'yes' }, /\$\.epGraph: must be true or false, got "yes"/],
     [{ validate: 1 }, /\$\.validate: must be true or false, got 1/],
     [{ stepGraph: 'on' }, /\$\.stepGraph: must be true or false, got "on"/],
@@ -74,7 +86,7 @@ describe('decode config', () => {
     [{ llServeMicros: 2.5 }, /\$\.llServeMicros: must be an integer in \[0, 60000000\], got 2\.5/],
     [
       { spni: {} },
-      /\$\.spni: unknown field; allowed: transport, wo, epGraph, stepGraph, validate, profile, llServeMicros, spin/,
+      /\$\.spni: unknown field; allowed: walk, transport, wo, epGraph, stepGraph, validate, profile, llServeMicros, spin/,
     ],
     [[], /\$: must be an object/],
   ];

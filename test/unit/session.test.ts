@@ -150,6 +150,25 @@ describe('memra decode (CPU backend)', function () {
       assert.ok(h.medianUs > 0, `${h.hop}: ${h.medianUs} us`);
     }
     assert.ok(out.joins.medianUsPerToken > 0);
+    const replicated = JSON.parse(
+      execFileSync(
+        process.execPath,
+        [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--walk', 'replicated', '--json'],
+        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+      ),
+    ) as typeof out & { tokens: number[][]; config: { walk: string } };
+    assert.equal(replicated.config.walk, 'replicated');
+    assert.deepEqual(
+      replicated.joins.hops.map((h) => [h.hop, h.joinsPerToken]),
+      ['head all-gather', 'wo all-gather', 'ep exchange'].map((h) => [h, 2]),
+    );
+    const seed = JSON.parse(
+      execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--no-profile', '--json'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    ) as { tokens: number[][] };
+    assert.deepEqual(replicated.tokens, seed.tokens, 'the two walks give the same tokens');
   });
 
   it('--devices picks the ranks and the layout, --loopback puts both on one device; the same tokens, and the choice said', () => {
@@ -188,6 +207,7 @@ describe('memra decode (CPU backend)', function () {
       [['--batch', '9'], /--batch must be an integer from 1 to 8, got '9'/, 2],
       [['--tokens', '0'], /--tokens must be a positive integer, got '0'/, 2],
       [['--backend', 'tpu'], /--backend must be auto, cuda or cpu, got 'tpu'/, 2],
+      [['--walk', 'balanced'], /--walk must be seed or replicated, got 'balanced'/, 2],
       [
         ['--devices', '0,1,2'],
         /--devices must be one device ordinal or two separated by a comma \(0, or 0,1\), got '0,1,2'/,

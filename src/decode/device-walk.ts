@@ -57,6 +57,7 @@ import { EpStepTimer } from './ep-step-timer.js';
 import { DeviceSpans, type Span } from './device-spans.js';
 import { ParentGraph, type ParentGraphParts } from '../runtime/parent-graph.js';
 import { CapturedGraph, type GraphMode } from '../runtime/graph.js';
+import { BarrierWatch, REFUSAL_BYTES, waitsOnDevice } from './barrier-watch.js';
 
 /** Per-rank activation buffers, each sized for maxBatch rows. */
 interface Buffers {
@@ -100,8 +101,13 @@ function stampsAt(cfg: ModelConfig, maxBatch: number): number {
   return Math.ceil(routesAt(cfg, maxBatch, cfg.layers) / 8) * 8;
 }
 
-export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
+/** Then each rank's device-barrier refusal word (barrier-watch.ts). */
+function refusalAt(cfg: ModelConfig, maxBatch: number): number {
   return stampsAt(cfg, maxBatch) + 2 * stampBlockBytes(cfg.layers);
+}
+
+export function mailboxBytesFor(cfg: ModelConfig, maxBatch: number): number {
+  return refusalAt(cfg, maxBatch) + REFUSAL_BYTES;
 }
 
 /** One batch size's step graph, or why there is none; a profiled one keeps its joins. */
@@ -171,6 +177,8 @@ export class DeviceWalk {
   private token = 0;
   /** Set for the step being enqueued when its config asks for route validation. */
   private validation = false;
+  /** The refusal words of the device barriers, read with every step that joins through one (sharded). */
+  private readonly barriers: BarrierWatch | undefined;
 
   private constructor(
     readonly rt: Runtime,
@@ -186,6 +194,7 @@ export class DeviceWalk {
     this.own = [ownership(cfg, layout, 0), ownership(cfg, layout, 1)];
     this.builtFor = this.own.map((o) => ({ e0: o.e0, nE: o.nE }));
     this.epSlots = new EpGraphSlots(cfg.layers);
+    this.barriers = link ? new BarrierWatch(rt, link, refusalAt(cfg, maxBatch)) : undefined;
     if (layout === 'sharded') {
       const [b0, b1] = [bufs[0]!, bufs[1]!];
       this.pairs = {
@@ -421,6 +430,7 @@ export class DeviceWalk {
       if (this.profiling) this.profiler!.flush();
     }
     if (this.profiling) this.profiler!.copyStamps();
+    const refusals = this.barriers && waitsOnDevice(trs) ? this.barriers.copy(this.ops) : undefined;
     root.toMailbox(b0.tokOut, 0, 4 * t);
     if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
     this.stepSpans?.end('step');
@@ -440,6 +450,13 @@ export class DeviceWalk {
     };
     if (hidden) out.hidden = hidden;
     if (this.profiling) out.joins = this.profiler!.endStep();
+    if (refusals !== undefined) {
+      // The profile's read of this step settles on its own; nobody will await it if this throws.
+      await this.barriers!.check(refusals, timeoutMs).catch((e: unknown) => {
+        out.joins?.catch(() => undefined);
+        throw e;
+      });
+    }
     if (this.validation) out.routes = this.checkRoutes(t);
     return out;
   }

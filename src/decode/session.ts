@@ -4,8 +4,10 @@
  *
  * Row s of a step is sequence slot s; the session tracks each slot's position, so a step carries
  * only tokens. Every argument is checked before anything is enqueued: a refused step leaves the
- * session as it was. A failure on a device (a worker's refusal, a barrier that timed out) closes
- * the session, and every later call says why.
+ * session as it was. A device barrier that refused (one rank's half of a join never ran) fails
+ * its step by name, and the session drains both ranks, resets the barrier and stays usable: the
+ * step may be retried. Any other failure on a device (a worker's refusal or death) closes the
+ * session, and every later call says why. close() waits for a call in flight, then frees.
  */
 import { Runtime, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
@@ -16,6 +18,7 @@ import { presetByName, validateConfig, type ModelConfig } from './model-config.j
 import type { JoinTiming } from './join-profile.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, type DecodeConfig } from './decode-config.js';
 import { planRun, type RunPlan } from './run-plan.js';
+import { BarrierRefusal } from './barrier-watch.js';
 
 export interface SessionOptions {
   /** A preset name (`tiny`, `small`, `bench`) or a full config. Default: `small` on CUDA, `tiny` on the CPU. */
@@ -60,7 +63,10 @@ const CPU_ARENA_SLACK = 64 * 2 ** 20;
 
 export class Session {
   private closed: Error | undefined;
-  private busy = false;
+  /** Set by close(), which first waits for the call in flight. */
+  private closing: Promise<void> | undefined;
+  /** The call that holds the devices (a step, a config change), settled or not. */
+  private inflight: Promise<unknown> | undefined;
   private readonly lengths: number[];
 
   private constructor(
@@ -148,18 +154,17 @@ export class Session {
   async setConfig(c: DecodeConfig | string): Promise<void> {
     this.usable('setConfig');
     const next = Session.readConfig(c, this.model.layers);
-    this.busy = true;
-    try {
-      await this.dev.walk.prepare(next);
-      this.config = next;
-    } catch (e) {
-      // A transport that cannot open here (NCCL on the CPU reference, say) leaves the old config
-      // in force and the session usable; only a failed device closes it.
-      if (this.dev.rt.failure) await this.fail(e as Error);
-      throw e;
-    } finally {
-      this.busy = false;
-    }
+    await this.exclusive(async () => {
+      try {
+        await this.dev.walk.prepare(next);
+        this.config = next;
+      } catch (e) {
+        // A transport that cannot open here (NCCL on the CPU reference, say) leaves the old config
+        // in force and the session usable; only a failed device closes it.
+        if (this.dev.rt.failure) await this.fail(e as Error);
+        throw e;
+      }
+    });
   }
 
   /** The position slot s's next token will take. */
@@ -203,30 +208,67 @@ export class Session {
       positions.push(p);
     }
     const t0 = performance.now();
-    this.busy = true;
+    return this.exclusive(async () => {
+      try {
+        const { next, hidden, joins, timing } = await this.dev.walk.step(
+          tokens,
+          positions,
+          this.config,
+          opts.hidden === true,
+        );
+        for (let s = 0; s < t; s++) this.lengths[s]!++;
+        const out: StepOutput = { next, ms: performance.now() - t0, timing };
+        if (hidden) out.hidden = hidden;
+        if (joins) out.joins = joins;
+        return out;
+      } catch (e) {
+        if (e instanceof BarrierRefusal && !this.dev.rt.failure) throw await this.recover(e);
+        await this.fail(e as Error);
+        throw e;
+      }
+    });
+  }
+
+  /**
+   * After a barrier refusal the ranks' barrier epochs disagree: drain both, zero every flag, epoch
+   * and refusal word, and hand back the refusal saying so. The positions did not advance, so a
+   * retried step rewrites the cache rows this one wrote. A reset that fails closes the session.
+   */
+  private async recover(e: BarrierRefusal): Promise<Error> {
     try {
-      const { next, hidden, joins, timing } = await this.dev.walk.step(
-        tokens,
-        positions,
-        this.config,
-        opts.hidden === true,
+      await this.dev.link!.resetBarrier();
+    } catch (r) {
+      await this.fail(r as Error);
+      return new Error(
+        `${e.message}; resetting the barrier failed, so the session is closed: ${(r as Error).message}`,
+        {
+          cause: e,
+        },
       );
-      for (let s = 0; s < t; s++) this.lengths[s]!++;
-      const out: StepOutput = { next, ms: performance.now() - t0, timing };
-      if (hidden) out.hidden = hidden;
-      if (joins) out.joins = joins;
-      return out;
-    } catch (e) {
-      await this.fail(e as Error);
-      throw e;
+    }
+    return new BarrierRefusal(
+      e.words,
+      e.spinTicks,
+      'both ranks were drained and the barrier reset: the session is usable, and the step may be retried',
+    );
+  }
+
+  /** Run a call that holds the devices; close() waits for it. */
+  private async exclusive<T>(body: () => Promise<T>): Promise<T> {
+    const run = body();
+    this.inflight = run;
+    try {
+      return await run;
     } finally {
-      this.busy = false;
+      this.inflight = undefined;
     }
   }
 
   private usable(call: string): void {
     if (this.closed) throw new Error(`${call}: the session is closed (${this.closed.message})`);
-    if (this.busy) throw new Error(`${call}: the previous call has not finished; await it first (one step at a time)`);
+    if (this.closing) throw new Error(`${call}: the session is closing (close() was called)`);
+    if (this.inflight)
+      throw new Error(`${call}: the previous call has not finished; await it first (one step at a time)`);
   }
 
   private async fail(e: Error): Promise<void> {
@@ -242,10 +284,16 @@ export class Session {
     await rt.close().catch(() => undefined);
   }
 
-  /** Free everything; later calls say the session is closed. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    await this.shutdown(new Error('closed by close()'));
+  /**
+   * Free everything; later calls say the session is closed. A step (or config change) in flight
+   * runs to its end first, so nothing is freed under a kernel that still reads or writes it.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.inflight?.catch(() => undefined);
+      if (!this.closed) await this.shutdown(new Error('closed by close()'));
+    })();
+    return this.closing;
   }
 
   /**

@@ -369,7 +369,7 @@ export class Runtime {
       }),
     );
     this.closed = true;
-    await Promise.all(this.workers.map((w) => w.terminate()));
+    await Promise.all(this.workers.map((w) => w.terminate('was closed with its runtime')));
     if (errors.length > 0)
       throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);
   }

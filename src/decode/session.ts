@@ -58,6 +58,15 @@ export interface StepOutput {
 }
 
 const MAX_BATCH = 8;
+
+/** A value as an error message shows it: JSON where it has one, else its type. */
+function describe(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? typeof v;
+  } catch {
+    return typeof v;
+  }
+}
 /** Room in each CPU reference device beyond weights and activations (link buffers, staging). */
 const CPU_ARENA_SLACK = 64 * 2 ** 20;
 
@@ -192,6 +201,8 @@ export class Session {
   async stepDetailed(tokens: readonly number[], opts: { hidden?: boolean } = {}): Promise<StepOutput> {
     this.usable('step');
     const { vocab: V, maxPos: P } = this.model;
+    if (!Array.isArray(tokens))
+      throw new TypeError(`step: tokens must be an array of token ids, one per row, got ${describe(tokens)}`);
     const t = tokens.length;
     if (t < 1 || t > this.maxBatch)
       throw new RangeError(`step: a step carries 1 to maxBatch (${this.maxBatch}) tokens, got ${t}`);

@@ -170,6 +170,9 @@ export class Runtime {
       peerAccess: options.peerAccess ?? true,
       pinWorkers: options.pinWorkers ?? true,
     };
+    const cap = o.ringCapacity;
+    if (!Number.isInteger(cap) || cap < 2 || cap > 1 << 20 || (cap & (cap - 1)) !== 0)
+      throw new RangeError(`RuntimeOptions.ringCapacity must be a power of two in [2, 2^20], got ${cap}`);
     checkInt('spinMicros', o.spinMicros, 0, 1_000_000);
     checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs, 1, 600_000);
     checkInt('callTimeoutMs', o.callTimeoutMs, 1, 3_600_000);

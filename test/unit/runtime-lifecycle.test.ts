@@ -36,7 +36,10 @@ describe('runtime lifecycle and bad input', () => {
   });
 
   it('refuses bad options by name', async () => {
-    await assert.rejects(openCpu({ ringCapacity: 1000 }), /capacity must be a power of two/);
+    await assert.rejects(
+      openCpu({ ringCapacity: 1000 }),
+      /RuntimeOptions\.ringCapacity must be a power of two in \[2, 2\^20\], got 1000/,
+    );
     await assert.rejects(
       Runtime.open({ backend: 'tpu' as never }),
       /backend must be 'auto', 'cuda' or 'cpu', got 'tpu'/,

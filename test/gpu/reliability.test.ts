@@ -7,8 +7,6 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
-import { Writable } from 'node:stream';
-import { Progress } from '../../src/cli/progress.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { Deadline } from '../../bench/soak/budget.js';
 import { cycles } from '../../bench/soak/cycles.js';
@@ -23,23 +21,13 @@ import { buildReference, type Reference } from '../../bench/soak/reference.js';
 import { GPU_PLAN } from '../../bench/soak/run-soak.js';
 import type { Variant } from '../../bench/soak/variants.js';
 import { gpuSuite } from '../support/gpu-machine.js';
+import { assertHeld, quietProgress as quiet } from '../support/soak-held.js';
 
 gpuSuite();
 
 const PRESET = 'tiny';
-const NOISY = new Set(['RSS', 'p99 drift']);
-const quiet = (): Progress =>
-  new Progress(new Writable({ write: (_c, _e, cb) => cb() }) as unknown as NodeJS.WriteStream);
-
 function held(l: LoopResult): void {
-  assert.equal(l.error, undefined, l.error);
-  assert.equal(l.ran, l.asked, l.cut);
-  const failed = l.checks.filter((c) => !c.pass && !NOISY.has(c.name));
-  assert.deepEqual(
-    failed.map((c) => `${c.name}: ${c.value} (${c.limit})`),
-    [],
-    l.notes.join('\n'),
-  );
+  assertHeld(l);
   console.log(`      ${l.loop}, ${l.variant}: ${l.checks.map((c) => `${c.name} ${c.value}`).join('; ')}`);
 }
 

@@ -229,6 +229,7 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   const uint32_t cols = ReadU32(info, 7, fn, "cols");
   const uint32_t t = Rows(info, 8, fn);
   const bool accumulate = ReadBool(info, 9, fn, "accumulate");
+  const uint32_t split = static_cast<uint32_t>(ReadIntInRange(info, 10, fn, "split", 0, 8));
   if (cols > ldw) {
     ThrowShape(env, fn, "cols (" + Num(cols) + ") must be <= ldw (" + Num(ldw) +
                             "): W's rows would overlap");
@@ -245,12 +246,12 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   RequireSafeProduct(env, fn, "x (t x ldx)", {t, ldx, 4});
   RequireSafeProduct(env, fn, "out (t x ldo)", {t, ldo, 4});
   cudaStream_t s;
-  const int device = Bound(env, info, 10, fn, &s);
-  const PdlScope pdl(info, 11, fn);
-  MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0, s),
+  const int device = Bound(env, info, 11, fn, &s);
+  const PdlScope pdl(info, 12, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0, split, s),
                    std::string(fn) + "(out=" + Hex(out) + ", ldo=" + Num(ldo) + ", x=" + Hex(x) +
                        ", ldx=" + Num(ldx) + ", w=" + Hex(w) + ", ldw=" + Num(ldw) +
-                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) + ", accumulate=" + (accumulate ? "true" : "false") +
+                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) + ", accumulate=" + (accumulate ? "true" : "false") + ", split=" + Num(split) +
                        ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }

@@ -212,7 +212,21 @@ export async function benchRoofline(backend: BackendKind, progress: Progress): P
       for (const c of cases) {
         if (c.fill) walk.fillCache(0.01, P);
         const label = `decode ${c.name} t=${c.t} at ${c.positions}`;
-        const r = await runCase(walk, c.dc, c.t, c.at, c.steps, n.warm, readGBs, label, progress);
+        let r: CaseResult;
+        try {
+          r = await runCase(walk, c.dc, c.t, c.at, c.steps, n.warm, readGBs, label, progress);
+        } catch (e) {
+          // One case that cannot run (a refused step graph, say) leaves the others' rows.
+          console.error(`decode: ${label}: ${(e as Error).message}`);
+          // A step that failed after its span closed leaves the span unread: drop it.
+          await walk.stepDeviceUs().catch(() => undefined);
+          continue;
+        }
+        const refused = c.dc.stepGraph ? walk.stepGraphStats().refused.filter((x) => x.t === c.t) : [];
+        if (refused.length > 0) {
+          console.error(`decode: ${label}: the step graph was refused (${refused[0]!.reason}); no row`);
+          continue;
+        }
         const floorMs = summarize(r.floorMs).median;
         const common = {
           suite: 'decode',

@@ -13,16 +13,16 @@
  * On the CPU reference the suite runs `tiny` (a smoke run of this code, not a measurement).
  */
 import type { Runtime } from '../src/runtime/runtime.js';
-import { TRANSPORTS, type Transport } from '../src/runtime/transports/transport.js';
+import type { Transport } from '../src/runtime/transports/transport.js';
 import { presetByName } from '../src/decode/model-config.js';
 import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../src/decode/decode-config.js';
-import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
-import { presetFor, stepRows, timeSteps, withWalk } from './walk-run.js';
+import { presetFor, stepRows, timeSteps, withWalk, type StepCounts } from './walk-run.js';
 import { benchProfileOverhead } from './profile-overhead.js';
+import { MIN_SAMPLES, differenceRow } from './paired-difference.js';
+import { count, type SuiteContext } from './suite-context.js';
 import { benchRoofline } from './decode-roofline.js';
 import type { DeviceWalk } from '../src/decode/device-walk.js';
-import type { SuiteContext } from './suite-context.js';
 
 /** Moves nothing: the walk's kernels without its joins. */
 const NO_JOINS: Transport = {
@@ -34,8 +34,9 @@ const NO_JOINS: Transport = {
   allReduce: () => undefined,
 };
 
-export async function benchDecode(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
+export async function benchDecode(ctx: SuiteContext): Promise<Row[]> {
   const { backend } = ctx;
+  const n: StepCounts = { progress: ctx.progress, steps: count(ctx, 48, MIN_SAMPLES), warm: count(ctx, 4, 1) };
   const preset = presetFor(backend);
   const rows: Row[] = [];
   const base = { suite: 'decode', op: 'step', bytes: 0, preset, unit: 'ms', metric: 'host' };
@@ -60,7 +61,7 @@ export async function benchDecode(ctx: SuiteContext, progress: Progress): Promis
     }
   };
   // The one-GPU rows: the read floor, the unsharded walk against its floor, the kernel table.
-  rows.push(...(await benchRoofline(backend, progress)));
+  rows.push(...(await benchRoofline(backend, ctx.progress)));
   // One GPU without --loopback: the rows above are the machine's (bench/run.ts).
   if (!ctx.pair) return rows;
   await withWalk(
@@ -73,31 +74,35 @@ export async function benchDecode(ctx: SuiteContext, progress: Progress): Promis
       // ms a step, and 4.69 after the other transports had run (decode-2xH200-2026-11-30-run11);
       // before that was known, the eager joins could not be told from the walk.
       await walk.prepare(DEFAULT_CONFIG);
-      await timeSteps(walk, DEFAULT_CONFIG, 'decode real steps first (not recorded)', progress);
+      await timeSteps(walk, DEFAULT_CONFIG, 'decode real steps first (not recorded)', n);
       await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
-      const bareTimes = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', progress);
+      const bareTimes = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins', n);
       const bare = bareTimes.host;
       rows.push(...stepRows(base, 'no-joins', `${method}; the sharded walk with joins that move nothing`, bareTimes));
       const mixedPath = new URL('../../bench/configs/mixed.json', import.meta.url).pathname;
-      const variants: Array<[string, DecodeConfig]> = TRANSPORTS.map((t): [string, DecodeConfig] => [
+      const variants: Array<[string, DecodeConfig]> = ctx.transports.map((t): [string, DecodeConfig] => [
         t,
         { ...DEFAULT_CONFIG, transport: { default: t, layers: [] } },
       ]);
       // The mixed config is written for bench's 30 layers.
-      if (preset === 'bench') variants.push(['mixed', loadDecodeConfig(mixedPath, presetByName(preset).layers)]);
+      if (preset === 'bench')
+        variants.push([
+          'mixed',
+          loadDecodeConfig(mixedPath, { model: { name: preset, layers: presetByName(preset).layers } }),
+        ]);
       try {
-        rows.push(...(await benchProfileOverhead(walk, base, method, progress)));
+        rows.push(...(await benchProfileOverhead(walk, base, method, ctx)));
       } catch (e) {
-        console.error(`decode: profile overhead: ${(e as Error).message}`);
+        ctx.fail('profile overhead', e as Error);
       }
       for (const [name, dc] of variants) {
         try {
           await walk.prepare(dc);
-          const times = await timeSteps(walk, dc, `decode ${name}`, progress);
+          const times = await timeSteps(walk, dc, `decode ${name}`, n);
           const s = times.host;
           rows.push(...stepRows(base, name, method, times));
           rows.push(
-            row(
+            differenceRow(
               {
                 ...base,
                 op: 'joins',
@@ -108,13 +113,13 @@ export async function benchDecode(ctx: SuiteContext, progress: Progress): Promis
             ),
           );
         } catch (e) {
-          console.error(`decode: ${name}: ${(e as Error).message}`);
+          ctx.fail(name, e as Error);
         }
       }
       // The eager walk without joins once more, after every transport's: the baseline should not
       // depend on when it ran.
       await walk.prepare(DEFAULT_CONFIG, NO_JOINS);
-      const again = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins, after the others', progress);
+      const again = await timeSteps(walk, DEFAULT_CONFIG, 'decode no joins, after the others', n);
       rows.push(
         ...stepRows(
           base,
@@ -128,7 +133,7 @@ export async function benchDecode(ctx: SuiteContext, progress: Progress): Promis
       // the no-joins walk replayed the same way.
       const bareDc = { ...DEFAULT_CONFIG, stepGraph: true };
       await walk.prepare(bareDc, NO_JOINS);
-      const bareGraph = await graphedSteps(walk, bareDc, 'decode no joins, step graph', progress);
+      const bareGraph = await graphedSteps(walk, bareDc, 'decode no joins, step graph', n);
       if (bareGraph)
         rows.push(
           row(
@@ -144,14 +149,14 @@ export async function benchDecode(ctx: SuiteContext, progress: Progress): Promis
         try {
           const graphed = { ...dc, stepGraph: true };
           await walk.prepare(graphed);
-          const s = await graphedSteps(walk, graphed, `decode ${name}, step graph`, progress);
+          const s = await graphedSteps(walk, graphed, `decode ${name}, step graph`, n);
           if (!s) continue;
           rows.push(
             row({ ...base, transport: `${name}+graph`, method: `${method}; the step replayed from its graph` }, s),
           );
           if (bareGraph)
             rows.push(
-              row(
+              differenceRow(
                 {
                   ...base,
                   op: 'joins',
@@ -162,23 +167,26 @@ export async function benchDecode(ctx: SuiteContext, progress: Progress): Promis
               ),
             );
         } catch (e) {
-          console.error(`decode: ${name}, step graph: ${(e as Error).message}`);
+          ctx.fail(`${name}, step graph`, e as Error);
         }
       }
     },
-    progress,
+    ctx.progress,
   );
   return rows;
 }
 
-/** Timed steps through the step graph; undefined (and why, on stderr) when it was refused. */
+/**
+ * Timed steps through the step graph; undefined when its guard refused it (a transport the graph
+ * cannot hold: a limit of that variant, said on stderr, not a failure of the run).
+ */
 async function graphedSteps(
   walk: DeviceWalk,
   dc: DecodeConfig,
   label: string,
-  progress: Progress,
+  n: StepCounts,
 ): Promise<number[] | undefined> {
-  const host = (await timeSteps(walk, dc, label, progress)).host;
+  const host = (await timeSteps(walk, dc, label, n)).host;
   const refused = walk.stepGraphStats().refused;
   if (refused.length > 0) {
     console.error(`decode: ${label}: refused: ${refused[0]!.reason}`);

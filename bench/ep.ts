@@ -7,16 +7,13 @@
  */
 import { DEFAULT_CONFIG, type DecodeConfig } from '../src/decode/decode-config.js';
 import type { TransportName } from '../src/runtime/transports/transport.js';
-import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
 import { presetFor, timeSteps, withWalk } from './walk-run.js';
-import type { SuiteContext } from './suite-context.js';
+import { count, type SuiteContext } from './suite-context.js';
 
-const STEPS = { cuda: 200, cpu: 12 };
-const WARM = 8;
-
-export async function benchEp(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
-  const { backend } = ctx;
+export async function benchEp(ctx: SuiteContext): Promise<Row[]> {
+  const { backend, progress } = ctx;
+  const n = { progress, steps: count(ctx, 200, 4), warm: count(ctx, 8, 1) };
   const preset = presetFor(backend);
   const rows: Row[] = [];
   const cfg = (transport: TransportName, epGraph: boolean): DecodeConfig => ({
@@ -39,7 +36,7 @@ export async function benchEp(ctx: SuiteContext, progress: Progress): Promise<Ro
       await walk.timeEpSteps(true);
       for (const [name, dc] of variants) {
         await walk.prepare(dc);
-        const r = await timeSteps(walk, dc, `ep ${name}`, progress, STEPS[backend], WARM, () => walk.epStepTimes());
+        const r = await timeSteps(walk, dc, `ep ${name}`, n, () => walk.epStepTimes());
         const stats = walk.epGraphStats();
         if (name === 'graph' && stats.refused.length > 0)
           throw new Error(`ep: the graph was refused on layer ${stats.refused[0]!.layer}: ${stats.refused[0]!.reason}`);

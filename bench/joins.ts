@@ -25,16 +25,16 @@ import { Runtime } from '../src/runtime/runtime.js';
 import { ArLink, LL_SERVE_IDLE_MICROS } from '../src/runtime/link.js';
 import { CapturedGraph } from '../src/runtime/graph.js';
 import { openTransport } from '../src/runtime/transports/open.js';
-import { TRANSPORTS, type PerRank, type Transport, type TransportName } from '../src/runtime/transports/transport.js';
+import type { PerRank, Transport, TransportName } from '../src/runtime/transports/transport.js';
 import type { BackendKind } from '../src/runtime/device-api.js';
 import type { DeviceEvent, Rank } from '../src/runtime/rank.js';
 import { placementNote, row, type Row } from './results-file.js';
 import type { Progress } from '../src/cli/progress.js';
-import { pairOf, type SuiteContext } from './suite-context.js';
+import { count as scaled, pairOf, type JoinOp, type SuiteContext } from './suite-context.js';
 
 export const JOIN_BYTES = [4096, 8192, 16_384, 65_536, 262_144, 1_048_576];
-const OPS = ['broadcast', 'allGather', 'gather', 'allReduce'] as const;
-type JoinOp = (typeof OPS)[number];
+/** The sizes of a smoke run on the CPU reference: one small join, one large. */
+const SMOKE_BYTES = [4096, 65_536];
 /**
  * Ops per captured graph (default 100; MEMRA_JOINS_PER_GRAPH sets another, and the method string
  * records it). Each replay also pays fixed costs no join pays in a walk: the graphs' launch and
@@ -69,7 +69,9 @@ function llServerRows(v: string | undefined): boolean {
  * (its reserve and allocations) came out 1 to 3 us above the rest, whatever the op: `ll`
  * broadcast at 4 KB 8.4 to 9.4 us against 5.9 to 7.6 for the other ops (joins runs 14 to 17).
  */
-const HOST_WARM = 1000;
+const HOST_WARM = { full: 1000, smoke: 1 };
+/** Eager joins a host row times on the CPU reference (a smoke run). */
+const SMOKE_HOST_JOINS = 5;
 const REPLAYS = 48;
 
 interface Buffers {
@@ -167,7 +169,7 @@ async function drainedSamples(
   return perOp(rt, 0, ev.marks[0], ops);
 }
 
-/** Host time per eager join, after HOST_WARM untimed ones; drains and checks for faults after. */
+/** Host time per eager join, after `warm` untimed ones; drains and checks for faults after. */
 async function hostSamples(
   rt: Runtime,
   t: Transport,
@@ -175,10 +177,11 @@ async function hostSamples(
   bufs: Buffers,
   bytes: number,
   joins: number,
+  warm: number,
 ): Promise<number[]> {
   const [a, b] = ranksOf(rt);
   const host: number[] = [];
-  for (let i = -HOST_WARM; i < joins; i++) {
+  for (let i = -warm; i < joins; i++) {
     const t0 = performance.now();
     issue(t, op, bufs, bytes);
     const h0 = a.ring.view.head(),
@@ -193,23 +196,49 @@ async function hostSamples(
   return host;
 }
 
-export async function benchJoins(ctx: SuiteContext, progress: Progress, flush?: (rows: Row[]) => void): Promise<Row[]> {
-  const { backend, joins, transports: only } = ctx;
+/** What every transport's run shares. */
+interface Plan {
+  backend: BackendKind;
+  pair: ReturnType<typeof pairOf>;
+  ops: readonly JoinOp[];
+  sizes: readonly number[];
+  progress: Progress;
+  counter: { done: number; total: number };
+  /** Eager joins timed per host row, and untimed before it. */
+  hostJoins: number;
+  hostWarm: number;
+  JOINS_PER_GRAPH: number;
+  llServer: boolean;
+}
+
+export async function benchJoins(ctx: SuiteContext): Promise<Row[]> {
+  const { backend, progress, transports, ops } = ctx;
   const pair = pairOf(ctx, 'joins');
   // A bad value fails the suite, not each transport.
   const perGraph = graphOps(process.env.MEMRA_JOINS_PER_GRAPH);
   const llServer = llServerRows(process.env.MEMRA_JOINS_LL_SERVER);
   const rows: Row[] = [];
-  const transports = TRANSPORTS.filter((t) => !only || only.includes(t));
-  const total = transports.length * OPS.length * JOIN_BYTES.length;
-  const counter = { done: 0, total };
+  const sizes = ctx.smoke ? SMOKE_BYTES : JOIN_BYTES;
+  const total = transports.length * ops.length * sizes.length;
+  const plan: Plan = {
+    backend,
+    pair,
+    ops,
+    sizes,
+    progress,
+    counter: { done: 0, total },
+    hostJoins: scaled(ctx, Math.max(1000, ctx.joins / 20), SMOKE_HOST_JOINS),
+    hostWarm: scaled(ctx, HOST_WARM.full, HOST_WARM.smoke),
+    JOINS_PER_GRAPH: perGraph,
+    llServer,
+  };
   for (const name of transports) {
     // A runtime per transport: one transport's refusal costs its own rows, not the others'.
     try {
-      rows.push(...(await benchTransport(name, backend, pair, joins, progress, counter, perGraph, llServer)));
-      flush?.(rows); // a later transport that crashes the process must not take these with it
+      rows.push(...(await benchTransport(name, plan)));
+      ctx.flush(rows); // a later transport that crashes the process must not take these with it
     } catch (e) {
-      console.error(`joins: ${name}: ${(e as Error).message}`);
+      ctx.fail(name, e as Error);
     }
   }
   progress.tick('joins', total, total);
@@ -218,19 +247,13 @@ export async function benchJoins(ctx: SuiteContext, progress: Progress, flush?: 
 
 async function benchTransport(
   name: TransportName,
-  backend: BackendKind,
-  pair: ReturnType<typeof pairOf>,
-  joins: number,
-  progress: Progress,
-  counter: { done: number; total: number },
-  JOINS_PER_GRAPH: number,
-  llServer: boolean,
+  { backend, pair, ops, sizes, progress, counter, hostJoins, hostWarm, JOINS_PER_GRAPH, llServer }: Plan,
 ): Promise<Row[]> {
   const rows: Row[] = [];
   const rt = await Runtime.open({ backend, ...pair, spinMicros: 2000 });
   const link = await ArLink.open(rt);
   try {
-    const maxN = Math.max(...JOIN_BYTES) / 4;
+    const maxN = Math.max(...sizes) / 4;
     await link.reserve(maxN);
     const [a, b] = ranksOf(rt);
     const bufs: Buffers = {
@@ -239,10 +262,9 @@ async function benchTransport(
     };
     for (const r of [0, 1]) ranksOf(rt)[r]!.fill(bufs.src[r]!, maxN, 1 + r); // never time on zeros
     const ev = await timingEvents(rt);
-    const hostJoins = Math.max(1000, joins / 20);
     const t = await openTransport(name, link);
-    for (const op of OPS) {
-      for (const bytes of JOIN_BYTES) {
+    for (const op of ops) {
+      for (const bytes of sizes) {
         progress.tick(`joins ${name}`, counter.done++, counter.total);
         if (process.env.MEMRA_BENCH_TRACE) console.error(`joins: ${name} ${op} ${bytes}`);
         const base = { suite: 'joins', op, transport: name, bytes, unit: 'us', preset: null };
@@ -296,7 +318,7 @@ async function benchTransport(
         }
         const hostMethod = `main-thread clock per eager join: first ring record until both workers published enqueued for their last; ${placementNote(rt.placement)}`;
         const hostRow = async (metric: string, method: string): Promise<void> => {
-          rows.push(row({ ...base, metric, method }, await hostSamples(rt, t, op, bufs, bytes, hostJoins)));
+          rows.push(row({ ...base, metric, method }, await hostSamples(rt, t, op, bufs, bytes, hostJoins, hostWarm)));
         };
         if (name === 'll') {
           // Both ways an eager LL join can go (link.ts, llServeIdleMicros): through the LL server

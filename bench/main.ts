@@ -1,4 +1,4 @@
-/** `npm run bench -- [suite...] [options]`: see run.ts (the same runner as `memra bench`). */
-import { runBench } from './run.js';
+/** `npm run bench -- [suite...] [options]`: `memra bench` (see `memra bench --help`). */
+import { runCli } from '../src/cli/run-cli.js';
 
-process.exitCode = await runBench(process.argv.slice(2));
+process.exitCode = await runCli(['bench', ...process.argv.slice(2)]);

@@ -3,7 +3,7 @@
  * walk with every join profiled against the same walk unprofiled, and two variants that say where
  * the cost is (host times only; timing events instead of self-timed joins).
  *
- * Variants run INTERLEAVED: ROUNDS rounds, each running every variant for STEPS steps in turn, and
+ * Variants run INTERLEAVED: 6 rounds, each running every variant for 8 steps in turn, and
  * a profiled sample is paired with the unprofiled sample of the same round and step (the same
  * positions, so the same attention lengths, minutes apart at most). The first version ran 48
  * unprofiled steps, then 48 profiled: whatever the machine did between the two blocks landed in
@@ -13,14 +13,15 @@
 import type { DeviceWalk } from '../src/decode/device-walk.js';
 import { profileSwitches, type ProfileSwitches } from '../src/decode/join-profile.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../src/decode/decode-config.js';
-import type { Progress } from '../src/cli/progress.js';
 import { row, type Row } from './results-file.js';
-import { stepSplitRows, timeSteps, type StepTimes } from './walk-run.js';
+import { stepSplitRows, timeSteps, type StepCounts, type StepTimes } from './walk-run.js';
+import { differenceRow } from './paired-difference.js';
+import { count, type SuiteContext } from './suite-context.js';
 
-const ROUNDS = 6;
-const STEPS = 8;
-/** Untimed steps after each switch: the first replays of a fresh capture, the first stamps. */
-const WARM = 2;
+/** Interleaved rounds, each of `steps` timed steps a variant after `warm` untimed ones (the first replays of a fresh capture, the first stamps). */
+interface Rounds extends StepCounts {
+  rounds: number;
+}
 
 type Knobs = Partial<ProfileSwitches>;
 
@@ -41,30 +42,18 @@ interface Group {
   split: boolean;
 }
 
-/** Each variant's samples, rounds concatenated in order: index k is round k / STEPS, step k % STEPS. */
-async function interleave(
-  walk: DeviceWalk,
-  variants: Variant[],
-  label: string,
-  progress: Progress,
-): Promise<StepTimes[]> {
+/** Each variant's samples, rounds concatenated in order: index k is round k / steps, step k % steps. */
+async function interleave(walk: DeviceWalk, variants: Variant[], label: string, n: Rounds): Promise<StepTimes[]> {
   const out = variants.map((): StepTimes => ({ host: [], enqueue: [], wait: [], extra: [] }));
   const off = variants[0]!.dc;
-  for (let round = 0; round < ROUNDS; round++) {
+  for (let round = 0; round < n.rounds; round++) {
     for (const [i, v] of variants.entries()) {
       // Profiling off between variants: the profiler is made again with this variant's knobs.
       await walk.prepare(off);
       Object.assign(walk.profileSwitches, v.knobs ?? {});
       try {
         await walk.prepare(v.dc);
-        const t = await timeSteps(
-          walk,
-          v.dc,
-          `${label}: ${v.name}, round ${round + 1}/${ROUNDS}`,
-          progress,
-          STEPS,
-          WARM,
-        );
+        const t = await timeSteps(walk, v.dc, `${label}: ${v.name}, round ${round + 1}/${n.rounds}`, n);
         const refused = walk.stepGraphStats().refused;
         if (refused.length > 0) throw new Error(`${v.name}: the step graph was refused: ${refused[0]!.reason}`);
         for (const k of ['host', 'enqueue', 'wait'] as const) out[i]![k].push(...t[k]);
@@ -81,11 +70,18 @@ export async function benchProfileOverhead(
   walk: DeviceWalk,
   base: Pick<Row, 'suite' | 'op' | 'bytes' | 'preset' | 'unit' | 'metric'>,
   stepMethod: string,
-  progress: Progress,
+  ctx: SuiteContext,
 ): Promise<Row[]> {
+  const n: Rounds = {
+    progress: ctx.progress,
+    // On the CPU reference, 3 rounds of 2: the fewest paired samples a median's interval needs.
+    rounds: count(ctx, 6, 3),
+    steps: count(ctx, 8, 2),
+    warm: count(ctx, 2, 1),
+  };
   const eager: DecodeConfig = { ...DEFAULT_CONFIG, transport: { default: 'll', layers: [] } };
   const graph: DecodeConfig = { ...eager, stepGraph: true };
-  const pairing = `paired with the unprofiled step of the same round and position (${ROUNDS} interleaved rounds of ${STEPS} steps)`;
+  const pairing = `paired with the unprofiled step of the same round and position (${n.rounds} interleaved rounds of ${n.steps} steps)`;
   const groups: Array<[string, Group]> = [
     [
       'eager',
@@ -141,12 +137,7 @@ export async function benchProfileOverhead(
   ];
   const rows: Row[] = [];
   for (const [label, g] of groups) {
-    const [plain, ...profiled] = await interleave(
-      walk,
-      [g.plain, ...g.profiled],
-      `profile overhead, ${label}`,
-      progress,
-    );
+    const [plain, ...profiled] = await interleave(walk, [g.plain, ...g.profiled], `profile overhead, ${label}`, n);
     if (g.split) rows.push(...stepSplitRows(base, g.plain.stepName, plain!));
     g.profiled.forEach((v, i) => {
       const t = profiled[i]!;
@@ -161,7 +152,7 @@ export async function benchProfileOverhead(
         ),
       );
       rows.push(
-        row(
+        differenceRow(
           { ...base, op: 'profile overhead', unit: '%', transport: v.name, method: v.method },
           t.host.map((ms, k) => (ms / plain!.host[k]! - 1) * 100),
         ),

@@ -21,6 +21,11 @@ export interface Row extends Summary {
   metric?: string;
   /** How the figure was taken: host clock or device events, and what one sample is. */
   method: string;
+  /**
+   * Rows of paired differences only: a ~95% interval of the median (bench/paired-difference.ts).
+   * Where it holds zero, the difference is within the run's noise, not a cost.
+   */
+  interval?: [number, number];
   samples: number[];
   /** Decode rows: the batch, and the positions its steps ran at ("0-63", "4000"). */
   t?: number;

@@ -21,8 +21,8 @@ import { pairOf, type SuiteContext } from './suite-context.js';
 
 const N_FLOATS = 1024;
 
-export async function benchRing(ctx: SuiteContext, progress: Progress): Promise<Row[]> {
-  const { backend, joins } = ctx;
+export async function benchRing(ctx: SuiteContext): Promise<Row[]> {
+  const { backend, joins, progress } = ctx;
   const rows: Row[] = [];
   const rt = await Runtime.open({
     backend,

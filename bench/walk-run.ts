@@ -26,6 +26,13 @@ export interface StepTimes {
   extra: number[][];
 }
 
+/** How many steps a timed run takes: `warm` untimed, then `steps` timed. */
+export interface StepCounts {
+  progress: Progress;
+  steps: number;
+  warm: number;
+}
+
 /**
  * `warm` untimed then `steps` timed t = 1 steps from token 1 at positions 0, 1, ... (so every
  * variant sees the same attention lengths at the same index). `each` runs after each step's
@@ -35,9 +42,7 @@ export async function timeSteps(
   walk: DeviceWalk,
   dc: DecodeConfig,
   label: string,
-  progress: Progress,
-  steps = 48,
-  warm = 4,
+  { progress, steps, warm }: StepCounts,
   each?: () => Promise<number[]>,
 ): Promise<StepTimes> {
   const out: StepTimes = { host: [], enqueue: [], wait: [], extra: [] };

@@ -31,6 +31,7 @@ namespace {
 
 using memra_cu::LaunchModelKernel;
 using memra_cu::PdlLaunchDependents;
+using memra_cu::LoadFresh;
 using memra_cu::PdlWait;
 
 using memra_model::Bf16ToF32;
@@ -59,7 +60,7 @@ __global__ void embed(float* __restrict__ out, const uint16_t* __restrict__ emb,
   PdlWait();
   PdlLaunchDependents();
   const uint32_t s = blockIdx.y;
-  const int32_t tok = tokens[s];
+  const int32_t tok = LoadFresh(tokens + s);
   const bool valid = tok >= 0 && static_cast<uint32_t>(tok) < V;
   const uint16_t* row = emb + uint64_t(valid ? tok : 0) * H;
   float* o = out + uint64_t(s) * H;
@@ -86,14 +87,15 @@ __global__ void __launch_bounds__(kNormThreads)
   float* o = out + uint64_t(blockIdx.x) * H;
   float ss = 0.0f;
   for (uint64_t i = threadIdx.x; i < H; i += kNormThreads) {
-    ss = __fadd_rn(ss, __fmul_rn(h[i], h[i]));
+    const float v = LoadFresh(h + i);
+    ss = __fadd_rn(ss, __fmul_rn(v, v));
   }
   ss = memra_model::BlockSumFixed<kNormThreads>(ss, scratch);
   // f32-ops.ts rmsnorm, one rounding per operation: mean = ss / H (H exact in f32 below 2^24),
   // r = sqrt(mean + 1e-6f), out = (h / r) * g.
   const float r = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
   for (uint64_t i = threadIdx.x; i < H; i += kNormThreads) {
-    o[i] = __fmul_rn(__fdiv_rn(h[i], r), Bf16ToF32(gain[i]));
+    o[i] = __fmul_rn(__fdiv_rn(LoadFresh(h + i), r), Bf16ToF32(gain[i]));
   }
 }
 
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   for (; j + 3 * kArgmaxThreads < V; j += 4 * kArgmaxThreads) {
     float v[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = x[j + k * kArgmaxThreads];
+    for (int k = 0; k < 4; ++k) v[k] = LoadFresh(x + j + k * kArgmaxThreads);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const Best c{v[k], static_cast<int32_t>(j + k * kArgmaxThreads)};
@@ -141,7 +143,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     }
   }
   for (; j < V; j += kArgmaxThreads) {
-    const Best c{x[j], static_cast<int32_t>(j)};
+    const Best c{LoadFresh(x + j), static_cast<int32_t>(j)};
     if (Beats(c, best)) best = c;
   }
 #pragma unroll

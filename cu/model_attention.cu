@@ -29,6 +29,7 @@
 namespace {
 
 using memra_cu::LaunchModelKernel;
+using memra_cu::LoadFresh;
 using memra_cu::PdlLaunchDependents;
 using memra_cu::PdlWait;
 
@@ -46,6 +47,13 @@ constexpr unsigned kRowPad = 4;
 
 __host__ __device__ constexpr unsigned PositionTile(uint32_t R) { return R <= 512 ? 32 : 8; }
 
+// A query row in shared memory: padded so the 8 lanes of a quarter-warp loading one float4 each
+// of their heads' rows (TiledScores: HT heads apart) land on 8 distinct bank groups.
+template <unsigned C, unsigned HB>
+__host__ __device__ constexpr uint32_t QueryRow(uint32_t R) {
+  return C == 32 ? R + 16 / (HB / kPartialWarps) : R;
+}
+
 // Slot s's cache for `layer`: P positions of R floats.
 __device__ __forceinline__ uint64_t CacheBase(uint32_t s, uint32_t layer, uint32_t L, uint32_t P,
                                               uint32_t R) {
@@ -58,14 +66,14 @@ __global__ void cache_write(float* __restrict__ cache, const float* __restrict__
   PdlWait();
   PdlLaunchDependents();
   const uint32_t s = blockIdx.y;
-  const int32_t p = pos[s];
+  const int32_t p = LoadFresh(pos + s);
   // The host checks positions before a step; a bad one here must not write outside the slot.
   if (p < 0 || uint32_t(p) >= P) return;
   float* dst = cache + CacheBase(s, layer, L, P, R) + uint64_t(p) * R;
   const float* src = c + uint64_t(s) * R;
   for (uint64_t r = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < R;
        r += uint64_t(gridDim.x) * blockDim.x) {
-    dst[r] = src[r];
+    dst[r] = LoadFresh(src + r);
   }
 }
 
@@ -90,25 +98,26 @@ __device__ __forceinline__ void Axpy4(float a, const float4& x, float4& y) {
 }
 
 // rows x R floats from global src (row stride R) into shared dst (row stride dstRow), as float4
-// when kVec (src 16-byte aligned; R and dstRow are multiples of 4). Unrolled so a thread has
-// several loads in flight: the staging is a round trip to memory every block pays once.
+// when kVec (src 16-byte aligned; R and dstRow are multiples of 4). The cache and the queries are
+// the step's own (LoadFresh). Unrolled so a thread has many loads in flight: the staging is a
+// round trip to memory every block pays before any arithmetic (at a short context, all of it).
 template <bool kVec>
 __device__ __forceinline__ void Stage(float* dst, uint32_t dstRow, const float* src, uint32_t rows,
                                       uint32_t R) {
   if (kVec) {
     const uint32_t quads = R / 4, n = rows * quads;
-#pragma unroll 4
+#pragma unroll 16
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
       const uint32_t r = i / quads, qd = i - r * quads;
       *reinterpret_cast<float4*>(dst + r * dstRow + 4 * qd) =
-          __ldg(reinterpret_cast<const float4*>(src + uint64_t(r) * R) + qd);
+          LoadFresh(reinterpret_cast<const float4*>(src + uint64_t(r) * R) + qd);
     }
   } else {
     const uint32_t n = rows * R;
-#pragma unroll 4
+#pragma unroll 16
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
       const uint32_t r = i / R, c = i - r * R;
-      dst[r * dstRow + c] = __ldg(src + uint64_t(r) * R + c);
+      dst[r * dstRow + c] = LoadFresh(src + uint64_t(r) * R + c);
     }
   }
 }
@@ -130,6 +139,56 @@ __host__ __device__ inline Workspace MakeWorkspace(float* work, uint32_t t, uint
   return {work, work + uint64_t(t) * tiles * nh * R, tiles};
 }
 
+// The tile's scores for the block's HB heads, C = 32 positions, into sS[HB][32], by all
+// kPartialWarps warps: warp w takes positions 4w .. 4w + 3, lane (hq, g) heads hq * HT .. + HT
+// (HT = HB / 8) over the r group g (r = 4(g + 4m) + e). A thread's 4 x HT dot products are
+// independent chains fed by 4 + HT shared loads a float4 step, where a lane a position with its
+// heads in a serial chain had one load per 4 FMAs and no parallel chains (28 us a tile of 32
+// heads against about 5 now, scripts/probes/step-kernels-probe.cu). Each score's order is fixed
+// by R: a lane's groups in increasing m (x y z w), then the 4 groups by a xor butterfly.
+template <unsigned HB>
+__device__ __forceinline__ void TiledScores(const float* sc, uint32_t rowF, const float* sq, uint32_t rowQ,
+                                            uint32_t R, float sqrtR, float* sS) {
+  constexpr unsigned HT = HB / kPartialWarps;
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const unsigned g = lane % 4, hq = lane / 4, j0 = warp * 4;
+  float acc[HT][4];
+#pragma unroll
+  for (unsigned h = 0; h < HT; ++h) {
+#pragma unroll
+    for (unsigned i = 0; i < 4; ++i) acc[h][i] = 0.0f;
+  }
+  const uint32_t steps = R / 16;
+#pragma unroll 2
+  for (uint32_t m = 0; m < steps; ++m) {
+    const uint32_t at = 4 * (g + 4 * m);
+    float4 c[4], q[HT];
+#pragma unroll
+    for (unsigned i = 0; i < 4; ++i) c[i] = *reinterpret_cast<const float4*>(sc + (j0 + i) * rowF + at);
+#pragma unroll
+    for (unsigned h = 0; h < HT; ++h) q[h] = *reinterpret_cast<const float4*>(sq + (hq * HT + h) * rowQ + at);
+#pragma unroll
+    for (unsigned h = 0; h < HT; ++h) {
+#pragma unroll
+      for (unsigned i = 0; i < 4; ++i) acc[h][i] = Dot4(q[h], c[i], acc[h][i]);
+    }
+  }
+#pragma unroll
+  for (unsigned o = 1; o < 4; o <<= 1) {
+#pragma unroll
+    for (unsigned h = 0; h < HT; ++h) {
+#pragma unroll
+      for (unsigned i = 0; i < 4; ++i) acc[h][i] = __fadd_rn(acc[h][i], __shfl_xor_sync(0xffffffffu, acc[h][i], o));
+    }
+  }
+  // Lane g stores position j0 + g of its heads. MODEL.md: s_j = (q . c_j) / sqrt(R), a true division.
+#pragma unroll
+  for (unsigned h = 0; h < HT; ++h) {
+    const float v = g == 0 ? acc[h][0] : g == 1 ? acc[h][1] : g == 2 ? acc[h][2] : acc[h][3];
+    sS[(hq * HT + h) * 32 + j0 + g] = __fdiv_rn(v, sqrtR);
+  }
+}
+
 // One tile of positions for HPW heads a warp, kPartialWarps warps a block; a lane keeps QPL
 // float4 of each of its heads' o. Dynamic shared memory: the tile's C padded cache rows, then
 // the block's queries [HPW * kPartialWarps][R].
@@ -139,16 +198,17 @@ __global__ void __launch_bounds__(kPartialThreads)
   constexpr unsigned RG = 32 / C;  // lanes one position's score is split over
   constexpr unsigned HB = HPW * kPartialWarps;
   extern __shared__ float4 smem4[];
-  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad;
+  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad, rowQ = QueryRow<C, HB>(R);
   float* sc = reinterpret_cast<float*>(smem4);
   float* sq = sc + C * rowF;
+  float* sS = sq + HB * rowQ;
   const uint32_t tile = blockIdx.x, s = blockIdx.y, hb0 = blockIdx.z * HB;
   const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   // Positions, queries and the cache are all written by the kernels before this one.
   PdlWait();
   PdlLaunchDependents();
-  const int32_t p = a.pos[s];
+  const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u
   const uint32_t np = uint32_t(p) + 1, j0 = tile * C;
   if (j0 >= np) return;
@@ -157,20 +217,26 @@ __global__ void __launch_bounds__(kPartialThreads)
 
   const float* kv = a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * R;
   Stage<kVec>(sc, rowF, kv, nv, R);
-  Stage<kVec>(sq, R, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
+  Stage<kVec>(sq, rowQ, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
   // Heads past nh read zeros, never what an earlier block left in shared memory.
-  for (uint32_t i = nhB * R + tid; i < HB * R; i += kPartialThreads) sq[i] = 0.0f;
+  for (uint32_t i = nhB * rowQ + tid; i < HB * rowQ; i += kPartialThreads) sq[i] = 0.0f;
   __syncthreads();
+  const float sqrtR = __fsqrt_rn(static_cast<float>(R));
+  if constexpr (C == 32) {
+    TiledScores<HB>(sc, rowF, sq, rowQ, R, sqrtR, sS);
+    __syncthreads();
+  }
   // A warp whose heads are all past nh has nothing to do (no block barrier follows).
   const unsigned h0 = warp * HPW;
   if (h0 >= nhB) return;
 
-  // Scores: lane = (position j, r group g); heads h0 .. h0 + HPW of this warp.
+  // Scores, a lane a position: from the tiles above (C = 32), or (C < 32) by the RG lanes of a
+  // position over heads h0 .. h0 + HPW of this warp.
   const unsigned j = lane / RG, g = lane % RG;
   float d[HPW];
 #pragma unroll
   for (unsigned h = 0; h < HPW; ++h) d[h] = 0.0f;
-  if (j < nv) {
+  if (C < 32 && j < nv) {
     const float* crow = sc + j * rowF;
 #pragma unroll 4
     for (uint32_t qd = g; qd < quads; qd += RG) {
@@ -187,11 +253,10 @@ __global__ void __launch_bounds__(kPartialThreads)
     for (unsigned h = 0; h < HPW; ++h) d[h] = __fadd_rn(d[h], __shfl_xor_sync(0xffffffffu, d[h], o));
   }
   // MODEL.md: s_j = (q . c_j) / sqrt(R), sqrt(R) the f32 square root, and a true division.
-  const float sqrtR = __fsqrt_rn(static_cast<float>(R));
   float e[HPW], m[HPW], l[HPW];
 #pragma unroll
   for (unsigned h = 0; h < HPW; ++h) {
-    const float sj = j < nv ? __fdiv_rn(d[h], sqrtR) : -INFINITY;
+    const float sj = j >= nv ? -INFINITY : C == 32 ? sS[(h0 + h) * 32 + j] : __fdiv_rn(d[h], sqrtR);
     float mx = sj;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -273,7 +338,7 @@ __global__ void __launch_bounds__(kCombineThreads)
 
   PdlWait();
   PdlLaunchDependents();
-  const int32_t p = a.pos[s];
+  const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) {
     // A position the cache cannot hold: poison this head's output (the host checks positions
     // before a step; this is the device's last guard).
@@ -283,14 +348,14 @@ __global__ void __launch_bounds__(kCombineThreads)
   const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
 
   float mx = -INFINITY;
-  for (uint32_t i = tid; i < tiles; i += kCombineThreads) mx = fmaxf(mx, ws.ml[2 * ws.Index(s, i, n, a.nh)]);
+  for (uint32_t i = tid; i < tiles; i += kCombineThreads) mx = fmaxf(mx, LoadFresh(ws.ml + 2 * ws.Index(s, i, n, a.nh)));
   mx = memra_model::BlockReduceFixed<kCombineThreads>(mx, scratch, MaxF());
   float lsum = 0.0f;
   for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
     const uint64_t at = ws.Index(s, i, n, a.nh);
-    const float w = expf(__fsub_rn(ws.ml[2 * at], mx));
+    const float w = expf(__fsub_rn(LoadFresh(ws.ml + 2 * at), mx));
     wsh[i] = w;
-    lsum = __fadd_rn(lsum, __fmul_rn(w, ws.ml[2 * at + 1]));
+    lsum = __fadd_rn(lsum, __fmul_rn(w, LoadFresh(ws.ml + 2 * at + 1)));
   }
   // BlockSumFixed's barriers also publish the weights each thread just stored.
   const float L = memra_model::BlockSumFixed<kCombineThreads>(lsum, scratch);
@@ -299,7 +364,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     const float* src = ws.o + ws.Index(s, 0, n, a.nh) * R + r;
     const uint64_t step = uint64_t(a.nh) * R;
 #pragma unroll 16
-    for (uint32_t i = 0; i < tiles; ++i) o = fmaf(wsh[i], src[i * step], o);
+    for (uint32_t i = 0; i < tiles; ++i) o = fmaf(wsh[i], LoadFresh(src + i * step), o);
     osh[r] = __fdiv_rn(o, L);
   }
   __syncthreads();
@@ -379,7 +444,8 @@ cudaError_t LaunchPartial(const MemraMlaArgs& a, const Workspace& ws, cudaStream
   static std::atomic<size_t> granted{0};
   auto kernel = mla_partial<C, HPW, QPL, kVec>;
   constexpr unsigned HB = HPW * kPartialWarps;
-  const size_t smem = (size_t(C) * (a.R + kRowPad) + size_t(HB) * a.R) * sizeof(float);
+  const size_t smem =
+      (size_t(C) * (a.R + kRowPad) + size_t(HB) * QueryRow<C, HB>(a.R) + (C == 32 ? HB * 32 : 0)) * sizeof(float);
   const cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   const dim3 grid(ws.tiles, a.t, (a.nh + HB - 1) / HB);
@@ -438,7 +504,15 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   const bool vecW = reinterpret_cast<uintptr_t>(a.wuv) % 16 == 0 && a.Dv % kUGroup == 0;
   cudaError_t err;
   if (a.R <= 512) {
-    err = vecIn ? LaunchPartial<32, 4, 4, true>(a, ws, stream) : LaunchPartial<32, 4, 4, false>(a, ws, stream);
+    // The fewest heads a block that still take all of them, up to 32 (a wider block's spare heads
+    // cost its warps; a narrower one re-reads the cache tile in more blocks).
+    if (a.nh > 16) {
+      err = vecIn ? LaunchPartial<32, 4, 4, true>(a, ws, stream) : LaunchPartial<32, 4, 4, false>(a, ws, stream);
+    } else if (a.nh > 8) {
+      err = vecIn ? LaunchPartial<32, 2, 4, true>(a, ws, stream) : LaunchPartial<32, 2, 4, false>(a, ws, stream);
+    } else {
+      err = vecIn ? LaunchPartial<32, 1, 4, true>(a, ws, stream) : LaunchPartial<32, 1, 4, false>(a, ws, stream);
+    }
   } else {
     err = vecIn ? LaunchPartial<8, 1, 16, true>(a, ws, stream) : LaunchPartial<8, 1, 16, false>(a, ws, stream);
   }

@@ -3,10 +3,11 @@
 //
 // THE SLICE RULE is what shapes this file. An output column's value must not depend on which
 // slice of columns (cols, ldw, the rank's half), which experts, or how many rows t a call
-// carries. So the summation of each output is fixed by K alone:
+// carries. So the summation of each output is fixed by K and the matrix's split S alone (memra_gemv
+// takes S from its caller, one per matrix; the expert and attention-input kernels fix their own):
 //   - k is cut into chunks of 4 consecutive rows; chunk c belongs to partial p = c mod P, with
-//     P = kSplitY * Split(K) partials; a partial accumulates its chunks in increasing k (fmaf);
-//   - the kSplitY partials of one block are added in y order, then the Split(K) block totals in
+//     P = kSplitY * S partials; a partial accumulates its chunks in increasing k (fmaf);
+//   - the kSplitY partials of one block are added in y order, then the S block totals in
 //     cluster-rank order.
 // Which block or thread computes a column, how many columns a thread owns, whether weights
 // load 16, 8, 4 or 2 bytes at a time and x as float4, and the batch t all leave that order
@@ -14,7 +15,7 @@
 // bit).
 //
 // Layout: a block is 32 x-threads, each owning CW adjacent columns (CW = 8, 4 or 2: a warp reads
-// 512, 256 or 128 contiguous bytes of a weight row), by 16 y-threads. The Split(K) blocks of a
+// 512, 256 or 128 contiguous bytes of a weight row), by 16 y-threads. The S blocks of a
 // cluster share a column tile and split its partials, so a narrow matrix (Wdkv: 512 columns, the
 // router: E) still spreads over many SMs; the cluster's blocks meet in distributed shared
 // memory, with no workspace and no second launch. Each weight is read once for all t rows.
@@ -40,18 +41,28 @@ constexpr unsigned kGemvThreads = kWarpCols * kSplitY;
 constexpr unsigned kChunk = 4;         // consecutive k rows per chunk
 // Clusters of up to 8 blocks are portable (no opt-in attribute).
 constexpr unsigned kMaxSplit = 8;
-// Rows of K per block before another block of the cluster joins: with 16 y-threads, about 8
-// chunks a thread, all of whose loads a thread has in flight at once (AccumulateChunks).
-constexpr unsigned kRowsPerBlock = 512;
-// Narrower tiles (more blocks) until a launch has about one block an SM (the register budget
-// below leaves room for one 512-thread block an SM).
-constexpr uint64_t kTargetBlocks = 128;
+// Rows of K per block before another block of the cluster joins. A block's epilogue (its
+// partials through shared memory, the cluster's through distributed shared memory) leaves its SM
+// streaming nothing, so a wide matrix wants one long-lived block an SM: 2048 rows (K = 4096: two
+// blocks a tile) measured best for every wide matrix of `bench` (scripts/probes/gemv-sweep.cu,
+// one H200: Wq 43.7 -> 33.0 us, Wo 15.1 -> 11.6, the vocabulary 76 -> 64 against 512 rows).
+constexpr unsigned kRowsPerBlock = 2048;
+// Narrower tiles (more blocks) until a launch has most of a block an SM (the register budget
+// below leaves room for one 512-thread block an SM): narrowing further, to a second partial wave,
+// costs more than the SMs a wave of 96 leaves idle (bench: expert_up 49.1 us at 96 blocks, 56.3 at
+// 192; Wq's half 18.8 at 128, 22.6 at 256; scripts/probes/gemv-sweep.cu).
+constexpr uint64_t kTargetBlocks = 96;
 
-// The number of blocks that split one tile's k range: a function of K alone (the slice rule).
-unsigned Split(uint32_t K) {
-  const uint32_t s = (K + kRowsPerBlock - 1) / kRowsPerBlock;
+// The number of blocks that split one tile's k range: a function of K and the rows a block takes
+// alone (the slice rule), 1 to kMaxSplit.
+unsigned Split(uint32_t K, uint32_t rowsPerBlock = kRowsPerBlock) {
+  const uint32_t s = (K + rowsPerBlock - 1) / rowsPerBlock;
   return s < 1 ? 1 : (s > kMaxSplit ? kMaxSplit : s);
 }
+
+// The expert FFN's first half streams two matrices a block: 4096 rows each (H = 4096: one block
+// a tile) measured best (W1 and W3 of `bench` at t = 1: 55.2 us at 2048 rows, 49.1 at 4096).
+constexpr unsigned kExpertUpRows = 4096;
 
 // Chunks a thread loads before their FMAs: 16 loads of 16 bytes (CW 8), of 8 bytes (CW 4), or
 // 32 of 4 bytes (CW 2), halved for two matrices. A decode gemv is a single wave of short-lived
@@ -97,11 +108,13 @@ __device__ __forceinline__ WRow<CW> LoadRow(const uint16_t* p, unsigned n) {
   return r;
 }
 
-// x[0..3]; kVec: one float4 load, when the caller proved p is 16-byte aligned.
+// x[0..3]; kVec: one float4 load, when the caller proved p is 16-byte aligned. x is the previous
+// kernel's output: LoadFresh (cu/pdl.cuh).
 template <bool kVec>
 __device__ __forceinline__ float4 LoadX4(const float* p) {
-  if (kVec) return __ldg(reinterpret_cast<const float4*>(p));
-  return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+  using memra_cu::LoadFresh;
+  if (kVec) return LoadFresh(reinterpret_cast<const float4*>(p));
+  return make_float4(LoadFresh(p), LoadFresh(p + 1), LoadFresh(p + 2), LoadFresh(p + 3));
 }
 
 // acc[m][s][*] += xv * row k of W_m (wv[m]): one FMA into each accumulator. Every path below
@@ -137,7 +150,7 @@ __device__ __forceinline__ void FmaRow(float (&acc)[M][T][CW], const float* cons
 #pragma unroll
   for (int m = 0; m < M; ++m) wv[m] = LoadRow<CW, kWide, kFull>(w[m] + k * ldw, n);
 #pragma unroll
-  for (int s = 0; s < T; ++s) FmaRowWeights<T, M, CW>(acc, __ldg(xr[s] + k), s, wv);
+  for (int s = 0; s < T; ++s) FmaRowWeights<T, M, CW>(acc, memra_cu::LoadFresh(xr[s] + k), s, wv);
 }
 
 // One chunk's 4 rows of M matrices.
@@ -154,7 +167,7 @@ __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint1
 // acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
-template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull, int kOcc>
+template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
@@ -177,8 +190,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       for (unsigned r = 0; r < kChunk; ++r) FmaRow<T, M, CW, kWide, false>(acc, xr, w, c * kChunk + r, ldw, n);
     }
   } else {
-    // kOcc blocks an SM share its registers: each holds that much less in flight.
-    constexpr unsigned U = kBatchChunks<CW, M> / kOcc > 0 ? kBatchChunks<CW, M> / kOcc : 1;
+    constexpr unsigned U = kBatchChunks<CW, M>;
     // Not unrolled further: one batch is all the registers a thread should hold in flight.
 #pragma unroll 1
     for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride) {
@@ -222,7 +234,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 // to cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread
 // of every block of the cluster must reach it (no early return once a cluster has started it);
 // a block may call it again (the grouped experts' passes) once it has returned.
-template <int T, int M, int CW, bool kWide, bool kVecX, class Epi, int kOcc = 1>
+template <int T, int M, int CW, bool kWide, bool kVecX, class Epi>
 __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
@@ -245,10 +257,10 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kVecX, true, kOcc>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+      AccumulateChunks<T, M, CW, kWide, kVecX, true>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                      split * kSplitY, n);
     } else {
-      AccumulateChunks<T, M, CW, kWide, kVecX, false, kOcc>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+      AccumulateChunks<T, M, CW, kWide, kVecX, false>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                       split * kSplitY, n);
     }
   }
@@ -310,14 +322,12 @@ struct StoreRows {
   uint64_t ldo;
   __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
     float* o = out + uint64_t(s) * ldo + j;
-    *o = kAccumulate ? __fadd_rn(*o, v[0]) : v[0];
+    *o = kAccumulate ? __fadd_rn(memra_cu::LoadFresh(o), v[0]) : v[0];
   }
 };
 
-// kOcc: the blocks an SM holds at once (launch bounds). With one, a block's epilogue leaves its SM
-// without loads in flight; with two, the other block streams meanwhile, each with half the loads.
-template <int T, int CW, bool kWide, bool kVecX, bool kAccumulate, int kOcc = 1>
-__global__ void __launch_bounds__(kGemvThreads, kOcc)
+template <int T, int CW, bool kAccumulate, bool kWide, bool kVecX>
+__global__ void __launch_bounds__(kGemvThreads, 1)
     gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
          const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
          unsigned split) {
@@ -326,8 +336,8 @@ __global__ void __launch_bounds__(kGemvThreads, kOcc)
   const float* xr[T];
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
-  GemvTile<T, 1, CW, kWide, kVecX, StoreRows<kAccumulate>, kOcc>(
-      xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split, StoreRows<kAccumulate>{out, ldo});
+  GemvTile<T, 1, CW, kWide, kVecX>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split,
+                                   StoreRows<kAccumulate>{out, ldo});
 }
 
 // ---- the attention's two input products in one launch ----
@@ -357,7 +367,7 @@ struct StoreLatentQuery {
       a->q[uint64_t(s) * a->qcols + j] = v[0];
       return;
     }
-    const int32_t p = a->pos[s];
+    const int32_t p = memra_cu::LoadFresh(a->pos + s);
     // The host checks positions before a step; a bad one here must not write outside the slot.
     if (p >= 0 && uint32_t(p) < a->P) a->cache[uint64_t(s) * a->slotStride + uint64_t(p) * a->R + j] = v[0];
   }
@@ -407,7 +417,7 @@ __device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint3
   for (unsigned i = tid; i < kMaskWords; i += blockDim.x) present[i] = 0;
   __syncthreads();
   for (unsigned q = tid; q < slots; q += blockDim.x) {
-    const int64_t e = int64_t(ids[q]) - int64_t(e0);
+    const int64_t e = int64_t(memra_cu::LoadFresh(ids + q)) - int64_t(e0);
     if (e >= 0 && e < int64_t(nE)) atomicOr(&present[e / 32], 1u << (e % 32));
   }
   __syncthreads();
@@ -432,7 +442,7 @@ __device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint3
     unsigned n = 0;
     for (unsigned base = 0; base < slots; base += 32) {
       const unsigned q = base + tid;
-      const bool match = q < slots && int64_t(ids[q]) - int64_t(e0) == chosen;
+      const bool match = q < slots && int64_t(memra_cu::LoadFresh(ids + q)) - int64_t(e0) == chosen;
       const uint32_t m = __ballot_sync(0xffffffffu, match);
       if (match) list[n + __popc(m & ((1u << tid) - 1))] = uint16_t(q);
       n += __popc(m);
@@ -441,6 +451,18 @@ __device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint3
   }
   __syncthreads();
   *group = {uint64_t(chosen), count, list};
+  return true;
+}
+
+// At t = 1 a valid routing names each expert once: block row y is slot y alone, as owned or
+// not, with no grouping pass (its barriers and reads would be the whole kernel's latency).
+__device__ __forceinline__ bool SlotGroup(const int32_t* __restrict__ ids, uint32_t e0, uint32_t nE,
+                                          ExpertGroup* group) {
+  __shared__ uint16_t slot;
+  const int64_t e = int64_t(memra_cu::LoadFresh(ids + blockIdx.y)) - int64_t(e0);
+  if (e < 0 || e >= int64_t(nE)) return false;
+  slot = uint16_t(blockIdx.y);
+  *group = {uint64_t(e), 1, &slot};
   return true;
 }
 
@@ -456,7 +478,7 @@ struct SiluGateUp {
   }
 };
 
-template <int T, int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kPerSlot, bool kWide, bool kVecX>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_up(float* __restrict__ act, const float* __restrict__ xd,
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
@@ -466,7 +488,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   PdlWait();
   PdlLaunchDependents();
   ExpertGroup g;
-  if (!FindGroup(ids, slots, e0, nE, &g)) return;
+  if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
   for (unsigned b = 0; b < g.n; b += T) {
@@ -491,7 +513,7 @@ struct StoreContrib {
   }
 };
 
-template <int T, int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kPerSlot, bool kWide, bool kVecX>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
@@ -499,7 +521,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   PdlWait();
   PdlLaunchDependents();
   ExpertGroup g;
-  if (!FindGroup(ids, slots, e0, nE, &g)) return;
+  if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[1] = {w2 + g.local * F * H};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
   for (unsigned b = 0; b < g.n; b += T) {
@@ -569,18 +591,15 @@ struct GemvArgs {
   uint32_t K, cols;
 };
 
-template <int T, int CW, bool kAccumulate = false, int kOcc = 1>
+template <int T, int CW, bool kAccumulate = false>
 cudaError_t GemvLaunch(const GemvArgs& a, bool wide, bool vec, unsigned split,
                        cudaStream_t stream) {
-  const auto kernel = wide ? (vec ? gemv<T, CW, true, true, kAccumulate, kOcc> : gemv<T, CW, true, false, kAccumulate, kOcc>)
-                           : (vec ? gemv<T, CW, false, true, kAccumulate, kOcc> : gemv<T, CW, false, false, kAccumulate, kOcc>);
-  return LaunchTiles(kernel, a.cols, CW, 1, split, stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw,
-                     a.K, a.cols, split);
+  return LaunchTiles(MEMRA_PICK4(gemv, T, CW, kAccumulate), a.cols, CW, 1, split, stream, a.out, a.ldo,
+                     a.x, a.ldx, a.W, a.ldw, a.K, a.cols, split);
 }
 
 template <int T, bool kAccumulate>
-cudaError_t GemvRows(const GemvArgs& a, cudaStream_t stream) {
-  const unsigned split = Split(a.K);
+cudaError_t GemvRows(const GemvArgs& a, unsigned split, cudaStream_t stream) {
   const int cw = PickCw(
       CwMax(T, 1), [](int c, const void* p) {
         const GemvArgs& g = *static_cast<const GemvArgs*>(p);
@@ -610,11 +629,12 @@ struct ExpertUpArgs {
 };
 
 // grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
+// One pass of one row (T = 1) is the t = 1 launch: slot y is block row y (SlotGroup).
 template <int T, int CW>
 cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, bool vec, unsigned slots,
                            unsigned groups, unsigned split, cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW), a.F, CW, groups, split, stream, a.act, a.xd,
-                     a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, slots, split);
+  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1), a.F, CW, T == 1 ? slots : groups, split,
+                     stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, slots, split);
 }
 
 struct ExpertDownArgs {
@@ -628,8 +648,8 @@ struct ExpertDownArgs {
 template <int T, int CW>
 cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, bool vec, unsigned slots,
                              unsigned groups, unsigned split, cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW), a.H, CW, groups, split, stream, a.contrib,
-                     a.act, a.ids, a.w2, a.e0, a.nE, a.K, a.H, a.F, slots, split);
+  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1), a.H, CW, T == 1 ? slots : groups, split,
+                     stream, a.contrib, a.act, a.ids, a.w2, a.e0, a.nE, a.K, a.H, a.F, slots, split);
 }
 
 // Rows a pass of a group takes: one at t = 1 (the widest loads), two past it (a valid routing
@@ -666,16 +686,16 @@ cudaError_t LatentQueryRows(const LatentQueryArgs& a, cudaStream_t stream) {
 #undef MEMRA_PICK4
 
 template <bool kAccumulate>
-cudaError_t GemvBatch(const GemvArgs& a, uint32_t t, cudaStream_t stream) {
+cudaError_t GemvBatch(const GemvArgs& a, uint32_t t, unsigned split, cudaStream_t stream) {
   switch (t) {
-    case 1: return GemvRows<1, kAccumulate>(a, stream);
-    case 2: return GemvRows<2, kAccumulate>(a, stream);
-    case 3: return GemvRows<3, kAccumulate>(a, stream);
-    case 4: return GemvRows<4, kAccumulate>(a, stream);
-    case 5: return GemvRows<5, kAccumulate>(a, stream);
-    case 6: return GemvRows<6, kAccumulate>(a, stream);
-    case 7: return GemvRows<7, kAccumulate>(a, stream);
-    case 8: return GemvRows<8, kAccumulate>(a, stream);
+    case 1: return GemvRows<1, kAccumulate>(a, split, stream);
+    case 2: return GemvRows<2, kAccumulate>(a, split, stream);
+    case 3: return GemvRows<3, kAccumulate>(a, split, stream);
+    case 4: return GemvRows<4, kAccumulate>(a, split, stream);
+    case 5: return GemvRows<5, kAccumulate>(a, split, stream);
+    case 6: return GemvRows<6, kAccumulate>(a, split, stream);
+    case 7: return GemvRows<7, kAccumulate>(a, split, stream);
+    case 8: return GemvRows<8, kAccumulate>(a, split, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -684,10 +704,13 @@ cudaError_t GemvBatch(const GemvArgs& a, uint32_t t, cudaStream_t stream) {
 
 extern "C" cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                                   const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols,
-                                  uint32_t t, int accumulate, cudaStream_t stream) {
+                                  uint32_t t, int accumulate, uint32_t split,
+                                  cudaStream_t stream) {
   if (t == 0 || cols == 0) return cudaSuccess;
+  if (split > kMaxSplit) return cudaErrorInvalidValue;
   const GemvArgs a{out, ldo, x, ldx, W, ldw, K, cols};
-  return accumulate ? GemvBatch<true>(a, t, stream) : GemvBatch<false>(a, t, stream);
+  const unsigned s = split == 0 ? Split(K) : split;
+  return accumulate ? GemvBatch<true>(a, t, s, stream) : GemvBatch<false>(a, t, s, stream);
 }
 
 extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids,
@@ -697,7 +720,7 @@ extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_
   if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
   if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
   const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F};
-  const unsigned split = Split(H), slots = t * K, groups = slots < nE ? slots : nE;
+  const unsigned split = Split(H, kExpertUpRows), slots = t * K, groups = slots < nE ? slots : nE;
   const auto ok = [](int c, const void* p) {
     const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
     return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);

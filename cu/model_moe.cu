@@ -16,6 +16,7 @@ namespace {
 using memra_model::E4m3Decode;
 using memra_model::E4m3Encode;
 using memra_cu::LaunchModelKernel;
+using memra_cu::LoadFresh;
 using memra_cu::PdlLaunchDependents;
 using memra_cu::PdlWait;
 
@@ -27,45 +28,61 @@ using memra_cu::PdlWait;
 // both are order-free, which lets 32 lanes (lane l holds elements l, l + 32, ...) find it.
 constexpr uint32_t kNone = 0xffffffffu;
 
-// Row s's picks and weights, by the 32 lanes of one warp (all of which call it).
+// Row s's picks and weights, by the 32 lanes of one warp (all of which call it). Each lane keeps
+// its elements in registers for the whole pass (a pick re-reading them from L2 cost the router
+// 7 us at E = 32, K = 8: scripts/probes/step-kernels-probe.cu), and carries the value of its first
+// untaken index alongside the index itself through the butterfly.
 __device__ __forceinline__ void RouteRow(int32_t* __restrict__ ids, float* __restrict__ wts,
                                          const float* __restrict__ x, uint32_t E, uint32_t K,
                                          unsigned lane) {
-  uint32_t taken = 0;  // bit m: element lane + 32m (E <= 1024)
-  float sel[MEMRA_MODEL_MAX_TOPK];
+  constexpr unsigned kPerLane = MEMRA_MODEL_MAX_EXPERTS / 32;
+  static_assert(MEMRA_MODEL_MAX_TOPK <= 64, "two picks' values a lane");
+  float v[kPerLane];
+#pragma unroll
+  for (unsigned m = 0; m < kPerLane; ++m) {
+    const uint32_t i = lane + 32 * m;
+    v[m] = i < E ? LoadFresh(x + i) : 0.0f;
+  }
+  uint32_t taken = 0;  // bit m: element lane + 32m
+  float selLo = 0.0f, selHi = 0.0f;  // the value of pick `lane` and of pick `lane + 32`
   for (uint32_t k = 0; k < K; ++k) {
     uint32_t first = kNone, bi = kNone;
-    float bv = 0.0f;
-    for (uint32_t m = 0, i = lane; i < E; ++m, i += 32) {
-      if ((taken >> m) & 1u) continue;
-      const float v = x[i];
-      if (first == kNone) first = i;
-      if (!isnan(v) && (bi == kNone || v > bv)) bv = v, bi = i;
+    float fv = 0.0f, bv = 0.0f;
+#pragma unroll
+    for (unsigned m = 0; m < kPerLane; ++m) {
+      const uint32_t i = lane + 32 * m;
+      if (i >= E || ((taken >> m) & 1u)) continue;
+      if (first == kNone) first = i, fv = v[m];
+      if (!isnan(v[m]) && (bi == kNone || v[m] > bv)) bv = v[m], bi = i;
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-      first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+      const uint32_t of = __shfl_xor_sync(0xffffffffu, first, o);
+      const float ofv = __shfl_xor_sync(0xffffffffu, fv, o);
+      if (of < first) first = of, fv = ofv;
       const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
       const uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
       if (oi != kNone && (bi == kNone || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
     }
     // K <= E, so an untaken element exists; if the first one is NaN it is the pick.
-    const float f = x[first];
-    const uint32_t pick = isnan(f) ? first : bi;
+    const uint32_t pick = isnan(fv) ? first : bi;
     if (pick % 32 == lane) taken |= 1u << (pick / 32);
-    sel[k] = isnan(f) ? f : bv;
+    const float picked = isnan(fv) ? fv : bv;
+    if (k % 32 == lane) (k < 32 ? selLo : selHi) = picked;
     if (lane == 0) ids[k] = int32_t(pick);
   }
-  if (lane != 0) return;
-  // f32-ops.ts softmaxInPlace over the K selected, in slot order.
+  // f32-ops.ts softmaxInPlace over the K selected, in slot order: the max (exact in any order),
+  // each exp in its own lane, their sum in slot order on every lane, then each weight.
   float mx = -INFINITY;
-  for (uint32_t k = 0; k < K; ++k) mx = sel[k] > mx ? sel[k] : mx;
-  float sum = 0.0f;
   for (uint32_t k = 0; k < K; ++k) {
-    sel[k] = expf(__fsub_rn(sel[k], mx));
-    sum = __fadd_rn(sum, sel[k]);
+    const float sk = __shfl_sync(0xffffffffu, k < 32 ? selLo : selHi, k % 32);
+    mx = sk > mx ? sk : mx;
   }
-  for (uint32_t k = 0; k < K; ++k) wts[k] = __fdiv_rn(sel[k], sum);
+  const float eLo = expf(__fsub_rn(selLo, mx)), eHi = expf(__fsub_rn(selHi, mx));
+  float sum = 0.0f;
+  for (uint32_t k = 0; k < K; ++k) sum = __fadd_rn(sum, __shfl_sync(0xffffffffu, k < 32 ? eLo : eHi, k % 32));
+  if (lane < K) wts[lane] = __fdiv_rn(eLo, sum);
+  if (lane + 32 < K) wts[lane + 32] = __fdiv_rn(eHi, sum);
 }
 
 __global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,
@@ -99,11 +116,11 @@ __device__ __forceinline__ void QuantizeBlock(uint8_t* __restrict__ xq, float* _
   const uint64_t at = blk * kQB + 4 * lane;
   float v[4];
   if (kVec) {
-    const float4 v4 = *reinterpret_cast<const float4*>(b + at);
+    const float4 v4 = LoadFresh(reinterpret_cast<const float4*>(b + at));
     v[0] = v4.x, v[1] = v4.y, v[2] = v4.z, v[3] = v4.w;
   } else {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = b[at + i];
+    for (int i = 0; i < 4; ++i) v[i] = LoadFresh(b + at + i);
   }
   float mx = 0.0f;
 #pragma unroll
@@ -156,7 +173,7 @@ __global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ x
   PdlLaunchDependents();
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    xd[i] = __fmul_rn(E4m3Decode(xq[i]), xs[i / kQB]);
+    xd[i] = __fmul_rn(E4m3Decode(LoadFresh(xq + i)), LoadFresh(xs + i / kQB));
   }
 }
 
@@ -176,10 +193,10 @@ __global__ void moe_combine(float* __restrict__ h, const float* __restrict__ wts
     float moe = 0.0f;
     for (uint32_t k = 0; k < K; ++k) {
       const uint64_t q = s * K + k;
-      const float* c = int64_t(ids[q]) < int64_t(splitE) ? lo : hi;
-      moe = __fadd_rn(moe, __fmul_rn(wts[q], c[q * H + i]));
+      const float* c = int64_t(LoadFresh(ids + q)) < int64_t(splitE) ? lo : hi;
+      moe = __fadd_rn(moe, __fmul_rn(LoadFresh(wts + q), LoadFresh(c + q * H + i)));
     }
-    h[idx] = __fadd_rn(h[idx], moe);
+    h[idx] = __fadd_rn(LoadFresh(h + idx), moe);
   }
 }
 

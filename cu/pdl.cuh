@@ -26,6 +26,18 @@ __device__ __forceinline__ void PdlWait() {
 #endif
 }
 
+// A value some earlier kernel of the step wrote (an activation, a position, a token, the cache,
+// the router's ids): read from L2, never through the read-only path or L1. With PDL this kernel's
+// blocks may be resident before that kernel has finished, so the non-coherent path's contract (data
+// read-only for the kernel's whole lifetime) does not hold, and an SM's L1 may keep a line from
+// before the write; every store reaches L2, which PdlWait() makes the writes visible in. Seen: the
+// walk's hidden state wrong at some steps (NaN at others) with PDL on and __ldg loads of x, right
+// with PDL off. Weights keep __ldg: nothing writes them while steps run.
+template <class T>
+__device__ __forceinline__ T LoadFresh(const T* p) {
+  return __ldcg(p);
+}
+
 __device__ __forceinline__ void PdlLaunchDependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

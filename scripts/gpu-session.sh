@@ -7,7 +7,8 @@
 #
 #   core    the GPU suite's foundation, transports, model kernels and parent graph files
 #   decode  the GPU suite's decode walk on tiny and small (weights, GPU vs CPU, every transport,
-#           the EP graph, the step graph) and the join profile's self-timed joins
+#           the EP graph, the step graph), the replicated walk on small and the join profile's
+#           self-timed joins
 #   decode-bench  the same on bench
 #   bench   the decode and ep suites, a profile of bench (committed as the example), sanitize
 #   joins   the joins suite (every transport and op)
@@ -85,9 +86,11 @@ for phase in "${phases[@]}"; do
       step test-ep-graph 100 npx mocha --timeout 120000 dist/test/gpu/ep-graph.test.js ;;
     decode)
       step test-decode 570 npx mocha --timeout 120000 --grep 'bench, t=' --invert dist/test/gpu/decode.test.js
+      step test-replicated-walk 180 npx mocha --timeout 120000 --grep 'small, t = 1' dist/test/gpu/replicated-walk.test.js
       step test-join-profile 120 npx mocha --timeout 120000 dist/test/gpu/join-profile.test.js ;;
     decode-bench)
-      step test-decode-bench 570 npx mocha --timeout 120000 --grep 'bench, t=' dist/test/gpu/decode.test.js ;;
+      step test-decode-bench 570 npx mocha --timeout 120000 --grep 'bench, t=' dist/test/gpu/decode.test.js
+      step test-replicated-walk-bench 300 npx mocha --timeout 120000 --grep 'bench, t = 1' dist/test/gpu/replicated-walk.test.js ;;
     bench)
       step bench-decode 200 node dist/bench/main.js decode --out "$logs"
       step bench-ep 150 node dist/bench/main.js ep --out "$logs"

@@ -8,7 +8,7 @@
 import { randomInt } from 'node:crypto';
 import { Session, type SessionOptions } from '../../src/decode/session.js';
 import { DEFAULT_CONFIG } from '../../src/decode/decode-config.js';
-import type { ModelConfig } from '../../src/decode/model-config.js';
+import type { ModelConfig, PresetName } from '../../src/decode/model-config.js';
 import type { BackendKind } from '../../src/runtime/device-api.js';
 
 export interface InvalidCase {
@@ -93,7 +93,6 @@ function badConfig(layers: number): { config: unknown; path: string } {
         path: `$.spin.${k}`,
       };
     },
-    () => ({ config: pick([[], 5, null, true]), path: '$' }),
   ])();
 }
 
@@ -102,39 +101,27 @@ function badOpen(model: ModelConfig): { options: SessionOptions; names: RegExp }
   return pick<() => { options: SessionOptions; names: RegExp }>([
     () => {
       const name = junkName();
-      return { options: { model: name }, names: new RegExp(`unknown model preset '${name}'`) };
-    },
-    () => {
-      const h = 256 * randomInt(1, 8) + randomInt(1, 256);
-      return {
-        options: { model: { ...model, hidden: h } },
-        names: new RegExp(`hidden must be a positive multiple of 256, got ${h}`),
-      };
+      return { options: { model: name as PresetName }, names: new RegExp(`'${name}'`) };
     },
     () => ({
-      options: { model: { ...model, heads: 2 * randomInt(1, 8) + 1 } },
-      names: /heads must be positive and even/,
+      options: { model: { ...model, hidden: 256 * randomInt(1, 8) + randomInt(1, 256) } },
+      names: /\bhidden\b/,
     }),
-    () => ({ options: { model: { ...model, seed: -1n } }, names: /seed must be a u64 bigint/ }),
-    () => {
-      const m = pick([0, 9, 1.5, -2]);
-      return { options: { maxBatch: m }, names: new RegExp(`maxBatch must be an integer in \\[1, 8\\], got ${m}`) };
-    },
-    () => ({ options: { layout: junkName() as never }, names: /layout must be 'sharded' or 'unsharded'/ }),
-    () => ({ options: { backend: junkName() as never }, names: /backend must be 'auto', 'cuda' or 'cpu'/ }),
+    () => ({ options: { model: { ...model, heads: 2 * randomInt(1, 8) + 1 } }, names: /\bheads\b/ }),
+    () => ({ options: { model: { ...model, seed: -1n } }, names: /\bseed\b/ }),
+    () => ({ options: { maxBatch: pick([0, 9, 1.5, -2]) }, names: /\bmaxBatch\b/ }),
+    () => ({ options: { layout: junkName() as never }, names: /\blayout\b/ }),
+    () => ({ options: { backend: junkName() as never }, names: /\bbackend\b/ }),
     () => {
       const d = 7 + randomInt(0, 100);
-      return {
-        options: { layout: 'unsharded', runtime: { devices: [d] } },
-        names: new RegExp(`device ordinal ${d} is out of range`),
-      };
+      return { options: { layout: 'unsharded', runtime: { devices: [d] } }, names: new RegExp(`ordinal ${d}\\b`) };
     },
-    () => ({ options: { runtime: { devices: [0, 0] } }, names: /RuntimeOptions\.devices: both ranks are on device 0/ }),
+    () => ({ options: { runtime: { devices: [0, 0] } }, names: /both ranks are on device 0.*loopback/ }),
     () => {
       const k = pick(['spinMicros', 'handshakeTimeoutMs', 'callTimeoutMs', 'completionSlots', 'ringCapacity']);
-      return { options: { runtime: { [k]: pick([-1, 0.5]) } }, names: new RegExp(`RuntimeOptions\\.${k} must be`) };
+      return { options: { runtime: { [k]: pick([-1, 0.5]) } }, names: new RegExp(`\\.${k}\\b`) };
     },
-    () => ({ options: { config: { wo: junkName() } as never }, names: /config: \$\.wo: must be one of/ }),
+    () => ({ options: { config: { wo: junkName() } as never }, names: /\$\.wo\b/ }),
   ])();
 }
 
@@ -144,11 +131,7 @@ export function invalidCase(backend: BackendKind, preset: string, model: ModelCo
   return pick<() => InvalidCase>([
     () => {
       const x = badToken(V);
-      return {
-        what: `step([${show(x)}])`,
-        names: new RegExp(`step: row 0: token .* is out of range \\[0, ${V}\\)`),
-        run: (s) => s.step([x as number]),
-      };
+      return { what: `step([${show(x)}])`, names: /\brow 0\b/, run: (s) => s.step([x as number]) };
     },
     () => {
       const n = pick([0, maxBatch + randomInt(1, 9)]);
@@ -162,7 +145,7 @@ export function invalidCase(backend: BackendKind, preset: string, model: ModelCo
       const x = pick<unknown>([randomInt(0, V), 'abc', null, undefined, { 0: 1, length: 1 }, new Int32Array(1)]);
       return {
         what: `step(${show(x)})`,
-        names: /step: tokens must be an array of token ids, one per row/,
+        names: /step: tokens must be an array of token ids/,
         run: (s) => s.step(x as number[]),
       };
     },
@@ -171,7 +154,7 @@ export function invalidCase(backend: BackendKind, preset: string, model: ModelCo
       const call = pick(['reset', 'position'] as const);
       return {
         what: `${call}(${show(slot)})`,
-        names: new RegExp(`slot must be in \\[0, ${maxBatch}\\), got`),
+        names: new RegExp(`${call}: slot must be an integer`),
         run: (s) => s[call](slot as number),
       };
     },
@@ -179,15 +162,23 @@ export function invalidCase(backend: BackendKind, preset: string, model: ModelCo
       const { config, path } = badConfig(model.layers);
       return {
         what: `setConfig(${show(config)})`,
-        names: new RegExp(`^config: ${esc(path)}: `),
+        names: new RegExp(`: ${esc(path)}: `),
         run: (s) => s.setConfig(config as never),
+      };
+    },
+    () => {
+      const c = pick<unknown>([[], 5, null, true]);
+      return {
+        what: `setConfig(${show(c)})`,
+        names: /setConfig: config must be a config object or the path of a JSON config file/,
+        run: (s) => s.setConfig(c as never),
       };
     },
     () => {
       const file = `/nonexistent/soak-${junkName()}.json`;
       return {
         what: `setConfig('${file}')`,
-        names: new RegExp(`^${esc(file)}: \\$: cannot be read`),
+        names: new RegExp(`^${esc(file)}\\b`),
         run: (s) => s.setConfig(file),
       };
     },
@@ -203,7 +194,7 @@ export function invalidCase(backend: BackendKind, preset: string, model: ModelCo
         names,
         opens: true,
         run: () =>
-          Session.open({ backend, model: preset, maxBatch: 1, ...options }).then(async (opened) => {
+          Session.open({ backend, model: preset as PresetName, maxBatch: 1, ...options }).then(async (opened) => {
             await opened.close();
             throw new Error('Session.open opened a session it should have refused');
           }),

@@ -8,6 +8,7 @@ import { Session } from '../../src/decode/session.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
 import type { BackendKind } from '../../src/runtime/device-api.js';
 import type { TransportName } from '../../src/runtime/transports/transport.js';
+import type { PresetName } from '../../src/decode/model-config.js';
 
 export interface Variant {
   loopback: boolean;
@@ -37,7 +38,7 @@ export function variantConfig(v: Variant): DecodeConfig {
 export function openVariant(backend: BackendKind, preset: string, v: Variant): Promise<Session> {
   return Session.open({
     backend,
-    model: preset,
+    model: preset as PresetName,
     maxBatch: 1,
     config: variantConfig(v),
     ...(v.loopback

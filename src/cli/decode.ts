@@ -4,23 +4,119 @@
  * summary on stdout, or one JSON document with --json.
  */
 import { Session } from '../decode/session.js';
-import { DEFAULT_CONFIG, loadDecodeConfig, type DecodeConfig } from '../decode/decode-config.js';
+import { WALKS, type DecodeConfig, type WalkName } from '../decode/decode-config.js';
 import type { StepOutput } from '../decode/session.js';
 import { HOPS, type JoinTiming } from '../decode/join-profile.js';
+import { PRESETS, type PresetName } from '../decode/model-config.js';
+import { detectBackend } from '../runtime/runtime.js';
 import { Progress } from './progress.js';
 import type { BackendKind } from '../runtime/device-api.js';
-import { detectBackend } from '../runtime/runtime.js';
-import type { Layout } from '../decode/device-weights.js';
+import { LAYOUTS, type Layout } from '../decode/device-weights.js';
 import { summarize } from './stats.js';
+import { UsageError, defineCommand, type CliValues } from './options.js';
+import { BACKEND_OPTION, JSON_OPTION } from './shared-options.js';
+
+/** decode's options; profile takes them too, less --no-profile, plus --out. */
+export const DECODE_OPTIONS = {
+  preset: {
+    type: 'choice',
+    choices: Object.keys(PRESETS),
+    help: 'the model (default: small on the GPU, tiny on the CPU reference)',
+  },
+  tokens: {
+    type: 'int',
+    min: 1,
+    default: 32,
+    value: 'N',
+    help: `tokens each row produces, at most the model's maxPos (${Object.entries(PRESETS)
+      .map(([k, p]) => `${k} ${p.maxPos}`)
+      .join(', ')})`,
+  },
+  batch: {
+    type: 'int',
+    min: 1,
+    max: 8,
+    default: 1,
+    value: 'T',
+    help: 'rows a step, one sequence each (row s starts from token s)',
+  },
+  config: {
+    type: 'path',
+    value: 'FILE',
+    help: "a JSON decode config (transports per layer, wo variant, graphs, spin bounds), found against the working directory, then among memra's own bench/configs/",
+  },
+  backend: BACKEND_OPTION,
+  walk: {
+    type: 'choice',
+    choices: WALKS,
+    help: "the sharded layout's walk, over the config's: seed (root-centred, five joins a layer) or replicated (both ranks hold h, three joins a layer)",
+  },
+  layout: {
+    type: 'choice',
+    choices: LAYOUTS,
+    help: 'sharded over two ranks, or unsharded on one (default: sharded over two GPUs, unsharded on one; it prints which it chose and why)',
+  },
+  devices: {
+    type: 'ints',
+    min: 0,
+    count: [1, 2],
+    value: 'D[,D]',
+    what: 'one device ordinal or two separated by a comma (0, or 0,1)',
+    help: 'the device ordinals, one per rank: one runs unsharded, two sharded',
+  },
+  loopback: {
+    type: 'flag',
+    help: 'both ranks of the sharded walk on one device (for testing two-rank code on one card; its timings are not two-GPU figures)',
+  },
+  json: JSON_OPTION,
+} as const;
+
+export const decodeCommand = defineCommand(
+  {
+    name: 'decode',
+    summary: "greedy decoding of the synthetic model, with tokens/s and each hop's join latency",
+    description:
+      'Greedy decoding of the synthetic model through the session API: row s starts from token s and feeds its tokens back. ' +
+      "Prints the tokens, tokens/s at the median step, and each hop's join latency (device time on the receiving rank); --no-profile leaves the joins untimed. " +
+      'Progress goes to stderr.',
+    options: {
+      ...DECODE_OPTIONS,
+      'no-profile': { type: 'flag', help: "leave the joins untimed (the config's profile: false)" },
+    },
+  },
+  async (v) => {
+    const r = await decode({ ...decodeOptions(v), profile: !v['no-profile'] });
+    if (v.json) console.log(JSON.stringify(r));
+    else printDecode(r);
+  },
+);
+
+/** The parsed options as DecodeOptions (less the profile switch, which differs by command). */
+export function decodeOptions(v: CliValues<typeof DECODE_OPTIONS>): Omit<DecodeOptions, 'profile'> {
+  return {
+    tokens: v.tokens,
+    batch: v.batch,
+    json: v.json,
+    backend: v.backend as DecodeOptions['backend'],
+    loopback: v.loopback,
+    ...(v.layout ? { layout: v.layout as Layout } : {}),
+    ...(v.devices ? { devices: v.devices } : {}),
+    ...(v.preset ? { preset: v.preset as PresetName } : {}),
+    ...(v.config ? { config: v.config } : {}),
+    ...(v.walk ? { walk: v.walk as WalkName } : {}),
+  };
+}
 
 export interface DecodeOptions {
-  preset?: string;
+  preset?: PresetName;
   tokens: number;
   batch: number;
   config?: string;
   backend: 'auto' | BackendKind;
   /** Default: what the machine allows (src/decode/run-plan.ts). */
   layout?: Layout;
+  /** The sharded layout's walk, over the config's (`walk`). */
+  walk?: WalkName;
   /** Device ordinals, one per rank (RuntimeOptions.devices). */
   devices?: number[];
   /** Both ranks on one device (RuntimeOptions.loopback). */
@@ -56,8 +152,11 @@ export interface DecodeReport {
   tokens: number[][];
   /** Main-thread wall time of each step, ms. */
   stepMs: number[];
+  /** batch / medianStepMs: the rate at the median step (first step excluded). */
   tokensPerSecond: number;
   medianStepMs: number;
+  /** The mean step (first excluded): with it, batch / meanStepMs is the rate over the whole run. */
+  meanStepMs: number;
   weightBytesPerRank: number[];
   /** Per-hop join latency, with --profile on a sharded run. */
   joins?: { hops: HopSummary[]; medianUsPerToken: number };
@@ -72,32 +171,31 @@ export interface DecodeReport {
 }
 
 export async function decode(o: DecodeOptions): Promise<DecodeReport> {
-  if (o.backend === 'auto') {
-    // The user asked for the best backend; when that is the CPU reference, say why before the wait.
-    const pick = detectBackend();
-    if (pick.backend === 'cpu') process.stderr.write(`memra: decoding on the CPU reference backend: ${pick.why}\n`);
-  }
+  // The model is settled here, so a count past its cache is refused before anything loads.
+  const pick = o.backend === 'auto' ? detectBackend() : undefined;
+  // The user asked for the best backend; when that is the CPU reference, say why before the wait.
+  if (pick?.backend === 'cpu') process.stderr.write(`memra: decoding on the CPU reference backend: ${pick.why}\n`);
+  const preset: PresetName = o.preset ?? ((pick?.backend ?? o.backend) === 'cuda' ? 'small' : 'tiny');
+  const maxPos = PRESETS[preset].maxPos;
+  if (o.tokens > maxPos)
+    throw new UsageError(
+      `--tokens ${o.tokens} is past the KV cache of --preset ${preset} (maxPos ${maxPos}): at most ${maxPos}`,
+      'ERR_INVALID_ARG_VALUE',
+    );
   const progress = new Progress();
   const session = await Session.open({
     backend: o.backend,
     ...(o.layout ? { layout: o.layout } : {}),
     runtime: { loopback: o.loopback, ...(o.devices ? { devices: o.devices } : {}) },
     maxBatch: o.batch,
-    ...(o.preset ? { model: o.preset } : {}),
-    ...(o.config || o.profile
-      ? {
-          config: o.profile
-            ? { ...(o.config ? loadDecodeConfig(o.config) : DEFAULT_CONFIG), profile: true }
-            : o.config!,
-        }
-      : {}),
+    model: preset,
+    ...(o.config ? { config: o.config } : {}),
     onProgress: (done, total) => progress.tick('weights', done, total),
   });
   progress.done();
   try {
-    const preset = o.preset ?? (session.backend === 'cuda' ? 'small' : 'tiny');
-    if (o.tokens > session.model.maxPos)
-      throw new RangeError(`--tokens ${o.tokens} is past the model's KV cache (maxPos ${session.model.maxPos})`);
+    if (o.profile) await session.setConfig({ profile: true });
+    if (o.walk) await session.setConfig({ walk: o.walk });
     const out: number[][] = Array.from({ length: o.batch }, () => []);
     const stepMs: number[] = [];
     const joinReads: Array<Promise<JoinTiming[]>> = [];
@@ -116,8 +214,7 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
     progress.done();
     const joins = await Promise.all(joinReads);
     // The first step also pays for first-touch costs; it is kept in stepMs but not in the rate.
-    const steady = stepMs.length > 1 ? stepMs.slice(1) : stepMs;
-    const total = steady.reduce((a, b) => a + b, 0);
+    const steady = summarize(stepMs.length > 1 ? stepMs.slice(1) : stepMs);
     const report: DecodeReport = {
       backend: session.backend,
       layout: session.layout,
@@ -129,8 +226,9 @@ export async function decode(o: DecodeOptions): Promise<DecodeReport> {
       batch: o.batch,
       tokens: out,
       stepMs,
-      tokensPerSecond: (steady.length * o.batch) / (total / 1000),
-      medianStepMs: summarize(steady).median,
+      tokensPerSecond: (o.batch * 1000) / steady.median,
+      medianStepMs: steady.median,
+      meanStepMs: steady.mean,
       weightBytesPerRank: session.weightBytes(),
       placement: session.runtime.placement,
     };
@@ -165,7 +263,7 @@ function summarizeJoins(steps: JoinTiming[][]): { hops: HopSummary[]; medianUsPe
 
 export function printDecode(r: DecodeReport): void {
   console.log(
-    `backend: ${r.backend} (${r.layout}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
+    `backend: ${r.backend} (${r.layout}${r.layout === 'sharded' ? `, ${r.config?.walk ?? 'seed'} walk` : ''}${r.loopback ? ', loopback' : ''}), model: ${r.preset}, batch ${r.batch}`,
   );
   console.log(`chose: ${r.why}`);
   const size = (b: number): string =>
@@ -175,8 +273,9 @@ export function printDecode(r: DecodeReport): void {
   if (r.placement.some((p) => p.cpu !== null))
     console.log(`workers: ${r.placement.map((p) => `rank ${p.rank} on CPU ${p.cpu ?? `? (${p.why})`}`).join(', ')}`);
   for (const [s, row] of r.tokens.entries()) console.log(`row ${s}: ${row.join(' ')}`);
+  const steps = Math.max(1, r.stepMs.length - 1);
   console.log(
-    `${r.tokensPerSecond.toFixed(1)} tokens/s; step ${r.medianStepMs.toFixed(3)} ms median over ${Math.max(1, r.stepMs.length - 1)} steps (main-thread wall time, first step excluded)`,
+    `${r.tokensPerSecond.toFixed(1)} tokens/s at the median step of ${r.medianStepMs.toFixed(3)} ms (batch ${r.batch} / step; main-thread wall time over ${steps} step${steps === 1 ? '' : 's'}, first excluded); mean step ${r.meanStepMs.toFixed(3)} ms`,
   );
   if (r.epGraph) {
     const g = r.epGraph;

@@ -6,7 +6,8 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { decode, printDecode, type DecodeOptions, type DecodeReport } from './decode.js';
+import { DECODE_OPTIONS, decode, decodeOptions, printDecode, type DecodeOptions, type DecodeReport } from './decode.js';
+import { UsageError, defineCommand } from './options.js';
 import { describeMachine } from './machine.js';
 import { ProfileRecorder } from '../profile/recorder.js';
 import { documentToJson, profileDocument } from '../profile/json-export.js';
@@ -20,6 +21,31 @@ export interface ProfileRun {
   files: string[];
 }
 
+export const profileCommand = defineCommand(
+  {
+    name: 'profile',
+    summary: 'a decode with every join profiled, written as JSON, a Chrome trace and an HTML report',
+    description:
+      'A decode run (the options of memra decode) with every join profiled, written into one folder: ' +
+      'profile.json (raw samples, per-(layer, hop, transport) histograms), trace.json (Chrome trace events: open it in Perfetto) and report.html (self-contained SVG plots).',
+    options: {
+      ...DECODE_OPTIONS,
+      out: {
+        type: 'path',
+        value: 'DIR',
+        default: 'memra-profile',
+        help: 'the folder the three files are written into',
+      },
+    },
+  },
+  async (v) => {
+    const { json, ...o } = decodeOptions(v);
+    const r = await profile(o, v.out);
+    if (json) console.log(JSON.stringify({ ...r.report, files: r.files }));
+    else printProfile(r);
+  },
+);
+
 export async function profile(
   o: Omit<DecodeOptions, 'profile' | 'onStep' | 'json'>,
   outDir: string,
@@ -27,7 +53,7 @@ export async function profile(
   // Before the run, not after it: the session takes exactly the layout it is given (on one GPU,
   // the sharded layout needs --loopback, and the session says so).
   if (o.layout === 'unsharded')
-    throw new Error('memra profile: an unsharded run has no joins to profile; use --layout sharded');
+    throw new UsageError('an unsharded run has no joins to profile; use --layout sharded', 'ERR_INVALID_ARG_VALUE');
   const recorder = new ProfileRecorder();
   const report = await decode({
     ...o,

@@ -11,13 +11,15 @@
  *   both ranks: g1, Wdkv (the latent is replicated), their heads' columns of Wq and rows of Wuv,
  *   their column half of Wo (the `concat` variant), their experts' W1, W3, W2;
  *   root only: Emb, Wr and g2 (root routes), gf and Wvocab (root samples);
- *   on first use of `wo: "allreduce"`: each rank's rows of Wo (its heads' part of u).
+ *   on first use of `wo: "allreduce"`: each rank's rows of Wo (its heads' part of u);
+ *   on first use of the replicated walk: rank 1's Emb, g2 and Wr (it embeds and routes too).
  */
 import type { Rank } from '../runtime/rank.js';
 import type { ModelConfig } from './model-config.js';
 import { layerTensorId, tensorSpecs, type LayerTensorName, type TensorSpec } from './weights.js';
 
 export type Layout = 'unsharded' | 'sharded';
+export const LAYOUTS: readonly Layout[] = ['sharded', 'unsharded'];
 
 /** A dense [rows, cols] slice: element (r, c) is the tensor's flat element base + r·srcCols + colStart + c. */
 interface Slice {
@@ -38,7 +40,7 @@ export interface LayerWeights {
   w1: number;
   w3: number;
   w2: number;
-  /** Root only (0 elsewhere). */
+  /** Root's, and rank 1's once the replicated walk has run (0 until then). */
   g2: number;
   wr: number;
   /** This rank's rows of Wo, for `wo: "allreduce"`; 0 until first needed. */
@@ -48,8 +50,9 @@ export interface LayerWeights {
 export interface RankWeights {
   /** The rank that holds them. */
   rank: number;
-  /** Root only (0 elsewhere). */
+  /** Root's, and rank 1's once the replicated walk has run (0 until then). */
   emb: number;
+  /** Root only (0 elsewhere). */
   gf: number;
   wvocab: number;
   layers: LayerWeights[];
@@ -242,6 +245,26 @@ export class WeightLoader {
     for (let l = 0; l < w.layers.length; l++) {
       if (w.layers[l]!.woRows === 0)
         w.layers[l]!.woRows = await this.generate(rank, this.woRowsSlice(layout, rank.rank, l));
+    }
+    await rank.drain(600_000);
+  }
+
+  /**
+   * Generate what rank r lacks of the tensors a rank needs to hold h and route (the replicated
+   * walk: Emb, every layer's g2 and Wr), on first use; rank 0 holds them from the start.
+   */
+  async loadRouting(rank: Rank, w: RankWeights): Promise<void> {
+    const gen = async (have: number, spec: TensorSpec): Promise<number> => {
+      if (have) return have;
+      const ptr = await this.generate(rank, whole(spec));
+      w.bytes += spec.size * 2;
+      return ptr;
+    };
+    w.emb = await gen(w.emb, this.spec(0));
+    for (let l = 0; l < w.layers.length; l++) {
+      const lw = w.layers[l]!;
+      lw.g2 = await gen(lw.g2, this.layer(l, 'g2'));
+      lw.wr = await gen(lw.wr, this.layer(l, 'Wr'));
     }
     await rank.drain(600_000);
   }

@@ -1,8 +1,9 @@
 /**
- * The EP step's device time per layer, from the fan-out to the merge, whichever path ran it (the
- * seed-003 graph or its eager twin): a timing-event pair per layer on rank 0's stream. Both paths
- * begin and end there (the graph is launched on rank 0's stream and fenced back onto it; the eager
- * step's merge runs there), so the pair brackets the same work either way. Read back once the
+ * The EP step's device time per layer: a timing-event pair per layer on rank 0's stream. In the
+ * seed walk, from the fan-out to the merge, whichever path ran it (the seed-003 graph or its eager
+ * twin): both begin and end there (the graph is launched on rank 0's stream and fenced back onto
+ * it; the eager step's merge runs there), so the pair brackets the same work either way. In the
+ * replicated walk, from the experts to rank 0's merge, the exchange between. Read back once the
  * step's tokens are in, never on the walk.
  */
 import type { Runtime } from '../runtime/runtime.js';
@@ -30,11 +31,21 @@ export class EpStepTimer {
   }
 
   async around(layer: number, step: () => Promise<void>): Promise<void> {
-    const [start, end] = this.pairs[layer]!;
-    this.rt.ranks[0].record(start);
+    this.begin(layer);
     await step();
-    this.rt.ranks[0].record(end);
-    this.pending.push([start, end]);
+    this.end(layer);
+  }
+
+  /** The layer's EP step starts on rank 0's stream (for a step that needs no closure). */
+  begin(layer: number): void {
+    this.rt.ranks[0].record(this.pairs[layer]![0]);
+  }
+
+  /** The layer's EP step, begun with begin(), has ended on rank 0's stream. */
+  end(layer: number): void {
+    const pair = this.pairs[layer]!;
+    this.rt.ranks[0].record(pair[1]);
+    this.pending.push(pair);
   }
 
   /** Device µs of each EP step bracketed since the last call, in walk order. */

@@ -4,6 +4,8 @@
  * experts per EP rank, 128-wide fp8 quantization blocks, 32-wide tiles), so a config that breaks
  * one is refused here, by name, before any weight is generated.
  */
+import { describe, knownKeys, type Check } from '../api/check.js';
+import { InvalidArgTypeError, InvalidArgValueError } from '../api/errors.js';
 
 export interface ModelConfig {
   /** H: model width. */
@@ -81,29 +83,73 @@ export const small: ModelConfig = PRESETS.small;
 export const bench: ModelConfig = PRESETS.bench;
 
 /** A preset by name, optionally with another seed. */
-export function presetByName(name: string, seed?: bigint): ModelConfig {
+export function presetByName(name: string, seed?: bigint, at = 'model'): ModelConfig {
+  if (typeof name !== 'string')
+    throw new InvalidArgTypeError(
+      `${at} must be a preset name (${Object.keys(PRESETS).join(', ')}) or a ModelConfig, got ${describe(name)}`,
+    );
   if (!Object.hasOwn(PRESETS, name)) {
-    throw new Error(`unknown model preset '${name}': the presets are ${Object.keys(PRESETS).join(', ')}`);
+    throw new InvalidArgValueError(
+      `unknown model preset '${name}': the presets are ${Object.keys(PRESETS).join(', ')}`,
+    );
   }
   const cfg: ModelConfig = PRESETS[name as PresetName];
   return seed === undefined ? cfg : validateConfig({ ...cfg, seed });
 }
 
+/** What a model option takes: a preset's name or a whole config. */
+export const modelOption: Check<ModelConfig> = (v, at) =>
+  typeof v === 'string' ? presetByName(v, undefined, at) : validateConfig(v as ModelConfig, at);
+
+/** The preset a config is, by name, else a description of it: for messages. */
+export function modelName(cfg: ModelConfig): string {
+  const preset = (Object.keys(PRESETS) as PresetName[]).find((k) => FIELDS.every((f) => PRESETS[k][f] === cfg[f]));
+  return preset ? `'${preset}'` : `a custom model (hidden ${cfg.hidden}, ${cfg.layers} layers)`;
+}
+
+/** A ModelConfig as JSON holds it: the u64 seed as a decimal string (a JSON number would round it). */
+export type ModelConfigJson = Omit<ModelConfig, 'seed'> & { readonly seed: string };
+
+export function modelConfigJson(cfg: ModelConfig): ModelConfigJson {
+  return { ...cfg, seed: cfg.seed.toString() };
+}
+
 type IntField = Exclude<keyof ModelConfig, 'seed'>;
 
+const FIELDS: ReadonlyArray<keyof ModelConfig> = [
+  'hidden',
+  'heads',
+  'latent',
+  'headDim',
+  'experts',
+  'topk',
+  'ffn',
+  'vocab',
+  'layers',
+  'maxPos',
+  'seed',
+];
+
 /** Throws on the first field that breaks docs/model.md's table; returns cfg so calls can chain. */
-export function validateConfig(cfg: ModelConfig): ModelConfig {
+export function validateConfig(cfg: ModelConfig, at = 'ModelConfig'): ModelConfig {
+  if (typeof cfg !== 'object' || cfg === null || Array.isArray(cfg)) {
+    throw new InvalidArgTypeError(
+      `${at} must be a preset name (${Object.keys(PRESETS).join(', ')}) or a ModelConfig object, got ${describe(cfg)}`,
+    );
+  }
+  knownKeys(cfg as unknown as Record<string, unknown>, at, FIELDS as string[]);
   const int = (f: IntField): number => {
     const v: unknown = cfg[f];
     // Integers only, and safe ones: sizes below multiply into flat indices.
     if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
-      throw new Error(`${f} must be an integer, got ${String(v)}`);
+      throw new InvalidArgTypeError(`${at}.${f} must be an integer, got ${describe(v)}`);
     }
     return v;
   };
+  for (const f of FIELDS) if (f !== 'seed') int(f);
   const rule = (f: IntField, ok: (v: number) => boolean, text: string): void => {
     const v = int(f);
-    if (!ok(v)) throw new Error(`${f} must be ${text}, got ${v}`);
+    if (!ok(v)) throw new InvalidArgValueError(`${at}.${f} must be ${text}, got ${v}`);
   };
   // docs/model.md is silent: whether a multiple-of rule admits 0 or negatives. A zero-width model has
   // no weights and no step, so every width must also be positive.
@@ -131,9 +177,11 @@ export function validateConfig(cfg: ModelConfig): ModelConfig {
       cfg.heads * cfg.headDim * H,
     );
   if (!Number.isSafeInteger(biggest))
-    throw new Error(`the largest tensor must have fewer than 2^53 elements, got ${biggest}`);
-  if (typeof cfg.seed !== 'bigint' || cfg.seed < 0n || cfg.seed > U64_MAX) {
-    throw new Error(`seed must be a u64 bigint in [0, 2^64), got ${String(cfg.seed)}`);
-  }
+    throw new InvalidArgValueError(`${at}: the largest tensor must have fewer than 2^53 elements, got ${biggest}`);
+  const seed: unknown = cfg.seed;
+  if (typeof seed !== 'bigint')
+    throw new InvalidArgTypeError(`${at}.seed must be a u64 bigint in [0, 2^64), got ${describe(seed)}`);
+  if (seed < 0n || seed > U64_MAX)
+    throw new InvalidArgValueError(`${at}.seed must be a u64 bigint in [0, 2^64), got ${seed}`);
   return cfg;
 }

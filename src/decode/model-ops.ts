@@ -92,8 +92,9 @@ export class ModelOps {
     cols: number,
     t: number,
     accumulate = false,
+    split = 0,
   ): number {
-    return this.put(Op.Gemv, out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0);
+    return this.put(Op.Gemv, out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0, split);
   }
   /** c = a @ Wdkv into the cache at the rows' positions, q = a @ Wq beside it, in one launch. */
   latentQuery(

@@ -3,26 +3,56 @@
  * `step(tokens)` for each batch of next tokens, change the config between steps, close it.
  *
  * Row s of a step is sequence slot s; the session tracks each slot's position, so a step carries
- * only tokens. Every argument is checked before anything is enqueued: a refused step leaves the
- * session as it was. A device barrier that refused (one rank's half of a join never ran) fails
- * its step by name, and the session drains both ranks, resets the barrier and stays usable: the
- * step may be retried. Any other failure on a device (a worker's refusal or death) closes the
- * session, and every later call says why. close() waits for a call in flight, then frees.
+ * only tokens. Every argument is checked, by type and then by range (src/api/check.ts), before
+ * anything is enqueued: a refused call leaves the session as it was and usable. A device barrier
+ * that refused (one rank's half of a join never ran) fails its step by name, and the session
+ * drains both ranks, resets the barrier and stays usable: the step may be retried. Any other
+ * failure on a device (a worker's refusal or death) closes the session, and every later call
+ * says why. close() waits for a call in flight, then frees.
  */
-import { Runtime, type RuntimeOptions } from '../runtime/runtime.js';
+import { Runtime, RUNTIME_OPTIONS, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
 import type { BackendKind } from '../runtime/device-api.js';
+import { holdOpen } from '../runtime/exit-guard.js';
+import {
+  boolean,
+  describe,
+  func,
+  integer,
+  isPlainObject,
+  oneOf,
+  options,
+  tokenRows,
+  type Check,
+} from '../api/check.js';
+import { InvalidArgTypeError, InvalidArgValueError, SessionStateError } from '../api/errors.js';
 import { DeviceWalk, mailboxBytesFor, type StepResult } from './device-walk.js';
-import { WeightLoader, type Layout, type Progress } from './device-weights.js';
-import { presetByName, validateConfig, type ModelConfig } from './model-config.js';
+import { LAYOUTS, type Layout, type Progress } from './device-weights.js';
+import {
+  modelConfigJson,
+  modelName,
+  modelOption,
+  presetByName,
+  type ModelConfig,
+  type ModelConfigJson,
+  type PresetName,
+} from './model-config.js';
 import type { JoinTiming } from './join-profile.js';
-import { DEFAULT_CONFIG, loadDecodeConfig, parseDecodeConfig, type DecodeConfig } from './decode-config.js';
+import {
+  DEFAULT_CONFIG,
+  loadDecodeConfig,
+  parseDecodeConfig,
+  type ConfigModel,
+  type DecodeConfig,
+  type DecodeConfigPatch,
+} from './decode-config.js';
+import { bytesPerDevice, checkFits } from './device-fit.js';
 import { planRun, type RunPlan } from './run-plan.js';
 import { BarrierRefusal } from './barrier-watch.js';
 
 export interface SessionOptions {
-  /** A preset name (`tiny`, `small`, `bench`) or a full config. Default: `small` on CUDA, `tiny` on the CPU. */
-  model?: string | ModelConfig;
+  /** A preset name (`tiny`, `small`, `bench`) or a whole config. Default: `small` on CUDA, `tiny` on the CPU. */
+  model?: PresetName | ModelConfig;
   /** Default `auto`: CUDA when a device is visible, else the CPU reference. */
   backend?: 'auto' | BackendKind;
   /**
@@ -33,12 +63,20 @@ export interface SessionOptions {
   layout?: Layout;
   /** The most rows (sequences) a step may carry. Default 4, at most 8. */
   maxBatch?: number;
-  /** A decode config (parsed) or the path of a JSON config file. */
-  config?: DecodeConfig | string;
+  /**
+   * A decode config, whole or in part (laid over the defaults), or the path of a JSON config
+   * file: found against the working directory, then among memra's own bench/configs/.
+   */
+  config?: DecodeConfigPatch | string;
   /** Called while weights are generated. */
   onProgress?: Progress;
   /** Passed to Runtime.open; `devices` and `loopback` also decide the default layout. */
   runtime?: RuntimeOptions;
+}
+
+export interface StepOptions {
+  /** Also return the final hidden state (`StepOutput.hidden`). Default false. */
+  hidden?: boolean;
 }
 
 export interface StepOutput {
@@ -54,42 +92,76 @@ export interface StepOutput {
    */
   joins?: Promise<JoinTiming[]>;
   /** Host: when the step began (performance.now(), ms), enqueueing it, and until its tokens were read (µs). */
-  timing: StepResult['timing'];
+  timing: StepTiming;
 }
+
+export type StepTiming = StepResult['timing'];
+
+/** The session's model: a ModelConfig whose JSON form carries the u64 seed as a decimal string. */
+export type SessionModel = ModelConfig & { toJSON(): ModelConfigJson };
 
 const MAX_BATCH = 8;
 
-/** A value as an error message shows it: JSON where it has one, else its type. */
-function describe(v: unknown): string {
-  try {
-    return JSON.stringify(v) ?? typeof v;
-  } catch {
-    return typeof v;
-  }
+/** A config option: a file's path or a config object (its fields are checked when parsed). */
+const configOption: Check<DecodeConfigPatch | string> = (v, at) => {
+  if (typeof v !== 'string' && !isPlainObject(v))
+    throw new InvalidArgTypeError(
+      `${at} must be a config object or the path of a JSON config file, got ${describe(v)}`,
+    );
+  return v as DecodeConfigPatch | string;
+};
+
+const SESSION_OPTIONS = options<SessionOptions>({
+  model: modelOption,
+  backend: oneOf(['auto', 'cuda', 'cpu']),
+  layout: oneOf(LAYOUTS),
+  maxBatch: integer(1, MAX_BATCH),
+  config: configOption,
+  onProgress: func<Progress>(),
+  runtime: RUNTIME_OPTIONS,
+});
+
+const STEP_OPTIONS = options<StepOptions>({ hidden: boolean });
+
+function sessionModel(cfg: ModelConfig): SessionModel {
+  const m = { ...cfg };
+  Object.defineProperty(m, 'toJSON', { value: () => modelConfigJson(cfg), enumerable: false });
+  return Object.freeze(m) as SessionModel;
 }
-/** Room in each CPU reference device beyond weights and activations (link buffers, staging). */
-const CPU_ARENA_SLACK = 64 * 2 ** 20;
 
 export class Session {
   private closed: Error | undefined;
   /** Set by close(), which first waits for the call in flight. */
   private closing: Promise<void> | undefined;
-  /** The call that holds the devices (a step, a config change), settled or not. */
+  /** The call that holds the devices (a step, a config change, a read-back), settled or not. */
   private inflight: Promise<unknown> | undefined;
   private readonly lengths: number[];
+  private readonly slotCheck: Check<number>;
+  readonly model: SessionModel;
+  /** Ends the exit guard's hold (runtime/exit-guard.ts), once closed. */
+  private release: () => void = () => undefined;
 
   private constructor(
     /** The backend, layout and devices this session runs on, and why. */
     readonly plan: RunPlan,
-    readonly model: ModelConfig,
+    model: ModelConfig,
     readonly maxBatch: number,
     private config: DecodeConfig,
     private readonly dev: { rt: Runtime; link: ArLink | undefined; walk: DeviceWalk },
   ) {
+    this.model = sessionModel(model);
     this.lengths = new Array<number>(maxBatch).fill(0);
+    this.slotCheck = integer(0, maxBatch - 1);
   }
 
+  /**
+   * Checks every option (by type, then range, unknown keys refused), that the model fits the
+   * backend's devices and the config fits the model, before anything is started; then opens the
+   * runtime, the link and the weights. `await using session = await Session.open(...)` closes it
+   * at the end of the block.
+   */
   static async open(opts: SessionOptions = {}): Promise<Session> {
+    SESSION_OPTIONS(opts, 'SessionOptions');
     const plan = planRun({
       backend: opts.backend,
       layout: opts.layout,
@@ -98,14 +170,12 @@ export class Session {
     });
     const { backend, layout } = plan;
     const model =
-      typeof opts.model === 'string'
-        ? presetByName(opts.model)
-        : validateConfig(opts.model ?? presetByName(backend === 'cuda' ? 'small' : 'tiny'));
+      opts.model === undefined
+        ? presetByName(backend === 'cuda' ? 'small' : 'tiny')
+        : modelOption(opts.model, 'SessionOptions.model');
     const maxBatch = opts.maxBatch ?? 4;
-    if (!Number.isInteger(maxBatch) || maxBatch < 1 || maxBatch > MAX_BATCH)
-      throw new RangeError(`maxBatch must be an integer in [1, ${MAX_BATCH}], got ${maxBatch}`);
-    const config = Session.readConfig(opts.config, model.layers);
-    const loader = new WeightLoader(model);
+    const config = Session.readConfig(opts.config, 'SessionOptions.config', Session.against(model), DEFAULT_CONFIG);
+    checkFits(model, layout, maxBatch, backend, plan.devices, plan.loopback);
     const rt = await Runtime.open({
       ...opts.runtime,
       backend,
@@ -114,12 +184,7 @@ export class Session {
       mailboxBytes: Math.max(opts.runtime?.mailboxBytes ?? 0, mailboxBytesFor(model, maxBatch)),
       // The CPU reference's emulated devices hold the weights too: size their arenas for them.
       ...(backend === 'cpu'
-        ? {
-            cpuArenaBytes: Math.max(
-              opts.runtime?.cpuArenaBytes ?? 0,
-              loader.planBytes(layout, 0) + DeviceWalk.activationBytes(model, layout, maxBatch) + CPU_ARENA_SLACK,
-            ),
-          }
+        ? { cpuArenaBytes: Math.max(opts.runtime?.cpuArenaBytes ?? 0, bytesPerDevice(model, layout, maxBatch, 'cpu')) }
         : {}),
     });
     let link: ArLink | undefined;
@@ -133,6 +198,10 @@ export class Session {
         await s.close().catch(() => undefined);
         throw e;
       }
+      s.release = holdOpen(
+        `a session (${backend}, model ${modelName(model)}, ${layout}${plan.loopback ? ', loopback' : ''})`,
+        () => s.close(),
+      );
       return s;
     } catch (e) {
       await link?.close().catch(() => undefined);
@@ -141,10 +210,20 @@ export class Session {
     }
   }
 
-  private static readConfig(c: DecodeConfig | string | undefined, layers: number): DecodeConfig {
-    if (c === undefined) return DEFAULT_CONFIG;
-    if (typeof c === 'string') return loadDecodeConfig(c, layers);
-    return parseDecodeConfig(c, 'config', layers);
+  private static against(model: ModelConfig): ConfigModel {
+    return { name: modelName(model), layers: model.layers };
+  }
+
+  /** A config option (a file's path or a patch) laid over `base`. */
+  private static readConfig(
+    c: DecodeConfigPatch | string | undefined,
+    at: string,
+    model: ConfigModel,
+    base: DecodeConfig,
+  ): DecodeConfig {
+    if (c === undefined) return base;
+    if (typeof c === 'string') return loadDecodeConfig(c, { model, base });
+    return parseDecodeConfig(c, { source: at, model, base });
   }
 
   get backend(): BackendKind {
@@ -159,10 +238,16 @@ export class Session {
     return this.config;
   }
 
-  /** Replace the decode config; it applies from the next step (opens transports it names). */
-  async setConfig(c: DecodeConfig | string): Promise<void> {
+  /**
+   * Change the decode config from the next step: `c`'s fields (an object, or a JSON file's) are
+   * laid over the config in force, so `setConfig({ profile: true })` changes `profile` alone; a
+   * list (`transport.layers`) is replaced whole. Opens the transports it names. A config that is
+   * refused (a bad field, a transport this backend cannot open) leaves the old one in force.
+   */
+  async setConfig(c: DecodeConfigPatch | string): Promise<void> {
     this.usable('setConfig');
-    const next = Session.readConfig(c, this.model.layers);
+    configOption(c, 'setConfig: config');
+    const next = Session.readConfig(c, 'setConfig: config', Session.against(this.model), this.config);
     await this.exclusive(async () => {
       try {
         await this.dev.walk.prepare(next);
@@ -176,45 +261,44 @@ export class Session {
     });
   }
 
+  private slot(call: string, slot: unknown): number {
+    return this.slotCheck(slot, `${call}: slot`);
+  }
+
   /** The position slot s's next token will take. */
   position(slot: number): number {
-    if (!Number.isInteger(slot) || slot < 0 || slot >= this.maxBatch)
-      throw new RangeError(`slot must be in [0, ${this.maxBatch}), got ${slot}`);
-    return this.lengths[slot]!;
+    return this.lengths[this.slot('position', slot)]!;
   }
 
   /** Start slot s (every slot without an argument) over at position 0. */
   reset(slot?: number): void {
     this.usable('reset');
     if (slot === undefined) this.lengths.fill(0);
-    else {
-      this.position(slot);
-      this.lengths[slot] = 0;
-    }
+    else this.lengths[this.slot('reset', slot)] = 0;
   }
 
   /** One step: row s carries slot s's next token; returns each row's greedy next token. */
   async step(tokens: readonly number[]): Promise<number[]> {
-    return (await this.stepDetailed(tokens)).next;
+    return (await this.run('step', tokens, {})).next;
   }
 
-  async stepDetailed(tokens: readonly number[], opts: { hidden?: boolean } = {}): Promise<StepOutput> {
-    this.usable('step');
-    const { vocab: V, maxPos: P } = this.model;
-    if (!Array.isArray(tokens))
-      throw new TypeError(`step: tokens must be an array of token ids, one per row, got ${describe(tokens)}`);
-    const t = tokens.length;
-    if (t < 1 || t > this.maxBatch)
-      throw new RangeError(`step: a step carries 1 to maxBatch (${this.maxBatch}) tokens, got ${t}`);
+  /** One step, with its timing, the joins' profile (config `profile`) and, if asked, the hidden state. */
+  async stepDetailed(tokens: readonly number[], opts: StepOptions = {}): Promise<StepOutput> {
+    return this.run('stepDetailed', tokens, opts);
+  }
+
+  private async run(call: string, tokens: unknown, opts: StepOptions): Promise<StepOutput> {
+    this.usable(call);
+    const rows = tokenRows(call, tokens, this.maxBatch, this.model.vocab);
+    STEP_OPTIONS(opts, `${call}: options`);
+    const P = this.model.maxPos;
     const positions: number[] = [];
-    for (let s = 0; s < t; s++) {
-      const x = tokens[s]!;
-      if (!Number.isInteger(x) || x < 0 || x >= V)
-        throw new RangeError(`step: row ${s}: token ${String(x)} is out of range [0, ${V})`);
+    for (let s = 0; s < rows.length; s++) {
       const p = this.lengths[s]!;
       if (p >= P)
-        throw new RangeError(
-          `step: row ${s}: slot ${s} is full: position ${p} is past the KV cache (maxPos ${P}); reset(${s}) to start it over`,
+        throw new InvalidArgValueError(
+          `${call}: row ${s}: slot ${s} is full: position ${p} is past the KV cache (maxPos ${P}); reset(${s}) to start it over`,
+          { code: 'ERR_SLOT_FULL' },
         );
       positions.push(p);
     }
@@ -222,12 +306,12 @@ export class Session {
     return this.exclusive(async () => {
       try {
         const { next, hidden, joins, timing } = await this.dev.walk.step(
-          tokens,
+          rows,
           positions,
           this.config,
           opts.hidden === true,
         );
-        for (let s = 0; s < t; s++) this.lengths[s]!++;
+        for (let s = 0; s < rows.length; s++) this.lengths[s]!++;
         const out: StepOutput = { next, ms: performance.now() - t0, timing };
         if (hidden) out.hidden = hidden;
         if (joins) out.joins = joins;
@@ -276,10 +360,15 @@ export class Session {
   }
 
   private usable(call: string): void {
-    if (this.closed) throw new Error(`${call}: the session is closed (${this.closed.message})`);
-    if (this.closing) throw new Error(`${call}: the session is closing (close() was called)`);
+    if (this.closed)
+      throw new SessionStateError(`${call}: the session is closed (${this.closed.message})`, 'ERR_SESSION_CLOSED');
+    if (this.closing)
+      throw new SessionStateError(`${call}: the session is closing (close() was called)`, 'ERR_SESSION_CLOSED');
     if (this.inflight)
-      throw new Error(`${call}: the previous call has not finished; await it first (one step at a time)`);
+      throw new SessionStateError(
+        `${call}: the previous call has not finished; await it first (one step at a time)`,
+        'ERR_SESSION_BUSY',
+      );
   }
 
   private async fail(e: Error): Promise<void> {
@@ -289,6 +378,7 @@ export class Session {
 
   private async shutdown(why: Error): Promise<void> {
     this.closed = why;
+    this.release();
     const { rt, link, walk } = this.dev;
     await walk.close().catch(() => undefined);
     await link?.close().catch(() => undefined);
@@ -307,12 +397,27 @@ export class Session {
     return this.closing;
   }
 
+  /** `await using session = await Session.open(...)` closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   /**
    * The EP graph slots (config `epGraph: true`): graph launches so far (layers × tokens when every
    * layer runs its graph), capture attempts, and each latched refusal with its reason.
    */
   epGraph(): { dispatches: number; captures: number; refused: Array<{ layer: number; reason: string }> } {
     return this.dev.walk.epGraphStats();
+  }
+
+  /**
+   * Each rank's copy of the residual stream h after the last step (t × H floats each), for the
+   * ranks that keep one: rank 0, and in the replicated walk rank 1 too, which must hold the same
+   * bits. It drains the devices: for checks, not the token loop.
+   */
+  async residuals(): Promise<Float32Array[]> {
+    this.usable('residuals');
+    return this.exclusive(() => this.dev.walk.residuals());
   }
 
   /** Device bytes of weights per rank, for reports. */

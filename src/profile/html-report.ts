@@ -209,7 +209,7 @@ function values(s: LatencySummary): number[] {
 function heatMapSection(agg: Aggregate, layers: number): string {
   return `<section id="heatmap">
 <h2>Per-layer device latency</h2>
-<p class="note">Median device time of each (layer, hop), colour on a log scale; hover a cell for its percentiles. Grey: not timed (the hop did not run there, or ran inside a graph).</p>
+<p class="note">Median device time of each (layer, hop) of the walk profiled, colour on a log scale; hover a cell for its percentiles. Grey: not timed (the hop did not run there, or ran inside a graph).</p>
 ${heatMap(agg, layers)}
 </section>`;
 }
@@ -219,7 +219,9 @@ function heatMap(agg: Aggregate, layers: number): string {
     cellH = layers <= 40 ? 18 : layers <= 100 ? 12 : 6,
     left = 80,
     top = 30;
-  const gridW = HOPS.length * cellW,
+  // The hops of the walk the profile ran (each walk has its own): a hop no layer timed has no column.
+  const hops = HOPS.filter((h) => agg.byLayerHop.some((c) => c.hop === h));
+  const gridW = hops.length * cellW,
     W = Math.max(left + gridW + 20, 560),
     legendTop = top + layers * cellH + 24,
     H = legendTop + 50;
@@ -229,7 +231,7 @@ function heatMap(agg: Aggregate, layers: number): string {
   const out: string[] = [
     `<defs><linearGradient id="heat-ramp" x1="0" x2="1" y1="0" y2="0">${VIRIDIS.map((c, i) => `<stop offset="${i / (VIRIDIS.length - 1)}" stop-color="${c}"/>`).join('')}</linearGradient></defs>`,
   ];
-  HOPS.forEach(
+  hops.forEach(
     (hop, k) =>
       void out.push(
         `<text x="${left + k * cellW + cellW / 2}" y="${top - 10}" text-anchor="middle" font-weight="600">${esc(hop)}</text>`,
@@ -240,7 +242,7 @@ function heatMap(agg: Aggregate, layers: number): string {
     const y = top + l * cellH;
     if (l % labelEvery === 0)
       out.push(`<text x="${left - 8}" y="${f(y + cellH / 2 + 4)}" text-anchor="end">L${l}</text>`);
-    HOPS.forEach((hop, k) => {
+    hops.forEach((hop, k) => {
       const x = left + k * cellW,
         c = cells.get(`${l}/${hop}`);
       if (!c) {

@@ -8,17 +8,32 @@
  * pair on ONE rank's stream, since events on two devices cannot be subtracted.
  */
 
-/** The walk's hops (device-walk.ts): the three TP hops and the two EP copies. */
-export const HOPS = ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return'] as const;
+/** Every walk's hops, in walk order within a layer (src/decode/walk-joins.ts has each one's join). */
+export const HOPS = [
+  'fan-out',
+  'head all-gather',
+  'wo',
+  'wo all-gather',
+  'ep fan-out',
+  'ep exchange',
+  'ep return',
+] as const;
 export type Hop = (typeof HOPS)[number];
 
-/** The rank whose stream receives each hop, where its device time is taken (the all-gather
- *  lands on both; rank 0 is timed). */
+/** The seed walk's hops, a layer's in walk order (src/decode/seed-walk.ts). */
+export const SEED_HOPS: readonly Hop[] = ['fan-out', 'head all-gather', 'wo', 'ep fan-out', 'ep return'];
+/** The replicated walk's (src/decode/replicated-walk.ts). */
+export const REPLICATED_HOPS: readonly Hop[] = ['head all-gather', 'wo all-gather', 'ep exchange'];
+
+/** The rank whose stream receives each hop, where its device time is taken (the all-gathers and
+ *  the exchange land on both; rank 0 is timed). */
 export const RECEIVER: Record<Hop, 0 | 1> = {
   'fan-out': 1,
   'head all-gather': 0,
   wo: 0,
+  'wo all-gather': 0,
   'ep fan-out': 1,
+  'ep exchange': 0,
   'ep return': 0,
 };
 

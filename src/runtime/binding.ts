@@ -330,7 +330,11 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
-  /** `accumulate`: out = f32(out + the product), the residual add fused into it. */
+  /**
+   * `accumulate`: out = f32(out + the product), the residual add fused into it. `split` (0 to 8):
+   * the blocks a column's K rows are cut over, which fixes the sum's order; 0 takes K's default.
+   * Give every slice of one matrix the same split.
+   */
   launchGemv(
     out: DevicePtr,
     ldo: number,
@@ -342,6 +346,7 @@ export interface NativeBinding {
     cols: number,
     t: number,
     accumulate: boolean,
+    split: number,
     stream: StreamHandle,
     pdl?: boolean,
   ): void;

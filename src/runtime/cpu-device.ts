@@ -910,8 +910,12 @@ export class CpuDevice implements DeviceApi {
     cols: number,
     t: number,
     accumulate: boolean,
+    split: number,
     stream: number,
   ): void {
+    // The split orders the GPU's sum; the oracle sums in k order whatever it is.
+    if (!Number.isInteger(split) || split < 0 || split > 8)
+      throw new TypeError(`launchGemv: argument 'split' must be an integer in [0, 8], got ${split}`);
     mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t, accumulate);
   }
   launchLatentQuery(

@@ -76,6 +76,9 @@ export class CpuWorldLayout {
   }
 }
 
+/** The most memory an emulated device has: a SharedArrayBuffer each, of up to 2 GiB. */
+export const CPU_ARENA_MAX_BYTES = 2 ** 31;
+
 /** Create the shared state for `devices` emulated devices of `arenaBytes` each, driven by `lanes` workers. */
 export function createCpuWorld(devices: number, arenaBytes: number, lanes = 2): CpuWorldInit {
   if (!Number.isInteger(devices) || devices < 1 || devices > 8) {
@@ -84,7 +87,7 @@ export function createCpuWorld(devices: number, arenaBytes: number, lanes = 2): 
   if (!Number.isInteger(lanes) || lanes < 1 || lanes > 8) {
     throw new RangeError(`cpu backend: lanes must be an integer in [1, 8], got ${lanes}`);
   }
-  if (!Number.isInteger(arenaBytes) || arenaBytes < 4096 || arenaBytes > 2 ** 31) {
+  if (!Number.isInteger(arenaBytes) || arenaBytes < 4096 || arenaBytes > CPU_ARENA_MAX_BYTES) {
     throw new RangeError(`cpu backend: arenaBytes must be an integer in [4096, 2^31], got ${arenaBytes}`);
   }
   const layout = new CpuWorldLayout(devices, lanes);

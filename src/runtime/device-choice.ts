@@ -8,6 +8,7 @@
  */
 import { loadBinding } from './binding.js';
 import type { BackendKind } from './device-api.js';
+import { InvalidArgTypeError, InvalidArgValueError } from '../api/errors.js';
 
 /** The CPU reference emulates two devices, so every two-rank path runs on it. */
 export const CPU_REFERENCE_DEVICES = 2;
@@ -44,33 +45,33 @@ const show = (devices: readonly number[]): string => `[${devices.join(', ')}]`;
  */
 export function checkDevices(devices: unknown, loopback: unknown): readonly number[] {
   if (typeof loopback !== 'boolean')
-    throw new TypeError(
+    throw new InvalidArgTypeError(
       `RuntimeOptions.loopback must be true or false, got ${JSON.stringify(loopback) ?? String(loopback)}`,
     );
   if (!Array.isArray(devices) || devices.length < 1 || devices.length > 2) {
-    throw new RangeError(
+    throw new InvalidArgValueError(
       `RuntimeOptions.devices must be one device ordinal (one worker) or two (one per rank), got ${JSON.stringify(devices) ?? String(devices)}`,
     );
   }
   devices.forEach((d: unknown, i) => {
     if (typeof d !== 'number' || !Number.isInteger(d))
-      throw new TypeError(
+      throw new InvalidArgTypeError(
         `RuntimeOptions.devices[${i}] must be a device ordinal (an integer), got ${JSON.stringify(d) ?? String(d)}`,
       );
   });
   const ds = devices as number[];
   if (loopback && ds.length === 1) {
-    throw new RangeError(
+    throw new InvalidArgValueError(
       `RuntimeOptions.loopback puts two ranks on one device and needs devices [d, d]; got devices ${show(ds)}, one rank (drop loopback to run it)`,
     );
   }
   if (loopback && ds[0] !== ds[1]) {
-    throw new RangeError(
+    throw new InvalidArgValueError(
       `RuntimeOptions.loopback puts both ranks on one device, but devices ${show(ds)} are two devices: pass [${ds[0]}, ${ds[0]}], or drop loopback to run on both`,
     );
   }
   if (!loopback && ds.length === 2 && ds[0] === ds[1]) {
-    throw new RangeError(
+    throw new InvalidArgValueError(
       `RuntimeOptions.devices: both ranks are on device ${ds[0]}. Two ranks need two devices: a kernel's store into a peer ` +
         'pointer across two contexts on one card is undefined (it reads right at some sizes and wrong at others). ' +
         `To run both ranks on device ${ds[0]} in this process anyway (one context, one address space: for tests and for ` +
@@ -86,11 +87,10 @@ export function checkInRange(devices: readonly number[], visible: number, backen
     if (d >= 0 && d < visible) continue;
     const what = backend === 'cuda' ? (visible === 1 ? 'CUDA device' : 'CUDA devices') : 'CPU reference devices';
     const which =
-      visible === 1
-        ? ' (ordinal 0)'
-        : visible > 1
-          ? ` (ordinals 0..${visible - 1})`
-          : ' (no CUDA device or driver; use backend: "cpu")';
-    throw new RangeError(`device ordinal ${d} is out of range: ${visible} ${what} visible${which}`);
+      visible === 1 ? ' (ordinal 0)' : visible > 1 ? ` (ordinals 0..${visible - 1})` : ' (no CUDA device or driver)';
+    throw new InvalidArgValueError(`device ordinal ${d} is out of range: ${visible} ${what} visible${which}`, {
+      code: 'ERR_NO_DEVICE',
+      remedies: visible > 0 ? [] : [{ option: 'backend', value: 'cpu' }],
+    });
   }
 }

@@ -5,6 +5,20 @@
 import type { RingProducer } from '../workers/ring.js';
 import { Op } from '../workers/ops.js';
 import type { WorkerHandle } from '../workers/worker-handle.js';
+import { boolean, bufferView, integer, number, record, type Check } from '../api/check.js';
+
+// The arguments of the operations a caller makes, checked on the main thread: a bad one reaching
+// a worker would fault its ring and stop the runtime. Module constants, so a hot-path check
+// costs a comparison and allocates nothing unless it throws.
+const address = integer(0, Number.MAX_SAFE_INTEGER);
+const count = integer(0, Number.MAX_SAFE_INTEGER);
+const size = integer(1, Number.MAX_SAFE_INTEGER);
+const u32 = integer(0, 0xffffffff);
+const byte = integer(0, 255);
+const optionalMs: Check<number | undefined> = (v, at) => (v === undefined ? undefined : integer(1, 3_600_000)(v, at));
+
+const event = record<DeviceEvent>('a DeviceEvent (from createEvent)', ['handle', 'rank']);
+const view = bufferView;
 
 /**
  * An event owned by one rank. `records` counts the records enqueued so far and `lastRecordSeq`
@@ -49,23 +63,42 @@ export class Rank {
     return this.emit(Op.Nop);
   }
   fill(ptr: number, n: number, value: number): number {
+    address(ptr, 'fill: ptr');
+    count(n, 'fill: n');
+    number(value, 'fill: value');
     return this.emit(Op.Fill, ptr, n, value);
   }
   /** `y += a * x`; `x` may be the peer's memory (a pull over NVLink). */
   axpy(y: number, x: number, n: number, alpha: number): number {
+    address(y, 'axpy: y');
+    address(x, 'axpy: x');
+    count(n, 'axpy: n');
+    number(alpha, 'axpy: alpha');
     return this.emit(Op.Axpy, y, x, n, alpha);
   }
   copy(dst: number, src: number, bytes: number): number {
+    address(dst, 'copy: dst');
+    address(src, 'copy: src');
+    count(bytes, 'copy: bytes');
     return this.emit(Op.Copy, dst, src, bytes);
   }
   copyPeer(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number): number {
+    address(dst, 'copyPeer: dst');
+    count(dstDevice, 'copyPeer: dstDevice');
+    address(src, 'copyPeer: src');
+    count(srcDevice, 'copyPeer: srcDevice');
+    count(bytes, 'copyPeer: bytes');
     return this.emit(Op.CopyPeer, dst, dstDevice, src, srcDevice, bytes);
   }
   memset(ptr: number, byteValue: number, bytes: number): number {
+    address(ptr, 'memset: ptr');
+    byte(byteValue, 'memset: byteValue');
+    count(bytes, 'memset: bytes');
     return this.emit(Op.Memset, ptr, byteValue, bytes);
   }
 
   record(ev: DeviceEvent): number {
+    event(ev, 'record: ev');
     if (ev.rank !== this.rank)
       throw new Error(`record: event ${ev.handle} belongs to rank ${ev.rank}, not rank ${this.rank}`);
     const seq = this.emit(Op.EventRecord, ev.handle);
@@ -79,6 +112,7 @@ export class Rank {
    * `afterPeer`, so the worker enqueues the wait only once the peer has enqueued that record.
    */
   wait(ev: DeviceEvent): number {
+    event(ev, 'wait: ev');
     if (ev.records === 0)
       throw new Error(`wait: event ${ev.handle} of rank ${ev.rank} has never been recorded; record it first`);
     return this.emit(
@@ -95,13 +129,19 @@ export class Rank {
 
   /** The GPU stores `value` into completion slot `slot` once everything before it is done. */
   signal(slot: number, value: number): number {
+    count(slot, 'signal: slot');
+    u32(value, 'signal: value');
     return this.emit(Op.Signal, slot, value);
   }
+  spin(micros: number): number {
+    count(micros, 'spin: micros');
+    return this.emit(Op.Spin, micros);
+  }
+
+  // The transports' building blocks: called by the link and the transports with what they
+  // computed, one join's records at a time; unchecked here, checked by their callers.
   probeWrite(dst: number, words: number, seed: number): number {
     return this.emit(Op.ProbeWrite, dst, words, seed);
-  }
-  spin(micros: number): number {
-    return this.emit(Op.Spin, micros);
   }
 
   /** `dst[i] = src[i]`, n f32, by kernel stores; `dst` may be the peer's. */
@@ -218,40 +258,57 @@ export class Rank {
 
   // ---- cold path: control-plane calls ----
 
-  alloc(bytes: number): Promise<number> {
+  // Each checks its arguments before the call: a refusal is a rejected promise, like the call's own.
+
+  async alloc(bytes: number): Promise<number> {
+    size(bytes, 'alloc: bytes');
     return this.control.call('alloc', bytes);
   }
-  free(ptr: number): Promise<void> {
+  async free(ptr: number): Promise<void> {
+    address(ptr, 'free: ptr');
     return this.control.call('free', ptr);
   }
-  upload(ptr: number, data: ArrayBufferView): Promise<void> {
+  async upload(ptr: number, data: ArrayBufferView): Promise<void> {
+    address(ptr, 'upload: ptr');
+    view(data, 'upload: data');
     return this.control.call('upload', ptr, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
   }
-  download(ptr: number, bytes: number): Promise<Uint8Array> {
+  async download(ptr: number, bytes: number): Promise<Uint8Array> {
+    address(ptr, 'download: ptr');
+    count(bytes, 'download: bytes');
     return this.control.call('download', ptr, bytes);
   }
   async downloadF32(ptr: number, n: number): Promise<Float32Array> {
+    address(ptr, 'downloadF32: ptr');
+    count(n, 'downloadF32: n');
     const b = await this.download(ptr, n * 4);
     return new Float32Array(b.buffer, b.byteOffset, n);
   }
   async createEvent(timing = false): Promise<DeviceEvent> {
+    boolean(timing, 'createEvent: timing');
     const handle = await this.control.call('createEvent', timing);
     return { handle, rank: this.rank, timing, records: 0, lastRecordSeq: 0 };
   }
-  destroyEvent(ev: DeviceEvent): Promise<void> {
+  async destroyEvent(ev: DeviceEvent): Promise<void> {
+    event(ev, 'destroyEvent: ev');
     return this.control.call('destroyEvent', ev.handle);
   }
-  hostAlloc(bytes: number): Promise<number> {
+  async hostAlloc(bytes: number): Promise<number> {
+    size(bytes, 'hostAlloc: bytes');
     return this.control.call('hostAlloc', bytes);
   }
-  hostFree(ptr: number): Promise<void> {
+  async hostFree(ptr: number): Promise<void> {
+    address(ptr, 'hostFree: ptr');
     return this.control.call('hostFree', ptr);
   }
-  elapsedMs(start: DeviceEvent, end: DeviceEvent): Promise<number> {
+  async elapsedMs(start: DeviceEvent, end: DeviceEvent): Promise<number> {
+    event(start, 'elapsedMs: start');
+    event(end, 'elapsedMs: end');
     return this.control.call('elapsedMs', start.handle, end.handle);
   }
   /** Until every record pushed so far has run to completion on the device. Cold: it waits. */
-  drain(timeoutMs?: number): Promise<void> {
+  async drain(timeoutMs?: number): Promise<void> {
+    optionalMs(timeoutMs, 'drain: timeoutMs');
     return this.control.call('drain', timeoutMs);
   }
 }

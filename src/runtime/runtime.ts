@@ -15,6 +15,8 @@ import { RingProducer, RingView } from '../workers/ring.js';
 import { RingState, W_STATE, W_TAIL, seqDiff } from '../workers/ring-layout.js';
 import { WorkerHandle } from '../workers/worker-handle.js';
 import type { WorkerFault } from '../workers/worker-init.js';
+import { boolean, deferred, integer, oneOf, options, powerOfTwo } from '../api/check.js';
+import { holdOpen } from './exit-guard.js';
 
 export interface RuntimeOptions {
   /** `auto` (default): CUDA when a device is visible, else the CPU reference. */
@@ -65,11 +67,25 @@ export interface RuntimeOptions {
 
 const PAGE = 4096;
 
-function checkInt(name: string, v: number, lo: number, hi: number): number {
-  if (!Number.isInteger(v) || v < lo || v > hi)
-    throw new RangeError(`RuntimeOptions.${name} must be an integer in [${lo}, ${hi}], got ${v}`);
-  return v;
-}
+/**
+ * Every option's type and range, checked before anything is started; the rules between options
+ * (which devices, loopback's) are device-choice.ts's.
+ */
+export const RUNTIME_OPTIONS = options<RuntimeOptions>({
+  backend: oneOf(['auto', 'cuda', 'cpu']),
+  // Their shape and the rules between them are checkDevices's (device-choice.ts), in its words.
+  devices: deferred(),
+  loopback: deferred(),
+  ringCapacity: powerOfTwo(2, 1 << 20),
+  spinMicros: integer(0, 1_000_000),
+  handshakeTimeoutMs: integer(1, 600_000),
+  callTimeoutMs: integer(1, 3_600_000),
+  completionSlots: integer(1, 1 << 20),
+  mailboxBytes: integer(0, 1 << 30),
+  cpuArenaBytes: integer(4096, 2 ** 31),
+  peerAccess: boolean,
+  pinWorkers: boolean,
+});
 
 /** The cores to pin the workers to, or why they stay unpinned. */
 function workerCpus(devices: readonly number[]): { cpus: Array<number | undefined>; why?: string } {
@@ -105,6 +121,8 @@ export class Runtime {
   readonly faults: Error[] = [];
   private closed = false;
   private closing: Promise<void> | undefined;
+  /** Ends the exit guard's hold (runtime/exit-guard.ts), once closed. */
+  private release: () => void = () => undefined;
   private readonly faultListeners: Array<(e: Error) => void> = [];
   private readonly counters: Uint32Array[] = [];
   /** Each rank's mailbox (RuntimeOptions.mailboxBytes), written by ToMailbox copies. */
@@ -148,9 +166,8 @@ export class Runtime {
   }
 
   static async open(options: RuntimeOptions = {}): Promise<Runtime> {
+    RUNTIME_OPTIONS(options, 'RuntimeOptions');
     const backendAsked = options.backend ?? 'auto';
-    if (!['auto', 'cuda', 'cpu'].includes(backendAsked))
-      throw new RangeError(`RuntimeOptions.backend must be 'auto', 'cuda' or 'cpu', got '${backendAsked}'`);
     const loopback = options.loopback ?? false;
     // The shape and loopback rules first: they need no device, and a refusal then names them.
     if (options.devices !== undefined) checkDevices(options.devices, loopback);
@@ -170,14 +187,6 @@ export class Runtime {
       peerAccess: options.peerAccess ?? true,
       pinWorkers: options.pinWorkers ?? true,
     };
-    const cap = o.ringCapacity;
-    if (!Number.isInteger(cap) || cap < 2 || cap > 1 << 20 || (cap & (cap - 1)) !== 0)
-      throw new RangeError(`RuntimeOptions.ringCapacity must be a power of two in [2, 2^20], got ${cap}`);
-    checkInt('spinMicros', o.spinMicros, 0, 1_000_000);
-    checkInt('handshakeTimeoutMs', o.handshakeTimeoutMs, 1, 600_000);
-    checkInt('callTimeoutMs', o.callTimeoutMs, 1, 3_600_000);
-    checkInt('completionSlots', o.completionSlots, 1, 1 << 20);
-    checkInt('mailboxBytes', o.mailboxBytes, 0, 1 << 30);
     checkInRange(checkDevices(o.devices, o.loopback), visible, backend);
     const n = o.devices.length;
     const cpus =
@@ -247,6 +256,10 @@ export class Runtime {
         rt!.mailboxes.push(new Uint8Array(completion[r]!, x.completionOffset + mailboxOffset, o.mailboxBytes));
       });
       if (o.peerAccess && rt.ranks.length === 2) rt.peer = await probePeerAccess(rt.ranks, o.loopback);
+      rt.release = holdOpen(
+        `a runtime (${backend}, ${o.loopback ? `device ${o.devices[0]}, both ranks` : `device${n === 2 ? 's' : ''} ${o.devices.join(' and ')}`})`,
+        () => rt!.close(),
+      );
       return rt;
     } catch (e) {
       await rt.close().catch(() => undefined);
@@ -359,6 +372,11 @@ export class Runtime {
     return this.closing;
   }
 
+  /** `await using rt = await Runtime.open(...)` closes it at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+
   private async closeOnce(): Promise<void> {
     const errors: Error[] = [];
     await Promise.all(
@@ -372,6 +390,7 @@ export class Runtime {
       }),
     );
     this.closed = true;
+    this.release();
     await Promise.all(this.workers.map((w) => w.terminate('was closed with its runtime')));
     if (errors.length > 0)
       throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);

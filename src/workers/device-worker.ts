@@ -136,7 +136,9 @@ const pdlChain = new PdlChain();
 
 function execute(r: RecordRef, a: Float64Array): void {
   const i = r.arg;
-  const pdl = pdlChain.next(r.op, r.marked);
+  // While a profile board is set, no launch overlaps the one before it: a join's events must
+  // bracket the join alone, not the tail of the kernel ahead (the profile-overhead rows price it).
+  const pdl = pdlChain.next(r.op, r.marked) && !board;
   switch (r.op) {
     case Op.Nop:
       return;

@@ -93,6 +93,7 @@ export function executeModelOp(
         a[i + 7]!,
         a[i + 8]!,
         a[i + 9] === 1,
+        a[i + 10]!,
         stream,
         pdl,
       );

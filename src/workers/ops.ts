@@ -61,7 +61,7 @@ export enum Op {
   Embed = 24,
   /** out, input, gain, t, H. */
   Rmsnorm = 25,
-  /** out, ldo, x, ldx, w, ldw, K, cols, t, accumulate (0 or 1). */
+  /** out, ldo, x, ldx, w, ldw, K, cols, t, accumulate (0 or 1), split (0 to 8). */
   Gemv = 26,
   /** cache, c, pos, t, layer, L, P, R. */
   CacheWrite = 27,

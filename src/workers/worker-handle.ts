@@ -3,11 +3,12 @@
  * MessagePort, each with a timeout, and every pending call rejected the moment the worker errors
  * or exits, so no caller waits on a thread that is gone.
  */
-import { MessageChannel, Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import { portEndpoint } from './comlink-port.js';
 import type { DeviceControl } from './device-worker.js';
 import type { WorkerFault, WorkerInit } from './worker-init.js';
+import { workerExecArgvChoices } from './worker-exec-argv.js';
 
 export class ControlError extends Error {
   constructor(
@@ -26,12 +27,26 @@ type Result<K extends Method> = Awaited<ReturnType<DeviceControl[K]>>;
 
 const WORKER_URL = new URL('./device-worker.js', import.meta.url);
 
+/** The worker, started with the first of workerExecArgvChoices that Node takes. */
+function startWorker(workerData: WorkerInit, port: MessagePort): Worker {
+  const choices = workerExecArgvChoices();
+  for (const [i, execArgv] of choices.entries()) {
+    try {
+      return new Worker(WORKER_URL, { workerData, transferList: [port], ...(execArgv ? { execArgv } : {}) });
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV' || i === choices.length - 1) throw e;
+    }
+  }
+  throw new Error('unreachable: no execArgv choice');
+}
+
 /** Device workers started and not yet exited, process-wide. */
 const live = new Set<WorkerHandle>();
 
 /**
- * How many device workers are running. A runtime left open keeps its workers, and with them the
- * process, alive; the test suites check this is 0 when they end, naming the leak.
+ * How many device workers are running. A runtime left open keeps its workers until the process
+ * runs out of work (runtime/exit-guard.ts closes it then); the test suites check this is 0 when
+ * they end, naming the leak.
  */
 export function liveWorkers(): number {
   return live.size;
@@ -68,10 +83,7 @@ export class WorkerHandle {
     this.tag = `worker ${init.rank} (device ${init.ordinal})`;
     this.rank = init.rank;
     const { port1, port2 } = new MessageChannel();
-    this.worker = new Worker(WORKER_URL, {
-      workerData: { ...init, control: port2 } satisfies WorkerInit,
-      transferList: [port2],
-    });
+    this.worker = startWorker({ ...init, control: port2 }, port2);
     live.add(this);
     this.remote = Comlink.wrap<DeviceControl>(portEndpoint(port1));
     this.worker.on('message', (m: WorkerFault) => {
@@ -89,6 +101,11 @@ export class WorkerHandle {
         resolve();
       });
     });
+    // An idle worker does not keep the process alive: a script that never closes its session
+    // still exits (runtime/exit-guard.ts closes it first). A call in flight keeps the process
+    // alive by its timeout timer; a step by its polls. After the listeners: adding one refs.
+    this.worker.unref();
+    port1.unref();
   }
 
   /** The first report of the thread's end rejects every pending call and tells the runtime, once. */

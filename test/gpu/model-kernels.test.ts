@@ -255,7 +255,7 @@ describe('model kernels on one GPU', function () {
       const x = randF(t * ldx);
       const xp = put(x);
       const op = out(t * ldo * 4);
-      b.launchGemv(op, ldo, xp, ldx, wp, ldw, K, cols, t, false, s);
+      b.launchGemv(op, ldo, xp, ldx, wp, ldw, K, cols, t, false, 0, s);
       const full = down(Float32Array, op, t * ldo);
       const row = (r: number, c0 = 0, n = cols): Float32Array => full.subarray(r * ldo + c0, r * ldo + c0 + n);
       const worst = new Worst();
@@ -275,13 +275,13 @@ describe('model kernels on one GPU', function () {
       const o1 = alloc(cols * 4);
       for (let r = 0; r < t; r++) {
         poison(o1, cols * 4);
-        b.launchGemv(o1, cols, xp + r * ldx * 4, ldx, wp, ldw, K, cols, 1, false, s);
+        b.launchGemv(o1, cols, xp + r * ldx * 4, ldx, wp, ldw, K, cols, 1, false, 0, s);
         sameBits(down(Float32Array, o1, cols), row(r), `gemv K=${K}: t=1 on row ${r} vs t=${t} row ${r}`);
       }
       const xm = alloc(t * ldx * 4 + 16);
       up(xm + 4, x); // one float off 16-byte alignment: the scalar x path
       poison(op, t * ldo * 4);
-      b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, false, s);
+      b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, false, 0, s);
       const mis = down(Float32Array, op, t * ldo);
       for (let r = 0; r < 3; r++)
         sameBits(mis.subarray(r * ldo, r * ldo + cols), row(r), `gemv K=${K} t=3: misaligned x vs aligned, row ${r}`);
@@ -292,7 +292,7 @@ describe('model kernels on one GPU', function () {
         [128, 75],
       ] as const) {
         const os = out(t * n * 4);
-        b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, false, s);
+        b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, false, 0, s);
         const got = down(Float32Array, os, t * n);
         for (let r = 0; r < t; r++)
           sameBits(
@@ -302,6 +302,55 @@ describe('model kernels on one GPU', function () {
           );
       }
     }
+  });
+
+  it('gemv split: each of 1 to 8 within 2e-6 of f64; at each, column slices and t = 1 rows bit-identical to the full product; a split past 8 refused by name', () => {
+    const K = 4096,
+      cols = 640,
+      t = 3;
+    const wp = genMatrix(K, cols, 950);
+    const w = widenBf16(down(Uint16Array, wp, K * cols));
+    const x = randF(t * K),
+      xp = put(x);
+    for (let split = 1; split <= 8; split++) {
+      const op = out(t * cols * 4);
+      b.launchGemv(op, cols, xp, K, wp, cols, K, cols, t, false, split, s);
+      const full = down(Float32Array, op, t * cols);
+      const worst = new Worst();
+      for (let r = 0; r < t; r++)
+        for (let j = 0; j < cols; j += 7) {
+          let acc = 0,
+            mag = 0;
+          for (let k = 0; k < K; k++) {
+            const p = x[r * K + k]! * w[k * cols + j]!;
+            acc += p;
+            mag += Math.abs(p);
+          }
+          if (worst.worse(Math.abs(full[r * cols + j]! - acc) / (mag || 1)))
+            worst.where = `row ${r} col ${j}: GPU ${full[r * cols + j]}, f64 ${acc}`;
+        }
+      worst.within(2e-6, `gemv K=${K} split ${split} vs f64`);
+      const sl = out(t * 77 * 4);
+      b.launchGemv(sl, 77, xp, K, wp + 131 * 2, cols, K, 77, t, false, split, s);
+      const got = down(Float32Array, sl, t * 77);
+      for (let r = 0; r < t; r++)
+        sameBits(
+          got.subarray(r * 77, (r + 1) * 77),
+          full.subarray(r * cols + 131, r * cols + 208),
+          `gemv split ${split}: column slice [131, 208) row ${r}`,
+        );
+      const o1 = out(cols * 4);
+      b.launchGemv(o1, cols, xp + 2 * K * 4, K, wp, cols, K, cols, 1, false, split, s);
+      sameBits(
+        down(Float32Array, o1, cols),
+        full.subarray(2 * cols, 3 * cols),
+        `gemv split ${split}: t = 1 on row 2 vs t = 3`,
+      );
+    }
+    assert.throws(() => b.launchGemv(out(cols * 4), cols, xp, K, wp, cols, K, cols, 1, false, 9, s), {
+      name: 'TypeError',
+      message: /launchGemv: argument 'split'/,
+    });
   });
 
   it('gemv accumulating: out = f32(out + the product) bit for bit, at t = 1, 3 and 8, strided rows, narrow and wide; the columns past cols untouched', () => {
@@ -315,10 +364,10 @@ describe('model kernels on one GPU', function () {
       const xp = put(randF(t * K));
       const h = randF(t * ldo, 4);
       const plain = out(t * ldo * 4);
-      b.launchGemv(plain, ldo, xp, K, wp, cols, K, cols, t, false, s);
+      b.launchGemv(plain, ldo, xp, K, wp, cols, K, cols, t, false, 0, s);
       const y = down(Float32Array, plain, t * ldo);
       const hp = put(h);
-      b.launchGemv(hp, ldo, xp, K, wp, cols, K, cols, t, true, s);
+      b.launchGemv(hp, ldo, xp, K, wp, cols, K, cols, t, true, 0, s);
       const got = down(Float32Array, hp, t * ldo);
       const want = Float32Array.from(h);
       for (let r = 0; r < t; r++)
@@ -337,7 +386,7 @@ describe('model kernels on one GPU', function () {
     const outs = new Map<number, Float32Array>();
     for (const t of [1, 2, 4, 8]) {
       const op = out(t * cols * 4);
-      b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, false, s);
+      b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, false, 0, s);
       outs.set(t, down(Float32Array, op, t * cols));
     }
     const o8 = outs.get(8)!,
@@ -373,7 +422,7 @@ describe('model kernels on one GPU', function () {
       [1, 1000],
     ] as const) {
       const op = out(n * 4);
-      b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, false, s);
+      b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, false, 0, s);
       sameBits(
         down(Float32Array, op, n),
         o1.subarray(c0, c0 + n),
@@ -626,9 +675,9 @@ describe('model kernels on one GPU', function () {
       const cRef = out(t * R * 4),
         qRef = out(t * qcols * 4),
         cacheRef = put(cache0);
-      b.launchGemv(cRef, R, ap, K, wd, R, K, R, t, false, s);
+      b.launchGemv(cRef, R, ap, K, wd, R, K, R, t, false, 0, s);
       b.launchCacheWrite(cacheRef, cRef, pp, t, layer, L, P, R, s);
-      b.launchGemv(qRef, qcols, ap, K, wq, qcols, K, qcols, t, false, s);
+      b.launchGemv(qRef, qcols, ap, K, wq, qcols, K, qcols, t, false, 0, s);
       const wantCache = down(Float32Array, cacheRef, cache0.length),
         wantQ = down(Float32Array, qRef, t * qcols);
       const fused = (aIn: DevicePtr, what: string): void => {
@@ -1007,7 +1056,7 @@ describe('model kernels on one GPU', function () {
         continue;
       }
       poison(c1, H * 4);
-      b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, false, s);
+      b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, false, 0, s);
       sameBits(
         gc.subarray(q * H, (q + 1) * H),
         down(Float32Array, c1, H),
@@ -1015,8 +1064,9 @@ describe('model kernels on one GPU', function () {
       );
       poison(g, Fw * 4);
       poison(u, Fw * 4);
-      b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, false, s);
-      b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, false, s);
+      // split 1: expert_up's own for H = 4096 rows (one block a tile)
+      b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, false, 1, s);
+      b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, false, 1, s);
       const gg = down(Float32Array, g, Fw),
         uu = down(Float32Array, u, Fw);
       for (let f = 0; f < Fw; f++) {

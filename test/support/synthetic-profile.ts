@@ -6,7 +6,7 @@
  * the right answer known by construction.
  */
 import {
-  HOPS,
+  SEED_HOPS,
   RECEIVER,
   type Hop,
   type JoinSample,
@@ -26,7 +26,7 @@ export interface SyntheticProfileOptions {
   seed?: number;
   layers?: number;
   steps?: number;
-  /** Hops each layer runs, in walk order. */
+  /** Hops each layer runs, in walk order; default the seed walk's. */
   hops?: readonly Hop[];
   rows?: (step: number) => number;
   transport?: (site: JoinSite) => string;
@@ -50,7 +50,7 @@ export function syntheticProfile(o: SyntheticProfileOptions = {}): Profile {
   const random = seededRandom(o.seed ?? 1);
   const layers = o.layers ?? 4,
     nSteps = o.steps ?? 8,
-    hops = o.hops ?? HOPS,
+    hops = o.hops ?? SEED_HOPS,
     gapUs = o.gapUs ?? 3;
   const steps: StepSample[] = [];
   const joins: JoinSample[] = [];

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseProfileJson } from '../../src/profile/json-export.js';
-import { HOPS } from '../../src/profile/profile-data.js';
+import { REPLICATED_HOPS, SEED_HOPS } from '../../src/profile/profile-data.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { pairFor } from '../../bench/run.js';
 import { LOOPBACK_PAIR } from '../../bench/suite-context.js';
@@ -26,42 +26,55 @@ describe('memra profile and memra bench (CPU backend)', function () {
   });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('profile writes JSON, a Chrome trace and an HTML report of the same run', () => {
-    const tokens = 4,
-      L = presetByName('tiny').layers;
-    const out = JSON.parse(
-      run(['profile', '--backend', 'cpu', '--tokens', String(tokens), '--out', dir, '--json']),
-    ) as { files: string[]; tokens: number[][] };
-    assert.deepEqual(out.files.map((f) => f.slice(dir.length + 1)).sort(), [
-      'profile.json',
-      'report.html',
-      'trace.json',
-    ]);
-    const doc = parseProfileJson(readFileSync(join(dir, 'profile.json'), 'utf8'));
-    assert.equal(doc.profile.steps.length, tokens);
-    assert.equal(doc.profile.joins.length, tokens * L * HOPS.length);
-    assert.equal(doc.profile.meta.preset, 'tiny');
-    assert.equal(doc.aggregate.rows.length, L * HOPS.length, 'one aggregate row per (layer, hop, transport)');
-    for (const r of doc.aggregate.rows) assert.equal(r.n, tokens, `${r.hop} layer ${r.layer}: a sample per step`);
-    const trace = JSON.parse(readFileSync(join(dir, 'trace.json'), 'utf8')) as {
-      traceEvents: Array<{ ph: string; name: string; args?: { name?: string } }>;
-    };
-    const tracks = trace.traceEvents.filter((e) => e.ph === 'M' && e.name === 'thread_name').map((e) => e.args!.name!);
-    for (const want of [/main thread/, /rank 0/, /rank 1/])
-      assert.ok(
-        tracks.some((t) => want.test(t)),
-        `a track matching ${want} among ${tracks.join(', ')}`,
+  for (const [walk, hops] of [
+    ['seed', SEED_HOPS],
+    ['replicated', REPLICATED_HOPS],
+  ] as const) {
+    it(`profile writes JSON, a Chrome trace and an HTML report of the same run (the ${walk} walk: ${hops.length} hops a layer)`, () => {
+      const tokens = 4,
+        L = presetByName('tiny').layers;
+      const out = JSON.parse(
+        run(['profile', '--backend', 'cpu', '--walk', walk, '--tokens', String(tokens), '--out', dir, '--json']),
+      ) as { files: string[]; tokens: number[][] };
+      assert.deepEqual(out.files.map((f) => f.slice(dir.length + 1)).sort(), [
+        'profile.json',
+        'report.html',
+        'trace.json',
+      ]);
+      const doc = parseProfileJson(readFileSync(join(dir, 'profile.json'), 'utf8'));
+      assert.equal(doc.profile.steps.length, tokens);
+      assert.equal(doc.profile.joins.length, tokens * L * hops.length);
+      assert.equal(doc.profile.meta.preset, 'tiny');
+      assert.equal(doc.aggregate.rows.length, L * hops.length, 'one aggregate row per (layer, hop, transport)');
+      for (const r of doc.aggregate.rows) assert.equal(r.n, tokens, `${r.hop} layer ${r.layer}: a sample per step`);
+      assert.deepEqual(
+        doc.aggregate.rows.filter((r) => r.layer === 0).map((r) => r.hop),
+        [...hops],
       );
-    const slices = trace.traceEvents.filter((e) => e.ph === 'X');
-    assert.ok(slices.length >= tokens * L * HOPS.length, `${slices.length} slices`);
-    const html = readFileSync(join(dir, 'report.html'), 'utf8');
-    assert.match(html, /<svg/);
-    assert.doesNotMatch(html, /https?:\/\//);
-  });
+      const trace = JSON.parse(readFileSync(join(dir, 'trace.json'), 'utf8')) as {
+        traceEvents: Array<{ ph: string; name: string; args?: { name?: string } }>;
+      };
+      const tracks = trace.traceEvents
+        .filter((e) => e.ph === 'M' && e.name === 'thread_name')
+        .map((e) => e.args!.name!);
+      for (const want of [/main thread/, /rank 0/, /rank 1/])
+        assert.ok(
+          tracks.some((t) => want.test(t)),
+          `a track matching ${want} among ${tracks.join(', ')}`,
+        );
+      const slices = trace.traceEvents.filter((e) => e.ph === 'X');
+      assert.ok(slices.length >= tokens * L * hops.length, `${slices.length} slices`);
+      const html = readFileSync(join(dir, 'report.html'), 'utf8');
+      assert.match(html, /<svg/);
+      assert.doesNotMatch(html, /https?:\/\//);
+      for (const hop of hops)
+        assert.match(html, new RegExp(`font-weight="600">${hop}</text>`), `a heat-map column for ${hop}`);
+    });
+  }
 
   it('profile refuses --no-profile and an unsharded run by name', () => {
     for (const [args, msg] of [
-      [['--no-profile'], /profile always profiles; --no-profile does not apply/],
+      [['--no-profile'], /unknown option '--no-profile'/],
       [['--layout', 'unsharded', '--tokens', '1'], /an unsharded run has no joins to profile/],
     ] as const) {
       try {

@@ -11,6 +11,8 @@ import {
   transportForLayer,
 } from '../../src/decode/decode-config.js';
 
+const BENCH = { name: "'bench'", layers: 30 };
+
 describe('decode config', () => {
   it('fills every omitted field with the defaults', () => {
     assert.deepEqual(parseDecodeConfig({}), DEFAULT_CONFIG);
@@ -27,13 +29,19 @@ describe('decode config', () => {
           ],
         },
       },
-      'x',
-      30,
+      { source: 'x', model: BENCH },
     );
     assert.deepEqual(
       [0, 4, 5, 6, 7, 9, 10, 29].map((l) => transportForLayer(cfg, l)),
       ['oneshot', 'oneshot', 'nccl', 'nccl', 'oneshot', 'oneshot', 'push', 'push'],
     );
+  });
+
+  it("takes the walk (seed by default), and the EP graph only with the seed walk's", () => {
+    assert.equal(parseDecodeConfig({}).walk, 'seed');
+    assert.equal(parseDecodeConfig({ walk: 'replicated' }).walk, 'replicated');
+    assert.equal(parseDecodeConfig({ walk: 'replicated', stepGraph: true }).stepGraph, true);
+    assert.equal(parseDecodeConfig({ walk: 'seed', epGraph: true }).epGraph, true);
   });
 
   it('takes the LL server idle bound (0, the default, launches every join)', () => {
@@ -42,7 +50,9 @@ describe('decode config', () => {
   });
 
   it('loads the mixed config shipped for the decode benchmark', () => {
-    const cfg = loadDecodeConfig(new URL('../../../bench/configs/mixed.json', import.meta.url).pathname, 30);
+    const cfg = loadDecodeConfig(new URL('../../../bench/configs/mixed.json', import.meta.url).pathname, {
+      model: BENCH,
+    });
     assert.equal(transportForLayer(cfg, 0), 'oneshot');
     assert.equal(transportForLayer(cfg, 15), 'll');
     assert.equal(transportForLayer(cfg, 25), 'nccl');
@@ -63,6 +73,11 @@ describe('decode config', () => {
     ],
     [{ transport: { layers: {} } }, /\$\.transport\.layers: must be an array/],
     [{ wo: 'sum' }, /\$\.wo: must be one of concat, allreduce, got "sum"/],
+    [{ walk: 'balanced' }, /\$\.walk: must be one of seed, replicated, got "balanced"/],
+    [
+      { walk: 'replicated', epGraph: true },
+      /\$\.epGraph: cannot be on with \$\.walk "replicated": the EP graph is the seed walk's EP step/,
+    ],
     [{ epGraph: 'yes' }, /\$\.epGraph: must be true or false, got "yes"/],
     [{ validate: 1 }, /\$\.validate: must be true or false, got 1/],
     [{ stepGraph: 'on' }, /\$\.stepGraph: must be true or false, got "on"/],
@@ -71,15 +86,19 @@ describe('decode config', () => {
     [{ llServeMicros: 2.5 }, /\$\.llServeMicros: must be an integer in \[0, 60000000\], got 2\.5/],
     [
       { spni: {} },
-      /\$\.spni: unknown field; allowed: transport, wo, epGraph, stepGraph, validate, profile, llServeMicros, spin/,
+      /\$\.spni: unknown field; allowed: walk, transport, wo, epGraph, stepGraph, validate, profile, llServeMicros, spin/,
     ],
     [[], /\$: must be an object/],
   ];
   for (const [json, re] of bad) {
     it(`refuses ${JSON.stringify(json)} naming the path`, () => {
       assert.throws(
-        () => parseDecodeConfig(json, 'cfg.json', 30),
-        (e: Error) => e instanceof ConfigError && /^cfg\.json: /.test(e.message) && re.test(e.message),
+        () => parseDecodeConfig(json, { source: 'cfg.json', model: BENCH }),
+        (e: Error) =>
+          e instanceof ConfigError &&
+          e.code === 'ERR_CONFIG' &&
+          /^cfg\.json \(checked against model 'bench', 30 layers\): /.test(e.message) &&
+          re.test(e.message),
       );
     });
   }
@@ -89,6 +108,9 @@ describe('decode config', () => {
     const broken = join(dir, 'broken.json');
     writeFileSync(broken, '{ "wo": ');
     assert.throws(() => loadDecodeConfig(broken), new RegExp(`${broken}: \\$: is not valid JSON`));
-    assert.throws(() => loadDecodeConfig(join(dir, 'missing.json')), /missing\.json: \$: cannot be read/);
+    assert.throws(
+      () => loadDecodeConfig(join(dir, 'missing.json')),
+      new RegExp(`${join(dir, 'missing.json')}: \\$: no such file: tried ${join(dir, 'missing.json')}$`),
+    );
   });
 });

@@ -7,7 +7,7 @@ import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
 import { Session } from '../../src/decode/session.js';
 import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
-import { HOPS } from '../../src/profile/profile-data.js';
+import { HOPS, SEED_HOPS } from '../../src/profile/profile-data.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { JoinProfiler } from '../../src/decode/join-profile.js';
 import { withShardedWalk } from '../support/sharded-walk.js';
@@ -42,7 +42,7 @@ describe('join profile', function () {
         const r = await s.stepDetailed(tokens);
         tokens = r.next;
         const joins = await r.joins!;
-        assert.equal(joins.length, L * HOPS.length, 'five hops a layer');
+        assert.equal(joins.length, L * SEED_HOPS.length, 'five hops a layer');
         for (const j of joins) {
           const where = `step ${step} layer ${j.layer} ${j.hop}`;
           assert.equal(j.token, step, `${where}: token = row 0's position`);
@@ -98,7 +98,7 @@ describe('join profile', function () {
         await s.setConfig({ ...s.decodeConfig, profile });
         const before = rings.map((r) => r.lastSeq());
         const r = await s.stepDetailed([randomInt(0, s.model.vocab), randomInt(0, s.model.vocab)]);
-        if (profile) assert.equal((await r.joins!).length, s.model.layers * HOPS.length);
+        if (profile) assert.equal((await r.joins!).length, s.model.layers * SEED_HOPS.length);
         return rings.map((ring, k) => (ring.lastSeq() - before[k]!) | 0);
       };
       const off = await recordsOf(false),
@@ -183,7 +183,7 @@ describe('join profile', function () {
       }
       const all = await Promise.all(reads);
       all.forEach((joins, step) => {
-        assert.equal(joins.length, s.model.layers * HOPS.length, `step ${step}`);
+        assert.equal(joins.length, s.model.layers * SEED_HOPS.length, `step ${step}`);
         for (const j of joins) {
           assert.equal(j.token, step, `step ${step}: its own joins, not the other event set's`);
           assert.ok(j.deviceUs >= 0 && j.hostEnqueueUs > 0);
@@ -206,7 +206,7 @@ describe('join profile', function () {
           const r = await walk.step(tok, [pos], dc, false);
           tok = r.next;
           const joins = await r.joins!;
-          assert.equal(joins.length, cfg.layers * HOPS.length, `step ${pos}`);
+          assert.equal(joins.length, cfg.layers * SEED_HOPS.length, `step ${pos}`);
           for (const j of joins)
             assert.ok(
               j.token === pos && Number.isFinite(j.deviceUs) && j.deviceUs >= 0,

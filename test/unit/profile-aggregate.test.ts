@@ -5,10 +5,10 @@
  */
 import { strict as assert } from 'node:assert';
 import { aggregate, type LatencySummary } from '../../src/profile/aggregate.js';
-import { HOPS, type Hop } from '../../src/profile/profile-data.js';
+import { SEED_HOPS, type Hop } from '../../src/profile/profile-data.js';
 import { syntheticProfile } from '../support/synthetic-profile.js';
 
-const h = (hop: Hop) => HOPS.indexOf(hop);
+const h = (hop: Hop) => SEED_HOPS.indexOf(hop);
 
 function near(got: number, want: number, what: string, rel = 1e-3): void {
   assert.ok(Math.abs(got - want) <= rel * Math.abs(want), `${what}: ${got}, want ${want} (±${rel * 100}%)`);
@@ -29,8 +29,8 @@ describe('profile aggregation', () => {
       hostEnqueueUs: ({ layer }) => 1 + layer / 2,
     });
     const a = aggregate(p);
-    assert.equal(a.joins, 4 * HOPS.length * 8);
-    assert.equal(a.rows.length, 4 * HOPS.length);
+    assert.equal(a.joins, 4 * SEED_HOPS.length * 8);
+    assert.equal(a.rows.length, 4 * SEED_HOPS.length);
     for (const r of a.rows) {
       assert.equal(r.n, 8);
       assert.equal(r.transport, r.layer < 2 ? 'll' : 'nccl');
@@ -40,12 +40,12 @@ describe('profile aggregation', () => {
     }
     // Rows come in walk order: layer, then hop.
     assert.deepEqual(
-      a.rows.slice(0, HOPS.length).map((r) => [r.layer, r.hop]),
-      HOPS.map((hop) => [0, hop]),
+      a.rows.slice(0, SEED_HOPS.length).map((r) => [r.layer, r.hop]),
+      SEED_HOPS.map((hop) => [0, hop]),
     );
 
     // Per (hop, transport) over the two layers each transport serves: 16 samples, 8 per layer.
-    assert.equal(a.byHop.length, 2 * HOPS.length);
+    assert.equal(a.byHop.length, 2 * SEED_HOPS.length);
     for (const u of a.byHop) {
       const first = u.transport === 'll' ? 0 : 2;
       const lowV = 10 * (first + 1) + h(u.hop),
@@ -64,13 +64,13 @@ describe('profile aggregation', () => {
       a.byTransport.map((t) => t.transport),
       ['ll', 'nccl'],
     );
-    assert.equal(ll.n, 2 * HOPS.length * 8);
-    assert.deepEqual(ll.hops, [...HOPS]);
+    assert.equal(ll.n, 2 * SEED_HOPS.length * 8);
+    assert.deepEqual(ll.hops, [...SEED_HOPS]);
     assert.equal(ll.device.min, 10);
-    assert.equal(ll.device.max, 20 + HOPS.length - 1);
+    assert.equal(ll.device.max, 20 + SEED_HOPS.length - 1);
     assert.equal(ll.host.max, 1.5);
     // The heat map's cells: one per (layer, hop), here one transport each.
-    assert.equal(a.byLayerHop.length, 4 * HOPS.length);
+    assert.equal(a.byLayerHop.length, 4 * SEED_HOPS.length);
     const cell = a.byLayerHop.find((c) => c.layer === 3 && c.hop === 'wo')!;
     assert.deepEqual(cell.transports, ['nccl']);
     assert.equal(cell.device.median, 40 + h('wo'));

@@ -14,7 +14,7 @@ import {
   type ChromeTrace,
   type TraceEvent,
 } from '../../src/profile/chrome-trace.js';
-import { HOPS, type Profile } from '../../src/profile/profile-data.js';
+import { SEED_HOPS, type Profile } from '../../src/profile/profile-data.js';
 import { syntheticProfile, type JoinSite } from '../support/synthetic-profile.js';
 
 /** Times are rounded to whole ns in the trace. */
@@ -36,7 +36,7 @@ function trackNames(t: ChromeTrace): Map<number, string> {
 
 /** The join's index within its step in walk order (every layer runs every hop here). */
 function indexInStep(site: JoinSite): number {
-  return site.layer * HOPS.length + HOPS.indexOf(site.hop);
+  return site.layer * SEED_HOPS.length + SEED_HOPS.indexOf(site.hop);
 }
 
 function stepStartUs(p: Profile, step: number): number {
@@ -155,7 +155,7 @@ describe('profile Chrome trace', () => {
     const main = slices(parse(chromeTraceJson(p)), MAIN_TID);
     for (const j of p.joins) {
       const e = joinSlice(main, j.step, j.layer, j.hop);
-      near(e.ts, stepStartUs(p, j.step) + 10 * (j.layer * HOPS.length + HOPS.indexOf(j.hop)), `${e.name} ts`);
+      near(e.ts, stepStartUs(p, j.step) + 10 * (j.layer * SEED_HOPS.length + SEED_HOPS.indexOf(j.hop)), `${e.name} ts`);
       near(e.dur!, j.hostEnqueueUs, `${e.name} dur`);
       assert.equal(e.args!.hostStartUs, j.hostStartUs);
     }
@@ -242,7 +242,7 @@ describe('profile Chrome trace', () => {
     assert.equal(onLanes.length, p.joins.length);
     for (const j of p.joins) {
       const e = joinSlice(onLanes, j.step, j.layer, j.hop);
-      near(e.ts, stepStartUs(p, j.step) + 3 * (j.layer * HOPS.length + HOPS.indexOf(j.hop)), `${e.name} ts`);
+      near(e.ts, stepStartUs(p, j.step) + 3 * (j.layer * SEED_HOPS.length + SEED_HOPS.indexOf(j.hop)), `${e.name} ts`);
       near(e.dur!, 4, `${e.name} dur`);
     }
     for (const tid of laneTids) {

@@ -5,7 +5,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { renderHtmlReport } from '../../src/profile/html-report.js';
-import { HOPS, type Hop } from '../../src/profile/profile-data.js';
+import { HOPS, SEED_HOPS, type Hop } from '../../src/profile/profile-data.js';
 import { syntheticProfile } from '../support/synthetic-profile.js';
 import { count, section } from '../support/html-sections.js';
 
@@ -16,7 +16,7 @@ describe('profile HTML report', () => {
     layers,
     steps: 12,
     transport: ({ layer }) => (layer % 2 === 0 ? 'll' : 'nccl'),
-    deviceUs: ({ layer, hop }) => 10 * (layer + 1) + HOPS.indexOf(hop),
+    deviceUs: ({ layer, hop }) => 10 * (layer + 1) + SEED_HOPS.indexOf(hop),
     epGraph: { dispatches: 7, captures: 3, refused: [{ layer: 4, reason: 'refused <b>per-rank</b> & "quoted"' }] },
   });
 
@@ -45,7 +45,7 @@ describe('profile HTML report', () => {
     const lat = section(renderHtmlReport(profile), 'latency');
     const [perTransport, perHop] = lat.split('</svg>');
     assert.equal(count(perTransport!, /<g class="ladder">/), 2 * 2);
-    assert.equal(count(perHop!, /<g class="ladder">/), 2 * HOPS.length * 2);
+    assert.equal(count(perHop!, /<g class="ladder">/), 2 * SEED_HOPS.length * 2);
     // Device times span 10..54 µs and host 1..5 µs: decades from 1 µs to 100 µs, labelled.
     for (const tick of ['1 µs', '10 µs', '100 µs'])
       assert.ok(perTransport!.includes(`>${tick}</text>`), `tick ${tick}`);
@@ -53,7 +53,7 @@ describe('profile HTML report', () => {
     assert.match(
       perTransport!,
       new RegExp(
-        `<title>ll, device: min 10 µs, .*max ${50 + HOPS.length - 1} µs \\(n = ${3 * HOPS.length * 12}\\)</title>`,
+        `<title>ll, device: min 10 µs, .*max ${50 + SEED_HOPS.length - 1} µs \\(n = ${3 * SEED_HOPS.length * 12}\\)</title>`,
       ),
     );
   });
@@ -65,7 +65,7 @@ describe('profile HTML report', () => {
         /<rect class="cell[^"]*" x="[\d.]+" y="[\d.]+" width="[\d.]+" height="[\d.]+" fill="(#[0-9a-f]{6})"><title>([^<]*)<\/title><\/rect>/g,
       ),
     ];
-    assert.equal(cells.length, layers * HOPS.length);
+    assert.equal(cells.length, layers * SEED_HOPS.length);
     const byTip = new Map(cells.map((c) => [c[2]!.split(':')[0]!, { fill: c[1]!, tip: c[2]! }]));
     const at = (l: number, hop: Hop) => byTip.get(`layer ${l} · ${hop} (${l % 2 === 0 ? 'll' : 'nccl'})`)!;
     // A constant cost's median is the constant: layer 2 wo = 30 + 2.
@@ -78,12 +78,19 @@ describe('profile HTML report', () => {
     assert.match(heat, /url\(#heat-ramp\)/, 'a legend in the ramp');
   });
 
-  it('heat map keeps hops that were not timed as grey cells, so the grid is still layers × hops', () => {
-    const p = syntheticProfile({ layers: 3, steps: 2, hops: ['fan-out', 'wo'] });
+  it("heat map: a column per hop of the walk profiled, and a layer's untimed hop a grey cell, so the grid is still layers × hops", () => {
+    const walk = ['head all-gather', 'wo all-gather', 'ep exchange'] as const;
+    const p = syntheticProfile({ layers: 3, steps: 2, hops: walk });
+    p.joins = p.joins.filter((j) => !(j.layer === 1 && j.hop === 'wo all-gather'));
     const heat = section(renderHtmlReport(p), 'heatmap');
-    assert.equal(count(heat, /<rect class="cell/), 3 * HOPS.length);
-    assert.equal(count(heat, /<rect class="cell empty"/), 3 * (HOPS.length - 2));
-    assert.match(heat, /<title>layer 1 · ep fan-out: no samples<\/title>/);
+    assert.equal(count(heat, /<rect class="cell/), 3 * walk.length);
+    assert.equal(count(heat, /<rect class="cell empty"/), 1);
+    assert.match(heat, /<title>layer 1 · wo all-gather: no samples<\/title>/);
+    for (const hop of HOPS) {
+      const column = new RegExp(`font-weight="600">${hop}</text>`);
+      if ((walk as readonly string[]).includes(hop)) assert.match(heat, column);
+      else assert.doesNotMatch(heat, column, `${hop}: a hop the walk does not run has no column`);
+    }
   });
 
   it('tokens/s over time: one point per step on each line, labelled axes', () => {

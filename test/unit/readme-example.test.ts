@@ -41,7 +41,9 @@ describe('README session example', () => {
         assert.equal(tokens.length, 2);
         assert.ok(tokens.every((x) => Number.isInteger(x) && x >= 0 && x < session.model.vocab));
       }
-      await session.setConfig({ ...session.decodeConfig, wo: 'allreduce' });
+      await session.setConfig({ wo: 'allreduce' });
+      assert.equal(session.decodeConfig.wo, 'allreduce');
+      assert.deepEqual(session.decodeConfig.transport, config.transport, 'the rest of the config in force is kept');
       session.reset();
       assert.equal(session.position(0), 0);
     } finally {

@@ -156,7 +156,7 @@ describe('runtime devices: one worker, two, and loopback (CPU reference)', () =>
       );
       assert.throws(
         () => checkInRange([0], 0, 'cuda'),
-        /device ordinal 0 is out of range: 0 CUDA devices visible \(no CUDA device or driver; use backend: "cpu"\)/,
+        /device ordinal 0 is out of range: 0 CUDA devices visible \(no CUDA device or driver\); use backend: 'cpu'/,
       );
       assert.doesNotThrow(() => checkInRange([0, 0], 1, 'cuda'));
     });

@@ -42,7 +42,7 @@ describe('runtime lifecycle and bad input', () => {
     );
     await assert.rejects(
       Runtime.open({ backend: 'tpu' as never }),
-      /backend must be 'auto', 'cuda' or 'cpu', got 'tpu'/,
+      /RuntimeOptions\.backend must be one of 'auto', 'cuda', 'cpu', got 'tpu'/,
     );
     await assert.rejects(openCpu({ spinMicros: -1 }), /RuntimeOptions\.spinMicros must be an integer/);
   });

@@ -38,10 +38,13 @@ describe('session (CPU backend)', function () {
   it('refuses bad tokens, batches and slots by name, and stays usable', async () => {
     await assert.rejects(s.step([256]), /row 0: token 256 is out of range \[0, 256\)/);
     await assert.rejects(s.step([1, -1]), /row 1: token -1 is out of range/);
-    await assert.rejects(s.step([1.5]), /row 0: token 1.5 is out of range/);
+    await assert.rejects(
+      s.step([1.5]),
+      (e: Error) => e instanceof TypeError && /step: token 1\.5 in row 0 is not an integer/.test(e.message),
+    );
     await assert.rejects(s.step([]), /a step carries 1 to maxBatch \(3\) tokens, got 0/);
     await assert.rejects(s.step([1, 2, 3, 4]), /a step carries 1 to maxBatch \(3\) tokens, got 4/);
-    assert.throws(() => s.position(3), /slot must be in \[0, 3\), got 3/);
+    assert.throws(() => s.position(3), /position: slot must be an integer in \[0, 2\], got 3/);
     assert.equal(s.position(0), 0, 'a refused step moved nothing');
     assert.equal((await s.step([5])).length, 1);
   });
@@ -91,6 +94,7 @@ describe('session (CPU backend)', function () {
 
   it('refuses an unknown preset and a bad maxBatch before opening anything', async () => {
     await assert.rejects(
+      // @ts-expect-error: `model` is a preset's name or a ModelConfig
       Session.open({ backend: 'cpu', model: 'huge' }),
       /unknown model preset 'huge': the presets are tiny, small, bench/,
     );
@@ -146,6 +150,25 @@ describe('memra decode (CPU backend)', function () {
       assert.ok(h.medianUs > 0, `${h.hop}: ${h.medianUs} us`);
     }
     assert.ok(out.joins.medianUsPerToken > 0);
+    const replicated = JSON.parse(
+      execFileSync(
+        process.execPath,
+        [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--walk', 'replicated', '--json'],
+        { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+      ),
+    ) as typeof out & { tokens: number[][]; config: { walk: string } };
+    assert.equal(replicated.config.walk, 'replicated');
+    assert.deepEqual(
+      replicated.joins.hops.map((h) => [h.hop, h.joinsPerToken]),
+      ['head all-gather', 'wo all-gather', 'ep exchange'].map((h) => [h, 2]),
+    );
+    const seed = JSON.parse(
+      execFileSync(process.execPath, [cli, 'decode', '--backend', 'cpu', '--tokens', '3', '--no-profile', '--json'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    ) as { tokens: number[][] };
+    assert.deepEqual(replicated.tokens, seed.tokens, 'the two walks give the same tokens');
   });
 
   it('--devices picks the ranks and the layout, --loopback puts both on one device; the same tokens, and the choice said', () => {
@@ -184,6 +207,7 @@ describe('memra decode (CPU backend)', function () {
       [['--batch', '9'], /--batch must be an integer from 1 to 8, got '9'/, 2],
       [['--tokens', '0'], /--tokens must be a positive integer, got '0'/, 2],
       [['--backend', 'tpu'], /--backend must be auto, cuda or cpu, got 'tpu'/, 2],
+      [['--walk', 'balanced'], /--walk must be seed or replicated, got 'balanced'/, 2],
       [
         ['--devices', '0,1,2'],
         /--devices must be one device ordinal or two separated by a comma \(0, or 0,1\), got '0,1,2'/,
@@ -191,17 +215,17 @@ describe('memra decode (CPU backend)', function () {
       ],
       [
         ['--backend', 'cpu', '--devices', '0', '--layout', 'sharded'],
-        /memra: layout 'sharded' needs two ranks, and devices \[0\] is one/,
+        /memra decode: layout 'sharded' needs two ranks, and devices \[0\] is one/,
         1,
       ],
       [
         ['--backend', 'cpu', '--devices', '1,1'],
-        /memra: RuntimeOptions\.devices: both ranks are on device 1\..*pass loopback: true/,
+        /memra decode: RuntimeOptions\.devices: both ranks are on device 1\..*pass loopback: true/,
         1,
       ],
       [
         ['--backend', 'cpu', '--devices', '0,1', '--loopback'],
-        /memra: RuntimeOptions\.loopback puts both ranks on one device, but devices \[0, 1\] are two devices/,
+        /memra decode: RuntimeOptions\.loopback puts both ranks on one device, but devices \[0, 1\] are two devices/,
         1,
       ],
     ] as const) {

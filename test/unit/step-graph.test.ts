@@ -84,7 +84,7 @@ describe('step graph', function () {
 
   it('is refused alongside the EP graph gate, by name', () => {
     assert.throws(
-      () => parseDecodeConfig({ stepGraph: true, epGraph: true }, 'cfg.json'),
+      () => parseDecodeConfig({ stepGraph: true, epGraph: true }, { source: 'cfg.json' }),
       /cfg\.json: \$\.stepGraph: cannot be on with \$\.epGraph/,
     );
   });

@@ -1,0 +1,126 @@
+// The `bench` step's small and attention kernels at t = 1, each alone, timed from a CUDA graph of
+// back-to-back launches (no timing event between two launches): what each costs the step, free
+// of the decode bench kernel table's per-launch event overhead. The attention is timed at several
+// positions, whole and as its two kernels, and under other head groupings of its tile kernel.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -I. scripts/probes/step-kernels-probe.cu cu/model.cu \
+//        cu/model_moe.cu cu/model_gemv.cu cu/model_weights.cu -o build/probes/step-kernels-probe
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "cu/model_attention.cu"
+#include "scripts/probes/probe_cuda.h"
+
+namespace {
+
+constexpr int kLaunches = 30;
+constexpr int kReplays = 15;
+
+template <class Body>
+double PerLaunch(cudaStream_t s, Body body) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  body();
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaGetLastError());
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  for (int i = 0; i < kLaunches; ++i) body();
+  CHECK(cudaStreamEndCapture(s, &g));
+  CHECK(cudaGraphInstantiate(&ge, g, 0));
+  CHECK(cudaGraphLaunch(ge, s));
+  std::vector<double> us;
+  for (int r = 0; r < kReplays; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(ms * 1000.0 / kLaunches);
+  }
+  CHECK(cudaGraphExecDestroy(ge));
+  CHECK(cudaGraphDestroy(g));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+float* Randoms(size_t n, float scale = 1.f) {
+  std::vector<float> h(n);
+  std::mt19937 g(3);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (auto& v : h) v = u(g);
+  float* d;
+  CHECK(cudaMalloc(&d, n * 4));
+  CHECK(cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice));
+  return d;
+}
+
+uint16_t* Weights(size_t elems, uint64_t id, float scale) {
+  uint16_t* w;
+  CHECK(cudaMalloc(&w, elems * 2));
+  CHECK(memra_gen_weights(w, 7, id, 0, 1, elems, 0, elems, 0, scale, 0));
+  return w;
+}
+
+template <class T>
+T* Zeros(size_t n) {
+  T* p;
+  CHECK(cudaMalloc(&p, n * sizeof(T)));
+  CHECK(cudaMemset(p, 0, n * sizeof(T)));
+  return p;
+}
+
+}  // namespace
+
+int main() {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const uint32_t H = 4096, N = 32, R = 512, Dv = 128, P = 4096, E = 32, K = 8;
+  float* cache = Randoms(size_t(P) * R, 0.5f);
+  float* q = Randoms(size_t(N) * R);
+  uint16_t* wuv = Weights(size_t(N) * R * Dv, 2, 0.044f);
+  float* u = Zeros<float>(N * Dv);
+  int32_t* pos = Zeros<int32_t>(8);
+  float* work = Zeros<float>(memra_mla_workspace_bytes(1, N, P, R) / 4);
+  MemraMlaArgs a{u, N * Dv, q, N * R, cache, uint64_t(P) * R, pos, wuv, work, 1, N, P, R, Dv};
+  const Workspace ws = MakeWorkspace(work, 1, N, P, R);
+  for (int p : {0, 15, 63, 1023, 3999}) {
+    CHECK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
+    const double whole = PerLaunch(s, [&] { CHECK(memra_mla_attention(&a, s)); });
+    const double part = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 4, 4, true>(a, ws, s))); });
+    const double part2 = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 2, 4, true>(a, ws, s))); });
+    const double part1 = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 1, 4, true>(a, ws, s))); });
+    const double comb = PerLaunch(s, [&] { CHECK(LaunchCombine<true>(a, ws, s)); });
+    std::printf("mla_attention at position %4d: %7.2f us (tile kernel %6.2f, 2 heads a warp %6.2f, 1 head a warp %6.2f; combine %6.2f)\n",
+                p, whole, part, part2, part1, comb);
+  }
+  // The MoE head and the norms.
+  float* h = Randoms(H, 2.f);
+  float* b = Zeros<float>(H);
+  uint16_t* g = Weights(H, 3, 0.1f);
+  const double norm = PerLaunch(s, [&] { CHECK(memra_rmsnorm(b, h, g, 1, H, s)); });
+  float* logits = Randoms(E);
+  int32_t* ids = Zeros<int32_t>(K);
+  float* wts = Zeros<float>(K);
+  uint8_t* xq = Zeros<uint8_t>(H);
+  float* xs = Zeros<float>(H / 128);
+  float* xd = Zeros<float>(H);
+  const double rq = PerLaunch(s, [&] { CHECK(memra_route_quant(ids, wts, logits, xq, xs, xd, h, 1, E, K, H, s)); });
+  const double router = PerLaunch(s, [&] { CHECK(memra_router(ids, wts, logits, 1, E, K, s)); });
+  const double quant = PerLaunch(s, [&] { CHECK(memra_quantize(xq, xs, h, 1, H, s)); });
+  uint16_t* wr = Weights(size_t(H) * E, 4, 0.015f);
+  const double wr8 = PerLaunch(s, [&] { CHECK(memra_gemv(logits, E, h, H, wr, E, H, E, 1, 0, 8, s)); });
+  float* contrib = Randoms(size_t(K) * H);
+  const double comb = PerLaunch(s, [&] { CHECK(memra_moe_combine(h, wts, ids, contrib, contrib, E, 1, K, H, s)); });
+  const int32_t one[1] = {7};
+  const double empty = PerLaunch(s, [&] { CHECK(memra_set_i32(pos + 4, 1, one, s)); });
+  std::printf("rmsnorm %.2f us; route_quant %.2f (router %.2f, quantize %.2f); gemv Wr split 8 %.2f; moe_combine %.2f; set_i32 (a launch) %.2f\n",
+              norm, rq, router, quant, wr8, comb, empty);
+  std::printf("done\n");
+  return 0;
+}

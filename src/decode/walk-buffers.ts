@@ -1,0 +1,134 @@
+/**
+ * Each rank's activation buffers and caches, sized once for maxBatch rows, and where a step of t
+ * rows finds its parts in them. Every walk uses the same buffers, so a changed walk needs nothing
+ * allocated: rank 1 holds all of them (the replicated walk keeps `h` there too), bar the final
+ * norm, the logits and the picked tokens, which are root's.
+ */
+import type { Rank } from '../runtime/rank.js';
+import type { ModelConfig } from './model-config.js';
+import { ownership, type Layout } from './device-weights.js';
+import { mlaWorkspaceBytes } from './mla-workspace.js';
+
+export interface Buffers {
+  /** h (t·H), then the step's positions (t words): packed, so the seed walk's fan-out moves both. */
+  hx: number;
+  a: number;
+  q: number;
+  uPart: number;
+  uFull: number;
+  yPart: number;
+  /** The whole `u @ Wo` (t·H). */
+  yFull: number;
+  /** The `wo: "allreduce"` variant's partial product, then the sum. */
+  yAr: number;
+  logitsE: number;
+  /** The MoE input packed: xq, xs, ids, weights (packAt). */
+  pack: number;
+  xd: number;
+  act: number;
+  /** Per-slot expert contributions: t·K·H for each rank's slots, rank r's at r·t·K·H (contribAt). */
+  contrib: number;
+  fin: number;
+  logitsV: number;
+  tokIn: number;
+  tokOut: number;
+  cache: number;
+  /** The attention's tile partials (mla-workspace.ts). */
+  attnWork: number;
+}
+
+/** The seed walk's EP fan-out payload in f32 words: xq (t·H bytes), xs (t·H/128), ids (t·K), weights (t·K). */
+export function packWords(cfg: ModelConfig, t: number): number {
+  return (t * cfg.hidden) / 4 + (t * cfg.hidden) / 128 + 2 * t * cfg.topk;
+}
+
+/** Where the packed MoE input sits in a rank's pack buffer, for t rows (ids then weights, adjacent). */
+export function packAt(b: Buffers, cfg: ModelConfig, t: number): { xq: number; xs: number; ids: number; wts: number } {
+  const H = cfg.hidden;
+  const xs = b.pack + t * H;
+  const ids = xs + ((t * H) / 128) * 4;
+  return { xq: b.pack, xs, ids, wts: ids + t * cfg.topk * 4 };
+}
+
+/** Where rank r's slots' contributions sit in buffer b (of either rank), for t rows. */
+export function contribAt(b: Buffers, cfg: ModelConfig, r: number, t: number): number {
+  return b.contrib + r * t * cfg.topk * cfg.hidden * 4;
+}
+
+/** Where the step's positions follow h in b.hx. */
+export function positionsAt(b: Buffers, cfg: ModelConfig, t: number): number {
+  return b.hx + t * cfg.hidden * 4;
+}
+
+/** The largest join a step of t rows moves, in f32 words (what the link must hold). */
+export function largestJoin(cfg: ModelConfig, t: number): number {
+  const { hidden: H, heads: N, headDim: Dv, topk: K } = cfg;
+  return Math.max(t * H + t, t * N * Dv, t * H, packWords(cfg, t), t * K * H);
+}
+
+/** Bytes of each buffer rank r allocates for maxBatch B. */
+function bufferSizes(cfg: ModelConfig, layout: Layout, r: number, B: number): Record<keyof Buffers, number> {
+  const {
+    hidden: H,
+    heads: N,
+    latent: R,
+    headDim: Dv,
+    experts: E,
+    topk: K,
+    ffn: F,
+    vocab: V,
+    layers: L,
+    maxPos: P,
+  } = cfg;
+  const own = ownership(cfg, layout, r);
+  const root = r === 0;
+  return {
+    hx: (B * H + B) * 4,
+    a: B * H * 4,
+    q: B * own.nh * R * 4,
+    uPart: B * own.nh * Dv * 4,
+    uFull: B * N * Dv * 4,
+    yPart: B * own.woCols * 4,
+    yFull: B * H * 4,
+    yAr: B * H * 4,
+    logitsE: B * E * 4,
+    pack: packWords(cfg, B) * 4,
+    xd: B * H * 4,
+    act: B * K * F * 4,
+    contrib: (layout === 'sharded' ? 2 : 1) * B * K * H * 4,
+    fin: root ? B * H * 4 : 0,
+    logitsV: root ? B * V * 4 : 0,
+    tokIn: B * 4,
+    tokOut: root ? B * 4 : 0,
+    cache: B * L * P * R * 4,
+    attnWork: mlaWorkspaceBytes(B, own.nh, P, R),
+  };
+}
+
+/** Activation and cache bytes of rank 0 (the larger), for sizing the CPU reference's devices. */
+export function activationBytes(cfg: ModelConfig, layout: Layout, maxBatch: number): number {
+  return Object.values(bufferSizes(cfg, layout, 0, maxBatch)).reduce((a, b) => a + b, 0);
+}
+
+/** Allocate rank r's buffers, poisoned; on failure frees what it took. */
+export async function allocBuffers(rank: Rank, cfg: ModelConfig, layout: Layout, B: number): Promise<Buffers> {
+  const sizes = bufferSizes(cfg, layout, rank.rank, B);
+  const out = {} as Buffers;
+  try {
+    for (const [k, bytes] of Object.entries(sizes) as Array<[keyof Buffers, number]>) {
+      out[k] = bytes > 0 ? await rank.alloc(bytes) : 0;
+      // Poison: a kernel that reads what no kernel wrote shows NaN, not a plausible zero.
+      if (bytes > 0) rank.memset(out[k], 0xff, bytes);
+    }
+  } catch (e) {
+    await freeBuffers(rank, out);
+    throw e;
+  }
+  return out;
+}
+
+/** Drain the rank (a queued kernel may still use them), then free its buffers; never throws. */
+export async function freeBuffers(rank: Rank, b: Partial<Buffers>): Promise<void> {
+  await rank.drain(60_000).catch(() => undefined);
+  for (const p of Object.values(b)) if (p) await rank.free(p).catch(() => undefined);
+}

@@ -504,11 +504,12 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   const bool vecW = reinterpret_cast<uintptr_t>(a.wuv) % 16 == 0 && a.Dv % kUGroup == 0;
   cudaError_t err;
   if (a.R <= 512) {
-    // The fewest heads a block that still take all of them, up to 32 (a wider block's spare heads
-    // cost its warps; a narrower one re-reads the cache tile in more blocks).
-    if (a.nh > 16) {
-      err = vecIn ? LaunchPartial<32, 4, 4, true>(a, ws, stream) : LaunchPartial<32, 4, 4, false>(a, ws, stream);
-    } else if (a.nh > 8) {
+    // Sixteen heads a block (two a warp) or, for fewer heads, eight: a block's time grows with its
+    // heads, so 32 heads in one block left the step's short contexts to one SM, and 8 a block
+    // re-read each cache tile four times at long ones (bench, one tile at position 63: 23.6 us
+    // for 32 heads a block, 16.8 for 16, 12.5 for 8; at 3999: 25.0, 22.9, 33.9;
+    // scripts/probes/step-kernels-probe.cu).
+    if (a.nh > 8) {
       err = vecIn ? LaunchPartial<32, 2, 4, true>(a, ws, stream) : LaunchPartial<32, 2, 4, false>(a, ws, stream);
     } else {
       err = vecIn ? LaunchPartial<32, 1, 4, true>(a, ws, stream) : LaunchPartial<32, 1, 4, false>(a, ws, stream);

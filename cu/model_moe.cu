@@ -43,9 +43,54 @@ __device__ __forceinline__ void RouteRow(int32_t* __restrict__ ids, float* __res
     const uint32_t i = lane + 32 * m;
     v[m] = i < E ? LoadFresh(x + i) : 0.0f;
   }
-  uint32_t taken = 0;  // bit m: element lane + 32m
   float selLo = 0.0f, selHi = 0.0f;  // the value of pick `lane` and of pick `lane + 32`
-  for (uint32_t k = 0; k < K; ++k) {
+  const unsigned perLane = (E + 31) / 32;
+  bool nan = false;
+#pragma unroll
+  for (unsigned m = 0; m < kPerLane; ++m) nan |= m < perLane && lane + 32 * m < E && isnan(v[m]);
+  if (!__any_sync(0xffffffffu, nan)) {
+    // No NaN: the scan's picks are the elements in order of (value, larger first; index, lower
+    // first), so an element's pick is the number of elements ahead of it in that order, found for
+    // every element at once (a pick at a time was a chain of K dependent butterflies).
+    uint32_t place[kPerLane];
+#pragma unroll
+    for (unsigned m = 0; m < kPerLane; ++m) place[m] = 0;
+    for (unsigned mj = 0; mj < perLane; ++mj) {
+      for (unsigned src = 0; src < 32; ++src) {
+        const uint32_t j = src + 32 * mj;
+        float vj = 0.0f;
+#pragma unroll
+        for (unsigned m = 0; m < kPerLane; ++m) {
+          if (m == mj) vj = __shfl_sync(0xffffffffu, v[m], src);
+        }
+        if (j >= E) continue;
+#pragma unroll
+        for (unsigned m = 0; m < kPerLane; ++m) {
+          const uint32_t i = lane + 32 * m;
+          if (m < perLane && (vj > v[m] || (vj == v[m] && j < i))) ++place[m];
+        }
+      }
+    }
+#pragma unroll
+    for (unsigned m = 0; m < kPerLane; ++m) {
+      const uint32_t i = lane + 32 * m;
+      if (m < perLane && i < E && place[m] < K) ids[place[m]] = int32_t(i);
+    }
+    for (uint32_t k = 0; k < K; ++k) {
+      bool mine = false;
+      float val = 0.0f;
+#pragma unroll
+      for (unsigned m = 0; m < kPerLane; ++m) {
+        if (m < perLane && lane + 32 * m < E && place[m] == k) mine = true, val = v[m];
+      }
+      const unsigned owner = __ffs(__ballot_sync(0xffffffffu, mine)) - 1;
+      const float picked = __shfl_sync(0xffffffffu, val, owner);
+      if (k % 32 == lane) (k < 32 ? selLo : selHi) = picked;
+    }
+  }
+  uint32_t taken = 0;  // bit m: element lane + 32m
+  // With a NaN: the scan itself, a pick at a time (f32-ops.ts topk's NaN rules).
+  for (uint32_t k = 0; __any_sync(0xffffffffu, nan) && k < K; ++k) {
     uint32_t first = kNone, bi = kNone;
     float fv = 0.0f, bv = 0.0f;
 #pragma unroll

@@ -7,10 +7,14 @@
  * The walk is deterministic and its layouts bit-identical (the sharded walk in any transport,
  * eager or from the step graph), so a soak loop teacher-forces the window's inputs and wants
  * the window's token back at every step, exactly; each loop's `reset()` when the cache is full
- * starts the window over. At the oracle's checkpoints it also wants the step's hidden state
- * within relative L2 1e-3 of the oracle's (the GPU suite's bound: the GPU's kernels round
- * differently from the oracle's f32 loops) and the token the oracle picks, or one whose logit is
- * within rounding of it (a near tie, where the two may pick differently and both be right).
+ * starts the window over. At the oracle's checkpoints it also wants the step's hidden state near
+ * the oracle's, by the GPU suite's rule: every one within relative L2 1e-2 and their median
+ * within 1e-5. The GPU's kernels round differently from the oracle's f32 loops, and an fp8 code
+ * of the MoE input that lands within rounding of a midpoint between two codes goes one way on
+ * one and the other way on the other: one such flip put a step of `small` at 1.84e-3, every
+ * other near 1e-7 (a wrong kernel is O(1) off, a systematic loss moves the median). The token
+ * must be the oracle's, or one whose logit is as close to the largest as such a flip allows (a
+ * near tie, where the two may pick differently and both be right).
  */
 import { CpuModel } from '../../src/decode/cpu-model.js';
 import { presetByName } from '../../src/decode/model-config.js';
@@ -18,10 +22,17 @@ import type { BackendKind } from '../../src/runtime/device-api.js';
 import type { Session } from '../../src/decode/session.js';
 import { openVariant } from './variants.js';
 
-/** Relative L2 a step's hidden state may differ from the oracle's by. */
-export const HIDDEN_REL_L2 = 1e-3;
+/** Relative L2 any one step's hidden state may differ from the oracle's by. */
+export const HIDDEN_REL_L2 = 1e-2;
+/** ... and the median over the steps checked. */
+export const HIDDEN_MEDIAN = 1e-5;
 /** A logit within this share of the largest logit's magnitude of it is a near tie. */
-export const NEAR_TIE = 1e-3;
+export const NEAR_TIE = 1e-2;
+
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s[s.length >> 1]!;
+}
 
 export interface Reference {
   preset: string;
@@ -75,7 +86,10 @@ export async function buildReference(
   backend: BackendKind,
   preset: string,
   start: number,
-): Promise<{ ref: Reference; agreement: { worstRelL2: number; equal: number; nearTies: number; wrong: number } }> {
+): Promise<{
+  ref: Reference;
+  agreement: { worstRelL2: number; medianRelL2: number; equal: number; nearTies: number; wrong: number };
+}> {
   const cfg = presetByName(preset);
   const P = cfg.maxPos;
   const inputs: number[] = [],
@@ -101,13 +115,16 @@ export async function buildReference(
     ref.oracleHidden.push(r.hidden);
     ref.oracleLogits.push(r.trace!.logits);
   }
-  const agreement = { worstRelL2: 0, equal: 0, nearTies: 0, wrong: 0 };
+  const agreement = { worstRelL2: 0, medianRelL2: 0, equal: 0, nearTies: 0, wrong: 0 };
+  const errs: number[] = [];
   for (let p = 0; p < P; p++) {
     const v = askOracle(ref, p, outputs[p]!, hidden[p]!);
+    errs.push(v.relL2);
     agreement.worstRelL2 = Math.max(agreement.worstRelL2, v.relL2);
     if (v.token === 'equal') agreement.equal++;
     else if (v.token === 'near tie') agreement.nearTies++;
     else agreement.wrong++;
   }
+  agreement.medianRelL2 = median(errs);
   return { ref, agreement };
 }

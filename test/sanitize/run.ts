@@ -35,20 +35,30 @@ import type { BackendKind } from '../../src/runtime/device-api.js';
 import { COLLECTIVE_OPS, runCase } from '../support/transport-battery.js';
 import { checkReplays, parentGraphRig } from '../support/parent-graph-battery.js';
 import { oracleRun, relL2, runSession } from '../support/decode-run.js';
+import { HIDDEN_MEDIAN, HIDDEN_REL_L2, median } from '../../bench/soak/reference.js';
 
 type Pair = Pick<RuntimeOptions, 'devices' | 'loopback'>;
 const PAIRS: Record<string, Pair> = { loopback: { devices: [0, 0], loopback: true }, two: { devices: [0, 1] } };
 
 const STEPS = 4;
 
-/** `steps` teacher-forced steps of `s` against the in-process model: every hidden state within 1e-3. */
+/**
+ * `steps` teacher-forced steps of `s` against the in-process model, by the GPU suite's rule
+ * (bench/soak/reference.ts says why): every hidden state within relative L2 1e-2, the median 1e-5.
+ */
 async function againstOracle(s: Session, steps = STEPS): Promise<string> {
   const start = randomInt(0, s.model.vocab);
   const ref = oracleRun(s.model, [start], steps);
   const got = await runSession(s, [start], steps, [[start], ...ref.next.slice(0, -1)]);
-  const worst = Math.max(...got.hidden.map((h, i) => relL2(h, ref.hidden[i]!)));
-  assert.ok(worst <= 1e-3, `hidden state off the oracle's by relative L2 ${worst.toExponential(2)} > 1e-3`);
-  return `${steps} steps, worst relative L2 ${worst.toExponential(2)}`;
+  const errs = got.hidden.map((h, i) => relL2(h, ref.hidden[i]!));
+  const worst = Math.max(...errs),
+    mid = median(errs);
+  assert.ok(
+    worst <= HIDDEN_REL_L2,
+    `hidden state off the oracle's by relative L2 ${worst.toExponential(2)} > ${HIDDEN_REL_L2.toExponential(0)}`,
+  );
+  assert.ok(mid <= HIDDEN_MEDIAN, `the median relative L2 ${mid.toExponential(2)} > ${HIDDEN_MEDIAN.toExponential(0)}`);
+  return `${steps} steps, relative L2 worst ${worst.toExponential(2)}, median ${mid.toExponential(2)}`;
 }
 
 async function withSession<T>(opts: SessionOptions, body: (s: Session) => Promise<T>): Promise<T> {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { renderBenchReport } from './report-html.js';
 import { joinsTable, rowsTable, summaryTable, variantsTable } from './report-tables.js';
 import { targetsTable } from './report-targets.js';
+import { reliabilityChecksTable, reliabilityTable } from './report-reliability.js';
 import type { NamedResults } from './results-types.js';
 import { readStoredResults } from './stored-results.js';
 import { isTwoGpuResults } from './results-machine.js';
@@ -30,6 +31,8 @@ const twoGpu = (files: NamedResults[]): NamedResults[] => files.filter(isTwoGpuR
 
 export const SECTIONS: Section[] = [
   { doc: 'README.md', name: 'summary', render: (f) => summaryTable(f) },
+  { doc: 'README.md', name: 'reliability', render: (f) => reliabilityTable(f) },
+  { doc: 'docs/reliability.md', name: 'reliability-checks', render: (f) => reliabilityChecksTable(f) },
   { doc: 'docs/performance.md', name: 'targets', render: (f) => targetsTable(twoGpu(f)) },
   { doc: 'docs/performance.md', name: 'decode', render: (f) => variantsTable(ofSuite('decode')(f)) },
   { doc: 'docs/performance.md', name: 'ep', render: (f) => variantsTable(ofSuite('ep')(f)) },

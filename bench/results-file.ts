@@ -48,13 +48,19 @@ export function row(fields: Omit<Row, keyof Summary | 'samples'>, samples: numbe
   return { ...fields, ...summarize(samples), samples: samples.map((v) => Math.round(v * 1000) / 1000) };
 }
 
-/** Write the suite's results; returns the paths written. */
-export function writeResults(suite: string, machine: Machine, rows: Row[], outDirs: string[]): string[] {
+/** Write the suite's results (and what else the suite records, `extra`); returns the paths written. */
+export function writeResults(
+  suite: string,
+  machine: Machine,
+  rows: Row[],
+  outDirs: string[],
+  extra: Record<string, unknown> = {},
+): string[] {
   const date = new Date().toISOString();
   const name = `${suite}-${machine.label}-${date.slice(0, 10)}.json`;
   // Indented for reading, except the raw samples: one line per row keeps files diffable and small.
   const body = JSON.stringify(
-    { suite, date, machine, rows: rows.map((r, i) => ({ ...r, samples: `@samples${i}@` })) },
+    { suite, date, machine, rows: rows.map((r, i) => ({ ...r, samples: `@samples${i}@` })), ...extra },
     null,
     1,
   ).replace(/"@samples(\d+)@"/g, (_, i: string) => JSON.stringify(rows[Number(i)]!.samples));

@@ -3,6 +3,7 @@
  * those files (the README tables and the HTML page).
  */
 import type { Machine, Row } from './results-file.js';
+import type { LoopResult } from './soak/loop-result.js';
 
 export type { Machine, Row };
 
@@ -11,6 +12,8 @@ export interface ResultsFile {
   date: string;
   machine: Machine;
   rows: Row[];
+  /** The soak's loops (bench/soak/): what ran and what held. */
+  loops?: LoopResult[];
 }
 
 /** A results file with the name it was read under. */

@@ -18,6 +18,9 @@
 #           unsharded rows, eager and from the step graph); about 6 minutes
 #   loopback-bench  the ring, joins and ep suites with both ranks on device 0, written as
 #           <suite>-<machine>-loopback-<date>.json (never two-GPU figures)
+#   reliability  `npm run soak` sized to about 150 s (20,000 steps on one GPU and 2,000 a loopback
+#           row, 100 and 20 open/close cycles, each fault 4 times, 1,000 invalid inputs) into
+#           soak-<machine>-<date>.json, then `npm run sanitize` (every tool over every target)
 #   smoke   the LL server probe (build it first, here: nvcc -O2 -std=c++17 -arch=sm_90 -I. -o
 #           build/probes/ll-server-probe scripts/probes/ll-server-probe.cu cu/tp_ll_server.cu), the
 #           node diagnostic (scripts/probes/ll-server-node.mjs) and
@@ -48,8 +51,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|probe|smoke|ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu, loopback-bench, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|reliability|probe|smoke|ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu, loopback-bench, reliability, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -69,7 +72,7 @@ step() { # name seconds command...
   timeout --kill-after=5 "$secs" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - t0)) s (bound $secs s)"
-  grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY|chose:|tokens/s|^  [0-9]+\) " "$logs/$name.log" | tail -12
+  grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY|chose:|tokens/s|^  [0-9]+\) |^(held|FAILED) |^sanitize: " "$logs/$name.log" | tail -24
   return $rc
 }
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$logs/gpus.txt" 2>&1
@@ -102,6 +105,9 @@ for phase in "${phases[@]}"; do
       step start 60 node dist/src/cli/main.js decode
       step selfcheck 30 node dist/src/cli/main.js selfcheck
       step bench-decode 150 node dist/bench/main.js decode --out "$logs" ;;
+    reliability)
+      step soak 200 node --expose-gc dist/bench/soak/main.js --steps 20000 --cycles 100 --faults 4 --time-limit 150 --out "$logs"
+      step sanitize 300 bash scripts/sanitize.sh "$logs/sanitize" ;;
     loopback-bench)
       step bench-ring 80 node dist/bench/main.js ring --loopback --out "$logs"
       step bench-joins 300 node dist/bench/main.js joins --loopback --out "$logs"

@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# compute-sanitizer over the EP graph path: `tiny` decoded on two GPUs with the EP step
-# through seed 003's parent graph, under memcheck, racecheck and synccheck in turn.
+# compute-sanitizer's memcheck (with leak checking), racecheck, synccheck and initcheck over the
+# paths that put two ranks' kernels on the GPU, on whatever GPUs are here (test/sanitize/run.ts):
+# the transports battery, the sharded walk and the EP parent graph in loopback (both ranks on
+# device 0), the same on devices 0 and 1 where there are two, and small's unsharded walk.
 #
-#   npm run sanitize [-- OUT_DIR]      (default OUT_DIR: ./sanitize-logs)
+#   npm run sanitize [-- OUT_DIR [TARGET...]]     (default OUT_DIR: ./sanitize-logs)
 #
-# `push` joins, not `ll`: the LL kernels spin on flags the peer's kernel writes, and under a
-# sanitizer each spin iteration is instrumented; push moves the same bytes without spinning.
-# Each run's full output goes to OUT_DIR/<run>.log; the summary lines are echoed. Exits non-zero
-# when a tool reports errors or the decode fails.
+# Each tool runs once over every target, in one process (a tool's start-up is most of its cost),
+# bounded by SANITIZE_TIMEOUT seconds (default 300); SANITIZE_TOOLS picks tools (default all
+# four). Its full output goes to OUT_DIR/<tool>.log; each report there is counted against the
+# target it came during (the targets print `sanitize-target NAME begin/ok/FAILED`), and a report
+# after the last target (memcheck's leaks, at exit) is counted as "at exit". Printed, and kept in
+# OUT_DIR/summary.txt: one verdict line per tool, then a line per target. An "Internal Sanitizer
+# Error" (the tool lost track of something) is named with the target it came in.
+# Exits 1 when a tool reports anything or a target fails, 2 when it cannot run.
 set -uo pipefail
 out=${1:-sanitize-logs}
+shift || true
 mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
+runner="$root/dist/test/sanitize/run.js"
+[ -f "$runner" ] || { echo "sanitize: $runner is missing: run npm run build first" >&2; exit 2; }
+gpus=$(node -e "import('$root/dist/src/runtime/binding.js').then(b => console.log(b.loadBinding().deviceCount())).catch(() => console.log(0))")
+[ "${gpus:-0}" -ge 1 ] || { echo "sanitize: no CUDA device is visible; compute-sanitizer needs one" >&2; exit 2; }
 # On PATH, else where the CUDA toolkit puts it.
 cs=$(command -v compute-sanitizer || true)
 for c in "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer; do
@@ -19,20 +30,65 @@ for c in "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/c
 done
 [ -n "$cs" ] || { echo "sanitize: compute-sanitizer not found on PATH or in the CUDA toolkit (it ships with it)" >&2; exit 2; }
 "$cs" --version | tail -1 > "$out/version.txt" 2>&1
+summary="$out/summary.txt"
+echo "sanitize: $(cat "$out/version.txt"), $gpus GPU(s), targets: ${*:-all}" | tee "$summary"
 status=0
-# The EP graph path under all three tools, then racecheck once more over the eager twin: on
-# 2026-11-30 racecheck lost track of a launch in the graph path ("Internal Sanitizer Error:
-# Detected a failure to track a kernel launch") and counted that as its one error, so the eager
-# run shows whether the kernels themselves have a shared-memory hazard.
-run() { # name tool config
-  local log="$out/$1.log"
-  "$cs" --tool "$2" --error-exitcode 99 --print-limit 50 \
-    node "$root/dist/src/cli/main.js" decode --backend cuda --preset tiny --tokens 4 --no-profile \
-    --config "$root/bench/configs/$3.json" --json > "$log" 2>&1
-  local rc=$?
-  echo "sanitize: $1 exit $rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error' "$log" | tail -2 | tr '\n' ' ')"
-  [ $rc -eq 0 ] || status=1
+
+# Reports per target: a line "========= <Capitalised>..." starts one, except the tool's own
+# banner and summaries.
+attribute() { # log
+  awk '
+    /^sanitize-target [^ ]+ begin/ { cur = $2; order[++n] = cur; next }
+    /^sanitize-target [^ ]+ (ok|FAILED):/ {
+      st = $3; sub(/:$/, "", st); state[$2] = st
+      if (st == "FAILED") why[$2] = substr($0, index($0, "FAILED:") + 8)
+      cur = "at exit"; next
+    }
+    /^========= (ERROR SUMMARY|RACECHECK SUMMARY|COMPUTE-SANITIZER|Target application returned)/ { next }
+    /^========= [A-Z]/ {
+      k = (cur == "" ? "before the first target" : cur)
+      reports[k]++
+      if (!(k in first)) first[k] = substr($0, 11)
+      if ($0 ~ /Internal Sanitizer Error/ && !(k in lost)) lost[k] = substr($0, 11)
+    }
+    END {
+      if (reports["before the first target"] > 0) order[++n] = "before the first target"
+      if (reports["at exit"] > 0) order[++n] = "at exit"
+      for (i = 1; i <= n; i++) {
+        k = order[i]
+        s = (k in state) ? state[k] : ((k ~ / /) ? "" : "did not finish")
+        line = sprintf("  %s: %s%s%d report(s)", k, s, (s == "" ? "" : ", "), reports[k] + 0)
+        if (k in first) line = line "; first: " first[k]
+        if (k in lost) line = line "; the tool lost track here: " lost[k]
+        if (k in why) line = line "; failed: " why[k]
+        print line
+      }
+    }' "$1"
 }
-for tool in memcheck racecheck synccheck; do run "$tool" "$tool" ep-graph; done
-run racecheck-eager racecheck ep-eager
+
+for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+  log="$out/$tool.log"
+  extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  timeout --signal=INT --kill-after=30 "${SANITIZE_TIMEOUT:-300}" \
+    "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 100 \
+    node "$runner" "$@" > "$log" 2>&1
+  rc=$?
+  said=$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | sed 's/^========= //' | tr '\n' ' ')
+  lost=$(grep -c 'Internal Sanitizer Error' "$log")
+  failed=$(grep -c '^sanitize-target [^ ]* FAILED' "$log")
+  ok=$(grep -c '^sanitize-target [^ ]* ok' "$log")
+  case $rc in
+    0) verdict=clean ;;
+    99) verdict="reported errors" ;;
+    1) verdict="a target failed" ;;
+    124) verdict="timed out after ${SANITIZE_TIMEOUT:-300} s" ;;
+    *) verdict="exit $rc" ;;
+  esac
+  [ "$lost" -eq 0 ] || verdict="$verdict, lost track $lost time(s)"
+  [ "$failed" -eq 0 ] || verdict="$verdict, $failed target(s) failed"
+  [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$lost" -eq 0 ] || status=1
+  echo "sanitize: $tool: $verdict; ${said:-no summary line}; $ok target(s) ok" | tee -a "$summary"
+  attribute "$log" | tee -a "$summary"
+done
 exit $status

@@ -51,6 +51,17 @@ export function integer(lo: number, hi: number): Check<number> {
   };
 }
 
+/** An integer in [lo, hi] that is a power of two (a ring's capacity). */
+export function powerOfTwo(lo: number, hi: number): Check<number> {
+  const inRange = integer(lo, hi);
+  return (v, at) => {
+    const n = inRange(v, at);
+    if ((n & (n - 1)) !== 0)
+      throw new InvalidArgValueError(`${at} must be a power of two in [${bound(lo)}, ${bound(hi)}], got ${n}`);
+    return n;
+  };
+}
+
 /** Any number, NaN included (a fill value may be a poison). */
 export const number: Check<number> = (v, at) => {
   if (typeof v !== 'number') throw new InvalidArgTypeError(`${at} must be a number, got ${describe(v)}`);

@@ -21,8 +21,12 @@ export type InputErrorCode =
 /** Codes of a session that cannot take the call now. */
 export type SessionErrorCode = 'ERR_SESSION_CLOSED' | 'ERR_SESSION_BUSY';
 
-/** Codes of a failure on a device or its worker; the first one closes the session. */
+/**
+ * Codes of a failure on a device or its worker; the first one closes the session, except
+ * ERR_BARRIER_REFUSED, after which the session resets the barrier and stays usable.
+ */
 export type FaultCode =
+  | 'ERR_BARRIER_REFUSED'
   | 'ERR_BAD_RECORD'
   | 'ERR_UNKNOWN_OP'
   | 'ERR_RECORD_FAILED'

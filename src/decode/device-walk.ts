@@ -24,7 +24,8 @@ import { checkRoutes } from './route-check.js';
 import { EpStepTimer } from './ep-step-timer.js';
 import { DeviceSpans, type Span } from './device-spans.js';
 import { allocBuffers, freeBuffers, largestJoin, type Buffers } from './walk-buffers.js';
-import { HIDDEN_AT, routesAt, stampsAt } from './walk-mailbox.js';
+import { HIDDEN_AT, refusalAt, routesAt, stampsAt } from './walk-mailbox.js';
+import { BarrierWatch, waitsOnDevice } from './barrier-watch.js';
 import { LayerPieces } from './layer-pieces.js';
 import { WalkJoins } from './walk-joins.js';
 import type { LayerWalk } from './layer-walk.js';
@@ -77,6 +78,8 @@ export class DeviceWalk {
   private kernelSpans: DeviceSpans | undefined;
   /** The last step's rows and walk (residuals()). */
   private last: { t: number; walk: LayerWalk } | undefined;
+  /** The refusal words of the device barriers, read with every step that joins through one (sharded). */
+  private readonly barriers: BarrierWatch | undefined;
 
   private constructor(
     readonly rt: Runtime,
@@ -100,6 +103,7 @@ export class DeviceWalk {
       this.unsharded = new UnshardedWalk(this.pieces);
     }
     this.stepGraphs = new StepGraphs(rt, layout !== 'sharded');
+    this.barriers = link ? new BarrierWatch(rt, link, refusalAt(cfg, maxBatch)) : undefined;
   }
 
   private get ranksUsed(): number {
@@ -256,6 +260,7 @@ export class DeviceWalk {
       profiler?.flush();
     }
     if (profiler) profiler.copyStamps();
+    const refusals = this.barriers && waitsOnDevice(trs) ? this.barriers.copy(this.pieces.ops) : undefined;
     root.toMailbox(b0.tokOut, 0, 4 * t);
     if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
     this.stepSpans?.end('step');
@@ -276,6 +281,13 @@ export class DeviceWalk {
     };
     if (hidden) out.hidden = hidden;
     if (profiler) out.joins = profiler.endStep();
+    if (refusals !== undefined) {
+      // The profile's read of this step settles on its own; nobody will await it if this throws.
+      await this.barriers!.check(refusals, timeoutMs).catch((e: unknown) => {
+        out.joins?.catch(() => undefined);
+        throw e;
+      });
+    }
     if (dc.validate) out.routes = this.checkRoutes(t);
     return out;
   }

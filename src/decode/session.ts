@@ -4,9 +4,11 @@
  *
  * Row s of a step is sequence slot s; the session tracks each slot's position, so a step carries
  * only tokens. Every argument is checked, by type and then by range (src/api/check.ts), before
- * anything is enqueued: a refused call leaves the session as it was and usable. Only a failure on
- * a device (a worker's refusal, a barrier that timed out) closes the session, and every later
- * call says why.
+ * anything is enqueued: a refused call leaves the session as it was and usable. A device barrier
+ * that refused (one rank's half of a join never ran) fails its step by name, and the session
+ * drains both ranks, resets the barrier and stays usable: the step may be retried. Any other
+ * failure on a device (a worker's refusal or death) closes the session, and every later call
+ * says why. close() waits for a call in flight, then frees.
  */
 import { Runtime, RUNTIME_OPTIONS, type RuntimeOptions } from '../runtime/runtime.js';
 import { ArLink } from '../runtime/link.js';
@@ -46,6 +48,7 @@ import {
 } from './decode-config.js';
 import { bytesPerDevice, checkFits } from './device-fit.js';
 import { planRun, type RunPlan } from './run-plan.js';
+import { BarrierRefusal } from './barrier-watch.js';
 
 export interface SessionOptions {
   /** A preset name (`tiny`, `small`, `bench`) or a whole config. Default: `small` on CUDA, `tiny` on the CPU. */
@@ -128,7 +131,10 @@ function sessionModel(cfg: ModelConfig): SessionModel {
 
 export class Session {
   private closed: Error | undefined;
-  private busy = false;
+  /** Set by close(), which first waits for the call in flight. */
+  private closing: Promise<void> | undefined;
+  /** The call that holds the devices (a step, a config change, a read-back), settled or not. */
+  private inflight: Promise<unknown> | undefined;
   private readonly lengths: number[];
   private readonly slotCheck: Check<number>;
   readonly model: SessionModel;
@@ -242,18 +248,17 @@ export class Session {
     this.usable('setConfig');
     configOption(c, 'setConfig: config');
     const next = Session.readConfig(c, 'setConfig: config', Session.against(this.model), this.config);
-    this.busy = true;
-    try {
-      await this.dev.walk.prepare(next);
-      this.config = next;
-    } catch (e) {
-      // A transport that cannot open here (NCCL on the CPU reference, say) leaves the old config
-      // in force and the session usable; only a failed device closes it.
-      if (this.dev.rt.failure) await this.fail(e as Error);
-      throw e;
-    } finally {
-      this.busy = false;
-    }
+    await this.exclusive(async () => {
+      try {
+        await this.dev.walk.prepare(next);
+        this.config = next;
+      } catch (e) {
+        // A transport that cannot open here (NCCL on the CPU reference, say) leaves the old config
+        // in force and the session usable; only a failed device closes it.
+        if (this.dev.rt.failure) await this.fail(e as Error);
+        throw e;
+      }
+    });
   }
 
   private slot(call: string, slot: unknown): number {
@@ -298,31 +303,68 @@ export class Session {
       positions.push(p);
     }
     const t0 = performance.now();
-    this.busy = true;
+    return this.exclusive(async () => {
+      try {
+        const { next, hidden, joins, timing } = await this.dev.walk.step(
+          rows,
+          positions,
+          this.config,
+          opts.hidden === true,
+        );
+        for (let s = 0; s < rows.length; s++) this.lengths[s]!++;
+        const out: StepOutput = { next, ms: performance.now() - t0, timing };
+        if (hidden) out.hidden = hidden;
+        if (joins) out.joins = joins;
+        return out;
+      } catch (e) {
+        if (e instanceof BarrierRefusal && !this.dev.rt.failure) throw await this.recover(e);
+        await this.fail(e as Error);
+        throw e;
+      }
+    });
+  }
+
+  /**
+   * After a barrier refusal the ranks' barrier epochs disagree: drain both, zero every flag, epoch
+   * and refusal word, and hand back the refusal saying so. The positions did not advance, so a
+   * retried step rewrites the cache rows this one wrote. A reset that fails closes the session.
+   */
+  private async recover(e: BarrierRefusal): Promise<Error> {
     try {
-      const { next, hidden, joins, timing } = await this.dev.walk.step(
-        rows,
-        positions,
-        this.config,
-        opts.hidden === true,
+      await this.dev.link!.resetBarrier();
+    } catch (r) {
+      await this.fail(r as Error);
+      return new Error(
+        `${e.message}; resetting the barrier failed, so the session is closed: ${(r as Error).message}`,
+        {
+          cause: e,
+        },
       );
-      for (let s = 0; s < rows.length; s++) this.lengths[s]!++;
-      const out: StepOutput = { next, ms: performance.now() - t0, timing };
-      if (hidden) out.hidden = hidden;
-      if (joins) out.joins = joins;
-      return out;
-    } catch (e) {
-      await this.fail(e as Error);
-      throw e;
+    }
+    return new BarrierRefusal(
+      e.words,
+      e.spinTicks,
+      'both ranks were drained and the barrier reset: the session is usable, and the step may be retried',
+    );
+  }
+
+  /** Run a call that holds the devices; close() waits for it. */
+  private async exclusive<T>(body: () => Promise<T>): Promise<T> {
+    const run = body();
+    this.inflight = run;
+    try {
+      return await run;
     } finally {
-      this.busy = false;
+      this.inflight = undefined;
     }
   }
 
   private usable(call: string): void {
     if (this.closed)
       throw new SessionStateError(`${call}: the session is closed (${this.closed.message})`, 'ERR_SESSION_CLOSED');
-    if (this.busy)
+    if (this.closing)
+      throw new SessionStateError(`${call}: the session is closing (close() was called)`, 'ERR_SESSION_CLOSED');
+    if (this.inflight)
       throw new SessionStateError(
         `${call}: the previous call has not finished; await it first (one step at a time)`,
         'ERR_SESSION_BUSY',
@@ -343,10 +385,16 @@ export class Session {
     await rt.close().catch(() => undefined);
   }
 
-  /** Free everything; later calls say the session is closed. */
-  async close(): Promise<void> {
-    if (this.closed) return;
-    await this.shutdown(new Error('closed by close()'));
+  /**
+   * Free everything; later calls say the session is closed. A step (or config change) in flight
+   * runs to its end first, so nothing is freed under a kernel that still reads or writes it.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.inflight?.catch(() => undefined);
+      if (!this.closed) await this.shutdown(new Error('closed by close()'));
+    })();
+    return this.closing;
   }
 
   /** `await using session = await Session.open(...)` closes it at the end of the block. */
@@ -369,12 +417,7 @@ export class Session {
    */
   async residuals(): Promise<Float32Array[]> {
     this.usable('residuals');
-    this.busy = true;
-    try {
-      return await this.dev.walk.residuals();
-    } finally {
-      this.busy = false;
-    }
+    return this.exclusive(() => this.dev.walk.residuals());
   }
 
   /** Device bytes of weights per rank, for reports. */

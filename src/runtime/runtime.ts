@@ -15,7 +15,7 @@ import { RingProducer, RingView } from '../workers/ring.js';
 import { RingState, W_STATE, W_TAIL, seqDiff } from '../workers/ring-layout.js';
 import { WorkerHandle } from '../workers/worker-handle.js';
 import type { WorkerFault } from '../workers/worker-init.js';
-import { boolean, deferred, integer, oneOf, options } from '../api/check.js';
+import { boolean, deferred, integer, oneOf, options, powerOfTwo } from '../api/check.js';
 import { holdOpen } from './exit-guard.js';
 
 export interface RuntimeOptions {
@@ -76,7 +76,7 @@ export const RUNTIME_OPTIONS = options<RuntimeOptions>({
   // Their shape and the rules between them are checkDevices's (device-choice.ts), in its words.
   devices: deferred(),
   loopback: deferred(),
-  ringCapacity: integer(2, 1 << 20),
+  ringCapacity: powerOfTwo(2, 1 << 20),
   spinMicros: integer(0, 1_000_000),
   handshakeTimeoutMs: integer(1, 600_000),
   callTimeoutMs: integer(1, 3_600_000),
@@ -391,7 +391,7 @@ export class Runtime {
     );
     this.closed = true;
     this.release();
-    await Promise.all(this.workers.map((w) => w.terminate()));
+    await Promise.all(this.workers.map((w) => w.terminate('was closed with its runtime')));
     if (errors.length > 0)
       throw new AggregateError(errors, `runtime close: ${errors.map((e) => e.message).join('; ')}`);
   }

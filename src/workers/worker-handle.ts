@@ -14,6 +14,8 @@ export class ControlError extends Error {
   constructor(
     message: string,
     readonly code: string,
+    /** The rank whose worker the call went to. */
+    readonly rank?: number,
   ) {
     super(message);
     this.name = 'ControlError';
@@ -60,21 +62,26 @@ export async function endLiveWorkers(): Promise<void> {
 
 export class WorkerHandle {
   readonly tag: string;
+  readonly rank: number;
   private readonly worker: Worker;
   private readonly remote: Comlink.Remote<DeviceControl>;
   private readonly pending = new Set<(e: Error) => void>();
-  private lastError: Error | undefined;
-  /** Set once the thread has exited; every later call rejects with it. */
-  dead: Error | undefined;
+  /**
+   * Set once the thread is dying or gone (an uncaught error, terminate(), its exit); every later
+   * call rejects with it.
+   */
+  dead: ControlError | undefined;
+  /** Settles once the thread has exited, after its env teardown released its device. */
   readonly exited: Promise<void>;
 
   constructor(
     init: Omit<WorkerInit, 'control'>,
     private readonly callTimeoutMs: number,
     onFault: (f: WorkerFault) => void,
-    onExit: (e: Error) => void,
+    private readonly onExit: (e: Error) => void,
   ) {
     this.tag = `worker ${init.rank} (device ${init.ordinal})`;
+    this.rank = init.rank;
     const { port1, port2 } = new MessageChannel();
     this.worker = startWorker({ ...init, control: port2 }, port2);
     live.add(this);
@@ -82,18 +89,15 @@ export class WorkerHandle {
     this.worker.on('message', (m: WorkerFault) => {
       if (m?.type === 'fault') onFault(m);
     });
-    this.worker.on('error', (e) => {
-      this.lastError = e;
-    });
+    // A thread that threw is as good as gone: say so now, not at its exit, which waits for the
+    // env teardown to drain its device (in loopback that is the other rank's work too, which may
+    // be waiting out its spin bound on this one).
+    this.worker.on('error', (e) => this.die(`died: ${e.message}`));
     this.exited = new Promise((resolve) => {
       this.worker.on('exit', (code) => {
         live.delete(this);
-        const why = this.lastError ? `: ${this.lastError.message}` : '';
-        this.dead = new ControlError(`${this.tag} exited (code ${code})${why}`, 'ERR_WORKER_EXITED');
-        for (const reject of this.pending) reject(this.dead);
-        this.pending.clear();
+        this.die(`exited (code ${code})`);
         port1.close();
-        onExit(this.dead);
         resolve();
       });
     });
@@ -102,6 +106,15 @@ export class WorkerHandle {
     // alive by its timeout timer; a step by its polls. After the listeners: adding one refs.
     this.worker.unref();
     port1.unref();
+  }
+
+  /** The first report of the thread's end rejects every pending call and tells the runtime, once. */
+  private die(how: string): void {
+    if (this.dead) return;
+    this.dead = new ControlError(`${this.tag} ${how}`, 'ERR_WORKER_EXITED', this.rank);
+    for (const reject of this.pending) reject(this.dead);
+    this.pending.clear();
+    this.onExit(this.dead);
   }
 
   /** One control call, rejected on timeout or when the worker dies. */
@@ -118,6 +131,7 @@ export class WorkerHandle {
           new ControlError(
             `${this.tag}: control call '${String(name)}' timed out after ${this.callTimeoutMs} ms`,
             'ERR_CONTROL_TIMEOUT',
+            this.rank,
           ),
         );
       }, this.callTimeoutMs);
@@ -138,7 +152,12 @@ export class WorkerHandle {
     });
   }
 
-  async terminate(): Promise<void> {
+  /**
+   * End the thread (after its orderly close, or instead of it); settles once it has exited. `how`
+   * completes "worker r (device d) ..." in what later calls reject with.
+   */
+  async terminate(how = 'was terminated'): Promise<void> {
+    this.die(how);
     await this.worker.terminate();
     await this.exited;
   }

@@ -36,7 +36,10 @@ describe('runtime lifecycle and bad input', () => {
   });
 
   it('refuses bad options by name', async () => {
-    await assert.rejects(openCpu({ ringCapacity: 1000 }), /capacity must be a power of two/);
+    await assert.rejects(
+      openCpu({ ringCapacity: 1000 }),
+      /RuntimeOptions\.ringCapacity must be a power of two in \[2, 2\^20\], got 1000/,
+    );
     await assert.rejects(
       Runtime.open({ backend: 'tpu' as never }),
       /RuntimeOptions\.backend must be one of 'auto', 'cuda', 'cpu', got 'tpu'/,
@@ -89,12 +92,16 @@ describe('runtime lifecycle and bad input', () => {
     const died = new Promise<Error>((res) => r.onFault(res));
     const pending = r.ranks[0].control.call('hang', 30_000);
     await r.ranks[0].control.call('crash', 'injected failure');
-    await assert.rejects(pending, /worker 0 \(device 0\) exited \(code 1\): injected failure/);
-    assert.match((await died).message, /exited/);
+    await assert.rejects(pending, (e: Error & { code: string; rank: number }) => {
+      assert.match(e.message, /^worker 0 \(device 0\) died: injected failure$/);
+      assert.deepEqual([e.code, e.rank], ['ERR_WORKER_EXITED', 0]);
+      return true;
+    });
+    assert.match((await died).message, /died/);
     assert.throws(() => r.ranks[0].nop(), /the worker has stopped/);
     await r.close(); // the survivor is closed too; closing again is harmless
     assert.throws(() => r.pair('the test')[1].nop(), /the worker has stopped/);
-    await assert.rejects(r.pair('the test')[1].alloc(64), /exited/);
+    await assert.rejects(r.pair('the test')[1].alloc(64), /worker 1 \(device 1\) was closed with its runtime/);
   });
 
   it('a handshake on a dead peer refuses at once instead of waiting out its bound', async () => {

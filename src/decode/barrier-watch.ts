@@ -1,0 +1,83 @@
+/**
+ * The device barriers' refusal words, read back with every step whose joins wait on the device
+ * (`oneshot`, `ll`). A join whose other half never runs stores 40043 or 40044 into its rank's
+ * word (runtime/link.ts) and returns instead of hanging, so its step completes with wrong numbers.
+ * Each rank therefore copies its word into its mailbox after its last join of the step (rank 0
+ * before its step signal, rank 1 then advancing REFUSAL_SLOT), and the step hands back its
+ * tokens only when both words read 0. The copies are one 4-byte record per rank and a signal on
+ * rank 1; the read is two loads from mapped host memory.
+ */
+import { AR_ENTRY_REFUSED, AR_EXIT_REFUSED, type ArLink } from '../runtime/link.js';
+import type { Runtime } from '../runtime/runtime.js';
+import type { Transport } from '../runtime/transports/transport.js';
+import type { ModelOps } from './model-ops.js';
+
+/** Rank 1's completion counter for its word's copy (slot 0 counts rank 0's steps, 1 the profile's stamps). */
+export const REFUSAL_SLOT = 2;
+/** Mailbox bytes the word takes on each rank. */
+export const REFUSAL_BYTES = 8;
+
+const MEANING: Record<number, string> = {
+  [AR_ENTRY_REFUSED]: "waited out its spin bound for the other rank's half (one-shot entry, or LL data)",
+  [AR_EXIT_REFUSED]: 'waited out its spin bound at the one-shot exit, or for an LL acknowledgment',
+};
+
+/** A step failed because a device barrier refused; the session resets the barrier and stays usable. */
+export class BarrierRefusal extends Error {
+  readonly code = 'ERR_BARRIER_REFUSED';
+  constructor(
+    /** Each rank's refusal word: 0, or 40043 / 40044. */
+    readonly words: readonly number[],
+    /** The spin bound the joins waited, SM clock ticks (config `spin.deviceTicks`). */
+    readonly spinTicks: number,
+    /** What became of the session, said after the cause. */
+    outcome = "this step's tokens are wrong and were not returned",
+  ) {
+    const refused = words.flatMap((w, r) => (w === 0 ? [] : [`rank ${r} ${w} (a join ${MEANING[w] ?? 'refused'})`]));
+    super(
+      `step: the device barrier refused on ${refused.join(' and ')}, after ${spinTicks} ticks (config ` +
+        `spin.deviceTicks): one rank's half of a join never ran; ${outcome}`,
+    );
+    this.name = 'BarrierRefusal';
+  }
+
+  /** The ranks whose joins refused. */
+  get ranks(): number[] {
+    return this.words.flatMap((w, r) => (w === 0 ? [] : [r]));
+  }
+}
+
+/** Whether any of a step's joins wait at a device barrier. */
+export function waitsOnDevice(trs: ReadonlyArray<Transport | undefined>): boolean {
+  return trs.some((tr) => tr?.name === 'oneshot' || tr?.name === 'll');
+}
+
+export class BarrierWatch {
+  private copies = 0;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly link: ArLink,
+    /** Where in each rank's mailbox the word lands. */
+    private readonly offset: number,
+  ) {}
+
+  /** After each rank's last join of the step, and before rank 0's step signal; returns the copy's number. */
+  copy(ops: readonly ModelOps[]): number {
+    const n = ++this.copies;
+    ops[0]!.toMailbox(this.link.err[0], this.offset, 4);
+    ops[1]!.toMailbox(this.link.err[1], this.offset, 4);
+    ops[1]!.rank.signal(REFUSAL_SLOT, n);
+    return n;
+  }
+
+  /** Once rank 0's step signal is seen: waits for rank 1's copy `n`, then throws on either word. */
+  async check(n: number, timeoutMs: number): Promise<void> {
+    await this.rt.waitCompleted(1, REFUSAL_SLOT, n, timeoutMs);
+    const words = [0, 1].map((r) => {
+      const box = this.rt.mailboxes[r]!;
+      return new Int32Array(box.buffer, box.byteOffset + this.offset, 1)[0]!;
+    });
+    if (words.some((w) => w !== 0)) throw new BarrierRefusal(words, this.link.spinLimit);
+  }
+}

@@ -1,0 +1,213 @@
+/**
+ * What `npm run sanitize` (scripts/sanitize.sh) runs under each compute-sanitizer tool: short
+ * runs of the paths that put two ranks' kernels on the GPU, each checked against its answer, so
+ * a tool's silence is not just a crash that said nothing.
+ *
+ *   node dist/test/sanitize/run.js [TARGET...] [--backend cuda|cpu]
+ *
+ * Targets (default: every one this machine can run), `@loopback` (both ranks on device 0) or
+ * `@two` (devices 0 and 1):
+ * - `transports@P`: every transport's four ops at 1, 4099 and 65,537 floats, in and out of place,
+ *   the gathers strided too, every result checked (test/support/transport-battery.ts); `ll` launched and through its
+ *   server; `nccl` on two devices only. Each transport on its own runtime.
+ * - `walk@P`: `tiny`'s sharded walk through `ll` and `push`, eager and from the step graph, four
+ *   steps teacher-forced, each hidden state against the in-process model's.
+ * - `ep-graph@P`: seed 003's parent graph on its own (fresh inputs each replay), then `tiny`'s
+ *   walk with the EP step through it.
+ * - `unsharded`: `small` on one worker, eager and from the step graph, as `walk`.
+ *
+ * Each target prints `sanitize-target NAME begin`, then `... ok: WHAT` or `... FAILED: WHY`, so
+ * the script can place each tool report between them. A target that fails does not stop the
+ * others. Exits 1 when one failed.
+ */
+import { strict as assert } from 'node:assert';
+import { randomInt } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { Runtime, type RuntimeOptions } from '../../src/runtime/runtime.js';
+import { ArLink, LL_SERVE_IDLE_MICROS } from '../../src/runtime/link.js';
+import { openTransport } from '../../src/runtime/transports/open.js';
+import type { TransportName } from '../../src/runtime/transports/transport.js';
+import { ParentGraph } from '../../src/runtime/parent-graph.js';
+import { Session, type SessionOptions } from '../../src/decode/session.js';
+import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-config.js';
+import { visibleDevices } from '../../src/runtime/device-choice.js';
+import type { BackendKind } from '../../src/runtime/device-api.js';
+import { COLLECTIVE_OPS, runCase } from '../support/transport-battery.js';
+import { checkReplays, parentGraphRig } from '../support/parent-graph-battery.js';
+import { oracleRun, relL2, runSession } from '../support/decode-run.js';
+import { HIDDEN_MEDIAN, HIDDEN_REL_L2, median } from '../../bench/soak/reference.js';
+
+type Pair = Pick<RuntimeOptions, 'devices' | 'loopback'>;
+const PAIRS: Record<string, Pair> = { loopback: { devices: [0, 0], loopback: true }, two: { devices: [0, 1] } };
+
+const STEPS = 4;
+
+/**
+ * `steps` teacher-forced steps of `s` against the in-process model, by the GPU suite's rule
+ * (bench/soak/reference.ts says why): every hidden state within relative L2 1e-2, the median 1e-5.
+ */
+async function againstOracle(s: Session, steps = STEPS): Promise<string> {
+  const start = randomInt(0, s.model.vocab);
+  const ref = oracleRun(s.model, [start], steps);
+  const got = await runSession(s, [start], steps, [[start], ...ref.next.slice(0, -1)]);
+  const errs = got.hidden.map((h, i) => relL2(h, ref.hidden[i]!));
+  const worst = Math.max(...errs),
+    mid = median(errs);
+  assert.ok(
+    worst <= HIDDEN_REL_L2,
+    `hidden state off the oracle's by relative L2 ${worst.toExponential(2)} > ${HIDDEN_REL_L2.toExponential(0)}`,
+  );
+  assert.ok(mid <= HIDDEN_MEDIAN, `the median relative L2 ${mid.toExponential(2)} > ${HIDDEN_MEDIAN.toExponential(0)}`);
+  return `${steps} steps, relative L2 worst ${worst.toExponential(2)}, median ${mid.toExponential(2)}`;
+}
+
+async function withSession<T>(opts: SessionOptions, body: (s: Session) => Promise<T>): Promise<T> {
+  const s = await Session.open(opts);
+  try {
+    return await body(s);
+  } finally {
+    await s.close();
+  }
+}
+
+const config = (over: Partial<DecodeConfig>): DecodeConfig => ({ ...DEFAULT_CONFIG, ...over });
+
+async function transports(backend: BackendKind, pair: Pair): Promise<string> {
+  const names: Array<TransportName | 'll (served)'> = ['host', 'peer', 'push', 'oneshot', 'll', 'll (served)'];
+  if (!pair.loopback && backend === 'cuda') names.push('nccl');
+  const done: string[] = [];
+  for (const name of names) {
+    const rt = await Runtime.open({ backend, ...pair });
+    try {
+      const link = await ArLink.open(rt);
+      try {
+        await link.reserve(2 * 65_537);
+        const t = await openTransport(name === 'll (served)' ? 'll' : name, link);
+        if (name === 'll (served)') await link.setLlServe(LL_SERVE_IDLE_MICROS);
+        let ops = 0;
+        for (const op of COLLECTIVE_OPS)
+          for (const n of [1, 4099, 65_537])
+            for (const rows of op === 'allGather' || op === 'gather' ? [1, 2] : [1])
+              for (const inPlace of rows === 1 ? [false, true] : [false])
+                ops += (await runCase(rt, t, { op, n, rows, inPlace, ops: 2 })).ops;
+        assert.deepEqual(await link.barrierErrors(), [0, 0], `${name}: refusal words`);
+        done.push(`${name} ${ops} ops`);
+      } finally {
+        await link.close();
+      }
+    } catch (e) {
+      throw new Error(`${name}: ${(e as Error).message} (after: ${done.join(', ') || 'none'})`);
+    } finally {
+      await rt.close().catch(() => undefined);
+    }
+  }
+  return done.join(', ');
+}
+
+async function walk(backend: BackendKind, pair: Pair): Promise<string> {
+  const done: string[] = [];
+  for (const transport of ['ll', 'push'] as const)
+    for (const stepGraph of [false, true]) {
+      const what = `${transport}${stepGraph ? '+graph' : ''}`;
+      const r = await withSession(
+        {
+          backend,
+          model: 'tiny',
+          maxBatch: 1,
+          layout: 'sharded',
+          runtime: pair,
+          config: config({ transport: { default: transport, layers: [] }, stepGraph }),
+        },
+        againstOracle,
+      );
+      done.push(`${what}: ${r}`);
+    }
+  return done.join('; ');
+}
+
+async function epGraph(backend: BackendKind, pair: Pair): Promise<string> {
+  const rt = await Runtime.open({ backend, ...pair });
+  try {
+    const n = 257;
+    const rig = await parentGraphRig(rt, n);
+    const g = await ParentGraph.build(rt, rig.parts());
+    await checkReplays(rt, rig, g, n, 3);
+    await g.destroy();
+    await rig.free();
+  } finally {
+    await rt.close();
+  }
+  const decoded = await withSession(
+    {
+      backend,
+      model: 'tiny',
+      maxBatch: 1,
+      layout: 'sharded',
+      runtime: pair,
+      config: config({ transport: { default: 'push', layers: [] }, epGraph: true }),
+    },
+    async (s) => {
+      const r = await againstOracle(s);
+      const { dispatches, refused } = s.epGraph();
+      assert.ok(dispatches > 0, `the EP graph never ran (refused: ${JSON.stringify(refused)})`);
+      return `${r}, ${dispatches} graph launches`;
+    },
+  );
+  return `parent graph: 3 replays of 257 floats checked; walk: ${decoded}`;
+}
+
+async function unsharded(backend: BackendKind): Promise<string> {
+  const model = backend === 'cuda' ? 'small' : 'tiny';
+  const done: string[] = [];
+  for (const stepGraph of [false, true]) {
+    const r = await withSession(
+      { backend, model, maxBatch: 1, layout: 'unsharded', runtime: { devices: [0] }, config: config({ stepGraph }) },
+      againstOracle,
+    );
+    done.push(`${model}${stepGraph ? '+graph' : ''}: ${r}`);
+  }
+  return done.join('; ');
+}
+
+export async function sanitizeMain(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { backend: { type: 'string' } },
+  });
+  const backend = (values.backend ?? 'cuda') as BackendKind;
+  if (backend !== 'cuda' && backend !== 'cpu') throw new RangeError(`--backend must be cuda or cpu, got '${backend}'`);
+  const two = backend === 'cpu' || visibleDevices(backend) >= 2;
+  const pairs = two ? ['loopback', 'two'] : ['loopback'];
+  const all = [
+    ...pairs.flatMap((p) => [`transports@${p}`, `walk@${p}`]),
+    'unsharded',
+    ...pairs.map((p) => `ep-graph@${p}`),
+  ];
+  const targets = positionals.length > 0 ? positionals : all;
+  let failed = 0;
+  for (const target of targets) {
+    const [name, p] = target.split('@') as [string, string | undefined];
+    const pair = p === undefined ? undefined : PAIRS[p];
+    console.log(`sanitize-target ${target} begin`);
+    try {
+      if (p !== undefined && !pair) throw new RangeError(`unknown pair '${p}': loopback or two`);
+      const run: Record<string, () => Promise<string>> = {
+        transports: () => transports(backend, pair!),
+        walk: () => walk(backend, pair!),
+        'ep-graph': () => epGraph(backend, pair!),
+        unsharded: () => unsharded(backend),
+      };
+      if (!run[name]) throw new RangeError(`unknown target '${name}': ${Object.keys(run).join(', ')}`);
+      if (name !== 'unsharded' && !pair) throw new RangeError(`${name} needs a pair: ${name}@loopback or ${name}@two`);
+      console.log(`sanitize-target ${target} ok: ${await run[name]()}`);
+    } catch (e) {
+      failed++;
+      console.log(`sanitize-target ${target} FAILED: ${(e as Error).message.replace(/\n/g, ' ')}`);
+    }
+  }
+  return failed === 0 ? 0 : 1;
+}
+
+const main = process.argv[1] && new URL(import.meta.url).pathname === process.argv[1];
+if (main) process.exitCode = await sanitizeMain(process.argv.slice(2));

@@ -11,10 +11,18 @@ const stem = (file: string): string => file.replace(/\.json$/, '');
 const isStep = (r: Row): boolean => r.op === 'step' && r.metric === 'device' && r.floorMs !== undefined;
 
 /** Each machine's newest file with rows that `pick` takes, and those rows. */
-function newestWith(files: NamedResults[], pick: (r: Row) => boolean): Array<{ label: string; file: string; rows: Row[] }> {
+function newestWith(
+  files: NamedResults[],
+  pick: (r: Row) => boolean,
+): Array<{ label: string; file: string; rows: Row[] }> {
   const out: Array<{ label: string; file: string; rows: Row[] }> = [];
-  for (const [label, mine] of byMachine(files.filter((f) => f.data.suite === 'decode' || f.data.suite === 'roofline'))) {
-    const newest = [...mine].sort(byDateThenName).reverse().find((f) => f.data.rows.some(pick));
+  for (const [label, mine] of byMachine(
+    files.filter((f) => f.data.suite === 'decode' || f.data.suite === 'roofline'),
+  )) {
+    const newest = [...mine]
+      .sort(byDateThenName)
+      .reverse()
+      .find((f) => f.data.rows.some(pick));
     if (newest) out.push({ label, file: newest.file, rows: newest.data.rows.filter(pick) });
   }
   return out;

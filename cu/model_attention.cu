@@ -457,7 +457,9 @@ cudaError_t LaunchCombine(const MemraMlaArgs& a, const Workspace& ws, cudaStream
   static std::atomic<size_t> granted{0};
   auto kernel = mla_combine<kVec>;
   const uint32_t pass = a.Dv < kUPass ? a.Dv : kUPass;
-  const size_t smem = (size_t((a.R + 3) & ~3u) + size_t(kUParts) * pass + ws.tiles) * sizeof(float);
+  // The tiles' weights are read by an unrolled loop the compiler may vectorize: room for a whole
+  // group of 16 past the last (memcheck: a 16-byte read past the end at one tile).
+  const size_t smem = (size_t((a.R + 3) & ~3u) + size_t(kUParts) * pass + ((ws.tiles + 15) & ~15u)) * sizeof(float);
   const cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   // Always dependent on mla_partial: it waits for it before reading the workspace.

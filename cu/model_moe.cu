@@ -28,106 +28,48 @@ using memra_cu::PdlWait;
 // both are order-free, which lets 32 lanes (lane l holds elements l, l + 32, ...) find it.
 constexpr uint32_t kNone = 0xffffffffu;
 
-// Row s's picks and weights, by the 32 lanes of one warp (all of which call it). Each lane keeps
-// its elements in registers for the whole pass (a pick re-reading them from L2 cost the router
-// 7 us at E = 32, K = 8: scripts/probes/step-kernels-probe.cu), and carries the value of its first
-// untaken index alongside the index itself through the butterfly.
+// Row s's picks and weights, by the 32 lanes of one warp (all of which call it): the scan a pick
+// at a time, lane l over elements l, l + 32, ... (Keeping a lane's elements in registers, or
+// placing every element at once by its rank, measured slower: 10.5 and 29 us against 7.3 at
+// E = 32, K = 8, scripts/probes/step-kernels-probe.cu.)
 __device__ __forceinline__ void RouteRow(int32_t* __restrict__ ids, float* __restrict__ wts,
                                          const float* __restrict__ x, uint32_t E, uint32_t K,
                                          unsigned lane) {
-  constexpr unsigned kPerLane = MEMRA_MODEL_MAX_EXPERTS / 32;
-  static_assert(MEMRA_MODEL_MAX_TOPK <= 64, "two picks' values a lane");
-  float v[kPerLane];
-#pragma unroll
-  for (unsigned m = 0; m < kPerLane; ++m) {
-    const uint32_t i = lane + 32 * m;
-    v[m] = i < E ? LoadFresh(x + i) : 0.0f;
-  }
-  float selLo = 0.0f, selHi = 0.0f;  // the value of pick `lane` and of pick `lane + 32`
-  const unsigned perLane = (E + 31) / 32;
-  bool nan = false;
-#pragma unroll
-  for (unsigned m = 0; m < kPerLane; ++m) nan |= m < perLane && lane + 32 * m < E && isnan(v[m]);
-  if (!__any_sync(0xffffffffu, nan)) {
-    // No NaN: the scan's picks are the elements in order of (value, larger first; index, lower
-    // first), so an element's pick is the number of elements ahead of it in that order, found for
-    // every element at once (a pick at a time was a chain of K dependent butterflies).
-    uint32_t place[kPerLane];
-#pragma unroll
-    for (unsigned m = 0; m < kPerLane; ++m) place[m] = 0;
-    for (unsigned mj = 0; mj < perLane; ++mj) {
-      for (unsigned src = 0; src < 32; ++src) {
-        const uint32_t j = src + 32 * mj;
-        float vj = 0.0f;
-#pragma unroll
-        for (unsigned m = 0; m < kPerLane; ++m) {
-          if (m == mj) vj = __shfl_sync(0xffffffffu, v[m], src);
-        }
-        if (j >= E) continue;
-#pragma unroll
-        for (unsigned m = 0; m < kPerLane; ++m) {
-          const uint32_t i = lane + 32 * m;
-          if (m < perLane && (vj > v[m] || (vj == v[m] && j < i))) ++place[m];
-        }
-      }
-    }
-#pragma unroll
-    for (unsigned m = 0; m < kPerLane; ++m) {
-      const uint32_t i = lane + 32 * m;
-      if (m < perLane && i < E && place[m] < K) ids[place[m]] = int32_t(i);
-    }
-    for (uint32_t k = 0; k < K; ++k) {
-      bool mine = false;
-      float val = 0.0f;
-#pragma unroll
-      for (unsigned m = 0; m < kPerLane; ++m) {
-        if (m < perLane && lane + 32 * m < E && place[m] == k) mine = true, val = v[m];
-      }
-      const unsigned owner = __ffs(__ballot_sync(0xffffffffu, mine)) - 1;
-      const float picked = __shfl_sync(0xffffffffu, val, owner);
-      if (k % 32 == lane) (k < 32 ? selLo : selHi) = picked;
-    }
-  }
-  uint32_t taken = 0;  // bit m: element lane + 32m
-  // With a NaN: the scan itself, a pick at a time (f32-ops.ts topk's NaN rules).
-  for (uint32_t k = 0; __any_sync(0xffffffffu, nan) && k < K; ++k) {
+  uint32_t taken = 0;  // bit m: element lane + 32m (E <= 1024)
+  float sel[MEMRA_MODEL_MAX_TOPK];
+  for (uint32_t k = 0; k < K; ++k) {
     uint32_t first = kNone, bi = kNone;
-    float fv = 0.0f, bv = 0.0f;
-#pragma unroll
-    for (unsigned m = 0; m < kPerLane; ++m) {
-      const uint32_t i = lane + 32 * m;
-      if (i >= E || ((taken >> m) & 1u)) continue;
-      if (first == kNone) first = i, fv = v[m];
-      if (!isnan(v[m]) && (bi == kNone || v[m] > bv)) bv = v[m], bi = i;
+    float bv = 0.0f;
+    for (uint32_t m = 0, i = lane; i < E; ++m, i += 32) {
+      if ((taken >> m) & 1u) continue;
+      const float v = LoadFresh(x + i);
+      if (first == kNone) first = i;
+      if (!isnan(v) && (bi == kNone || v > bv)) bv = v, bi = i;
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
-      const uint32_t of = __shfl_xor_sync(0xffffffffu, first, o);
-      const float ofv = __shfl_xor_sync(0xffffffffu, fv, o);
-      if (of < first) first = of, fv = ofv;
+      first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
       const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
       const uint32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
       if (oi != kNone && (bi == kNone || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
     }
     // K <= E, so an untaken element exists; if the first one is NaN it is the pick.
-    const uint32_t pick = isnan(fv) ? first : bi;
+    const float f = LoadFresh(x + first);
+    const uint32_t pick = isnan(f) ? first : bi;
     if (pick % 32 == lane) taken |= 1u << (pick / 32);
-    const float picked = isnan(fv) ? fv : bv;
-    if (k % 32 == lane) (k < 32 ? selLo : selHi) = picked;
+    sel[k] = isnan(f) ? f : bv;
     if (lane == 0) ids[k] = int32_t(pick);
   }
-  // f32-ops.ts softmaxInPlace over the K selected, in slot order: the max (exact in any order),
-  // each exp in its own lane, their sum in slot order on every lane, then each weight.
+  if (lane != 0) return;
+  // f32-ops.ts softmaxInPlace over the K selected, in slot order.
   float mx = -INFINITY;
-  for (uint32_t k = 0; k < K; ++k) {
-    const float sk = __shfl_sync(0xffffffffu, k < 32 ? selLo : selHi, k % 32);
-    mx = sk > mx ? sk : mx;
-  }
-  const float eLo = expf(__fsub_rn(selLo, mx)), eHi = expf(__fsub_rn(selHi, mx));
+  for (uint32_t k = 0; k < K; ++k) mx = sel[k] > mx ? sel[k] : mx;
   float sum = 0.0f;
-  for (uint32_t k = 0; k < K; ++k) sum = __fadd_rn(sum, __shfl_sync(0xffffffffu, k < 32 ? eLo : eHi, k % 32));
-  if (lane < K) wts[lane] = __fdiv_rn(eLo, sum);
-  if (lane + 32 < K) wts[lane + 32] = __fdiv_rn(eHi, sum);
+  for (uint32_t k = 0; k < K; ++k) {
+    sel[k] = expf(__fsub_rn(sel[k], mx));
+    sum = __fadd_rn(sum, sel[k]);
+  }
+  for (uint32_t k = 0; k < K; ++k) wts[k] = __fdiv_rn(sel[k], sum);
 }
 
 __global__ void router(int32_t* __restrict__ ids, float* __restrict__ wts,

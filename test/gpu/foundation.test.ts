@@ -268,7 +268,7 @@ describe('GPU bad input', function () {
     const died = new Promise<Error>((r) => rt.onFault(r));
     await rt.ranks[0].alloc(1 << 20);
     await rt.ranks[0].control.call('crash', 'injected');
-    assert.match((await died).message, /exited .*injected/);
+    assert.match((await died).message, /worker 0 \(device \d+\) died: injected/);
     await rt.close();
     const again = await Runtime.open({ backend: 'cuda', ...PAIR });
     await again.close();

@@ -53,9 +53,11 @@ describe('one GPU', function () {
   for (const t of [1, 3]) {
     // An fp8 code of the MoE input that lands within f32 rounding of a midpoint between two codes
     // rounds one way here and the other on the CPU (test/gpu/decode.test.ts): on small one such
-    // flip put a step at 1.84e-3, every other step near 1e-7. So: every step within 1e-2 (a flip,
-    // not a wrong kernel, whose error is O(1)), and the median within 1e-5 (a systematic loss).
-    it(`small, t=${t}, unsharded on one worker: every step's hidden state within relative L2 1e-2 of the in-process model under teacher forcing, the median within 1e-5`, async () => {
+    // flip put a step at 1.84e-3, every other step near 1e-7; and the flipped step's cache row
+    // then differs for every later step (a t = 3 run's median 5.3e-5 after an early flip). So:
+    // every step within 1e-2 (a flip, not a wrong kernel, whose error is O(1)), and the median
+    // within 1e-4 (a systematic loss, bf16 activations say, lands near 1e-3 on every step).
+    it(`small, t=${t}, unsharded on one worker: every step's hidden state within relative L2 1e-2 of the in-process model under teacher forcing, the median within 1e-4`, async () => {
       const steps = 24;
       const start = Array.from({ length: t }, () => randomInt(0, presetByName('small').vocab));
       const s = await Session.open({ backend: 'cuda', model: 'small', maxBatch: t, layout: 'unsharded' });
@@ -68,7 +70,7 @@ describe('one GPU', function () {
         for (const [i, e] of errs.entries())
           assert.ok(e <= 1e-2, `step ${i}: relative L2 ${e.toExponential(2)} > 1e-2`);
         const median = [...errs].sort((x, y) => x - y)[errs.length >> 1]!;
-        assert.ok(median <= 1e-5, `median relative L2 ${median.toExponential(2)} > 1e-5`);
+        assert.ok(median <= 1e-4, `median relative L2 ${median.toExponential(2)} > 1e-4`);
         const same = got.next.filter((n, i) => n.every((x, k) => x === ref.next[i]![k])).length;
         console.log(
           `      small t=${t} unsharded: worst relative L2 ${Math.max(...errs).toExponential(2)}, median ${median.toExponential(2)}; greedy tokens equal the oracle's at ${same} of ${steps} steps`,

@@ -52,7 +52,7 @@ export function kernelTable(files: NamedResults[]): string {
   const blocks = newestWith(files, (r) => r.op === 'kernel').map(({ label, file, rows }) => {
     const total = rows.reduce((a, r) => a + r.median, 0);
     const lines = [
-      `From \`${stem(file)}\` (${label}; t = 1, eager, every kernel timed alone between an event pair, so each carries a few µs of its own: they sum to more than a step).`,
+      `From \`${stem(file)}\` (${label}; t = 1, eager, each kernel alone between an event pair: a few µs each of their own).`,
       '',
       '| kernel | launches a step | µs a step | share | GB/s |',
       '| --- | ---: | ---: | ---: | ---: |',

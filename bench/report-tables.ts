@@ -119,23 +119,16 @@ const join8k = (transport: string, op: string, metric: string, what: string): He
  * The README's figures, in this order, for every machine that measured them. A machine that
  * lacks a line (one GPU has no joins) simply has fewer lines; a new line is one entry here.
  */
+// One GPU's decode rows are the README's roofline table (bench/report-roofline.ts).
 export const HEADLINES: Headline[] = [
-  step('unsharded'),
-  step('unsharded+graph'),
   step('ll'),
   step('ll+graph'),
   { suite: 'ep', what: 'MoE step, EP parent graph', pick: (r) => r.op === 'moe step' && r.transport === 'graph' },
-  {
-    suite: 'ep',
-    what: 'MoE step, its eager twin over `ll`',
-    pick: (r) => r.op === 'moe step' && r.transport === 'eager ll',
-  },
   join8k('ll', 'allReduce', 'device', '8 KB all-reduce in a graph, `ll`'),
   join8k('nccl', 'allReduce', 'device', '8 KB all-reduce in a graph, `nccl`'),
   join8k('ll', 'allGather', 'device', '8 KB all-gather in a graph, `ll`'),
   join8k('ll', 'broadcast', 'device', '8 KB broadcast in a graph, `ll`'),
   join8k('ll', 'allReduce', 'host', '8 KB eager all-reduce, host time, `ll` (LL server)'),
-  join8k('ll', 'allReduce', 'host-launch', '8 KB eager all-reduce, host time, `ll` (launched)'),
   { suite: 'ring', what: 'main thread per join, one kernel per worker', pick: (r) => r.op === 'join-kernel' },
 ];
 

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { renderBenchReport } from './report-html.js';
 import { joinsTable, rowsTable, summaryTable, variantsTable } from './report-tables.js';
 import { targetsTable } from './report-targets.js';
+import { kernelTable, rooflineTable } from './report-roofline.js';
 import { reliabilityChecksTable, reliabilityTable } from './report-reliability.js';
 import type { NamedResults } from './results-types.js';
 import { readStoredResults } from './stored-results.js';
@@ -31,6 +32,8 @@ const twoGpu = (files: NamedResults[]): NamedResults[] => files.filter(isTwoGpuR
 
 export const SECTIONS: Section[] = [
   { doc: 'README.md', name: 'summary', render: (f) => summaryTable(f) },
+  { doc: 'README.md', name: 'roofline', render: (f) => rooflineTable(f) },
+  { doc: 'README.md', name: 'kernels', render: (f) => kernelTable(f) },
   { doc: 'README.md', name: 'reliability', render: (f) => reliabilityTable(f) },
   { doc: 'docs/reliability.md', name: 'reliability-checks', render: (f) => reliabilityChecksTable(f) },
   { doc: 'docs/performance.md', name: 'targets', render: (f) => targetsTable(twoGpu(f)) },

@@ -68,7 +68,10 @@ describe('bench report: reliability tables', () => {
     assert.equal(t.length, 6);
     assert.equal(t[0], 'From `soak-1xH200-2026-12-02`.');
     assert.equal(t[4], '| 1xH200 | long decode, `small` unsharded | 100000 steps | all 2 |');
-    assert.equal(t[5], '| 1xH200-loopback | long decode, `small` ll+graph | 4321 of 10000 steps (time limit) | 1 of 2; **not:** RSS |');
+    assert.equal(
+      t[5],
+      '| 1xH200-loopback | long decode, `small` ll+graph | 4321 of 10000 steps (time limit) | 1 of 2; **not:** RSS |',
+    );
     const checks = reliabilityChecksTable([newer, older]);
     assert.match(checks, /^From `soak-1xH200-2026-12-02\.json`\./);
     assert.match(

@@ -142,7 +142,7 @@ export class Session {
   private release: () => void = () => undefined;
 
   private constructor(
-    /** The backend, layout and devices this session runs on, and why. */
+    /** The backend, layout and devices the session runs on, and why. */
     readonly plan: RunPlan,
     model: ModelConfig,
     readonly maxBatch: number,

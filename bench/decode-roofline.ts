@@ -86,22 +86,28 @@ async function runCase(
   return out;
 }
 
-/** The kernel table's steps: eager, validated (for the routes), every kernel timed alone. */
-async function kernelSteps(walk: DeviceWalk, steps: number, warm: number, progress: Progress): Promise<KernelStep[]> {
+/** The kernel table's steps of t rows: eager, validated (for the routes), every kernel timed alone. */
+async function kernelSteps(
+  walk: DeviceWalk,
+  t: number,
+  steps: number,
+  warm: number,
+  progress: Progress,
+): Promise<KernelStep[]> {
   const dc: DecodeConfig = { ...DEFAULT_CONFIG, validate: true };
   await walk.prepare(dc);
   await walk.timeKernels(true);
   const out: KernelStep[] = [];
   try {
-    let tok = [1];
+    let tok = Array.from({ length: t }, (_, s) => 1 + s);
     for (let i = 0; i < warm + steps; i++) {
-      const positions = [i];
+      const positions = tok.map(() => i);
       const { next, routes } = await walk.step(tok, positions, dc, false);
       await walk.stepDeviceUs();
       const spans = await walk.kernelTimes();
       if (i >= warm) out.push({ spans, positions, routes: routes! });
       tok = next;
-      progress.tick('decode kernel table', i + 1, warm + steps);
+      progress.tick(`decode kernel table t=${t}`, i + 1, warm + steps);
     }
   } finally {
     await walk.timeKernels(false);
@@ -264,29 +270,31 @@ export async function benchRoofline(backend: BackendKind, progress: Progress): P
         );
       }
       await walk.timeSteps(false);
-      for (const line of kernelLines(cfg, await kernelSteps(walk, n.short, n.warm, progress))) {
-        const us = summarize(line.us).median;
-        rows.push(
-          row(
-            {
-              suite: 'decode',
-              op: 'kernel',
-              transport: line.kernel,
-              bytes: summarize(line.bytes).median,
-              preset,
-              unit: 'us',
-              metric: 'device',
-              t: 1,
-              positions: `0-${n.short - 1}`,
-              launches: line.launches,
-              gbps: summarize(line.bytes).median / (us * 1000),
-              method:
-                'device µs a step of every launch of this kernel, each alone between an event pair (eager, no overlap between kernels); bytes: its weights once (experts: the distinct ones routed) and its activations',
-            },
-            line.us,
-          ),
-        );
-      }
+      // t = 1 for the step's shape, t = 8 for where a batch's time goes.
+      for (const t of [1, MAX_BATCH])
+        for (const line of kernelLines(cfg, await kernelSteps(walk, t, n.short, n.warm, progress))) {
+          const us = summarize(line.us).median;
+          rows.push(
+            row(
+              {
+                suite: 'decode',
+                op: 'kernel',
+                transport: line.kernel,
+                bytes: summarize(line.bytes).median,
+                preset,
+                unit: 'us',
+                metric: 'device',
+                t,
+                positions: `0-${n.short - 1}`,
+                launches: line.launches,
+                gbps: summarize(line.bytes).median / (us * 1000),
+                method:
+                  'device µs a step of every launch of this kernel, each alone between an event pair (eager, no overlap between kernels); bytes: its weights once (experts: the distinct ones routed) and its activations',
+              },
+              line.us,
+            ),
+          );
+        }
     } finally {
       await walk.close();
     }

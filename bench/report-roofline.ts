@@ -49,7 +49,7 @@ export function rooflineTable(files: NamedResults[]): string {
 }
 
 export function kernelTable(files: NamedResults[]): string {
-  const blocks = newestWith(files, (r) => r.op === 'kernel').map(({ label, file, rows }) => {
+  const blocks = newestWith(files, (r) => r.op === 'kernel' && (r.t ?? 1) === 1).map(({ label, file, rows }) => {
     const total = rows.reduce((a, r) => a + r.median, 0);
     const lines = [
       `From \`${stem(file)}\` (${label}; t = 1, eager, each kernel alone between an event pair: a few µs each of their own).`,

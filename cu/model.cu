@@ -73,6 +73,7 @@ __global__ void embed(float* __restrict__ out, const uint16_t* __restrict__ emb,
 // ---- rmsnorm ----
 
 constexpr unsigned kNormThreads = 1024;  // a few elements a thread: few dependent trips
+constexpr unsigned kNormHeld = 8;        // H up to 8192 read once
 
 // One block per row. Thread j owns elements j, j + 1024, ...: its partial sum of squares runs in
 // increasing i, and BlockSumFixed adds the partials in an order fixed by the block size, so the
@@ -81,12 +82,31 @@ constexpr unsigned kNormThreads = 1024;  // a few elements a thread: few depende
 __global__ void __launch_bounds__(kNormThreads)
     rmsnorm(float* out, const float* in, const uint16_t* __restrict__ gain, uint32_t H) {
   __shared__ float scratch[kNormThreads / 32];
+  // A thread's first kNormHeld elements stay in registers between the sum and the output (one
+  // read of h from L2, not two), and their gains are read before the wait: they are weights.
+  float held[kNormHeld], g[kNormHeld];
+#pragma unroll
+  for (unsigned m = 0; m < kNormHeld; ++m) {
+    const uint64_t i = threadIdx.x + uint64_t(m) * kNormThreads;
+    g[m] = i < H ? Bf16ToF32(gain[i]) : 0.0f;
+  }
   PdlWait();
   PdlLaunchDependents();
   const float* h = in + uint64_t(blockIdx.x) * H;
   float* o = out + uint64_t(blockIdx.x) * H;
+#pragma unroll
+  for (unsigned m = 0; m < kNormHeld; ++m) {
+    const uint64_t i = threadIdx.x + uint64_t(m) * kNormThreads;
+    held[m] = i < H ? LoadFresh(h + i) : 0.0f;
+  }
+  // Both loops run in increasing i: the held elements, then the rest.
+  constexpr uint64_t kRest = uint64_t(kNormHeld) * kNormThreads;
   float ss = 0.0f;
-  for (uint64_t i = threadIdx.x; i < H; i += kNormThreads) {
+#pragma unroll
+  for (unsigned m = 0; m < kNormHeld; ++m) {
+    if (threadIdx.x + uint64_t(m) * kNormThreads < H) ss = __fadd_rn(ss, __fmul_rn(held[m], held[m]));
+  }
+  for (uint64_t i = threadIdx.x + kRest; i < H; i += kNormThreads) {
     const float v = LoadFresh(h + i);
     ss = __fadd_rn(ss, __fmul_rn(v, v));
   }
@@ -94,7 +114,12 @@ __global__ void __launch_bounds__(kNormThreads)
   // f32-ops.ts rmsnorm, one rounding per operation: mean = ss / H (H exact in f32 below 2^24),
   // r = sqrt(mean + 1e-6f), out = (h / r) * g.
   const float r = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
-  for (uint64_t i = threadIdx.x; i < H; i += kNormThreads) {
+#pragma unroll
+  for (unsigned m = 0; m < kNormHeld; ++m) {
+    const uint64_t i = threadIdx.x + uint64_t(m) * kNormThreads;
+    if (i < H) o[i] = __fmul_rn(__fdiv_rn(held[m], r), g[m]);
+  }
+  for (uint64_t i = threadIdx.x + kRest; i < H; i += kNormThreads) {
     o[i] = __fmul_rn(__fdiv_rn(LoadFresh(h + i), r), Bf16ToF32(gain[i]));
   }
 }

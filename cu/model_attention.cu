@@ -25,9 +25,11 @@
 #include "cu/model_bits.cuh"
 #include "cu/model_reduce.cuh"
 #include "cu/pdl.cuh"
+#include "cu/smem_limit.cuh"
 
 namespace {
 
+using memra_cu::AllowSmem;
 using memra_cu::LaunchModelKernel;
 using memra_cu::LoadFresh;
 using memra_cu::PdlLaunchDependents;
@@ -427,16 +429,6 @@ __global__ void __launch_bounds__(kCombineThreads)
     }
     __syncthreads();
   }
-}
-
-// Raise a kernel's dynamic shared-memory limit once (the default is 48 KB).
-template <class Kernel>
-cudaError_t AllowSmem(Kernel kernel, size_t bytes, std::atomic<size_t>& granted) {
-  if (bytes <= 48 * 1024 || bytes <= granted.load(std::memory_order_relaxed)) return cudaSuccess;
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-  if (err == cudaSuccess) granted.store(bytes, std::memory_order_relaxed);
-  return err;
 }
 
 template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>

@@ -19,13 +19,22 @@
 // cluster share a column tile and split its partials, so a narrow matrix (Wdkv: 512 columns, the
 // router: E) still spreads over many SMs; the cluster's blocks meet in distributed shared
 // memory, with no workspace and no second launch. Each weight is read once for all t rows.
+//
+// x is staged in shared memory, each warp its own chunks (every lane of a warp reads the same x),
+// once the previous kernel has finished: read from L2 at every chunk instead, x put an L2 round
+// trip into each batch's FMAs (Wq of `bench`: 37 us, against 33 with x in L1, which PDL rules
+// out: cu/pdl.cuh's LoadFresh). Where the chunks would not fit (a K far past any model's), x is
+// read from L2 as before. The values, and so the sums, are the same either way.
 #include <cooperative_groups.h>
 #include <math.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
 #include "cu/pdl.cuh"
+#include "cu/smem_limit.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -108,13 +117,34 @@ __device__ __forceinline__ WRow<CW> LoadRow(const uint16_t* p, unsigned n) {
   return r;
 }
 
-// x[0..3]; kVec: one float4 load, when the caller proved p is 16-byte aligned. x is the previous
-// kernel's output: LoadFresh (cu/pdl.cuh).
-template <bool kVec>
+// x[0..3] from L2, a float4 when p is 16-byte aligned. x is the previous kernel's output:
+// LoadFresh (cu/pdl.cuh).
 __device__ __forceinline__ float4 LoadX4(const float* p) {
   using memra_cu::LoadFresh;
-  if (kVec) return LoadFresh(reinterpret_cast<const float4*>(p));
+  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return LoadFresh(reinterpret_cast<const float4*>(p));
   return make_float4(LoadFresh(p), LoadFresh(p + 1), LoadFresh(p + 2), LoadFresh(p + 3));
+}
+
+// Shared-memory float4s of one warp's staged x: row s's i-th chunk of the warp at [s * q + i].
+// q: the most chunks a warp of the launch takes (XChunksPerWarp).
+__host__ __device__ constexpr uint32_t XChunksPerWarp(uint32_t K, unsigned split) {
+  return (K / kChunk + kSplitY * split - 1) / (kSplitY * split);
+}
+
+// The chunks first, first + stride, ... < full of every row into xs, by the lanes of `mask`
+// (those of this warp that will read them), which then meet. Called once PdlWait() has returned.
+template <int T>
+__device__ __forceinline__ void StageX(float4* xs, uint32_t q, const float* const (&xr)[T],
+                                       uint64_t first, uint32_t stride, uint64_t full,
+                                       unsigned mask) {
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned li = __popc(mask & ((1u << lane) - 1)), nl = __popc(mask);
+  const uint32_t mine = first < full ? uint32_t((full - first + stride - 1) / stride) : 0;
+#pragma unroll
+  for (int s = 0; s < T; ++s) {
+    for (uint32_t i = li; i < mine; i += nl) xs[s * q + i] = LoadX4(xr[s] + (first + uint64_t(i) * stride) * kChunk);
+  }
+  __syncwarp(mask);
 }
 
 // acc[m][s][*] += xv * row k of W_m (wv[m]): one FMA into each accumulator. Every path below
@@ -167,12 +197,14 @@ __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint1
 // acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
-template <int T, int M, int CW, bool kWide, bool kVecX, bool kFull>
+// kStage (full threads only): x from this warp's staged chunks xs (StageX, the lanes of `mask`).
+template <int T, int M, int CW, bool kWide, bool kStage, bool kFull>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
                                                  uint32_t K, uint32_t first, uint32_t stride,
-                                                 unsigned n) {
+                                                 unsigned n, float4* xs, uint32_t q,
+                                                 unsigned mask) {
   const uint64_t full = K / kChunk;
   uint64_t c = first;
   // The first batch of weights is loaded before the previous kernel has finished (pdl.cuh); x is
@@ -190,37 +222,40 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       for (unsigned r = 0; r < kChunk; ++r) FmaRow<T, M, CW, kWide, false>(acc, xr, w, c * kChunk + r, ldw, n);
     }
   } else {
+    const auto wait = [&] {
+      PdlWait();
+      if constexpr (kStage) StageX<T>(xs, q, xr, first, stride, full, mask);
+      waited = true;
+    };
+    // x of the chunk at c, the thread's i-th.
+    const auto x4 = [&](int s, uint64_t at, uint32_t i) {
+      if constexpr (kStage) return xs[s * q + i];
+      return LoadX4(xr[s] + at * kChunk);
+    };
     constexpr unsigned U = kBatchChunks<CW, M>;
+    uint32_t i = 0;
     // Not unrolled further: one batch is all the registers a thread should hold in flight.
 #pragma unroll 1
-    for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride) {
+    for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride, i += U) {
       WRow<CW> wv[U][kChunk][M];
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
         LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
       }
-      if (!waited) {
-        PdlWait();
-        waited = true;
-      }
+      if (!waited) wait();
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
 #pragma unroll
-        for (int s = 0; s < T; ++s) {
-          Fma4<T, M, CW>(acc, LoadX4<kVecX>(xr[s] + (c + u * stride) * kChunk), s, wv[u]);
-        }
+        for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c + u * stride, i + u), s, wv[u]);
       }
     }
 #pragma unroll 1
-    for (; c < full; c += stride) {
+    for (; c < full; c += stride, ++i) {
       WRow<CW> wv[kChunk][M];
       LoadChunk<M, CW, kWide, kFull>(wv, w, c * kChunk, ldw, n);
-      if (!waited) {
-        PdlWait();
-        waited = true;
-      }
+      if (!waited) wait();
 #pragma unroll
-      for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, LoadX4<kVecX>(xr[s] + c * kChunk), s, wv);
+      for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c, i), s, wv);
     }
   }
   if (!waited) PdlWait();
@@ -233,8 +268,9 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 // (W[m] points at column 0 of the slice, row stride ldw), columns [col0, col0 + 32 * CW) clipped
 // to cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread
 // of every block of the cluster must reach it (no early return once a cluster has started it);
-// a block may call it again (the grouped experts' passes) once it has returned.
-template <int T, int M, int CW, bool kWide, bool kVecX, class Epi>
+// a block may call it again (the grouped experts' passes) once it has returned. kStage: the
+// launch gives it kSplitY * T * XChunksPerWarp(K, split) float4s of dynamic shared memory.
+template <int T, int M, int CW, bool kWide, bool kStage, class Epi>
 __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
@@ -245,8 +281,14 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
   const unsigned tid = threadIdx.x, tx = tid % kWarpCols, ty = tid / kWarpCols;
   const unsigned rank = split > 1 ? cg::this_cluster().block_rank() : 0;
 
+  extern __shared__ float4 stagedX[];
+  const uint32_t q = XChunksPerWarp(K, split);
+  float4* const xs = stagedX + uint64_t(ty) * T * q;
+
   float acc[M][T][CW] = {};
   const uint32_t j = col0 + CW * tx;
+  // The lanes of this warp that take the batched path, and so read the warp's staged x.
+  const unsigned mask = __ballot_sync(0xffffffffu, j < cols && cols - j >= CW);
   if (j < cols) {
     const unsigned n = cols - j < CW ? cols - j : CW;
     const float* xr[T];
@@ -257,11 +299,11 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kVecX, true>(acc, xr, w, ldw, K, rank * kSplitY + ty,
-                                                     split * kSplitY, n);
+      AccumulateChunks<T, M, CW, kWide, kStage, true>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                      split * kSplitY, n, xs, q, mask);
     } else {
-      AccumulateChunks<T, M, CW, kWide, kVecX, false>(acc, xr, w, ldw, K, rank * kSplitY + ty,
-                                                      split * kSplitY, n);
+      AccumulateChunks<T, M, CW, kWide, kStage, false>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                       split * kSplitY, n, xs, q, mask);
     }
   }
   // A thread that loaded nothing still stores below; the one-time wait is free for the others.
@@ -326,7 +368,7 @@ struct StoreRows {
   }
 };
 
-template <int T, int CW, bool kAccumulate, bool kWide, bool kVecX>
+template <int T, int CW, bool kAccumulate, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
          const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
@@ -336,7 +378,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const float* xr[T];
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
-  GemvTile<T, 1, CW, kWide, kVecX>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split,
+  GemvTile<T, 1, CW, kWide, kStage>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split,
                                    StoreRows<kAccumulate>{out, ldo});
 }
 
@@ -373,7 +415,7 @@ struct StoreLatentQuery {
   }
 };
 
-template <int T, int CW, bool kWide, bool kVecX>
+template <int T, int CW, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     latent_query(const LatentQueryArgs a, unsigned latentTiles, unsigned split) {
   PdlLaunchDependents();
@@ -384,7 +426,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = a.a + uint64_t(s) * a.K;
   const uint32_t col0 = (latent ? tile : tile - latentTiles) * kWarpCols * CW;
-  GemvTile<T, 1, CW, kWide, kVecX>(xr, w, latent ? a.R : a.qcols, a.K, latent ? a.R : a.qcols, col0,
+  GemvTile<T, 1, CW, kWide, kStage>(xr, w, latent ? a.R : a.qcols, a.K, latent ? a.R : a.qcols, col0,
                                    split, StoreLatentQuery<T>{&a, latent});
 }
 
@@ -478,7 +520,7 @@ struct SiluGateUp {
   }
 };
 
-template <int T, int CW, bool kPerSlot, bool kWide, bool kVecX>
+template <int T, int CW, bool kPerSlot, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_up(float* __restrict__ act, const float* __restrict__ xd,
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
@@ -501,7 +543,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       xr[s] = xd + (q / K) * H;
       epi.act[s] = b + s < g.n ? act + q * F : nullptr;
     }
-    GemvTile<T, 2, CW, kWide, kVecX>(xr, w, F, H, F, col0, split, epi);
+    GemvTile<T, 2, CW, kWide, kStage>(xr, w, F, H, F, col0, split, epi);
   }
 }
 
@@ -513,7 +555,7 @@ struct StoreContrib {
   }
 };
 
-template <int T, int CW, bool kPerSlot, bool kWide, bool kVecX>
+template <int T, int CW, bool kPerSlot, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
@@ -534,14 +576,14 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       xr[s] = act + q * F;
       epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
     }
-    GemvTile<T, 1, CW, kWide, kVecX>(xr, w, H, F, H, col0, split, epi);
+    GemvTile<T, 1, CW, kWide, kStage>(xr, w, H, F, H, col0, split, epi);
   }
 }
 
 // ---- launching ----
 //
 // The launcher picks only how columns are laid over threads (CW columns a thread, wide or 2-byte
-// weight loads, float4 or scalar x loads); none of it reaches the order of a sum.
+// weight loads, x staged in shared memory or read from L2); none of it reaches the order of a sum.
 
 bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
@@ -567,19 +609,39 @@ int PickCw(int cwMax, bool (*wideOk)(int, const void*), const void* ctx, uint32_
   return cw;
 }
 
-// grid.x = tiles x split, clustered by split along x (a cluster is one tile's blocks).
-template <class Kernel, class... Args>
-cudaError_t LaunchTiles(Kernel kernel, uint32_t cols, int cw, unsigned gridY, unsigned split,
-                        cudaStream_t stream, Args... args) {
-  const dim3 grid(static_cast<unsigned>(Tiles(cols, cw) * split), gridY, 1);
-  return LaunchModelKernel(kernel, grid, dim3(kGemvThreads), 0, split, stream, args...);
+// The most shared memory a launch stages x in (GemvTile), beside part[]'s 32 KB: K = 4096 at
+// t = 8 over two blocks takes 64 KB.
+constexpr size_t kMaxStageBytes = 128 * 1024;
+
+// Dynamic shared memory of a launch of T rows that stages x, or 0 when it reads x from L2
+// (`stage` false): past kMaxStageBytes, and at T = 1, where one float4 of x a chunk costs less
+// than the staging's wait at the start (scripts/probes/gemv-sweep.cu: Wo 12.2 us staged, 11.6
+// not).
+template <int T>
+size_t StageBytes(uint32_t K, unsigned split) {
+  const size_t bytes = size_t(kSplitY) * T * XChunksPerWarp(K, split) * sizeof(float4);
+  return T > 1 && bytes <= kMaxStageBytes ? bytes : 0;
 }
 
-// The instance of `kernel<..., wide, vec>` for the runtime flags `wide` and `vec` in scope: the
-// three launchers below share this one dispatch (#undef'd after them).
+// grid.x = tiles x split, clustered by split along x (a cluster is one tile's blocks). granted:
+// the launcher's record of each of its kernels' shared-memory ceilings (MEMRA_PICK4's order).
+template <class Kernel, class... Args>
+cudaError_t LaunchTiles(Kernel kernel, uint32_t cols, int cw, unsigned gridY, unsigned split,
+                        size_t smem, std::atomic<size_t>& granted, cudaStream_t stream,
+                        Args... args) {
+  const cudaError_t err = memra_cu::AllowSmem(kernel, smem, granted);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(Tiles(cols, cw) * split), gridY, 1);
+  return LaunchModelKernel(kernel, grid, dim3(kGemvThreads), smem, split, stream, args...);
+}
+
+// The instance of `kernel<..., wide, stage>` for the runtime flags `wide` and `stage` in scope:
+// the launchers below share this one dispatch (#undef'd after them). MEMRA_PICK4_AT: its index
+// among the four.
 #define MEMRA_PICK4(kernel, ...)                                              \
-  (wide ? (vec ? kernel<__VA_ARGS__, true, true> : kernel<__VA_ARGS__, true, false>) \
-        : (vec ? kernel<__VA_ARGS__, false, true> : kernel<__VA_ARGS__, false, false>))
+  (wide ? (stage ? kernel<__VA_ARGS__, true, true> : kernel<__VA_ARGS__, true, false>) \
+        : (stage ? kernel<__VA_ARGS__, false, true> : kernel<__VA_ARGS__, false, false>))
+#define MEMRA_PICK4_AT (2 * int(wide) + int(stage))
 
 struct GemvArgs {
   float* out;
@@ -592,10 +654,13 @@ struct GemvArgs {
 };
 
 template <int T, int CW, bool kAccumulate = false>
-cudaError_t GemvLaunch(const GemvArgs& a, bool wide, bool vec, unsigned split,
-                       cudaStream_t stream) {
-  return LaunchTiles(MEMRA_PICK4(gemv, T, CW, kAccumulate), a.cols, CW, 1, split, stream, a.out, a.ldo,
-                     a.x, a.ldx, a.W, a.ldw, a.K, a.cols, split);
+cudaError_t GemvLaunch(const GemvArgs& a, bool wide, unsigned split, cudaStream_t stream) {
+  static std::atomic<size_t> granted[4];
+  const size_t smem = StageBytes<T>(a.K, split);
+  const bool stage = smem > 0;
+  return LaunchTiles(MEMRA_PICK4(gemv, T, CW, kAccumulate), a.cols, CW, 1, split, smem,
+                     granted[MEMRA_PICK4_AT], stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw, a.K,
+                     a.cols, split);
 }
 
 template <int T, bool kAccumulate>
@@ -606,14 +671,13 @@ cudaError_t GemvRows(const GemvArgs& a, unsigned split, cudaStream_t stream) {
         return WideOk(g.W, g.ldw, c);
       }, &a, a.cols, split);
   const bool wide = WideOk(a.W, a.ldw, cw);
-  const bool vec = Aligned(a.x, 16) && (T == 1 || a.ldx % 4 == 0);
   if constexpr (CwMax(T, 1) >= 8) {
-    if (cw == 8) return GemvLaunch<T, 8, kAccumulate>(a, wide, vec, split, stream);
+    if (cw == 8) return GemvLaunch<T, 8, kAccumulate>(a, wide, split, stream);
   }
   if constexpr (CwMax(T, 1) >= 4) {
-    if (cw == 4) return GemvLaunch<T, 4, kAccumulate>(a, wide, vec, split, stream);
+    if (cw == 4) return GemvLaunch<T, 4, kAccumulate>(a, wide, split, stream);
   }
-  return GemvLaunch<T, 2, kAccumulate>(a, wide, vec, split, stream);
+  return GemvLaunch<T, 2, kAccumulate>(a, wide, split, stream);
 }
 
 bool ExpertArgsOk(uint32_t t, uint32_t K) {
@@ -631,10 +695,14 @@ struct ExpertUpArgs {
 // grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
 // One pass of one row (T = 1) is the t = 1 launch: slot y is block row y (SlotGroup).
 template <int T, int CW>
-cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, bool vec, unsigned slots,
-                           unsigned groups, unsigned split, cudaStream_t stream) {
+cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, unsigned groups,
+                           unsigned split, cudaStream_t stream) {
+  static std::atomic<size_t> granted[4];
+  const size_t smem = StageBytes<T>(a.H, split);
+  const bool stage = smem > 0;
   return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1), a.F, CW, T == 1 ? slots : groups, split,
-                     stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0, a.nE, a.K, a.H, a.F, slots, split);
+                     smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
+                     a.nE, a.K, a.H, a.F, slots, split);
 }
 
 struct ExpertDownArgs {
@@ -646,10 +714,14 @@ struct ExpertDownArgs {
 };
 
 template <int T, int CW>
-cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, bool vec, unsigned slots,
-                             unsigned groups, unsigned split, cudaStream_t stream) {
+cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots, unsigned groups,
+                             unsigned split, cudaStream_t stream) {
+  static std::atomic<size_t> granted[4];
+  const size_t smem = StageBytes<T>(a.F, split);
+  const bool stage = smem > 0;
   return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1), a.H, CW, T == 1 ? slots : groups, split,
-                     stream, a.contrib, a.act, a.ids, a.w2, a.e0, a.nE, a.K, a.H, a.F, slots, split);
+                     smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
+                     a.nE, a.K, a.H, a.F, slots, split);
 }
 
 // Rows a pass of a group takes: one at t = 1 (the widest loads), two past it (a valid routing
@@ -657,11 +729,16 @@ cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, bool vec, unsig
 constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : 2; }
 
 template <int T, int CW>
-cudaError_t LatentQueryLaunch(const LatentQueryArgs& a, bool wide, bool vec, cudaStream_t stream) {
+cudaError_t LatentQueryLaunch(const LatentQueryArgs& a, bool wide, cudaStream_t stream) {
+  static std::atomic<size_t> granted[4];
   const unsigned split = Split(a.K), latentTiles = static_cast<unsigned>(Tiles(a.R, CW));
+  const size_t smem = StageBytes<T>(a.K, split);
+  const bool stage = smem > 0;
+  auto kernel = MEMRA_PICK4(latent_query, T, CW);
+  const cudaError_t err = memra_cu::AllowSmem(kernel, smem, granted[MEMRA_PICK4_AT]);
+  if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>((latentTiles + Tiles(a.qcols, CW)) * split));
-  return LaunchModelKernel(MEMRA_PICK4(latent_query, T, CW), grid, dim3(kGemvThreads), 0, split, stream,
-                           a, latentTiles, split);
+  return LaunchModelKernel(kernel, grid, dim3(kGemvThreads), smem, split, stream, a, latentTiles, split);
 }
 
 template <int T>
@@ -673,17 +750,17 @@ cudaError_t LatentQueryRows(const LatentQueryArgs& a, cudaStream_t stream) {
   };
   const int cw = PickCw(CwMax(T, 1), ok, &a, a.R + a.qcols, split);
   const bool wide = ok(cw, &a);
-  const bool vec = Aligned(a.a, 16) && (T == 1 || a.K % 4 == 0);
   if constexpr (CwMax(T, 1) >= 8) {
-    if (cw == 8) return LatentQueryLaunch<T, 8>(a, wide, vec, stream);
+    if (cw == 8) return LatentQueryLaunch<T, 8>(a, wide, stream);
   }
   if constexpr (CwMax(T, 1) >= 4) {
-    if (cw == 4) return LatentQueryLaunch<T, 4>(a, wide, vec, stream);
+    if (cw == 4) return LatentQueryLaunch<T, 4>(a, wide, stream);
   }
-  return LatentQueryLaunch<T, 2>(a, wide, vec, stream);
+  return LatentQueryLaunch<T, 2>(a, wide, stream);
 }
 
 #undef MEMRA_PICK4
+#undef MEMRA_PICK4_AT
 
 template <bool kAccumulate>
 cudaError_t GemvBatch(const GemvArgs& a, uint32_t t, unsigned split, cudaStream_t stream) {
@@ -725,18 +802,17 @@ extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_
     const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
     return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);
   };
-  const bool vec = Aligned(xd, 16) && H % 4 == 0;
   if (ExpertRows(t) == 1) {
     const int cw = PickCw(CwMax(1, 2), ok, &a, F, uint64_t(split) * groups);
     const bool wide = ok(cw, &a);
-    if (cw == 8) return ExpertUpLaunch<1, 8>(a, wide, vec, slots, groups, split, stream);
-    if (cw == 4) return ExpertUpLaunch<1, 4>(a, wide, vec, slots, groups, split, stream);
-    return ExpertUpLaunch<1, 2>(a, wide, vec, slots, groups, split, stream);
+    if (cw == 8) return ExpertUpLaunch<1, 8>(a, wide, slots, groups, split, stream);
+    if (cw == 4) return ExpertUpLaunch<1, 4>(a, wide, slots, groups, split, stream);
+    return ExpertUpLaunch<1, 2>(a, wide, slots, groups, split, stream);
   }
   const int cw = PickCw(CwMax(2, 2), ok, &a, F, uint64_t(split) * groups);
   const bool wide = ok(cw, &a);
-  if (cw == 4) return ExpertUpLaunch<2, 4>(a, wide, vec, slots, groups, split, stream);
-  return ExpertUpLaunch<2, 2>(a, wide, vec, slots, groups, split, stream);
+  if (cw == 4) return ExpertUpLaunch<2, 4>(a, wide, slots, groups, split, stream);
+  return ExpertUpLaunch<2, 2>(a, wide, slots, groups, split, stream);
 }
 
 extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
@@ -751,19 +827,18 @@ extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const
     const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
     return WideOk(g.w2, g.H, c);
   };
-  const bool vec = Aligned(act, 16) && F % 4 == 0;
   if (ExpertRows(t) == 1) {
     const int cw = PickCw(CwMax(1, 1), ok, &a, H, uint64_t(split) * groups);
     const bool wide = ok(cw, &a);
-    if (cw == 8) return ExpertDownLaunch<1, 8>(a, wide, vec, slots, groups, split, stream);
-    if (cw == 4) return ExpertDownLaunch<1, 4>(a, wide, vec, slots, groups, split, stream);
-    return ExpertDownLaunch<1, 2>(a, wide, vec, slots, groups, split, stream);
+    if (cw == 8) return ExpertDownLaunch<1, 8>(a, wide, slots, groups, split, stream);
+    if (cw == 4) return ExpertDownLaunch<1, 4>(a, wide, slots, groups, split, stream);
+    return ExpertDownLaunch<1, 2>(a, wide, slots, groups, split, stream);
   }
   const int cw = PickCw(CwMax(2, 1), ok, &a, H, uint64_t(split) * groups);
   const bool wide = ok(cw, &a);
-  if (cw == 8) return ExpertDownLaunch<2, 8>(a, wide, vec, slots, groups, split, stream);
-  if (cw == 4) return ExpertDownLaunch<2, 4>(a, wide, vec, slots, groups, split, stream);
-  return ExpertDownLaunch<2, 2>(a, wide, vec, slots, groups, split, stream);
+  if (cw == 8) return ExpertDownLaunch<2, 8>(a, wide, slots, groups, split, stream);
+  if (cw == 4) return ExpertDownLaunch<2, 4>(a, wide, slots, groups, split, stream);
+  return ExpertDownLaunch<2, 2>(a, wide, slots, groups, split, stream);
 }
 
 extern "C" cudaError_t memra_latent_query(float* q, const float* a, const uint16_t* wdkv,

@@ -145,13 +145,13 @@ void SweepGemv(cudaStream_t s, Timer& tm, const char* name, uint32_t K, uint32_t
       constexpr int CW = decltype(cwTag)::value;
       if constexpr (CwMax(T, 1) >= CW) {
         const GemvArgs a0{out, cols, x, K, w[0], cols, K, cols};
-        CHECK((GemvLaunch<T, CW>(a0, true, true, split, s)));
+        CHECK((GemvLaunch<T, CW>(a0, true, split, s)));
         CHECK(cudaStreamSynchronize(s));
         const double err = RelL2(Down(out, size_t(T) * cols), want);
         const double us = tm.PerLaunch(s, [&] {
           for (int i = 0; i < kLaunches; ++i) {
             const GemvArgs a{out, cols, x, K, w[i % copies], cols, K, cols};
-            CHECK((GemvLaunch<T, CW>(a, true, true, split, s)));
+            CHECK((GemvLaunch<T, CW>(a, true, split, s)));
           }
         });
         Record(shape, "split " + std::to_string(split) + " cw " + std::to_string(CW) + " blocks " +
@@ -213,19 +213,19 @@ void SweepExperts(cudaStream_t s, Timer& tm, uint32_t t, uint32_t nE, uint32_t K
       constexpr int CW = decltype(cwTag)::value;
       if constexpr (CwMax(TR, 2) >= CW) {
         const ExpertUpArgs a{act, xd, ip, w1, w3, 0, nE, K, H, F};
-        CHECK((ExpertUpLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+        CHECK((ExpertUpLaunch<TR, CW>(a, true, slots, groups, split, s)));
         const double err = RelL2(Down(act, size_t(t) * K * F), wantA);
         const double us = tm.PerLaunch(s, [&] {
-          for (int i = 0; i < kLaunches; ++i) CHECK((ExpertUpLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+          for (int i = 0; i < kLaunches; ++i) CHECK((ExpertUpLaunch<TR, CW>(a, true, slots, groups, split, s)));
         });
         Record("expert_up" + tag, "split " + std::to_string(split) + " cw " + std::to_string(CW), us, upBytes, err);
       }
       if constexpr (CwMax(TR, 1) >= CW) {
         const ExpertDownArgs a{con, actRef, ip, w2, 0, nE, K, H, F};
-        CHECK((ExpertDownLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+        CHECK((ExpertDownLaunch<TR, CW>(a, true, slots, groups, split, s)));
         const double err = RelL2(Down(con, size_t(t) * K * H), wantC);
         const double us = tm.PerLaunch(s, [&] {
-          for (int i = 0; i < kLaunches; ++i) CHECK((ExpertDownLaunch<TR, CW>(a, true, true, slots, groups, split, s)));
+          for (int i = 0; i < kLaunches; ++i) CHECK((ExpertDownLaunch<TR, CW>(a, true, slots, groups, split, s)));
         });
         Record("expert_down" + tag, "split " + std::to_string(split) + " cw " + std::to_string(CW), us, downBytes, err);
       }

@@ -20,16 +20,19 @@ import {
   TICKS_PER_MS,
   type CpuWorldInit,
 } from './cpu-world.js';
+import { MemraError, type OrderingErrorCode } from '../api/errors.js';
+import {
+  AR_MAX_BLOCKS,
+  LL_DEPTH,
+  LL_MAX_CHUNKS,
+  LL_MAX_VALUES,
+  LL_STATE_BYTES,
+  REFUSED_ENTRY,
+  REFUSED_EXIT,
+} from './link-constants.js';
 
-export class OrderingError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-  ) {
-    super(message);
-    this.name = 'OrderingError';
-  }
-}
+/** An access the GPU could race, or a wait before its record: caught by the CPU reference. */
+export class OrderingError extends MemraError<OrderingErrorCode> {}
 
 const WRITE = 0;
 const READ = 1;
@@ -47,16 +50,11 @@ const SIG_EPOCH = 2;
 const SIG_WORDS = 4;
 const SIG_BYTES = 256;
 /**
- * LL state, the size of cu/tp_ll.cu's. The GPU keeps an epoch and an ack per chunk of a join;
- * this reference moves a whole join at once, so one epoch (word 0) and one ack (word LL_ACK, in
- * the half the peer writes) stand for them.
+ * Where the LL state's words sit. The GPU keeps an epoch and an ack per chunk of a join; this
+ * reference moves a whole join at once, so one epoch (word 0) and one ack (word LL_ACK, the first
+ * of the half the peer writes) stand for them.
  */
-const LL_STATE_BYTES = 65536;
-const LL_ACK = 8192;
-/** The most values one LL join may move (kMaxChunks x kChunkLines x 2 in cu/tp_ll.cu). */
-const LL_MAX_VALUES = 4 * 1024 * 1024;
-/** Epochs whose LL receive slots are live at once (kLlDepth in cu/tp_ll.cu). */
-const LL_DEPTH = 4;
+const LL_ACK = LL_MAX_CHUNKS;
 const NO_GRAPHS =
   'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
 const NO_NCCL =
@@ -552,7 +550,10 @@ export class CpuDevice implements DeviceApi {
     return SIG_BYTES;
   }
   arMaxBlocks(): number {
-    return 72;
+    return AR_MAX_BLOCKS;
+  }
+  refusalWords(): { entry: number; exit: number } {
+    return { entry: REFUSED_ENTRY, exit: REFUSED_EXIT };
   }
 
   launchPush(src: number, dst: number, n: number, stream: number): void {
@@ -636,8 +637,10 @@ export class CpuDevice implements DeviceApi {
   ): void {
     this.stream('launchOneShot', stream);
     if (rank !== 0 && rank !== 1) throw new TypeError(`launchOneShot: argument 'rank' must be 0 or 1, got ${rank}`);
-    if (!Number.isInteger(blocks) || blocks < 1 || blocks > 72)
-      throw new TypeError(`launchOneShot: argument 'blocks' must be an integer in [1, 72], got ${blocks}`);
+    if (!Number.isInteger(blocks) || blocks < 1 || blocks > AR_MAX_BLOCKS)
+      throw new TypeError(
+        `launchOneShot: argument 'blocks' must be an integer in [1, ${AR_MAX_BLOCKS}], got ${blocks}`,
+      );
     const ep = this.tick();
     // Flags are synchronisation words (atomics), not data: resolved, not race-tracked.
     const [selfDev, selfOff] = this.resolve('launchOneShot(selfSignal)', selfSignal, SIG_BYTES);
@@ -689,7 +692,7 @@ export class CpuDevice implements DeviceApi {
       this.f64[row] = Math.max(this.f64[row]!, this.f64[this.layout.barrier + peerLane * 2 + kind]!);
       return true;
     };
-    if (!meet(SIG_START, 0, 40043)) return;
+    if (!meet(SIG_START, 0, REFUSED_ENTRY)) return;
     const [d0, o0] = this.access('launchOneShot(in0)', in0, n * 4, READ, ep, true);
     const [d1, o1] = this.access('launchOneShot(in1)', in1, n * 4, READ, ep, true);
     const [dOut, oOut] = this.access('launchOneShot(out)', out, n * 4, WRITE, ep, true);
@@ -699,7 +702,7 @@ export class CpuDevice implements DeviceApi {
     for (let i = 0; i < n; i++) o[oOut / 4 + i] = a[o0 / 4 + i]! + b[o1 / 4 + i]!; // rank order: in0 + in1
     // After an exit refusal the epoch still advances, as on the GPU: the peer passed this round's
     // entry and finishes it, so advancing keeps the ranks' epochs in step.
-    meet(SIG_END, 1, 40044);
+    meet(SIG_END, 1, REFUSED_EXIT);
     mine[SIG_EPOCH] = e;
   }
 
@@ -815,7 +818,7 @@ export class CpuDevice implements DeviceApi {
     let mineOff = 0;
     if (sendSrc !== 0) {
       if (!waitFor(state, LL_ACK, (v) => ((v - (e - LL_DEPTH)) | 0) >= 0)) {
-        Atomics.compareExchange(errWord, 0, 0, 40044);
+        Atomics.compareExchange(errWord, 0, 0, REFUSED_EXIT);
         return;
       }
       const [sd, so] = this.access('launchLl(sendSrc)', sendSrc, total * 4, READ, ep, true);
@@ -834,7 +837,7 @@ export class CpuDevice implements DeviceApi {
       const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
       // The sender publishes in order, so the last flag arriving means they all have.
       if (!waitFor(slots, 2 * (par + total - 1) + 1, (v) => v === e)) {
-        Atomics.compareExchange(errWord, 0, 0, 40043);
+        Atomics.compareExchange(errWord, 0, 0, REFUSED_ENTRY);
         return;
       }
       const [dd, dOff] = this.access('launchLl(recvDst)', recvDst, reduce ? total * 4 : reach, WRITE, ep, true);

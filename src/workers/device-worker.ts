@@ -12,12 +12,14 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/promises';
 import * as Comlink from 'comlink';
 import { portEndpoint } from './comlink-port.js';
+import { type FaultCode, MemraError } from '../api/errors.js';
 import { RingConsumer, RingView, type RecordRef } from './ring.js';
 import { RingState, seqDiff } from './ring-layout.js';
 import { OP_COUNT, Op, opName } from './ops.js';
 import type { WorkerFault, WorkerInit } from './worker-init.js';
 import type { DeviceApi } from '../runtime/device-api.js';
 import type { HostRegistration } from '../runtime/binding.js';
+import type { LinkConstants } from '../runtime/link-constants.js';
 import { loadBinding } from '../runtime/binding.js';
 import { CpuDevice } from '../runtime/cpu-device.js';
 import { hostMicros } from '../runtime/host-clock.js';
@@ -27,14 +29,8 @@ import { ProfileBoard } from './profile-board.js';
 const init = workerData as WorkerInit;
 const tag = `worker ${init.rank} (device ${init.ordinal})`;
 
-class Refusal extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-  ) {
-    super(message);
-  }
-}
+/** A record this worker will not run; its code goes back to the main thread with the fault. */
+class Refusal extends MemraError<FaultCode> {}
 
 function makeDevice(): DeviceApi {
   if (init.backend === 'cpu') {
@@ -507,19 +503,16 @@ const control = {
     return out;
   },
 
-  async linkConstants(): Promise<{
-    signalBytes: number;
-    maxBlocks: number;
-    llStateBytes: number;
-    llDepth: number;
-    llMaxValues: number;
-  }> {
+  async linkConstants(): Promise<LinkConstants> {
+    const refusal = dev.refusalWords();
     return {
       signalBytes: dev.arSignalBytes(),
       maxBlocks: dev.arMaxBlocks(),
       llStateBytes: dev.llStateBytes(),
       llDepth: dev.llDepth(),
       llMaxValues: dev.llMaxValues(),
+      refusedEntry: refusal.entry,
+      refusedExit: refusal.exit,
     };
   },
 

@@ -47,16 +47,10 @@ import {
   seqDiff,
 } from './ring-layout.js';
 import { MARKS_PER_RECORD } from './profile-board.js';
+import { MemraError, type RingErrorCode } from '../api/errors.js';
 
-export class RingError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-  ) {
-    super(message);
-    this.name = 'RingError';
-  }
-}
+/** A ring that cannot take or give a record: stopped, faulted, stalled, corrupt or misused. */
+export class RingError extends MemraError<RingErrorCode> {}
 
 /** Views over one ring's buffer, shared by both ends. */
 export class RingView {

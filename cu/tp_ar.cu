@@ -1,4 +1,5 @@
-// Two-rank tensor-parallel link kernels (seed 000): the push/fold pair a caller orders with
+// Two-rank tensor-parallel link kernels (seed 000: the Rust engine's small-message all-reduce this
+// design comes from, docs/architecture.md#terms): the push/fold pair a caller orders with
 // cross-device events, and the one-shot all-reduce that orders itself through flags in the two
 // ranks' signal blocks (the shape of vLLM's cross_device_reduce_1stage).
 //

@@ -1,7 +1,8 @@
 /**
- * The TP link between the two ranks: seed 000's `ArLink`, its resources and its contracts. The
- * transports (transports/*.ts) move bytes through it; everything here that runs per join only
- * writes ring records.
+ * The TP link between the two ranks: seed 000's `ArLink` (seed 000: the Rust engine's
+ * small-message all-reduce for tensor-parallel decode, docs/architecture.md#terms), its resources
+ * and its contracts. The transports (transports/*.ts) move bytes through it; everything here that
+ * runs per join only writes ring records.
  *
  * Contracts kept from the seed:
  * - Two ranks on two devices (the runtime refuses one ordinal twice), except in loopback, where

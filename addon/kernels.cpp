@@ -110,19 +110,13 @@ Napi::Value LaunchSpin(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void RegisterKernels(Napi::Env env, Napi::Object exports) {
-  const struct {
-    const char* name;
-    Napi::Value (*fn)(const Napi::CallbackInfo&);
-  } fns[] = {
-      {"launchFillF32", LaunchFillF32},
-      {"launchAxpyF32", LaunchAxpyF32},
-      {"launchSignal", LaunchSignal},
-      {"launchStampNow", LaunchStampNow},
-      {"launchProbeWrite", LaunchProbeWrite},
-      {"launchSpin", LaunchSpin},
-      {"launchReadFloor", LaunchReadFloor},
-  };
-  for (const auto& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));
+  exports.Set("launchFillF32", Napi::Function::New(env, LaunchFillF32, "launchFillF32"));
+  exports.Set("launchAxpyF32", Napi::Function::New(env, LaunchAxpyF32, "launchAxpyF32"));
+  exports.Set("launchSignal", Napi::Function::New(env, LaunchSignal, "launchSignal"));
+  exports.Set("launchStampNow", Napi::Function::New(env, LaunchStampNow, "launchStampNow"));
+  exports.Set("launchProbeWrite", Napi::Function::New(env, LaunchProbeWrite, "launchProbeWrite"));
+  exports.Set("launchSpin", Napi::Function::New(env, LaunchSpin, "launchSpin"));
+  exports.Set("launchReadFloor", Napi::Function::New(env, LaunchReadFloor, "launchReadFloor"));
 }
 
 }  // namespace memra

@@ -40,18 +40,28 @@ Napi::Value ArMaxBlocks(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), memra_tp_ar_max_blocks());
 }
 
-Napi::Value LaunchPush(const Napi::CallbackInfo& info) {
+// push (src -> dst) and fold (dst += stage): two f32 buffers of n elements and the stream.
+template <typename A, typename B>
+Napi::Value LaunchTwoBuffers(const Napi::CallbackInfo& info, const char* fn, const char* nameA, const char* nameB,
+                             cudaError_t (*launch)(A*, B*, uint64_t, cudaStream_t)) {
   Napi::Env env = info.Env();
-  const char* fn = "launchPush";
-  const float* src = F32(info, 0, fn, "src");
-  float* dst = F32(info, 1, fn, "dst");
+  A* a = F32(info, 0, fn, nameA);
+  B* b = F32(info, 1, fn, nameB);
   const uint64_t n = ReadSafeUint(info, 2, fn, "n");
   cudaStream_t s;
   const int device = Bound(env, info, 3, fn, &s);
-  MEMRA_CUDA_CHECK(env, device, memra_tp_ar_push(src, dst, n, s),
-                   std::string(fn) + "(src=" + Hex(src) + ", dst=" + Hex(dst) + ", n=" + std::to_string(n) +
-                       ", stream=" + Hex(s) + ")");
+  MEMRA_CUDA_CHECK(env, device, launch(a, b, n, s),
+                   std::string(fn) + "(" + nameA + "=" + Hex(a) + ", " + nameB + "=" + Hex(b) +
+                       ", n=" + std::to_string(n) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
+}
+
+Napi::Value LaunchPush(const Napi::CallbackInfo& info) {
+  return LaunchTwoBuffers(info, "launchPush", "src", "dst", memra_tp_ar_push);
+}
+
+Napi::Value LaunchFold(const Napi::CallbackInfo& info) {
+  return LaunchTwoBuffers(info, "launchFold", "dst", "stage", memra_tp_ar_fold);
 }
 
 Napi::Value LaunchPush2d(const Napi::CallbackInfo& info) {
@@ -89,20 +99,6 @@ Napi::Value LaunchPush2d(const Napi::CallbackInfo& info) {
                        std::to_string(rows) + ", rowLen=" + std::to_string(rowLen) +
                        ", srcStride=" + std::to_string(srcStride) + ", dstStride=" +
                        std::to_string(dstStride) + ", stream=" + Hex(s) + ")");
-  return env.Undefined();
-}
-
-Napi::Value LaunchFold(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const char* fn = "launchFold";
-  float* dst = F32(info, 0, fn, "dst");
-  const float* stage = F32(info, 1, fn, "stage");
-  const uint64_t n = ReadSafeUint(info, 2, fn, "n");
-  cudaStream_t s;
-  const int device = Bound(env, info, 3, fn, &s);
-  MEMRA_CUDA_CHECK(env, device, memra_tp_ar_fold(dst, stage, n, s),
-                   std::string(fn) + "(dst=" + Hex(dst) + ", stage=" + Hex(stage) + ", n=" + std::to_string(n) +
-                       ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
@@ -181,19 +177,13 @@ Napi::Value RefusalWords(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void RegisterLinkKernels(Napi::Env env, Napi::Object exports) {
-  const struct {
-    const char* name;
-    Napi::Value (*fn)(const Napi::CallbackInfo&);
-  } fns[] = {
-      {"arSignalBytes", ArSignalBytes},
-      {"arMaxBlocks", ArMaxBlocks},
-      {"refusalWords", RefusalWords},
-      {"launchPush", LaunchPush},
-      {"launchPush2d", LaunchPush2d},
-      {"launchFold", LaunchFold},
-      {"launchOneShot", LaunchOneShot},
-  };
-  for (const auto& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));
+  exports.Set("arSignalBytes", Napi::Function::New(env, ArSignalBytes, "arSignalBytes"));
+  exports.Set("arMaxBlocks", Napi::Function::New(env, ArMaxBlocks, "arMaxBlocks"));
+  exports.Set("refusalWords", Napi::Function::New(env, RefusalWords, "refusalWords"));
+  exports.Set("launchPush", Napi::Function::New(env, LaunchPush, "launchPush"));
+  exports.Set("launchPush2d", Napi::Function::New(env, LaunchPush2d, "launchPush2d"));
+  exports.Set("launchFold", Napi::Function::New(env, LaunchFold, "launchFold"));
+  exports.Set("launchOneShot", Napi::Function::New(env, LaunchOneShot, "launchOneShot"));
 }
 
 }  // namespace memra

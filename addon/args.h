@@ -47,6 +47,20 @@ T ReadHandle(const Napi::CallbackInfo& info, size_t index, const char* fn, const
 uintptr_t ReadAlignedAddress(const Napi::CallbackInfo& info, size_t index, const char* fn,
                              const char* name, uintptr_t alignment, const char* forWhat);
 
+// Device pointers by element type, aligned for it: the kernels' operands.
+inline float* F32(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<float*>(ReadAlignedAddress(info, i, fn, name, 4, "f32"));
+}
+inline uint16_t* Bf16(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<uint16_t*>(ReadAlignedAddress(info, i, fn, name, 2, "bf16"));
+}
+inline int32_t* I32(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<int32_t*>(ReadAlignedAddress(info, i, fn, name, 4, "i32"));
+}
+inline uint8_t* U8(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
+  return reinterpret_cast<uint8_t*>(ReadAddress(info, i, fn, name));
+}
+
 // The bytes of a typed array or DataView, whether its buffer is an ArrayBuffer or a
 // SharedArrayBuffer (napi_get_arraybuffer_info refuses the latter; the view APIs do not).
 struct ViewBytes {

@@ -79,7 +79,8 @@ Napi::Value EventRecordMark(const Napi::CallbackInfo& info) {
                    "cudaStreamIsCapturing(stream=" + Hex(a.stream) + ")");
   const bool capturing = status == cudaStreamCaptureStatusActive;
   MEMRA_CUDA_CHECK(env, a.device,
-                   cudaEventRecordWithFlags(a.event, a.stream, capturing ? cudaEventRecordExternal : cudaEventRecordDefault),
+                   cudaEventRecordWithFlags(a.event, a.stream,
+                                            capturing ? cudaEventRecordExternal : cudaEventRecordDefault),
                    "cudaEventRecordWithFlags(event=" + Hex(a.event) + ", stream=" + Hex(a.stream) + ", " +
                        (capturing ? "cudaEventRecordExternal" : "cudaEventRecordDefault") + ")");
   return env.Undefined();

@@ -5,7 +5,6 @@
 #include "addon/args.h"
 #include "addon/errors.h"
 #include "addon/stream.h"
-#include "addon/thread_state.h"
 #include "cu/kernels.h"
 
 namespace memra {
@@ -18,43 +17,41 @@ constexpr int64_t kMaxSpinMicroseconds = 60 * 1000 * 1000;
 
 Napi::Value LaunchFillF32(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  auto* ptr = reinterpret_cast<float*>(ReadAlignedAddress(info, 0, "launchFillF32", "ptr", 4, "f32"));
-  const uint64_t n = ReadSafeUint(info, 1, "launchFillF32", "n");
-  const double value = ReadNumber(info, 2, "launchFillF32", "value");
-  const auto s = ReadHandle<cudaStream_t>(info, 3, "launchFillF32", "stream");
-  const int device = RequireBoundStream(env, ts, s, "launchFillF32");
+  const char* fn = "launchFillF32";
+  float* ptr = F32(info, 0, fn, "ptr");
+  const uint64_t n = ReadSafeUint(info, 1, fn, "n");
+  const double value = ReadNumber(info, 2, fn, "value");
+  cudaStream_t s;
+  const int device = Bound(env, info, 3, fn, &s);
   MEMRA_CUDA_CHECK(env, device, memra_launch_fill_f32(ptr, n, static_cast<float>(value), s),
-                   "launchFillF32(ptr=" + Hex(ptr) + ", n=" + std::to_string(n) +
+                   std::string(fn) + "(ptr=" + Hex(ptr) + ", n=" + std::to_string(n) +
                        ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
 Napi::Value LaunchAxpyF32(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  auto* y = reinterpret_cast<float*>(ReadAlignedAddress(info, 0, "launchAxpyF32", "y", 4, "f32"));
-  auto* x = reinterpret_cast<const float*>(
-      ReadAlignedAddress(info, 1, "launchAxpyF32", "x", 4, "f32"));
-  const uint64_t n = ReadSafeUint(info, 2, "launchAxpyF32", "n");
-  const double a = ReadNumber(info, 3, "launchAxpyF32", "a");
-  const auto s = ReadHandle<cudaStream_t>(info, 4, "launchAxpyF32", "stream");
-  const int device = RequireBoundStream(env, ts, s, "launchAxpyF32");
+  const char* fn = "launchAxpyF32";
+  float* y = F32(info, 0, fn, "y");
+  const float* x = F32(info, 1, fn, "x");
+  const uint64_t n = ReadSafeUint(info, 2, fn, "n");
+  const double a = ReadNumber(info, 3, fn, "a");
+  cudaStream_t s;
+  const int device = Bound(env, info, 4, fn, &s);
   MEMRA_CUDA_CHECK(env, device, memra_launch_axpy_f32(y, x, n, static_cast<float>(a), s),
-                   "launchAxpyF32(y=" + Hex(y) + ", x=" + Hex(x) + ", n=" + std::to_string(n) +
+                   std::string(fn) + "(y=" + Hex(y) + ", x=" + Hex(x) + ", n=" + std::to_string(n) +
                        ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
 Napi::Value LaunchReadFloor(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
   const char* fn = "launchReadFloor";
   const void* p = reinterpret_cast<const void*>(ReadAlignedAddress(info, 0, fn, "ptr", 16, "16-byte loads"));
   const uint64_t bytes = ReadSafeUint(info, 1, fn, "bytes");
   auto* sink = reinterpret_cast<uint32_t*>(ReadAlignedAddress(info, 2, fn, "sink", 4, "a u32 store"));
-  const auto s = ReadHandle<cudaStream_t>(info, 3, fn, "stream");
-  const int device = RequireBoundStream(env, ts, s, fn);
+  cudaStream_t s;
+  const int device = Bound(env, info, 3, fn, &s);
   MEMRA_CUDA_CHECK(env, device, memra_launch_read_floor(p, bytes, sink, s),
                    std::string(fn) + "(ptr=" + Hex(p) + ", bytes=" + std::to_string(bytes) +
                        ", stream=" + Hex(s) + ")");
@@ -63,54 +60,50 @@ Napi::Value LaunchReadFloor(const Napi::CallbackInfo& info) {
 
 Napi::Value LaunchSignal(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  auto* counter = reinterpret_cast<unsigned int*>(
-      ReadAlignedAddress(info, 0, "launchSignal", "counter", 4, "a u32 store"));
-  const uint32_t value = ReadU32(info, 1, "launchSignal", "value");
-  const auto s = ReadHandle<cudaStream_t>(info, 2, "launchSignal", "stream");
-  const int device = RequireBoundStream(env, ts, s, "launchSignal");
+  const char* fn = "launchSignal";
+  auto* counter = reinterpret_cast<unsigned int*>(ReadAlignedAddress(info, 0, fn, "counter", 4, "a u32 store"));
+  const uint32_t value = ReadU32(info, 1, fn, "value");
+  cudaStream_t s;
+  const int device = Bound(env, info, 2, fn, &s);
   MEMRA_CUDA_CHECK(env, device, memra_launch_signal(counter, value, s),
-                   "launchSignal(counter=" + Hex(counter) + ", value=" + std::to_string(value) +
+                   std::string(fn) + "(counter=" + Hex(counter) + ", value=" + std::to_string(value) +
                        ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
 Napi::Value LaunchStampNow(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  auto* dst = reinterpret_cast<unsigned long long*>(
-      ReadAlignedAddress(info, 0, "launchStampNow", "dst", 8, "a u64 store"));
-  const auto s = ReadHandle<cudaStream_t>(info, 1, "launchStampNow", "stream");
-  const int device = RequireBoundStream(env, ts, s, "launchStampNow");
+  const char* fn = "launchStampNow";
+  auto* dst = reinterpret_cast<unsigned long long*>(ReadAlignedAddress(info, 0, fn, "dst", 8, "a u64 store"));
+  cudaStream_t s;
+  const int device = Bound(env, info, 1, fn, &s);
   MEMRA_CUDA_CHECK(env, device, memra_launch_stamp_now(dst, s),
-                   "launchStampNow(dst=" + Hex(dst) + ", stream=" + Hex(s) + ")");
+                   std::string(fn) + "(dst=" + Hex(dst) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
 Napi::Value LaunchProbeWrite(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  auto* dst = reinterpret_cast<unsigned int*>(
-      ReadAlignedAddress(info, 0, "launchProbeWrite", "dst", 4, "u32 words"));
-  const uint64_t n = ReadSafeUint(info, 1, "launchProbeWrite", "n");
-  const uint32_t seed = ReadU32(info, 2, "launchProbeWrite", "seed");
-  const auto s = ReadHandle<cudaStream_t>(info, 3, "launchProbeWrite", "stream");
-  const int device = RequireBoundStream(env, ts, s, "launchProbeWrite");
+  const char* fn = "launchProbeWrite";
+  auto* dst = reinterpret_cast<unsigned int*>(ReadAlignedAddress(info, 0, fn, "dst", 4, "u32 words"));
+  const uint64_t n = ReadSafeUint(info, 1, fn, "n");
+  const uint32_t seed = ReadU32(info, 2, fn, "seed");
+  cudaStream_t s;
+  const int device = Bound(env, info, 3, fn, &s);
   MEMRA_CUDA_CHECK(env, device, memra_launch_probe_write(dst, n, seed, s),
-                   "launchProbeWrite(dst=" + Hex(dst) + ", n=" + std::to_string(n) +
+                   std::string(fn) + "(dst=" + Hex(dst) + ", n=" + std::to_string(n) +
                        ", seed=" + std::to_string(seed) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
 Napi::Value LaunchSpin(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  const int64_t us =
-      ReadIntInRange(info, 0, "launchSpin", "microseconds", 0, kMaxSpinMicroseconds);
-  const auto s = ReadHandle<cudaStream_t>(info, 1, "launchSpin", "stream");
-  const int device = RequireBoundStream(env, ts, s, "launchSpin");
+  const char* fn = "launchSpin";
+  const int64_t us = ReadIntInRange(info, 0, fn, "microseconds", 0, kMaxSpinMicroseconds);
+  cudaStream_t s;
+  const int device = Bound(env, info, 1, fn, &s);
   MEMRA_CUDA_CHECK(env, device, memra_launch_spin(static_cast<uint64_t>(us), s),
-                   "launchSpin(microseconds=" + std::to_string(us) + ", stream=" + Hex(s) + ")");
+                   std::string(fn) + "(microseconds=" + std::to_string(us) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 

@@ -40,29 +40,36 @@ Napi::Value ArMaxBlocks(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), memra_tp_ar_max_blocks());
 }
 
-Napi::Value LaunchPush(const Napi::CallbackInfo& info) {
+// push (src -> dst) and fold (dst += stage): two f32 buffers of n elements and the stream.
+template <typename A, typename B>
+Napi::Value LaunchTwoBuffers(const Napi::CallbackInfo& info, const char* fn, const char* nameA, const char* nameB,
+                             cudaError_t (*launch)(A*, B*, uint64_t, cudaStream_t)) {
   Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  auto* src =
-      reinterpret_cast<const float*>(ReadAlignedAddress(info, 0, "launchPush", "src", 4, "f32"));
-  auto* dst =
-      reinterpret_cast<float*>(ReadAlignedAddress(info, 1, "launchPush", "dst", 4, "f32"));
-  const uint64_t n = ReadSafeUint(info, 2, "launchPush", "n");
-  const auto s = ReadHandle<cudaStream_t>(info, 3, "launchPush", "stream");
-  const int device = ts.RequireBound(env, "launchPush");
-  RequireOwnedStream(env, ts, s, "launchPush");
-  MEMRA_CUDA_CHECK(env, device, memra_tp_ar_push(src, dst, n, s),
-                   "launchPush(src=" + Hex(src) + ", dst=" + Hex(dst) +
+  A* a = F32(info, 0, fn, nameA);
+  B* b = F32(info, 1, fn, nameB);
+  const uint64_t n = ReadSafeUint(info, 2, fn, "n");
+  cudaStream_t s;
+  const int device = Bound(env, info, 3, fn, &s);
+  MEMRA_CUDA_CHECK(env, device, launch(a, b, n, s),
+                   std::string(fn) + "(" + nameA + "=" + Hex(a) + ", " + nameB + "=" + Hex(b) +
                        ", n=" + std::to_string(n) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
+}
+
+Napi::Value LaunchPush(const Napi::CallbackInfo& info) {
+  return LaunchTwoBuffers(info, "launchPush", "src", "dst", memra_tp_ar_push);
+}
+
+Napi::Value LaunchFold(const Napi::CallbackInfo& info) {
+  return LaunchTwoBuffers(info, "launchFold", "dst", "stage", memra_tp_ar_fold);
 }
 
 Napi::Value LaunchPush2d(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const char* fn = "launchPush2d";
-  auto* src = reinterpret_cast<const float*>(ReadAlignedAddress(info, 0, fn, "src", 4, "f32"));
-  auto* dst = reinterpret_cast<float*>(ReadAlignedAddress(info, 1, fn, "dst", 4, "f32"));
+  const float* src = F32(info, 0, fn, "src");
+  float* dst = F32(info, 1, fn, "dst");
   const uint64_t rows = ReadSafeUint(info, 2, fn, "rows");
   const uint64_t rowLen = ReadSafeUint(info, 3, fn, "rowLen");
   const uint64_t srcStride = ReadSafeUint(info, 4, fn, "srcStride");
@@ -85,31 +92,13 @@ Napi::Value LaunchPush2d(const Napi::CallbackInfo& info) {
                               std::to_string(rowLen) + " reaches past 2^53 bytes");
     }
   }
-  const int device = ts.RequireBound(env, fn);
-  RequireOwnedStream(env, ts, s, fn);
+  const int device = RequireBoundStream(env, ts, s, fn);
   MEMRA_CUDA_CHECK(env, device,
                    memra_tp_ar_push_2d(src, dst, rows, rowLen, srcStride, dstStride, s),
-                   "launchPush2d(src=" + Hex(src) + ", dst=" + Hex(dst) + ", rows=" +
+                   std::string(fn) + "(src=" + Hex(src) + ", dst=" + Hex(dst) + ", rows=" +
                        std::to_string(rows) + ", rowLen=" + std::to_string(rowLen) +
                        ", srcStride=" + std::to_string(srcStride) + ", dstStride=" +
                        std::to_string(dstStride) + ", stream=" + Hex(s) + ")");
-  return env.Undefined();
-}
-
-Napi::Value LaunchFold(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  ThreadState& ts = ThreadState::Of(env);
-  auto* dst =
-      reinterpret_cast<float*>(ReadAlignedAddress(info, 0, "launchFold", "dst", 4, "f32"));
-  auto* stage = reinterpret_cast<const float*>(
-      ReadAlignedAddress(info, 1, "launchFold", "stage", 4, "f32"));
-  const uint64_t n = ReadSafeUint(info, 2, "launchFold", "n");
-  const auto s = ReadHandle<cudaStream_t>(info, 3, "launchFold", "stream");
-  const int device = ts.RequireBound(env, "launchFold");
-  RequireOwnedStream(env, ts, s, "launchFold");
-  MEMRA_CUDA_CHECK(env, device, memra_tp_ar_fold(dst, stage, n, s),
-                   "launchFold(dst=" + Hex(dst) + ", stage=" + Hex(stage) + ", n=" +
-                       std::to_string(n) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
@@ -119,7 +108,9 @@ Napi::Value LaunchOneShot(const Napi::CallbackInfo& info) {
   const char* fn = "launchOneShot";
   // x is optional (0: the caller staged the input already), so it is read as a plain number.
   const double xNumber = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : -1;
-  if (!(xNumber == 0 || (xNumber > 0 && xNumber < 9007199254740992.0 && xNumber == static_cast<double>(static_cast<uint64_t>(xNumber)) && static_cast<uint64_t>(xNumber) % 4 == 0))) {
+  if (!(xNumber == 0 || (xNumber > 0 && xNumber < kTwoPow53 &&
+                         xNumber == static_cast<double>(static_cast<uint64_t>(xNumber)) &&
+                         static_cast<uint64_t>(xNumber) % 4 == 0))) {
     ThrowArgError(env, fn, "x", "0 or a 4-byte aligned device pointer", info[0]);
   }
   const uintptr_t x = static_cast<uintptr_t>(xNumber);
@@ -152,22 +143,35 @@ Napi::Value LaunchOneShot(const Napi::CallbackInfo& info) {
   RequireDisjoint(env, fn, "selfSignal", selfSignal, "peerSignal", peerSignal, sigBytes,
                   "each rank needs its own signal block");
 
-  const int device = ts.RequireBound(env, fn);
-  RequireOwnedStream(env, ts, s, fn);
+  const int device = RequireBoundStream(env, ts, s, fn);
+  MemraArOneShotArgs a{};
+  a.x = reinterpret_cast<const float*>(x);
+  a.in0 = reinterpret_cast<const float*>(in0);
+  a.in1 = reinterpret_cast<const float*>(in1);
+  a.out = reinterpret_cast<float*>(out);
+  a.self_signal = reinterpret_cast<void*>(selfSignal);
+  a.peer_signal = reinterpret_cast<void*>(peerSignal);
+  a.rank = rank;
+  a.n = n;
+  a.err = reinterpret_cast<int*>(err);
+  a.spin_limit = static_cast<long long>(spinLimit);
+  a.blocks = blocks;
   MEMRA_CUDA_CHECK(
-      env, device,
-      memra_tp_ar_1stage(reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(in0),
-                         reinterpret_cast<const float*>(in1),
-                         reinterpret_cast<float*>(out), reinterpret_cast<void*>(selfSignal),
-                         reinterpret_cast<void*>(peerSignal), rank, n,
-                         reinterpret_cast<int*>(err), static_cast<long long>(spinLimit), blocks,
-                         s),
-      "launchOneShot(x=" + Hex(x) + ", in0=" + Hex(in0) + ", in1=" + Hex(in1) + ", out=" + Hex(out) +
-          ", selfSignal=" + Hex(selfSignal) + ", peerSignal=" + Hex(peerSignal) +
-          ", rank=" + std::to_string(rank) + ", n=" + std::to_string(n) + ", err=" + Hex(err) +
-          ", spinLimit=" + std::to_string(spinLimit) + ", blocks=" + std::to_string(blocks) +
-          ", stream=" + Hex(s) + ")");
+      env, device, memra_tp_ar_1stage(&a, s),
+      std::string(fn) + "(x=" + Hex(x) + ", in0=" + Hex(in0) + ", in1=" + Hex(in1) + ", out=" + Hex(out) +
+          ", selfSignal=" + Hex(selfSignal) + ", peerSignal=" + Hex(peerSignal) + ", rank=" + std::to_string(rank) +
+          ", n=" + std::to_string(n) + ", err=" + Hex(err) + ", spinLimit=" + std::to_string(spinLimit) +
+          ", blocks=" + std::to_string(blocks) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
+}
+
+// The words a refused device barrier stores (cu/kernels.h), for the TypeScript mirror's check.
+Napi::Value RefusalWords(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("entry", Napi::Number::New(env, MEMRA_REFUSED_ENTRY));
+  o.Set("exit", Napi::Number::New(env, MEMRA_REFUSED_EXIT));
+  return o;
 }
 
 }  // namespace
@@ -175,6 +179,7 @@ Napi::Value LaunchOneShot(const Napi::CallbackInfo& info) {
 void RegisterLinkKernels(Napi::Env env, Napi::Object exports) {
   exports.Set("arSignalBytes", Napi::Function::New(env, ArSignalBytes, "arSignalBytes"));
   exports.Set("arMaxBlocks", Napi::Function::New(env, ArMaxBlocks, "arMaxBlocks"));
+  exports.Set("refusalWords", Napi::Function::New(env, RefusalWords, "refusalWords"));
   exports.Set("launchPush", Napi::Function::New(env, LaunchPush, "launchPush"));
   exports.Set("launchPush2d", Napi::Function::New(env, LaunchPush2d, "launchPush2d"));
   exports.Set("launchFold", Napi::Function::New(env, LaunchFold, "launchFold"));

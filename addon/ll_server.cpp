@@ -58,9 +58,12 @@ CUresult EnqueueMemOp(cudaStream_t s, CUstreamBatchMemOpType operation, const ui
   op.writeValue.flags = flags;
   return batch(reinterpret_cast<CUstream>(s), 1, &op, 0);
 }
-static_assert(offsetof(CUstreamBatchMemOpParams, writeValue.address) == offsetof(CUstreamBatchMemOpParams, waitValue.address) &&
-                  offsetof(CUstreamBatchMemOpParams, writeValue.value) == offsetof(CUstreamBatchMemOpParams, waitValue.value) &&
-                  offsetof(CUstreamBatchMemOpParams, writeValue.flags) == offsetof(CUstreamBatchMemOpParams, waitValue.flags),
+static_assert(offsetof(CUstreamBatchMemOpParams, writeValue.address) ==
+                      offsetof(CUstreamBatchMemOpParams, waitValue.address) &&
+                  offsetof(CUstreamBatchMemOpParams, writeValue.value) ==
+                      offsetof(CUstreamBatchMemOpParams, waitValue.value) &&
+                  offsetof(CUstreamBatchMemOpParams, writeValue.flags) ==
+                      offsetof(CUstreamBatchMemOpParams, waitValue.flags),
               "a write and a wait share one layout");
 
 // Spins until `done()` or kWaitLimit has passed; false on the limit.
@@ -186,7 +189,8 @@ void LlServer::Submit(Napi::Env env, const MemraLlJobArgs& job, cudaStream_t wal
   }
   void* slot = host_->slots[seq % MEMRA_LL_SERVER_SLOTS];
   MEMRA_CUDA_CHECK(env, device_, memra_tp_ll_server_job(&job, slot),
-                   "memra_tp_ll_server_job(rows=" + std::to_string(job.rows) + ", rowLen=" + std::to_string(job.row_len) + ")");
+                   "memra_tp_ll_server_job(rows=" + std::to_string(job.rows) +
+                       ", rowLen=" + std::to_string(job.row_len) + ")");
   // The job's words, then its slot's seq: the dispatcher reads a job ahead of its release once the
   // seq says the slot holds it (cu/tp_ll_server.cu). Then `issued`, and `issued` before `state` is
   // read (the Dekker pair of the grid's stop, cu/tp_ll_server.h): a full fence, since x86 lets a
@@ -205,7 +209,8 @@ void LlServer::Submit(Napi::Env env, const MemraLlJobArgs& job, cudaStream_t wal
   // server runs jobs in order, each after the one before has finished, so a served join that
   // follows needs no wait, and waiting on every job cost the stream about 5 us a job
   // (scripts/probes/ll-server-timing.cu: 'wait' against 'nowait').
-  const CUresult r = EnqueueMemOp(walk, CU_STREAM_MEM_OP_WRITE_VALUE_32, &ctl_->cmd, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+  const CUresult r =
+      EnqueueMemOp(walk, CU_STREAM_MEM_OP_WRITE_VALUE_32, &ctl_->cmd, seq, CU_STREAM_WRITE_VALUE_DEFAULT);
   if (r != CUDA_SUCCESS) {
     Withdraw(env, seq, cudaSuccess,
              "launchLl: cuStreamBatchMemOp (release LL server job " + std::to_string(seq) + ") on device " +

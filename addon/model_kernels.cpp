@@ -27,19 +27,6 @@ constexpr unsigned __int128 kSafeLimit = static_cast<unsigned __int128>(1) << 53
 
 std::string Num(uint64_t v) { return std::to_string(v); }
 
-float* F32(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
-  return reinterpret_cast<float*>(ReadAlignedAddress(info, i, fn, name, 4, "f32"));
-}
-uint16_t* Bf16(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
-  return reinterpret_cast<uint16_t*>(ReadAlignedAddress(info, i, fn, name, 2, "bf16"));
-}
-int32_t* I32(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
-  return reinterpret_cast<int32_t*>(ReadAlignedAddress(info, i, fn, name, 4, "i32"));
-}
-uint8_t* U8(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name) {
-  return reinterpret_cast<uint8_t*>(ReadAddress(info, i, fn, name));
-}
-
 // The batch: 1 .. MEMRA_MODEL_MAX_ROWS rows.
 uint32_t Rows(const Napi::CallbackInfo& info, size_t i, const char* fn) {
   return static_cast<uint32_t>(ReadIntInRange(info, i, fn, "t", 1, MEMRA_MODEL_MAX_ROWS));
@@ -73,12 +60,6 @@ uint64_t ReadSeed(const Napi::CallbackInfo& info, size_t i, const char* fn) {
     ThrowArgError(info.Env(), fn, "seed", what, info[i]);
   }
   return v;
-}
-
-int Bound(Napi::Env env, const Napi::CallbackInfo& info, size_t i, const char* fn,
-          cudaStream_t* s) {
-  *s = ReadHandle<cudaStream_t>(info, i, fn, "stream");
-  return RequireBoundStream(env, ThreadState::Of(env), *s, fn);
 }
 
 // The optional boolean after a step kernel's stream: whether its launch may overlap the kernel

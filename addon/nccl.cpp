@@ -155,11 +155,6 @@ const char* ResultName(ncclResult_t r) {
     }                                                                                     \
   } while (0)
 
-// A device buffer of f32 elements: non-zero and 4-byte aligned.
-void* ReadF32(const Napi::CallbackInfo& info, size_t index, const char* fn, const char* name) {
-  return reinterpret_cast<void*>(ReadAlignedAddress(info, index, fn, name, 4, "f32"));
-}
-
 // What a call needs once BeginNcclCall's checks pass: the device for its error messages, and
 // the API to call.
 struct NcclCall {
@@ -190,8 +185,8 @@ struct BufferPairArgs {
 
 BufferPairArgs ReadBufferPairArgs(const Napi::CallbackInfo& info, const char* fn) {
   BufferPairArgs a;
-  a.send = ReadF32(info, 0, fn, "send");
-  a.recv = ReadF32(info, 1, fn, "recv");
+  a.send = F32(info, 0, fn, "send");
+  a.recv = F32(info, 1, fn, "recv");
   a.count = ReadSafeUint(info, 2, fn, "count");
   a.comm = ReadHandle<ncclComm_t>(info, 3, fn, "comm");
   a.s = ReadHandle<cudaStream_t>(info, 4, fn, "stream");
@@ -272,8 +267,8 @@ Napi::Value NcclBroadcastF32(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const char* fn = "ncclBroadcastF32";
-  const void* send = ReadF32(info, 0, fn, "send");
-  void* recv = ReadF32(info, 1, fn, "recv");
+  const void* send = F32(info, 0, fn, "send");
+  void* recv = F32(info, 1, fn, "recv");
   const uint64_t count = ReadSafeUint(info, 2, fn, "count");
   // NCCL checks root < nranks itself and reports it as ncclInvalidArgument.
   const int root = static_cast<int>(ReadIntInRange(info, 3, fn, "root", 0, 2147483647));
@@ -307,9 +302,9 @@ Napi::Value NcclSendRecvF32(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   ThreadState& ts = ThreadState::Of(env);
   const char* fn = "ncclSendRecvF32";
-  const void* send = ReadF32(info, 0, fn, "send");
+  const void* send = F32(info, 0, fn, "send");
   const uint64_t sendCount = ReadSafeUint(info, 1, fn, "sendCount");
-  void* recv = ReadF32(info, 2, fn, "recv");
+  void* recv = F32(info, 2, fn, "recv");
   const uint64_t recvCount = ReadSafeUint(info, 3, fn, "recvCount");
   const int peer = static_cast<int>(ReadIntInRange(info, 4, fn, "peer", 0, 2147483647));
   const auto comm = ReadHandle<ncclComm_t>(info, 5, fn, "comm");

@@ -179,7 +179,10 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
   // owner -> peer copies are then copies within one device's memory, and the peer child's nodes
   // run on the same device as the owner's.
   if (peerDevice == device && !ts.loopback) {
-    ThrowError(env, std::string(fn) + ": peerDevice " + std::to_string(peerDevice) + " is this thread's own device (two ranks share a device only when both bound it in loopback)", "MEMRA_BAD_PEER");
+    ThrowError(env,
+               std::string(fn) + ": peerDevice " + std::to_string(peerDevice) +
+                   " is this thread's own device (two ranks share a device only when both bound it in loopback)",
+               "MEMRA_BAD_PEER");
   }
   CopySpec copies[kCopies];
   for (uint32_t i = 0; i < kCopies; ++i) {
@@ -193,7 +196,10 @@ Napi::Value ParentGraphBuild(const Napi::CallbackInfo& info) {
   PartialParent build;
   for (cudaGraph_t c : {ownerChild, postChild, peerChild}) {
     if (!child_graphs::Hold(c)) {
-      ThrowError(env, std::string(fn) + ": child graph " + Hex(c) + " is not a live child graph (captured and not destroyed)", "MEMRA_BAD_CHILD");
+      ThrowError(env,
+                 std::string(fn) + ": child graph " + Hex(c) +
+                     " is not a live child graph (captured and not destroyed)",
+                 "MEMRA_BAD_CHILD");
     }
     build.held.push_back(c);
   }

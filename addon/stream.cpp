@@ -19,6 +19,11 @@ int RequireBoundStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, con
   return device;
 }
 
+int Bound(Napi::Env env, const Napi::CallbackInfo& info, size_t i, const char* fn, cudaStream_t* s) {
+  *s = ReadHandle<cudaStream_t>(info, i, fn, "stream");
+  return RequireBoundStream(env, ThreadState::Of(env), *s, fn);
+}
+
 namespace {
 
 Napi::Value StreamCreate(const Napi::CallbackInfo& info) {

@@ -25,4 +25,8 @@ void RequireOwnedStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, co
 // bound device.
 int RequireBoundStream(Napi::Env env, const ThreadState& ts, cudaStream_t s, const char* fn);
 
+// Argument i as this thread's stream (`stream`), for a launch: reads it into *s, then
+// RequireBoundStream; returns the bound device.
+int Bound(Napi::Env env, const Napi::CallbackInfo& info, size_t i, const char* fn, cudaStream_t* s);
+
 }  // namespace memra

@@ -34,7 +34,9 @@ Napi::Value SetThreadAffinity(const Napi::CallbackInfo& info) {
   if (err != 0) {
     ThrowError(env,
                std::string(fn) + ": pthread_setaffinity_np failed: " + std::strerror(err) +
-                   (err == EINVAL ? " (none of those CPUs is allowed for this process: see Cpus_allowed_list in /proc/self/status)" : ""),
+                   (err == EINVAL ? " (none of those CPUs is allowed for this process: see "
+                                    "Cpus_allowed_list in /proc/self/status)"
+                                  : ""),
                "MEMRA_AFFINITY");
   }
   return env.Undefined();
@@ -46,7 +48,10 @@ Napi::Value ThreadAffinity(const Napi::CallbackInfo& info) {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int err = pthread_getaffinity_np(pthread_self(), sizeof(set), &set);
-  if (err != 0) ThrowError(env, std::string("threadAffinity: pthread_getaffinity_np failed: ") + std::strerror(err), "MEMRA_AFFINITY");
+  if (err != 0) {
+    ThrowError(env, std::string("threadAffinity: pthread_getaffinity_np failed: ") + std::strerror(err),
+               "MEMRA_AFFINITY");
+  }
   Napi::Array out = Napi::Array::New(env);
   uint32_t n = 0;
   for (int c = 0; c < CPU_SETSIZE; ++c) {

@@ -47,14 +47,12 @@ __global__ void axpy_f32x4(float4* y, const float4* x, uint64_t n4, float* yTail
   if (tid < tailCount) yTail[tid] += a * xTail[tid];
 }
 
-bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 extern "C" cudaError_t memra_launch_fill_f32(float* ptr, uint64_t n, float value,
                                              cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  if (Aligned16(ptr) && n >= 4) {
+  if (memra_cu::Aligned(ptr, 16) && n >= 4) {
     const uint64_t n4 = n / 4;
     const unsigned tail = static_cast<unsigned>(n % 4);
     fill_f32x4<<<memra_cu::GridFor(n4), memra_cu::kBlock, 0, stream>>>(
@@ -68,7 +66,7 @@ extern "C" cudaError_t memra_launch_fill_f32(float* ptr, uint64_t n, float value
 extern "C" cudaError_t memra_launch_axpy_f32(float* y, const float* x, uint64_t n, float a,
                                              cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  if (Aligned16(y) && Aligned16(x) && n >= 4) {
+  if (memra_cu::Aligned(y, 16) && memra_cu::Aligned(x, 16) && n >= 4) {
     const uint64_t n4 = n / 4;
     const unsigned tail = static_cast<unsigned>(n % 4);
     axpy_f32x4<<<memra_cu::GridFor(n4), memra_cu::kBlock, 0, stream>>>(

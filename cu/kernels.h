@@ -31,7 +31,19 @@ cudaError_t memra_launch_spin(uint64_t microseconds, cudaStream_t stream);
 cudaError_t memra_launch_read_floor(const void* p, uint64_t bytes, uint32_t* sink,
                                     cudaStream_t stream);
 
-// ---- two-rank TP link kernels (cu/tp_ar.cu, seed 000) ----
+// ---- the device barriers' refusal words ----
+// A bounded device-side wait of the one-shot (cu/tp_ar.cu) or an LL join (cu/tp_ll_chunks.cuh)
+// that outlives its spin bound stores one of these into its rank's i32 refusal word (first refusal
+// wins) instead of hanging. ENTRY: the peer never arrived (the one-shot's entry barrier; an LL
+// join's values never came). EXIT: the peer never finished (the one-shot's exit barrier; an LL
+// twin never acked the epoch that last used these slots). src/runtime/link-constants.ts mirrors
+// them, checked against the addon's (linkConstants in src/workers/device-worker.ts) when a link
+// opens.
+#define MEMRA_REFUSED_ENTRY 40043
+#define MEMRA_REFUSED_EXIT 40044
+
+// ---- two-rank TP link kernels (cu/tp_ar.cu, seed 000: the Rust engine's small-message
+// all-reduce, docs/architecture.md#terms) ----
 // Pointers a kernel stores through or reads may be the peer device's (peer access enabled).
 
 // Bytes of one rank's one-shot signal block (allocate zeroed, 4-byte aligned, keep it).
@@ -48,18 +60,31 @@ cudaError_t memra_tp_ar_push_2d(const float* src, float* dst, uint64_t rows, uin
 cudaError_t memra_tp_ar_fold(float* dst, const float* stage, uint64_t n, cudaStream_t stream);
 // One-shot two-rank all-reduce, out[i] = in0[i] + in1[i], synchronised with the peer's launch
 // through the two signal blocks (see cu/tp_ar.cu for the protocol). Both ranks pass the same in0,
-// in1, n and blocks; `out` must not overlap either input (the peer reads both while this rank
-// writes). A barrier wait past `spin_limit` SM clock ticks stores 40043 (entry) or 40044 (exit)
-// into *err if it is still 0. Returns cudaErrorInvalidValue for a rank outside {0, 1}, blocks
-// outside [1, memra_tp_ar_max_blocks()] or a non-positive spin_limit.
-// x (nullable): this rank's input, staged by the kernel itself into its own stage (in0 on rank 0,
-// in1 on rank 1) before the entry barrier; null when the caller staged it already.
-cudaError_t memra_tp_ar_1stage(const float* x, const float* in0, const float* in1, float* out,
-                               void* self_signal, void* peer_signal, int rank, uint64_t n,
-                               int* err, long long spin_limit, int blocks, cudaStream_t stream);
+// in1, n and blocks. A barrier wait past `spin_limit` SM clock ticks stores MEMRA_REFUSED_ENTRY
+// (entry) or MEMRA_REFUSED_EXIT (exit) into *err if it is still 0.
+typedef struct MemraArOneShotArgs {
+  // n f32, nullable: this rank's input, staged by the kernel itself into its own stage (in0 on
+  // rank 0, in1 on rank 1) before the entry barrier; null when the caller staged it already.
+  const float* x;
+  const float* in0;  // n f32: rank 0's stage (the peer's memory on rank 1)
+  const float* in1;  // n f32: rank 1's stage (the peer's memory on rank 0)
+  // n f32, this rank's; overlaps neither stage (the peer reads both while this rank writes).
+  float* out;
+  void* self_signal;     // memra_tp_ar_signal_bytes(): this rank's signal block, zeroed once
+  void* peer_signal;     // the peer's signal block
+  int rank;              // 0 or 1
+  uint64_t n;            // elements
+  int* err;              // this rank's i32 refusal word
+  long long spin_limit;  // SM clock ticks, > 0
+  int blocks;            // [1, memra_tp_ar_max_blocks()], the same on both ranks
+} MemraArOneShotArgs;
+// cudaErrorInvalidValue for a null `args`, a rank outside {0, 1}, blocks outside
+// [1, memra_tp_ar_max_blocks()] or a non-positive spin_limit.
+cudaError_t memra_tp_ar_1stage(const MemraArOneShotArgs* args, cudaStream_t stream);
 
 // ---- low-latency exchange (cu/tp_ll.cu) ----
-// Bytes of one rank's LL state block (epoch, done count, the peer's ack); allocate it zeroed.
+// Bytes of one rank's LL state block (each chunk's epoch, and the peer's ack of it); allocate it
+// zeroed.
 size_t memra_tp_ll_state_bytes(void);
 // Epochs whose receive slots are live at once: a receive buffer holds depth x cap 8-byte slots.
 unsigned memra_tp_ll_depth(void);

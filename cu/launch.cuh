@@ -1,4 +1,5 @@
-// Grid sizing shared by the grid-stride kernels.
+// Grid sizing shared by the grid-stride kernels, and the alignment test that picks a kernel's
+// vector width.
 #pragma once
 
 #include <stdint.h>
@@ -15,6 +16,12 @@ inline unsigned GridFor(uint64_t work) {
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
   if (blocks == 0) blocks = 1;
   return static_cast<unsigned>(blocks);
+}
+
+// Whether p is a multiple of `bytes` (a power of two): a 16-byte vector access through a pointer
+// that is not is a misaligned access, a sticky error for the whole context.
+inline bool Aligned(const void* p, uintptr_t bytes) {
+  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
 
 }  // namespace memra_cu

@@ -1,4 +1,5 @@
-// Two-rank tensor-parallel link kernels (seed 000): the push/fold pair a caller orders with
+// Two-rank tensor-parallel link kernels (seed 000: the Rust engine's small-message all-reduce this
+// design comes from, docs/architecture.md#terms): the push/fold pair a caller orders with
 // cross-device events, and the one-shot all-reduce that orders itself through flags in the two
 // ranks' signal blocks (the shape of vLLM's cross_device_reduce_1stage).
 //
@@ -56,10 +57,6 @@ static_assert(sizeof(ArSignal) % 128 == 0, "signal block is whole 128-byte lines
 static_assert(offsetof(ArSignal, end) == 640 && offsetof(ArSignal, epoch) == 1280 &&
                   sizeof(ArSignal) == 1664,
               "the layout documented above");
-
-// The refusal words, as the seed's barrier_errors reads them.
-constexpr int kRefusedEntry = 40043;
-constexpr int kRefusedExit = 40044;
 
 using SysFlag = cuda::atomic_ref<unsigned, cuda::thread_scope_system>;
 
@@ -151,7 +148,21 @@ __global__ void fold_f32x4(float4* dst, const float4* stage, uint64_t n4, float*
 }
 
 // ---- one-shot all-reduce ----
-//
+
+// One rank's launch, as memra_tp_ar_1stage checked it (shapes: MemraArOneShotArgs).
+struct ArJob {
+  const float* x;
+  const float* in0;
+  const float* in1;
+  float* out;
+  ArSignal* self;
+  ArSignal* peer;
+  int rank;
+  uint64_t n;
+  int* err;
+  long long spinLimit;
+};
+
 // One launch per rank, the same `blocks` on both; block b of rank 0 pairs with block b of rank 1.
 //
 //   entry   thread 0: e = epoch[b] + 1; release-store e into peer.start[b][rank]; acquire-spin on
@@ -169,27 +180,36 @@ __global__ void fold_f32x4(float4* dst, const float4* stage, uint64_t n4, float*
 //           reads it after this kernel completed, so the epoch lives entirely on the device: no
 //           host counter is frozen into the launch, which is what makes graph replays correct.
 //
-// Refusals: an entry wait past spinLimit stores 40043 into *err (first refusal wins) and the
-// block returns WITHOUT touching in/out, because the peer's input is not known to be ready, and
-// without advancing epoch[b]: the peer never completed this round, so its late arrival, if any,
-// pairs with this block's next attempt at the same epoch instead of leaving the two ranks one
-// epoch apart. An exit wait past spinLimit stores 40044; `out` is already complete, and the epoch
-// DOES advance, because the peer passed this round's entry and will finish it. Either way a
-// non-zero *err means the last results are suspect: drain both ranks, then zero both signal blocks
-// and the err words before the link is used again.
+// Refusals (cu/kernels.h): an entry wait past spinLimit stores MEMRA_REFUSED_ENTRY into *err
+// (first refusal wins) and the block returns WITHOUT touching in/out, because the peer's input is
+// not known to be ready, and without advancing epoch[b]: the peer never completed this round, so
+// its late arrival, if any, pairs with this block's next attempt at the same epoch instead of
+// leaving the two ranks one epoch apart. An exit wait past spinLimit stores MEMRA_REFUSED_EXIT;
+// `out` is already complete, and the epoch DOES advance, because the peer passed this round's
+// entry and will finish it. Either way a non-zero *err means the last results are suspect: drain
+// both ranks, then zero both signal blocks and the err words before the link is used again.
 //
 // All `blocks` blocks of both ranks must be resident at once (a block spins for its partner), so
 // `blocks` stays far below the SM count; a co-running kernel that starves the grid shows up as a
 // refusal rather than a hang.
-__global__ void __launch_bounds__(kArThreads)
-    ar_1stage(const float* x, const float* in0, const float* in1, float* out, ArSignal* self,
-              ArSignal* peer, int rank, uint64_t n, int* err, long long spinLimit, bool vec,
-              bool xVec, bool outVec) {
+//
+// Vec: both stages are 16-byte aligned, so the partition and the sum go four floats at a time;
+// XVec, OutVec: x and out are too (each rank's own, so they pick only the access width inside a
+// partition). As template parameters, as push_2d's Vec, each instantiation carries only its own
+// loop.
+template <bool Vec, bool XVec, bool OutVec>
+__global__ void __launch_bounds__(kArThreads) ar_1stage(ArJob j) {
+  const float* x = j.x;
+  const float* in0 = j.in0;
+  const float* in1 = j.in1;
+  float* out = j.out;
+  const int rank = j.rank;
+  const uint64_t n = j.n;
   __shared__ bool refused;
   const unsigned b = blockIdx.x;
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   const uint64_t tid = uint64_t(b) * blockDim.x + threadIdx.x;
-  const uint64_t n4 = vec ? n / 4 : 0;
+  const uint64_t n4 = n / 4;  // float4 groups, when Vec
 
   // Fused staging: this block copies exactly the elements that the PEER's block b will read
   // (the partition depends only on n, blocks and the stage buffers' alignment, which both ranks
@@ -197,10 +217,10 @@ __global__ void __launch_bounds__(kArThreads)
   // separate staging launch: one kernel per rank per all-reduce.
   if (x != nullptr) {
     float* mine = const_cast<float*>(rank == 0 ? in0 : in1);
-    if (vec) {
+    if constexpr (Vec) {
       for (uint64_t i = tid; i < n4; i += stride) {
         reinterpret_cast<float4*>(mine)[i] =
-            xVec ? reinterpret_cast<const float4*>(x)[i]
+            XVec ? reinterpret_cast<const float4*>(x)[i]
                  : make_float4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
       }
       const uint64_t t = n4 * 4 + tid;
@@ -216,21 +236,21 @@ __global__ void __launch_bounds__(kArThreads)
 
   unsigned e = 0;
   if (threadIdx.x == 0) {
-    e = self->epoch[b] + 1;
-    refused = !PairBarrier(&peer->start[b][rank], &self->start[b][1 - rank], e, spinLimit);
-    if (refused) atomicCAS(err, 0, kRefusedEntry);
+    e = j.self->epoch[b] + 1;
+    refused = !PairBarrier(&j.peer->start[b][rank], &j.self->start[b][1 - rank], e, j.spinLimit);
+    if (refused) atomicCAS(j.err, 0, MEMRA_REFUSED_ENTRY);
   }
   __syncthreads();
   if (refused) return;
 
-  if (vec) {
+  if constexpr (Vec) {
     const float4* a4 = reinterpret_cast<const float4*>(in0);
     const float4* b4 = reinterpret_cast<const float4*>(in1);
     for (uint64_t i = tid; i < n4; i += stride) {
       const float4 p = a4[i];
       const float4 q = b4[i];
       const float4 s4 = make_float4(p.x + q.x, p.y + q.y, p.z + q.z, p.w + q.w);
-      if (outVec) {
+      if constexpr (OutVec) {
         reinterpret_cast<float4*>(out)[i] = s4;
       } else {
         out[4 * i] = s4.x;
@@ -247,14 +267,14 @@ __global__ void __launch_bounds__(kArThreads)
 
   __syncthreads();
   if (threadIdx.x == 0) {
-    if (!PairBarrier(&peer->end[b][rank], &self->end[b][1 - rank], e, spinLimit)) {
-      atomicCAS(err, 0, kRefusedExit);
+    if (!PairBarrier(&j.peer->end[b][rank], &j.self->end[b][1 - rank], e, j.spinLimit)) {
+      atomicCAS(j.err, 0, MEMRA_REFUSED_EXIT);
     }
-    self->epoch[b] = e;
+    j.self->epoch[b] = e;
   }
 }
 
-bool Aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+using memra_cu::Aligned;
 
 }  // namespace
 
@@ -265,7 +285,7 @@ extern "C" int memra_tp_ar_max_blocks(void) { return static_cast<int>(kArMaxBloc
 extern "C" cudaError_t memra_tp_ar_push(const float* src, float* dst, uint64_t n,
                                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  if (Aligned16(src) && Aligned16(dst) && n >= 4) {
+  if (Aligned(src, 16) && Aligned(dst, 16) && n >= 4) {
     const uint64_t n4 = n / 4;
     const unsigned tail = static_cast<unsigned>(n % 4);
     push_f32x4<<<memra_cu::GridFor(n4), memra_cu::kBlock, 0, stream>>>(
@@ -288,7 +308,7 @@ extern "C" cudaError_t memra_tp_ar_push_2d(const float* src, float* dst, uint64_
   }
   // grid.y is capped by the hardware at 65535; more rows loop inside the kernel.
   const unsigned gy = static_cast<unsigned>(rows < 65535 ? rows : 65535);
-  if (Aligned16(src) && Aligned16(dst) && rowLen % 4 == 0 && srcStride % 4 == 0 &&
+  if (Aligned(src, 16) && Aligned(dst, 16) && rowLen % 4 == 0 && srcStride % 4 == 0 &&
       dstStride % 4 == 0) {
     const dim3 grid(memra_cu::GridFor(rowLen / 4), gy);
     push_2d<true><<<grid, memra_cu::kBlock, 0, stream>>>(src, dst, rows, rowLen / 4,
@@ -304,7 +324,7 @@ extern "C" cudaError_t memra_tp_ar_push_2d(const float* src, float* dst, uint64_
 extern "C" cudaError_t memra_tp_ar_fold(float* dst, const float* stage, uint64_t n,
                                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  if (Aligned16(dst) && Aligned16(stage) && n >= 4) {
+  if (Aligned(dst, 16) && Aligned(stage, 16) && n >= 4) {
     const uint64_t n4 = n / 4;
     const unsigned tail = static_cast<unsigned>(n % 4);
     fold_f32x4<<<memra_cu::GridFor(n4), memra_cu::kBlock, 0, stream>>>(
@@ -316,25 +336,36 @@ extern "C" cudaError_t memra_tp_ar_fold(float* dst, const float* stage, uint64_t
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t memra_tp_ar_1stage(const float* x, const float* in0, const float* in1,
-                                          float* out, void* selfSignal, void* peerSignal,
-                                          int rank, uint64_t n, int* err, long long spinLimit,
-                                          int blocks, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
+extern "C" cudaError_t memra_tp_ar_1stage(const MemraArOneShotArgs* a, cudaStream_t stream) {
+  if (a == nullptr) return cudaErrorInvalidValue;
+  if (a->n == 0) return cudaSuccess;
   // The addon validates these; a launcher that trusted them would index the signal arrays out of
   // bounds on the peer's device.
-  if (rank < 0 || rank > 1 || blocks < 1 || blocks > static_cast<int>(kArMaxBlocks) ||
-      spinLimit <= 0) {
+  if (a->rank < 0 || a->rank > 1 || a->blocks < 1 || a->blocks > static_cast<int>(kArMaxBlocks) ||
+      a->spin_limit <= 0) {
     return cudaErrorInvalidValue;
   }
+  const ArJob j{a->x,
+                a->in0,
+                a->in1,
+                a->out,
+                static_cast<ArSignal*>(a->self_signal),
+                static_cast<ArSignal*>(a->peer_signal),
+                a->rank,
+                a->n,
+                a->err,
+                a->spin_limit};
   // The element partition follows only the shared stage buffers' alignment, so both ranks split
   // [0, n) the same way: fused staging relies on block b of each rank owning the same elements.
   // x and out are per rank; their alignment only picks the access width inside a partition.
-  const bool vec = Aligned16(in0) && Aligned16(in1);
-  const bool xVec = x != nullptr && Aligned16(x);
-  const bool outVec = Aligned16(out);
-  ar_1stage<<<static_cast<unsigned>(blocks), kArThreads, 0, stream>>>(
-      x, in0, in1, out, static_cast<ArSignal*>(selfSignal), static_cast<ArSignal*>(peerSignal),
-      rank, n, err, spinLimit, vec, xVec, outVec);
+  const bool vec = Aligned(a->in0, 16) && Aligned(a->in1, 16);
+  const bool xVec = a->x != nullptr && Aligned(a->x, 16);
+  const bool outVec = Aligned(a->out, 16);
+  void (*kernel)(ArJob) = ar_1stage<false, false, false>;
+  if (vec) {
+    kernel = xVec ? (outVec ? ar_1stage<true, true, true> : ar_1stage<true, true, false>)
+                  : (outVec ? ar_1stage<true, false, true> : ar_1stage<true, false, false>);
+  }
+  kernel<<<static_cast<unsigned>(a->blocks), kArThreads, 0, stream>>>(j);
   return cudaGetLastError();
 }

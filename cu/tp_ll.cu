@@ -24,15 +24,10 @@ __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
   // kernel's writes are visible (epochs, and inputs it may have produced), so the loads wait;
   // once past the wait, let the next kernel on the stream be scheduled in turn.
   //
-  // The lines the first chunk reads right after the wait are prefetched to L2 before it: the
-  // grid sits resident 1-2 us before its release (scripts/probes/ll-phase-probe.cu, 'resident'),
-  // and a prefetch reads nothing into a register, so it cannot see a value too early. Measured
-  // against the same kernel without it on one machine, three rounds alternating
-  // (`scripts/gpu-session.sh ab-ll`): 8 KB in a graph, all-gather 2.02-2.04 -> 1.95-1.98
-  // us, all-reduce 2.05 -> 2.02-2.03, broadcast 1.36 -> 1.32. Where the time goes is the input
-  // lines: prefetching only the epoch and ack moved nothing, and prefetching the
-  // destinations as well was slower (1.99-2.00). The peer's slots are never prefetched: a
-  // prefetch of remote lines made the 1 MB all-reduce 8 -> 28 us.
+  // The lines the first chunk reads right after the wait are prefetched to L2 before it, while
+  // the grid sits resident waiting for its release: a prefetch reads nothing into a register, so
+  // it cannot see a value too early. Only this rank's own input lines and state: a prefetch of
+  // the peer's slots would fight the peer's polls (docs/performance.md, "The LL kernel's shape").
   {
     const unsigned c = blockIdx.x, line = c * kChunkLines + threadIdx.x;
     PrefetchL2(&j.self->epoch[c]);
@@ -72,10 +67,9 @@ extern "C" cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, 
   const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
   // Launched with programmatic stream serialization when `pdl`: the grid is scheduled while the
   // previous kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the
-  // stream's full kernel boundary: 0.45 us less per join in a graph (docs/performance.md).
-  // Eagerly the host's launch is the join's bottleneck, and the attribute put about 1 us on it
-  // (eager all-reduce 4.77 -> 5.80 us host, joins run4 -> run5), so callers ask for it only while
-  // capturing. Without it griddepcontrol.wait returns at once: the kernel is correct either way.
+  // stream's full kernel boundary. Callers ask for it only while capturing: eagerly the host's
+  // launch is the join's bottleneck and the attribute adds to it (docs/performance.md). Without
+  // it griddepcontrol.wait returns at once: the kernel is correct either way.
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

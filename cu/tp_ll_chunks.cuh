@@ -1,59 +1,44 @@
 // Low-latency (LL) two-rank exchange: every TP join as ONE kernel per rank, no events, no
-// separate barrier. PERF.md: "a design whose readers poll the data itself, instead of a separate
-// barrier, saves a crossing". NCCL's LL protocol is the model.
+// separate barrier: the readers poll the data itself, which saves a crossing. NCCL's LL protocol
+// is the model.
 //
-// Values cross NVLink in 16-byte lines {v0, epoch, v1, epoch} written with one vector store into
-// the peer's receive slots; the reader polls its OWN memory until both halves of the line carry
-// the epoch it expects. Each {value, epoch} half is one single-copy-atomic 8-byte word, so no
-// fence orders data and flag: seeing the flag is seeing the value. One crossing per join.
+// Lines. Values cross NVLink in 16-byte lines {v0, epoch, v1, epoch} written with one vector
+// store into the peer's receive slots; the reader polls its OWN memory until both halves of the
+// line carry the epoch it expects. Each {value, epoch} half is one single-copy-atomic 8-byte word,
+// so no fence orders data and flag: seeing the flag is seeing the value.
 //
-// A join is cut into chunks of kChunkLines lines, and each chunk is its own protocol: its own
-// epoch, its own ack, its own slots, exchanged between the two ranks' "twin" blocks, the blocks
+// Chunks. A join is cut into chunks of kChunkLines lines, and each chunk is its own protocol: its
+// own epoch, its own ack, its own slots, exchanged between the two ranks' twin blocks, the blocks
 // that take chunk c on each rank (both ranks launch the same grid for a join, so the twins are
-// well defined). No block ever waits for another block of its own grid: the first version
-// published one epoch per join through a cross-block count, so a join either ran on one SM or
-// paid for the count (docs/performance.md).
+// well defined). No block ever waits for another block of its own grid.
+//
+// Slot reuse (the write-after-read hazard). A chunk's slots rotate over kLlDepth epochs. Before
+// writing chunk c's slots for epoch e a sender waits until the peer's twin has COMPLETED epoch
+// e - kLlDepth of chunk c (their last use): the twin stores `ack[c] = e` into the sender's state
+// when it is done. Every LL join launches on both ranks (a rank with nothing to send or receive
+// still runs and acks), so the ranks' per-chunk epochs advance in lockstep.
+//
+// The ack is a plain volatile store. It needs no release fence: all it publishes is "my reads of
+// these slots are done", and every such read has returned (its flag was compared) before the
+// block barrier that precedes the store.
 //
 // A local copy (broadcast's root, the gathers' own part) covers the same element indices as the
-// exchange, so the exchanging thread makes it: from the values it already loaded to send when the
-// copy's source is the send buffer, stored after its send and before it polls. Extra copy blocks
-// cost the 8 KB all-gather 0.17 us against an all-reduce with the same exchange (2.13 against
-// 1.96, run11).
-//
-// A chunk's slots rotate over kLlDepth epochs. Before writing chunk c's slots for epoch e a
-// sender waits until the peer's twin has COMPLETED epoch e - kLlDepth of chunk c (their last
-// use): the twin stores `ack[c] = e` into the sender's state when it is done. Depth two made a
-// one-way join (broadcast, gather) run at one ack round trip per two joins; four lets the sender
-// run ahead. Every LL join launches on both ranks (a rank with nothing to send or receive still
-// runs and acks), so the ranks' per-chunk epochs advance in lockstep.
-// Tried and dropped (the ab-ll phase of scripts/gpu-session.sh, this kernel against its
-// base on one machine): implicit acks, where a line of epoch e tells the receiver its twin
-// finished e - 1 and only a rank that receives without sending stores an ack, so a two-way join
-// ends without a store across NVLink. Every 8 KB op got slower in a graph: broadcast 1.36 -> 1.46
-// us, gather 1.34 -> 1.47, all-reduce 2.05 -> 2.15, all-gather 2.02 -> 2.04-2.09. Also slower,
-// in the same way (8 KB all-gather 2.03 against): one 8-byte load and store for a line's
-// two values (2.23-2.25), the local copy stored after the receive (2.22) or after the first poll
-// is issued (2.15), 512-line chunks (2.20). This kernel's speed follows its instruction
-// shape closely; measure any change against its base (docs/performance.md).
-//
-// Latency, not bandwidth, is what a TP join pays for, so the dependent memory trips are few: a
-// thread issues its epoch, ack and source loads together and polls only after its store is on its
-// way; the ack is a plain volatile store. It needs no release fence: all it publishes is "my
-// reads of these slots are done", and every such read has returned (its flag was compared)
-// before the block barrier that precedes the store. A system-scope release there waited for this
-// rank's own NVLink stores to be acknowledged.
+// exchange, so the exchanging thread makes it, after its send and before it polls.
 //
 // A profiled join times itself (`stamp`, two u64 in device memory): block 0 stores %globaltimer
 // once the kernel ahead has finished (after griddepcontrol.wait: the moment the stream reached
 // the join), and every block folds its exit time into stamp[1] with atomicMax. The timer only
-// grows, so a slot reused two steps later needs no reset. A timing-event pair around the join
-// would cost the stream 3.5 us (scripts/probes/timing-probe.cu); these stores cost nothing that
-// is measurable next to the crossing.
+// grows, so a slot reused two steps later needs no reset.
 //
 // Epochs live in device memory (advanced by each chunk's block), so graph replays stay paired.
-// Waits are bounded by `spin_limit` SM clock ticks: a value that never arrives stores 40043 into
-// *err, a twin that never finished epoch e - kLlDepth stores 40044; that chunk's epoch is then
-// NOT advanced and the link must be drained and reset.
+// Waits are bounded by `spin_limit` SM clock ticks: a value that never arrives stores
+// MEMRA_REFUSED_ENTRY into *err, a twin that never finished epoch e - kLlDepth stores
+// MEMRA_REFUSED_EXIT (cu/kernels.h); that chunk's epoch is then NOT advanced and the link must be
+// drained and reset.
+//
+// This kernel's speed follows its instruction shape closely; why each choice here was kept, and
+// what was tried and dropped, is in docs/performance.md ("The LL kernel's shape"). Measure any
+// change against its base (the ab-ll phase of scripts/gpu-session.sh).
 //
 // This header holds the protocol, shared by the two ways a join runs: one launch per join
 // (cu/tp_ll.cu) and the eager path's persistent server (cu/tp_ll_server.cu). Both take chunk c
@@ -63,7 +48,7 @@
 #include <stdint.h>
 
 #include "cu/globaltimer.cuh"
-#include "cu/kernels.h"  // MemraLlJobArgs
+#include "cu/kernels.h"  // MemraLlJobArgs, the refusal words
 #include "cu/serial_epoch.cuh"
 
 #ifdef MEMRA_LL_PHASE_TRACE
@@ -112,8 +97,6 @@ constexpr unsigned kLlThreads = kChunkLines;
 constexpr unsigned kMaxChunks = 8192;  // 4M values (16 MB) per join
 constexpr unsigned kMaxGrid = 264;     // two blocks an SM; each loops over its chunks
 constexpr unsigned kLlDepth = 4;       // a power of two: the slot set is e & (kLlDepth - 1)
-constexpr int kRefusedData = 40043;
-constexpr int kRefusedAck = 40044;
 
 // One per rank, zeroed before first use. `epoch` is this rank's; `ack` is written by the peer,
 // in its own region so the peer's stores never share a cache line with our epochs.
@@ -183,7 +166,7 @@ __device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned ack, unsigned need
   const long long t0 = clock64();
   while (!Reached(ack, need)) {
     if (clock64() - t0 > j.spinLimit) {
-      atomicCAS(j.err, 0, kRefusedAck);
+      atomicCAS(j.err, 0, MEMRA_REFUSED_EXIT);
       return false;
     }
     ack = LoadVolatile(&j.self->ack[c]);
@@ -191,16 +174,13 @@ __device__ bool AwaitAck(const LlJob& j, unsigned c, unsigned ack, unsigned need
   return true;
 }
 
-// Spin (bounded) until both halves of the line carry epoch e. False: refused.
-// One load in flight at a time. Tried and dropped (measured with `scripts/gpu-session.sh ab-ll`):
-// two loads of the line in flight, the second started 120 ticks after the first, to see a landed
-// line within half a round trip. Slower at every size (8 KB in a graph: all-gather 1.97 -> 1.99
-// us, all-reduce 1.99 -> 2.08, broadcast 1.23 -> 1.36).
+// Spin (bounded) until both halves of the line carry epoch e. False: refused. One load in flight
+// at a time (two were slower: docs/performance.md, "The LL kernel's shape").
 __device__ bool AwaitLine(const LlJob& j, const uint4* slot, uint4& got, unsigned e) {
   const long long t0 = clock64();
   while (got.y != e || got.w != e) {
     if (clock64() - t0 > j.spinLimit) {
-      atomicCAS(j.err, 0, kRefusedData);
+      atomicCAS(j.err, 0, MEMRA_REFUSED_ENTRY);
       return false;
     }
     got = LoadLine(slot);
@@ -254,9 +234,8 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
     // this thread's values. In the server (kResident) none of them may come from this SM's L1:
     // its grid outlives the kernels that write them (a launched join's epochs, the producer's
     // values), so the epoch is a volatile load and the values are loaded at L2 (ld.global.cg). A
-    // launched join starts after those kernels ended, so its plain loads are fresh, and they kept
-    // the 8 KB all-gather at 1.95-2.02 us in a graph where the L2 loads took 2.06-2.08 (joins
-    // run13-20 against run21-22).
+    // launched join starts after those kernels ended, so its plain loads are fresh (and faster:
+    // docs/performance.md).
     const unsigned e = (kResident ? LoadVolatile(&j.self->epoch[c]) : j.self->epoch[c]) + 1;
     LL_STAMPS;
     const unsigned ack = j.sendSrc != nullptr ? LoadVolatile(&j.self->ack[c]) : 0;
@@ -276,8 +255,7 @@ __device__ __forceinline__ bool LlChunks(const LlJob& j, unsigned first, unsigne
       LL_STAMP(sent);
     }
     // The local copy waits on nothing: stored once the line is on its way and before the poll,
-    // so it overlaps the crossing. (Stored before the send it cost the 8 KB all-gather 0.11 us,
-    // run12.)
+    // so it overlaps the crossing.
     if (has && j.localSrc != nullptr) {
       j.localDst[Strided(j, i0)] = copy0;
       if (i1 < total) j.localDst[Strided(j, i1)] = copy1;

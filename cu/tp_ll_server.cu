@@ -42,7 +42,9 @@ static_assert(sizeof(LlJob) <= MEMRA_LL_SERVER_SLOT_BYTES, "an LL job must fit a
 static_assert(sizeof(LlJob) % 4 == 0, "jobs are copied as 32-bit words");
 static_assert(MEMRA_LL_SERVER_BLOCKS * kChunkLines * 2 <= kLlMaxValues, "server jobs are LL joins");
 // Both compilation passes see one layout (a mismatch would fail one of them).
-static_assert(offsetof(MemraLlServerHost, slots) == 384 && offsetof(MemraLlServerHost, slotSeq) == 384 + MEMRA_LL_SERVER_SLOTS * MEMRA_LL_SERVER_SLOT_BYTES &&
+static_assert(offsetof(MemraLlServerHost, slots) == 384 &&
+                  offsetof(MemraLlServerHost, slotSeq) ==
+                      384 + MEMRA_LL_SERVER_SLOTS * MEMRA_LL_SERVER_SLOT_BYTES &&
                   sizeof(MemraLlServerCtl) == 640,
               "server layout");
 static_assert(offsetof(LlJob, stamp) == 120 && sizeof(LlJob) == 128, "LL job layout");

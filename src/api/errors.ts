@@ -37,6 +37,7 @@ export type FaultCode =
   | 'ERR_WAIT_BEFORE_RECORD'
   | 'ERR_HANDSHAKE_TIMEOUT'
   | 'ERR_PEER_STOPPED'
+  | 'ERR_NO_PEER'
   | 'ERR_WORKER_EXITED'
   | 'ERR_WORKER_LOOP'
   | 'ERR_CONTROL_TIMEOUT'
@@ -47,7 +48,56 @@ export type FaultCode =
   | 'ERR_RING_LAYOUT'
   | 'ERR_RING_MISUSE';
 
-export type ErrorCode = InputErrorCode | SessionErrorCode | FaultCode;
+/**
+ * Codes of the addon's own state errors (addon/errors.h's ThrowError): a misuse the CUDA runtime
+ * would not report, or would report as undefined behaviour. A CUDA failure's code is instead the
+ * CUDA error's name (`cudaErrorMemoryAllocation`). test/unit/error-codes.test.ts holds this list
+ * to the codes the addon's sources throw.
+ */
+export const ADDON_ERROR_CODES = [
+  'MEMRA_ADDRESS_RANGE',
+  'MEMRA_AFFINITY',
+  'MEMRA_ALREADY_BOUND',
+  'MEMRA_BAD_CHILD',
+  'MEMRA_BAD_COPY',
+  'MEMRA_BAD_ORDINAL',
+  'MEMRA_BAD_PEER',
+  'MEMRA_CAPTURING',
+  'MEMRA_DEVICE_CLAIMED',
+  'MEMRA_EMPTY_CAPTURE',
+  'MEMRA_FOREIGN_HANDLE',
+  'MEMRA_GRAPH_HELD',
+  'MEMRA_LL_SERVER',
+  'MEMRA_LL_SERVER_LAZY_LOADING',
+  'MEMRA_LL_SERVER_STALLED',
+  'MEMRA_NCCL_MISSING',
+  'MEMRA_NO_DEVICE',
+  'MEMRA_NO_LL_LINK',
+  'MEMRA_NO_WHOLE_PAGE',
+  'MEMRA_STATE',
+] as const;
+export type AddonErrorCode = (typeof ADDON_ERROR_CODES)[number];
+
+/** The ring's own faults (RingError). */
+export type RingErrorCode = Extract<FaultCode, `ERR_RING_${string}`>;
+/** What the CPU reference's ordering checks catch (OrderingError). */
+export type OrderingErrorCode = 'ERR_ORDER_RAW' | 'ERR_ORDER_WAR' | 'ERR_ORDER_WAW' | 'ERR_WAIT_BEFORE_RECORD';
+
+export type ErrorCode = InputErrorCode | SessionErrorCode | FaultCode | AddonErrorCode;
+
+/**
+ * The base of memra's errors that are neither a TypeError nor a RangeError: a message and a
+ * stable `code` to switch on. Each subclass narrows the codes it raises.
+ */
+export class MemraError<C extends ErrorCode = ErrorCode> extends Error {
+  constructor(
+    message: string,
+    readonly code: C,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
 
 /** An option and the value that would fix the error, e.g. `{ option: 'backend', value: 'cpu' }`. */
 export interface Remedy {
@@ -120,12 +170,4 @@ export class ModelTooLargeError extends RangeError {
 }
 
 /** A call the session cannot take now: it is closed, or the previous call is still running. */
-export class SessionStateError extends Error {
-  constructor(
-    message: string,
-    readonly code: SessionErrorCode,
-  ) {
-    super(message);
-    this.name = 'SessionStateError';
-  }
-}
+export class SessionStateError extends MemraError<SessionErrorCode> {}

@@ -1,13 +1,16 @@
 /**
  * The device barriers' refusal words, read back with every step whose joins wait on the device
- * (`oneshot`, `ll`). A join whose other half never runs stores 40043 or 40044 into its rank's
- * word (runtime/link.ts) and returns instead of hanging, so its step completes with wrong numbers.
- * Each rank therefore copies its word into its mailbox after its last join of the step (rank 0
- * before its step signal, rank 1 then advancing REFUSAL_SLOT), and the step hands back its
- * tokens only when both words read 0. The copies are one 4-byte record per rank and a signal on
- * rank 1; the read is two loads from mapped host memory.
+ * (`oneshot`, `ll`). A join whose other half never runs stores REFUSED_ENTRY (40043) or
+ * REFUSED_EXIT (40044, runtime/link-constants.ts) into its rank's word and returns instead of
+ * hanging, so its step completes with wrong numbers. Each rank therefore copies its word into its
+ * mailbox after its last join of the step (rank 0 before its step signal, rank 1 then advancing
+ * REFUSAL_SLOT), and the step hands back its tokens only when both words read 0. The copies are
+ * one 4-byte record per rank and a signal on rank 1; the read is two loads from mapped host
+ * memory.
  */
-import { AR_ENTRY_REFUSED, AR_EXIT_REFUSED, type ArLink } from '../runtime/link.js';
+import { MemraError } from '../api/errors.js';
+import type { ArLink } from '../runtime/link.js';
+import { REFUSED_ENTRY, REFUSED_EXIT } from '../runtime/link-constants.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Transport } from '../runtime/transports/transport.js';
 import type { ModelOps } from './model-ops.js';
@@ -18,15 +21,14 @@ export const REFUSAL_SLOT = 2;
 export const REFUSAL_BYTES = 8;
 
 const MEANING: Record<number, string> = {
-  [AR_ENTRY_REFUSED]: "waited out its spin bound for the other rank's half (one-shot entry, or LL data)",
-  [AR_EXIT_REFUSED]: 'waited out its spin bound at the one-shot exit, or for an LL acknowledgment',
+  [REFUSED_ENTRY]: "waited out its spin bound for the other rank's half (one-shot entry, or LL data)",
+  [REFUSED_EXIT]: 'waited out its spin bound at the one-shot exit, or for an LL acknowledgment',
 };
 
 /** A step failed because a device barrier refused; the session resets the barrier and stays usable. */
-export class BarrierRefusal extends Error {
-  readonly code = 'ERR_BARRIER_REFUSED';
+export class BarrierRefusal extends MemraError<'ERR_BARRIER_REFUSED'> {
   constructor(
-    /** Each rank's refusal word: 0, or 40043 / 40044. */
+    /** Each rank's refusal word: 0, REFUSED_ENTRY or REFUSED_EXIT. */
     readonly words: readonly number[],
     /** The spin bound the joins waited, SM clock ticks (config `spin.deviceTicks`). */
     readonly spinTicks: number,
@@ -37,8 +39,8 @@ export class BarrierRefusal extends Error {
     super(
       `step: the device barrier refused on ${refused.join(' and ')}, after ${spinTicks} ticks (config ` +
         `spin.deviceTicks): one rank's half of a join never ran; ${outcome}`,
+      'ERR_BARRIER_REFUSED',
     );
-    this.name = 'BarrierRefusal';
   }
 
   /** The ranks whose joins refused. */

@@ -26,6 +26,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { TRANSPORTS, type TransportName } from '../runtime/transports/transport.js';
 import { describe } from '../api/check.js';
+import { MemraError } from '../api/errors.js';
 import { packageRoot } from '../package-root.js';
 
 export type WoVariant = 'concat' | 'allreduce';
@@ -105,8 +106,7 @@ export interface ConfigModel {
   layers: number;
 }
 
-export class ConfigError extends Error {
-  readonly code = 'ERR_CONFIG';
+export class ConfigError extends MemraError<'ERR_CONFIG'> {
   constructor(
     /** The file, or the call the config object was given to. */
     readonly source: string,
@@ -117,8 +117,8 @@ export class ConfigError extends Error {
   ) {
     super(
       `${source}${model ? ` (checked against model ${model.name}, ${model.layers} layers)` : ''}: ${path}: ${message}`,
+      'ERR_CONFIG',
     );
-    this.name = 'ConfigError';
   }
 }
 

@@ -262,7 +262,7 @@ export class DeviceWalk {
     if (profiler) profiler.copyStamps();
     const refusals = this.barriers && waitsOnDevice(trs) ? this.barriers.copy(this.pieces.ops) : undefined;
     root.toMailbox(b0.tokOut, 0, 4 * t);
-    if (wantHidden) root.toMailbox(b0.hx, HIDDEN_AT, 4 * t * H);
+    if (wantHidden) root.toMailbox(b0.hAndPositions, HIDDEN_AT, 4 * t * H);
     this.stepSpans?.end('step');
     const seq = ++this.stepSeq;
     root.rank.signal(STEP_SLOT, seq);
@@ -329,7 +329,7 @@ export class DeviceWalk {
     const b0 = this.bufs[0]!,
       w0 = this.weights[0]!,
       root = this.pieces.ops[0]!;
-    root.rmsnorm(b0.fin, b0.hx, w0.gf, t, H);
+    root.rmsnorm(b0.fin, b0.hAndPositions, w0.gf, t, H);
     root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
     root.argmax(b0.tokOut, b0.logitsV, t, V);
   }
@@ -342,7 +342,9 @@ export class DeviceWalk {
     if (!this.last) throw new Error('residuals: no step has run yet');
     const { t, walk } = this.last;
     const ranks = Array.from({ length: walk.holders }, (_, r) => r);
-    return Promise.all(ranks.map((r) => this.rt.ranks[r]!.downloadF32(this.bufs[r]!.hx, t * this.cfg.hidden)));
+    return Promise.all(
+      ranks.map((r) => this.rt.ranks[r]!.downloadF32(this.bufs[r]!.hAndPositions, t * this.cfg.hidden)),
+    );
   }
 
   /** The step graphs' counters and each batch size's refusal (for the profile and the CLI). */

@@ -1,5 +1,6 @@
 /**
- * The EP step's graph slot (seed 003, `MatrixEpGraphSlot`): per MoE layer of one decode state,
+ * The EP step's graph slot (`MatrixEpGraphSlot` of seed 003, the Rust engine's multi-device EP
+ * graph; docs/architecture.md#terms): per MoE layer of one decode state,
  * Empty, Ready (a captured graph that replays the layer's EP step) or Refused.
  *
  * A refusal LATCHES: the layer goes on with the eager twin and is never captured again, because

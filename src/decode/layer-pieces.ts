@@ -47,7 +47,7 @@ export class LayerPieces {
   /** h = Emb[tokens] on rank r. */
   embed(r: number, t: number): void {
     const b = this.bufs[r]!;
-    this.ops[r]!.embed(b.hx, this.weights[r]!.emb, b.tokIn, t, this.cfg.hidden, this.cfg.vocab);
+    this.ops[r]!.embed(b.hAndPositions, this.weights[r]!.emb, b.tokIn, t, this.cfg.hidden, this.cfg.vocab);
   }
 
   /** Rank r's heads: the norm, the latent c into its cache and q in one launch, then attention into uPart. */
@@ -59,16 +59,16 @@ export class LayerPieces {
       nh = this.own[r]!.nh;
     const cache = b.cache + l * P * R * 4,
       pos = positionsAt(b, this.cfg, t);
-    o.rmsnorm(b.a, b.hx, lw.g1, t, H);
-    o.latentQuery(b.q, b.a, lw.wdkv, lw.wq, cache, L * P * R, pos, H, R, nh * R, t, P);
-    o.mlaAttention(b.uPart, nh * Dv, b.q, nh * R, cache, L * P * R, pos, lw.wuv, b.attnWork, t, nh, P, R, Dv);
+    o.rmsnorm(b.hNorm, b.hAndPositions, lw.g1, t, H);
+    o.latentQuery(b.qLatent, b.hNorm, lw.wdkv, lw.wq, cache, L * P * R, pos, H, R, nh * R, t, P);
+    o.mlaAttention(b.uPart, nh * Dv, b.qLatent, nh * R, cache, L * P * R, pos, lw.wuv, b.attnWork, t, nh, P, R, Dv);
   }
 
   /** Unsharded: h = f32(h + u @ Wo) in one launch (the bits of the product and a separate add). */
   attentionOut(l: number, t: number): void {
     const { hidden: H, heads: N, headDim: Dv } = this.cfg;
     const b = this.bufs[0]!;
-    this.ops[0]!.gemv(b.hx, H, b.uPart, N * Dv, this.weights[0]!.layers[l]!.woCols, H, N * Dv, H, t, true);
+    this.ops[0]!.gemv(b.hAndPositions, H, b.uPart, N * Dv, this.weights[0]!.layers[l]!.woCols, H, N * Dv, H, t, true);
   }
 
   /** yPart = the whole u times rank r's columns of Wo. */
@@ -90,7 +90,7 @@ export class LayerPieces {
   /** h += y on rank r (y: the whole attention output, yFull or yAr). */
   residual(r: number, y: 'yFull' | 'yAr', t: number): void {
     const b = this.bufs[r]!;
-    this.ops[r]!.axpy(b.hx, b[y], t * this.cfg.hidden, 1);
+    this.ops[r]!.axpy(b.hAndPositions, b[y], t * this.cfg.hidden, 1);
   }
 
   /** The MoE head on rank r: the norm, the router and the fp8 quantization (ids, weights, xq, xs, xd). */
@@ -100,9 +100,9 @@ export class LayerPieces {
       b = this.bufs[r]!,
       lw = this.weights[r]!.layers[l]!,
       p = packAt(b, this.cfg, t);
-    o.rmsnorm(b.a, b.hx, lw.g2, t, H);
-    o.gemv(b.logitsE, E, b.a, H, lw.wr, E, H, E, t, false, ROUTER_SPLIT);
-    o.routeQuant(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.a, t, E, K, H);
+    o.rmsnorm(b.hNorm, b.hAndPositions, lw.g2, t, H);
+    o.gemv(b.logitsE, E, b.hNorm, H, lw.wr, E, H, E, t, false, ROUTER_SPLIT);
+    o.routeQuant(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.hNorm, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation && r === 0) o.toMailbox(p.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);
   }
@@ -137,6 +137,6 @@ export class LayerPieces {
       split = this.own[0]!.nE;
     const lo = contribAt(b, this.cfg, 0, t),
       hi = split === E ? lo : contribAt(b, this.cfg, 1, t);
-    this.ops[r]!.moeCombine(b.hx, p.wts, p.ids, lo, hi, split, t, K, H);
+    this.ops[r]!.moeCombine(b.hAndPositions, p.wts, p.ids, lo, hi, split, t, K, H);
   }
 }

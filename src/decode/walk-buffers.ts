@@ -11,9 +11,11 @@ import { mlaWorkspaceBytes } from './mla-workspace.js';
 
 export interface Buffers {
   /** h (t·H), then the step's positions (t words): packed, so the seed walk's fan-out moves both. */
-  hx: number;
-  a: number;
-  q: number;
+  hAndPositions: number;
+  /** The normed residual (t·H): rmsnorm's output, what attention and the router read. */
+  hNorm: number;
+  /** The absorbed latent query, this rank's heads (t·nh·R). */
+  qLatent: number;
   uPart: number;
   uFull: number;
   yPart: number;
@@ -55,9 +57,9 @@ export function contribAt(b: Buffers, cfg: ModelConfig, r: number, t: number): n
   return b.contrib + r * t * cfg.topk * cfg.hidden * 4;
 }
 
-/** Where the step's positions follow h in b.hx. */
+/** Where the step's positions follow h in b.hAndPositions. */
 export function positionsAt(b: Buffers, cfg: ModelConfig, t: number): number {
-  return b.hx + t * cfg.hidden * 4;
+  return b.hAndPositions + t * cfg.hidden * 4;
 }
 
 /** The largest join a step of t rows moves, in f32 words (what the link must hold). */
@@ -83,9 +85,9 @@ function bufferSizes(cfg: ModelConfig, layout: Layout, r: number, B: number): Re
   const own = ownership(cfg, layout, r);
   const root = r === 0;
   return {
-    hx: (B * H + B) * 4,
-    a: B * H * 4,
-    q: B * own.nh * R * 4,
+    hAndPositions: (B * H + B) * 4,
+    hNorm: B * H * 4,
+    qLatent: B * own.nh * R * 4,
     uPart: B * own.nh * Dv * 4,
     uFull: B * N * Dv * 4,
     yPart: B * own.woCols * 4,

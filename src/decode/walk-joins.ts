@@ -14,7 +14,7 @@ import type { ModelConfig } from './model-config.js';
 import type { Hop, JoinProfiler } from './join-profile.js';
 import { contribAt, packWords, type Buffers } from './walk-buffers.js';
 
-type Pair = 'hx' | 'pack' | 'uPart' | 'uFull' | 'yPart' | 'yFull' | 'yAr' | 'contrib';
+type Pair = 'hAndPositions' | 'pack' | 'uPart' | 'uFull' | 'yPart' | 'yFull' | 'yAr' | 'contrib';
 
 export class WalkJoins {
   /** The profiler, while the config profiles (prepare makes and closes it). */
@@ -36,7 +36,7 @@ export class WalkJoins {
     const [b0, b1] = bufs;
     const pair = (k: Pair): PerRank => [b0[k], b1[k]];
     this.pairs = {
-      hx: pair('hx'),
+      hAndPositions: pair('hAndPositions'),
       pack: pair('pack'),
       uPart: pair('uPart'),
       uFull: pair('uFull'),
@@ -55,7 +55,7 @@ export class WalkJoins {
   fanOut(l: number, t: number, tr: Transport): void {
     const n = t * this.cfg.hidden + t;
     this.begin('fan-out', l, tr, n);
-    tr.broadcast(0, this.bufs[0].hx, this.pairs.hx, n);
+    tr.broadcast(0, this.bufs[0].hAndPositions, this.pairs.hAndPositions, n);
     this.end();
   }
 

@@ -7,7 +7,7 @@
  * number can travel in a ring record or a control call to any thread.
  *
  * Threading contract: the process-wide calls (`deviceCount`, `driverVersion`, `deviceProps`,
- * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `llStateBytes`, `llDepth`, `llMaxValues`, `ncclLoad`, `ncclGetUniqueId`) may run on any
+ * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `refusalWords`, `llStateBytes`, `llDepth`, `llMaxValues`, `ncclLoad`, `ncclGetUniqueId`) may run on any
  * thread and never bind a device. Everything else acts on the
  * device the calling thread bound with `bindDevice`, and throws if the thread bound none: the
  * pinned worker of a device is the only thread that touches it.
@@ -180,6 +180,8 @@ export interface NativeBinding {
   arSignalBytes(): number;
   /** Blocks the one-shot launches at most; both ranks must pass the same `blocks`. */
   arMaxBlocks(): number;
+  /** The words a refused device barrier stores (cu/kernels.h); src/runtime/link-constants.ts mirrors them. */
+  refusalWords(): { entry: number; exit: number };
   /** `dst[i] = src[i]` for i < n f32 by kernel stores; `dst` may be a peer's pointer. */
   launchPush(src: DevicePtr, dst: DevicePtr, n: number, stream: StreamHandle): void;
   /**
@@ -207,7 +209,7 @@ export interface NativeBinding {
    * stage (in0 on rank 0, in1 on rank 1), each block the share its peer block will read, so the
    * entry barrier orders the copy; with `x` = 0 the caller staged it. `out` may alias `x`, never
    * a stage. Barrier epochs live in the signal blocks, so a graph replays correctly. A wait that
-   * exceeds `spinLimit` SM clock ticks stores 40043 (entry) or 40044 (exit) into `*err` (if still
+   * exceeds `spinLimit` SM clock ticks stores REFUSED_ENTRY or REFUSED_EXIT (link-constants.ts) into `*err` (if still
    * 0) and returns. Both ranks pass the same `in0`, `in1`, `n` and `blocks`, and the two launches
    * must never be ordered one after the other. After a refusal, drain both ranks and zero the
    * signal blocks before the next use.
@@ -228,7 +230,7 @@ export interface NativeBinding {
   ): void;
 
   // ---- low-latency exchange (cu/tp_ll.cu) ----
-  /** Bytes of one rank's LL state block (epoch, done count, the peer's ack); allocate it zeroed. */
+  /** Bytes of one rank's LL state block (each chunk's epoch, and the peer's ack of it); allocate it zeroed. */
   llStateBytes(): number;
   /** Epochs whose receive slots are live at once: a receive buffer holds depth x cap 8-byte slots. */
   llDepth(): number;
@@ -237,8 +239,8 @@ export interface NativeBinding {
   /**
    * This thread's LL link, used by every `launchLl` after it: `selfRecv`/`peerRecv` (16-byte
    * aligned) hold `llDepth()` x `cap` 8-byte slots, zeroed, `cap` even; `selfState`/`peerState`
-   * are LL state blocks, zeroed. Waits longer than `spinLimit` SM ticks store 40043 (the peer's
-   * values never came) or 40044 (the peer never finished the epoch that last used these slots)
+   * are LL state blocks, zeroed. Waits longer than `spinLimit` SM ticks store REFUSED_ENTRY (the
+   * peer's values never came) or REFUSED_EXIT (the peer never finished the epoch that last used these slots)
    * into `*err`; the link must then be drained and reset. `serveIdleMicros` > 0: eager joins of
    * up to 8,192 values (32 KB) go to the LL server (cu/tp_ll_server.h), a persistent grid fed
    * by stream memory operations instead of a launch each, which stops after that long idle; 0:

@@ -17,19 +17,21 @@ import {
   CpuWorldLayout,
   MAX_ALLOCS,
   MAX_EVENTS,
-  TICKS_PER_MS,
   type CpuWorldInit,
 } from './cpu-world.js';
+import { MemraError, type OrderingErrorCode } from '../api/errors.js';
+import {
+  AR_MAX_BLOCKS,
+  LL_DEPTH,
+  LL_MAX_VALUES,
+  LL_STATE_BYTES,
+  REFUSED_ENTRY,
+  REFUSED_EXIT,
+} from './link-constants.js';
+import { CpuLink, SIG_BYTES } from './cpu-link.js';
 
-export class OrderingError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-  ) {
-    super(message);
-    this.name = 'OrderingError';
-  }
-}
+/** An access the GPU could race, or a wait before its record: caught by the CPU reference. */
+export class OrderingError extends MemraError<OrderingErrorCode> {}
 
 const WRITE = 0;
 const READ = 1;
@@ -40,23 +42,6 @@ const HOST_UNIT = 2 ** 32;
 
 const hex = (p: number): string => `0x${p.toString(16)}`;
 
-/** The CPU one-shot's signal block: i32 words [start flag, end flag, own epoch]. */
-const SIG_START = 0;
-const SIG_END = 1;
-const SIG_EPOCH = 2;
-const SIG_WORDS = 4;
-const SIG_BYTES = 256;
-/**
- * LL state, the size of cu/tp_ll.cu's. The GPU keeps an epoch and an ack per chunk of a join;
- * this reference moves a whole join at once, so one epoch (word 0) and one ack (word LL_ACK, in
- * the half the peer writes) stand for them.
- */
-const LL_STATE_BYTES = 65536;
-const LL_ACK = 8192;
-/** The most values one LL join may move (kMaxChunks x kChunkLines x 2 in cu/tp_ll.cu). */
-const LL_MAX_VALUES = 4 * 1024 * 1024;
-/** Epochs whose LL receive slots are live at once (kLlDepth in cu/tp_ll.cu). */
-const LL_DEPTH = 4;
 const NO_GRAPHS =
   'CUDA graphs exist only on the CUDA backend; on the CPU reference a captured sequence is replayed by issuing it again';
 const NO_NCCL =
@@ -116,19 +101,8 @@ export class CpuDevice implements DeviceApi {
   private readonly timing = new Set<number>();
   /** First-fit free lists this thread owns, per arena: [offset, bytes] sorted by offset. */
   private readonly heaps = new Map<number, Array<[number, number]>>();
-  /** This thread's LL link, as `llConfigure` set it. */
-  private llLink:
-    | {
-        selfRecv: number;
-        peerRecv: number;
-        cap: number;
-        selfState: number;
-        peerState: number;
-        rank: number;
-        err: number;
-        spinLimit: number;
-      }
-    | undefined;
+  /** The TP link's kernels: the one-shot's barrier and the LL exchange, over this device's memory. */
+  private readonly link: CpuLink;
   /** Live allocations this thread made: arena * MAX_ALLOCS + slot -> offset. */
   private readonly allocBySlot = new Map<number, number>();
   private readonly hostRegs = new Map<number, Uint32Array>();
@@ -149,6 +123,22 @@ export class CpuDevice implements DeviceApi {
     this.bytes = world.arenas.map((a) => new Uint8Array(a));
     this.f32 = world.arenas.map((a) => new Float32Array(a));
     this.u32 = world.arenas.map((a) => new Uint32Array(a));
+    this.link = new CpuLink({
+      world,
+      layout: this.layout,
+      i32: this.i32,
+      f64: this.f64,
+      f32: this.f32,
+      lane,
+      device: () => this.dev,
+      loopback: () => this.loopback,
+      peerEnabled: (d) => this.peerEnabled(d),
+      stream: (call, st) => this.stream(call, st),
+      tick: () => this.tick(),
+      resolve: (call, ptr, bytes) => this.resolve(call, ptr, bytes),
+      access: (call, ptr, bytes, kind, epoch, kernel) => this.access(call, ptr, bytes, kind, epoch, kernel),
+      storeNs: (call, ptr, ep) => this.storeNs(call, ptr, ep),
+    });
   }
 
   // ---- devices ----
@@ -552,7 +542,10 @@ export class CpuDevice implements DeviceApi {
     return SIG_BYTES;
   }
   arMaxBlocks(): number {
-    return 72;
+    return AR_MAX_BLOCKS;
+  }
+  refusalWords(): { entry: number; exit: number } {
+    return { entry: REFUSED_ENTRY, exit: REFUSED_EXIT };
   }
 
   launchPush(src: number, dst: number, n: number, stream: number): void {
@@ -614,93 +607,8 @@ export class CpuDevice implements DeviceApi {
     for (let i = 0; i < n; i++) a[dOff / 4 + i] = a[dOff / 4 + i]! + b[so / 4 + i]!;
   }
 
-  /**
-   * The one-shot all-reduce with its barrier emulated on Atomics: the flags live in the signal
-   * blocks in device memory, exactly where the GPU kernel keeps them, and a wait longer than the
-   * spin bound (SM ticks, at an H200's clock) writes the same refusal words. Passing a barrier
-   * also orders this stream after the peer's arrival, as the GPU's acquire does.
-   */
-  launchOneShot(
-    x: number,
-    in0: number,
-    in1: number,
-    out: number,
-    selfSignal: number,
-    peerSignal: number,
-    rank: number,
-    n: number,
-    err: number,
-    spinLimit: number,
-    blocks: number,
-    stream: number,
-  ): void {
-    this.stream('launchOneShot', stream);
-    if (rank !== 0 && rank !== 1) throw new TypeError(`launchOneShot: argument 'rank' must be 0 or 1, got ${rank}`);
-    if (!Number.isInteger(blocks) || blocks < 1 || blocks > 72)
-      throw new TypeError(`launchOneShot: argument 'blocks' must be an integer in [1, 72], got ${blocks}`);
-    const ep = this.tick();
-    // Flags are synchronisation words (atomics), not data: resolved, not race-tracked.
-    const [selfDev, selfOff] = this.resolve('launchOneShot(selfSignal)', selfSignal, SIG_BYTES);
-    const [peerDev, peerOff] = this.resolve('launchOneShot(peerSignal)', peerSignal, SIG_BYTES);
-    if (
-      peerDev !== this.dev &&
-      Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + peerDev) !== 1
-    ) {
-      throw new Error(
-        `launchOneShot on device ${this.dev} stores into device ${peerDev}'s signal block, but peer access ${this.dev}->${peerDev} is not enabled`,
-      );
-    }
-    const [errDev, errOff] = this.resolve('launchOneShot(err)', err, 4);
-    // In loopback the peer's signal block is on this device too.
-    if (selfDev !== this.dev || (peerDev === this.dev && !this.loopback))
-      throw new Error(
-        `launchOneShot on device ${this.dev}: selfSignal must be this device's and peerSignal the peer's`,
-      );
-    const peerLane = 1 - this.lane;
-    const mine = new Int32Array(this.world.arenas[selfDev]!, selfOff, SIG_WORDS);
-    const theirs = new Int32Array(this.world.arenas[peerDev]!, peerOff, SIG_WORDS);
-    const errWord = new Int32Array(this.world.arenas[errDev]!, errOff, 1);
-    if (x !== 0) {
-      // Fused staging, before the entry barrier, as the GPU kernel does it.
-      const [xd, xo] = this.access('launchOneShot(x)', x, n * 4, READ, ep - 0.5, true);
-      const stagePtr = rank === 0 ? in0 : in1;
-      const [sd, so] = this.access('launchOneShot(stage)', stagePtr, n * 4, WRITE, ep - 0.5, true);
-      this.f32[sd]!.set(this.f32[xd]!.subarray(xo / 4, xo / 4 + n), so / 4);
-    }
-    const e = mine[SIG_EPOCH]! + 1;
-    const deadline = performance.now() + spinLimit / TICKS_PER_MS;
-    const meet = (flag: number, kind: number, refusal: number): boolean => {
-      // Entry publishes "everything before this kernel" (ep - 0.5: not the kernel's own reads,
-      // which come after it); exit publishes the reads too, so the peer may then overwrite them.
-      this.f64[this.layout.barrier + this.lane * 2 + kind] = kind === 0 ? ep - 0.5 : ep;
-      Atomics.store(theirs, flag, e); // release: the peer sees our arrival epoch with it
-      Atomics.notify(theirs, flag);
-      for (;;) {
-        const seen = Atomics.load(mine, flag);
-        if (seen >= e) break;
-        const left = deadline - performance.now();
-        if (left <= 0) {
-          Atomics.compareExchange(errWord, 0, 0, refusal);
-          return false;
-        }
-        Atomics.wait(mine, flag, seen, left);
-      }
-      const row = this.layout.knows + this.lane * this.world.lanes + peerLane;
-      this.f64[row] = Math.max(this.f64[row]!, this.f64[this.layout.barrier + peerLane * 2 + kind]!);
-      return true;
-    };
-    if (!meet(SIG_START, 0, 40043)) return;
-    const [d0, o0] = this.access('launchOneShot(in0)', in0, n * 4, READ, ep, true);
-    const [d1, o1] = this.access('launchOneShot(in1)', in1, n * 4, READ, ep, true);
-    const [dOut, oOut] = this.access('launchOneShot(out)', out, n * 4, WRITE, ep, true);
-    const a = this.f32[d0]!,
-      b = this.f32[d1]!,
-      o = this.f32[dOut]!;
-    for (let i = 0; i < n; i++) o[oOut / 4 + i] = a[o0 / 4 + i]! + b[o1 / 4 + i]!; // rank order: in0 + in1
-    // After an exit refusal the epoch still advances, as on the GPU: the peer passed this round's
-    // entry and finishes it, so advancing keeps the ranks' epochs in step.
-    meet(SIG_END, 1, 40044);
-    mine[SIG_EPOCH] = e;
+  launchOneShot(...args: Parameters<CpuLink['launchOneShot']>): void {
+    this.link.launchOneShot(...args);
   }
 
   llStateBytes(): number {
@@ -713,34 +621,8 @@ export class CpuDevice implements DeviceApi {
     return LL_MAX_VALUES;
   }
 
-  /**
-   * The low-latency join, as cu/tp_ll.cu does it: values cross as {value, epoch} word pairs into
-   * the peer's receive slots (one slot set per epoch, LL_DEPTH sets in rotation), the receiver
-   * waits on its own memory, and a sender first waits for the peer's ack of the epoch that last
-   * used the set. The slots and
-   * state words are synchronisation memory (atomics), not race-tracked; the data each rank reads
-   * and writes is its own and is.
-   */
-  llConfigure(
-    selfRecv: number,
-    peerRecv: number,
-    cap: number,
-    selfState: number,
-    peerState: number,
-    rank: number,
-    err: number,
-    spinLimit: number,
-    serveIdleMicros: number,
-  ): void {
-    if (cap % 2 !== 0 || cap > 0xffffffff)
-      throw new TypeError(
-        `llConfigure: argument 'cap' (${cap}) must be even (slots travel in 16-byte pairs) and fit 32 bits`,
-      );
-    if (!Number.isSafeInteger(serveIdleMicros) || serveIdleMicros < 0)
-      throw new TypeError(
-        `llConfigure: argument 'serveIdleMicros' must be a non-negative integer, got ${serveIdleMicros}`,
-      );
-    this.llLink = { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit };
+  llConfigure(...args: Parameters<CpuLink['llConfigure']>): void {
+    this.link.llConfigure(...args);
   }
 
   /** The reference has no launches to save: every join runs as the kernel does, the server never. */
@@ -748,115 +630,8 @@ export class CpuDevice implements DeviceApi {
     return { jobs: 0, launches: 0 };
   }
 
-  launchLl(
-    reduce: number,
-    rows: number,
-    rowLen: number,
-    sendSrc: number,
-    localSrc: number,
-    localDst: number,
-    recvDst: number,
-    dstStride: number,
-    stamp: number,
-    stream: number,
-  ): void {
-    this.stream('launchLl', stream);
-    if (stamp !== 0 && stamp % 8 !== 0)
-      throw new TypeError(`launchLl: argument 'stamp' (${hex(stamp)}) must be 8-byte aligned (two u64), or 0`);
-    if (!this.llLink)
-      throw new Error('launchLl: no LL link on this thread: call llConfigure first (open the ll transport)');
-    const { selfRecv, peerRecv, cap, selfState, peerState, rank, err, spinLimit } = this.llLink;
-    const total = rows * rowLen;
-    if (total > LL_MAX_VALUES)
-      throw new TypeError(
-        `launchLl: rows x rowLen (${rows} x ${rowLen}) exceed the ${LL_MAX_VALUES} values one LL join may move; split the join or use another transport`,
-      );
-    if ((sendSrc !== 0 || recvDst !== 0) && total > cap)
-      throw new TypeError(
-        `launchLl: ${total} elements exceed the receive buffer's ${cap} slots per epoch; reserve a larger link`,
-      );
-    const ep = this.tick();
-    if (stamp !== 0) this.storeNs('launchLl(stamp)', stamp, ep);
-    const words = (ptr: number, n: number, call: string): Int32Array => {
-      const [d, off] = this.resolve(call, ptr, n * 4);
-      if (d !== this.dev && Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) !== 1) {
-        throw new Error(
-          `${call} on device ${this.dev} stores into device ${d}'s memory, but peer access ${this.dev}->${d} is not enabled`,
-        );
-      }
-      return new Int32Array(this.world.arenas[d]!, off, n);
-    };
-    const state = words(selfState, LL_STATE_BYTES / 4, 'launchLl(selfState)');
-    const peer = words(peerState, LL_STATE_BYTES / 4, 'launchLl(peerState)');
-    const errWord = words(err, 1, 'launchLl(err)');
-    const e = (state[0]! + 1) | 0;
-    const par = (e & (LL_DEPTH - 1)) * cap;
-    const deadline = performance.now() + spinLimit / TICKS_PER_MS;
-    const waitFor = (w: Int32Array, at: number, done: (v: number) => boolean): boolean => {
-      for (;;) {
-        const v = Atomics.load(w, at);
-        if (done(v)) return true;
-        const left = deadline - performance.now();
-        if (left <= 0) return false;
-        Atomics.wait(w, at, v, left);
-      }
-    };
-    const rowsCopy = (from: Float32Array, fromOff: number, to: Float32Array, toOff: number): void => {
-      for (let r = 0; r < rows; r++)
-        to.set(from.subarray(fromOff + r * rowLen, fromOff + (r + 1) * rowLen), toOff + r * dstStride);
-    };
-    const reach = ((rows - 1) * dstStride + rowLen) * 4;
-    if (localSrc !== 0) {
-      const [sd, so] = this.access('launchLl(localSrc)', localSrc, total * 4, READ, ep, true);
-      const [dd, dOff] = this.access('launchLl(localDst)', localDst, reach, WRITE, ep, true);
-      rowsCopy(this.f32[sd]!, so / 4, this.f32[dd]!, dOff / 4);
-    }
-    let mine: Float32Array | undefined;
-    let mineOff = 0;
-    if (sendSrc !== 0) {
-      if (!waitFor(state, LL_ACK, (v) => ((v - (e - LL_DEPTH)) | 0) >= 0)) {
-        Atomics.compareExchange(errWord, 0, 0, 40044);
-        return;
-      }
-      const [sd, so] = this.access('launchLl(sendSrc)', sendSrc, total * 4, READ, ep, true);
-      mine = this.f32[sd]!;
-      mineOff = so / 4;
-      const slots = words(peerRecv, 2 * LL_DEPTH * cap, 'launchLl(peerRecv)');
-      const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
-      for (let i = 0; i < total; i++) {
-        values[2 * (par + i)] = mine[mineOff + i]!;
-        Atomics.store(slots, 2 * (par + i) + 1, e); // after its value: the pair is published together
-      }
-      Atomics.notify(slots, 2 * (par + total - 1) + 1);
-    }
-    if (recvDst !== 0) {
-      const slots = words(selfRecv, 2 * LL_DEPTH * cap, 'launchLl(selfRecv)');
-      const values = new Float32Array(slots.buffer, slots.byteOffset, slots.length);
-      // The sender publishes in order, so the last flag arriving means they all have.
-      if (!waitFor(slots, 2 * (par + total - 1) + 1, (v) => v === e)) {
-        Atomics.compareExchange(errWord, 0, 0, 40043);
-        return;
-      }
-      const [dd, dOff] = this.access('launchLl(recvDst)', recvDst, reduce ? total * 4 : reach, WRITE, ep, true);
-      const out = this.f32[dd]!,
-        base = dOff / 4;
-      for (let i = 0; i < total; i++) {
-        if (Atomics.load(slots, 2 * (par + i) + 1) !== e)
-          throw new Error(`launchLl: slot ${i} holds epoch ${slots[2 * (par + i) + 1]}, expected ${e}`);
-        const theirs = values[2 * (par + i)]!;
-        if (reduce) {
-          const own = mine![mineOff + i]!;
-          out[base + i] = rank === 0 ? own + theirs : theirs + own;
-        } else {
-          const r = Math.floor(i / rowLen);
-          out[base + r * dstStride + (i - r * rowLen)] = theirs;
-        }
-      }
-    }
-    state[0] = e;
-    Atomics.store(peer, LL_ACK, e);
-    Atomics.notify(peer, LL_ACK);
-    if (stamp !== 0) this.storeNs('launchLl(stamp)', stamp + 8, ep);
+  launchLl(...args: Parameters<CpuLink['launchLl']>): void {
+    this.link.launchLl(...args);
   }
 
   // ---- the model's kernels (cpu-model-kernels.ts: the f32 operations of the in-process model) ----
@@ -1171,6 +946,11 @@ export class CpuDevice implements DeviceApi {
 
   private allocBase(dev: number, slot: number): number {
     return this.layout.allocData + (dev * MAX_ALLOCS + slot) * this.layout.allocStride;
+  }
+
+  /** Whether a kernel on this device may reach device d's memory: its own, or a peer's with access enabled. */
+  private peerEnabled(d: number): boolean {
+    return d === this.dev || Atomics.load(this.i32, this.layout.peer + this.dev * this.world.devices + d) === 1;
   }
 
   private deviceOf(ptr: number): number {

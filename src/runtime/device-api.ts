@@ -45,6 +45,7 @@ export type DeviceApi = Pick<
   | 'hostFree'
   | 'arSignalBytes'
   | 'arMaxBlocks'
+  | 'refusalWords'
   | 'llStateBytes'
   | 'llDepth'
   | 'llMaxValues'

@@ -1,7 +1,8 @@
 /**
- * The TP link between the two ranks: seed 000's `ArLink`, its resources and its contracts. The
- * transports (transports/*.ts) move bytes through it; everything here that runs per join only
- * writes ring records.
+ * The TP link between the two ranks: seed 000's `ArLink` (seed 000: the Rust engine's
+ * small-message all-reduce for tensor-parallel decode, docs/architecture.md#terms), its resources
+ * and its contracts. The transports (transports/*.ts) move bytes through it; everything here that
+ * runs per join only writes ring records.
  *
  * Contracts kept from the seed:
  * - Two ranks on two devices (the runtime refuses one ordinal twice), except in loopback, where
@@ -21,14 +22,12 @@
  */
 import type { Runtime } from './runtime.js';
 import type { DeviceEvent, Rank } from './rank.js';
+import { checkLinkConstants } from './link-constants.js';
 
 export type PerRank = readonly [number, number];
 
 /** Ticks the one-shot barrier spins before refusing: about a second of SM clock (seed 000). */
 export const AR_SPIN_LIMIT = 2_000_000_000;
-/** Refusal words the one-shot writes instead of hanging. */
-export const AR_ENTRY_REFUSED = 40043;
-export const AR_EXIT_REFUSED = 40044;
 
 interface Buffers {
   device: [number, number];
@@ -102,7 +101,9 @@ export class ArLink {
       throw new Error(
         `tp link needs two DEVICES; both ranks are on ordinal ${a.ordinal} (loopback, which allows that, is off)`,
       );
-    const { signalBytes, maxBlocks, llStateBytes, llDepth, llMaxValues } = await a.control.call('linkConstants');
+    const constants = await a.control.call('linkConstants');
+    checkLinkConstants(constants, `tp link (rank 0, ${rt.backend})`);
+    const { signalBytes, maxBlocks, llStateBytes, llDepth, llMaxValues } = constants;
     const events = await Promise.all([a.createEvent(), b.createEvent(), a.createEvent(), b.createEvent()]);
     const signal = await Promise.all(ranks.map((r) => r.alloc(signalBytes)));
     const err = await Promise.all(ranks.map((r) => r.alloc(256)));
@@ -296,7 +297,8 @@ export class ArLink {
   }
 
   /**
-   * The one-shot's refusal words per rank: 0 clean, 40043 entry barrier expired, 40044 exit.
+   * The one-shot's refusal words per rank: 0 clean, REFUSED_ENTRY entry barrier expired,
+   * REFUSED_EXIT exit (link-constants.ts).
    * Drains both ranks, so it belongs in checks and after failures, never on the walk.
    */
   async barrierErrors(): Promise<[number, number]> {

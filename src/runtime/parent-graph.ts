@@ -1,5 +1,7 @@
 /**
- * Seed 003's multi-device parent graph: per-device child graphs joined by explicit peer copies.
+ * Seed 003's multi-device parent graph (seed 003: the Rust engine's multi-device graph of one
+ * expert-parallel step, docs/architecture.md#terms): per-device child graphs joined by explicit
+ * peer copies.
  *
  *   owner child (rank 0) ─────────────────────────────────────────────────┐
  *   tx copies (rank 0 -> rank 1) ── peer child (rank 1) ── rx copy (rank 1 -> rank 0) ── post child (rank 0)

@@ -47,16 +47,10 @@ import {
   seqDiff,
 } from './ring-layout.js';
 import { MARKS_PER_RECORD } from './profile-board.js';
+import { MemraError, type RingErrorCode } from '../api/errors.js';
 
-export class RingError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-  ) {
-    super(message);
-    this.name = 'RingError';
-  }
-}
+/** A ring that cannot take or give a record: stopped, faulted, stalled, corrupt or misused. */
+export class RingError extends MemraError<RingErrorCode> {}
 
 /** Views over one ring's buffer, shared by both ends. */
 export class RingView {
@@ -265,7 +259,11 @@ export class RingProducer {
     return this.publish();
   }
 
-  /** True if a record can be begun without waiting. */
+  /**
+   * True if a record can be begun without waiting. May be stale pessimistic, never optimistic:
+   * `tail` only grows, so a slot seen free stays free, while one seen taken may have been freed
+   * since the read (begin() then waits, bounded, and reads again).
+   */
   hasSpace(): boolean {
     if (seqDiff(this.next, this.tailSeen) < this.capacity) return true;
     this.tailSeen = this.view.tail();
@@ -342,7 +340,12 @@ export class RingConsumer {
     this.headSeen = view.head();
   }
 
-  /** Records published and not yet advanced past. */
+  /**
+   * Records published and not yet advanced past. May be stale low, never high: it re-reads `head`
+   * only once the records it last saw are consumed, and the producer may have published more
+   * since. A caller that sees 0 must wait (spinForWork, sleepForWork), not conclude the ring is
+   * drained for good.
+   */
   available(): number {
     if (this.headSeen === this.done) this.headSeen = this.view.head();
     return seqDiff(this.headSeen, this.done);
@@ -358,7 +361,7 @@ export class RingConsumer {
     r.seq = this.rec32[w + R_SEQ]!;
     const flags = this.rec32[w + R_FLAGS]!;
     r.afterPeer = (flags & FLAG_AFTER_PEER) !== 0 ? this.rec32[w + R_AFTER_PEER]! : undefined;
-    r.arg = slot * RECORD_F64 + 2;
+    r.arg = slot * RECORD_F64 + R_ARG0_F64;
     r.slot = slot;
     r.marked = (flags & FLAG_MARKS) !== 0;
     if (r.seq !== seq) {

@@ -6,19 +6,20 @@
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import * as Comlink from 'comlink';
 import { portEndpoint } from './comlink-port.js';
+import { MemraError } from '../api/errors.js';
 import type { DeviceControl } from './device-worker.js';
 import type { WorkerFault, WorkerInit } from './worker-init.js';
 import { workerExecArgvChoices } from './worker-exec-argv.js';
 
-export class ControlError extends Error {
+/** A control call that failed: its worker errored, exited or timed out, or the call itself threw. */
+export class ControlError extends MemraError<'ERR_WORKER_EXITED' | 'ERR_CONTROL_TIMEOUT'> {
   constructor(
     message: string,
-    readonly code: string,
+    code: ControlError['code'],
     /** The rank whose worker the call went to. */
     readonly rank?: number,
   ) {
-    super(message);
-    this.name = 'ControlError';
+    super(message, code);
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * What one GPU runs: the unsharded walk on one worker against the in-process model (MODEL.md's
+ * What one GPU runs: the unsharded walk on one worker against the in-process model (docs/model.md's
  * oracle), and `memra decode` (what `npm start` runs) choosing the GPU and the layout the machine
  * allows, saying why, with the tokens of the unsharded walk; `--devices` and `--loopback` as
  * asked, and refused by name where they cannot be. Fails (does not skip) without a GPU.

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { loadBinding } from '../../src/runtime/binding.js';
 import { mlaWorkspaceBytes } from '../../src/decode/mla-workspace.js';
+import { checkLinkConstants } from '../../src/runtime/link-constants.js';
 
 const addonPath = new URL('../../../build/Release/memra.node', import.meta.url).pathname;
 
@@ -82,6 +83,21 @@ describe('native addon', () => {
       name: 'TypeError',
       message: /mlaWorkspaceBytes: argument 't'/,
     });
+  });
+
+  it("reports the link kernels' constants as their TypeScript mirror has them (src/runtime/link-constants.ts)", () => {
+    const refusal = b.refusalWords();
+    const reported = {
+      signalBytes: b.arSignalBytes(),
+      maxBlocks: b.arMaxBlocks(),
+      llStateBytes: b.llStateBytes(),
+      llDepth: b.llDepth(),
+      llMaxValues: b.llMaxValues(),
+      refusedEntry: refusal.entry,
+      refusedExit: refusal.exit,
+    };
+    assert.doesNotThrow(() => checkLinkConstants(reported, 'the addon'));
+    assert.throws(() => checkLinkConstants({ ...reported, llDepth: 8 }, 'the addon'), /llDepth 8 \(src\/runtime/);
   });
 
   it('refuses per-device calls on a thread that bound no device, saying what to do', () => {

@@ -1,0 +1,87 @@
+/**
+ * One pinned worker's state, shared by the modules that make it up (serve-loop.ts,
+ * record-ops.ts, device-control.ts): its device, its ring and the peer's, its stream and
+ * completion pages, and what the control calls set up (graphs, the NCCL communicator, the LL
+ * link, the profile board). device-worker.ts makes the one of its thread.
+ */
+import type { FaultCode } from '../api/errors.js';
+import { MemraError } from '../api/errors.js';
+import type { HostRegistration } from '../runtime/binding.js';
+import { loadBinding } from '../runtime/binding.js';
+import { CpuDevice } from '../runtime/cpu-device.js';
+import type { DeviceApi } from '../runtime/device-api.js';
+import { PdlChain, type Mailbox } from './model-dispatch.js';
+import { RingConsumer, RingView } from './ring.js';
+import type { WorkerInit } from './worker-init.js';
+
+/** A record this worker will not run; its code goes back to the main thread with the fault. */
+export class Refusal extends MemraError<FaultCode> {}
+
+/** The link's low-latency buffers, as `llConfigure` set them (held by the device, per thread). */
+export interface LlConfig {
+  selfRecv: number;
+  peerRecv: number;
+  cap: number;
+  selfState: number;
+  peerState: number;
+  err: number;
+  spinLimit: number;
+  serveIdleMicros: number;
+}
+
+export class WorkerContext {
+  readonly tag: string;
+  readonly dev: DeviceApi;
+  readonly ring: RingConsumer;
+  readonly peerRing: RingView | undefined;
+  /** Counters as this thread sees them; rebased onto the registered pages at open(). */
+  completion: Uint32Array = new Uint32Array(0);
+  stream = 0;
+  signalBase = 0;
+  /** Where ToMailbox copies land: registered pages after the counters. */
+  mailbox: Mailbox = { devicePtr: 0, bytes: 0 };
+  registration: HostRegistration | undefined;
+  serving: Promise<void> | undefined;
+  closing = false;
+  faulted = false;
+  /** Records executed, for tests and the profile. */
+  executed = 0;
+  /** Executable graphs by the slot the main thread named them with. */
+  readonly graphs = new Map<number, number>();
+  /** Child graphs (captured, not instantiated: parts of a parent graph) by slot. */
+  readonly children = new Map<number, number>();
+  /** True between BeginCapture and EndCapture: the stream may not be queried or synchronised. */
+  capturing = false;
+  /**
+   * The profiler's board for this worker's ring (workers/profile-board.ts), and the offset that
+   * turns `performance.now()` into the shared host clock: a stamp per record must cost tens of
+   * nanoseconds, and `process.hrtime.bigint()` allocates a BigInt.
+   */
+  board: { marks: Float64Array; stamps: Float64Array; offsetUs: number } | undefined;
+  /** This rank's NCCL communicator, once `ncclInit` made it. */
+  comm = 0;
+  /** Whether `llConfigure` has given this rank's LL joins their buffers. */
+  llReady = false;
+  /** Which model launches may overlap the kernel before them on this stream. */
+  readonly pdlChain = new PdlChain();
+
+  constructor(readonly init: WorkerInit) {
+    this.tag = `worker ${init.rank} (device ${init.ordinal})`;
+    this.dev = this.makeDevice();
+    this.ring = new RingConsumer(new RingView(init.ring, `ring ${init.rank}`));
+    this.peerRing = init.peerRing ? new RingView(init.peerRing, `ring ${1 - init.rank}`) : undefined;
+  }
+
+  needOpen(call: string): void {
+    if (this.stream === 0) throw new Error(`${this.tag}: ${call} before open()`);
+    if (this.closing) throw new Error(`${this.tag}: ${call} after close()`);
+  }
+
+  private makeDevice(): DeviceApi {
+    if (this.init.backend === 'cpu') {
+      if (!this.init.cpuWorld) throw new Error(`${this.tag}: cpu backend without its shared world`);
+      return new CpuDevice(this.init.cpuWorld, this.init.rank);
+    }
+    return loadBinding();
+  }
+}

@@ -163,8 +163,8 @@ cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs, uint
 // [e0, e0 + nE): act[(s * K + k) * F + f] = silu(g_f) * up_f with g = xd[s] @ W1[e - e0] and
 // up = xd[s] @ W3[e - e0] (W1, W3 hold this rank's nE experts, each [H, F]); silu(g) =
 // g / (1 + exp(-g)). Slots owned by the other rank are not written. The slots are grouped by
-// expert on the device, so an expert's weights are streamed once a call however many slots name
-// it (its later slots, past the first two, re-read them from L2).
+// expert on the device, and up to four slots of an expert share one pass over its weights (at
+// t <= 4, every slot: a valid routing names an expert at most once a row).
 cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids, const uint16_t* w1,
                             const uint16_t* w3, uint32_t e0, uint32_t nE, uint32_t t, uint32_t K,
                             uint32_t H, uint32_t F, cudaStream_t stream);

@@ -20,11 +20,11 @@
 // router: E) still spreads over many SMs; the cluster's blocks meet in distributed shared
 // memory, with no workspace and no second launch. Each weight is read once for all t rows.
 //
-// x is staged in shared memory, each warp its own chunks (every lane of a warp reads the same x),
-// once the previous kernel has finished: read from L2 at every chunk instead, x put an L2 round
-// trip into each batch's FMAs (Wq of `bench`: 37 us, against 33 with x in L1, which PDL rules
-// out: cu/pdl.cuh's LoadFresh). Where the chunks would not fit (a K far past any model's), x is
-// read from L2 as before. The values, and so the sums, are the same either way.
+// With t > 1 rows, x is staged in shared memory, each warp its own chunks (every lane of a warp
+// reads the same x), once the previous kernel has finished: a chunk's FMAs then read T float4s
+// from shared memory, not T round trips to L2 (x may not go through L1: cu/pdl.cuh's
+// LoadFresh). At t = 1, and where the chunks would not fit, x is read from L2. The values, and so
+// the sums, are the same either way.
 #include <cooperative_groups.h>
 #include <math.h>
 #include <stdint.h>
@@ -78,8 +78,13 @@ constexpr unsigned kExpertUpRows = 4096;
 // blocks, so what it costs is the number of memory round trips a thread makes in a row: with
 // ~8 chunks a thread this is two or one. The kernels declare one block an SM (launch bounds) so
 // that ptxas keeps these loads in flight instead of trading them for occupancy.
-template <int CW, int M>
-constexpr unsigned kBatchChunks = (CW == 2 ? 8 : 4) / M > 0 ? (CW == 2 ? 8 : 4) / M : 1;
+//
+// Past 16 accumulators a thread (more rows or columns than the first tiles took), the batch
+// shrinks in proportion, so that accumulators and loads in flight stay within the same registers.
+template <int CW, int M, int T>
+constexpr unsigned kBatchChunks = ((CW == 2 ? 8 : 4) / M) / (M * T * CW > 16 ? M * T * CW / 16 : 1) > 0
+                                      ? ((CW == 2 ? 8 : 4) / M) / (M * T * CW > 16 ? M * T * CW / 16 : 1)
+                                      : 1;
 
 // CW adjacent bf16 weights of one row, kept packed (two to a word) until their FMAs.
 template <int CW>
@@ -123,6 +128,20 @@ __device__ __forceinline__ float4 LoadX4(const float* p) {
   using memra_cu::LoadFresh;
   if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return LoadFresh(reinterpret_cast<const float4*>(p));
   return make_float4(LoadFresh(p), LoadFresh(p + 1), LoadFresh(p + 2), LoadFresh(p + 3));
+}
+
+// A thread's accumulators (M matrices x T rows x CW columns): 64 leave room, in the 128
+// registers one 512-thread block an SM allows, for a batch of loads in flight (kBatchChunks).
+constexpr int kMaxAccumulators = 64;
+
+// part[] (GemvTile: every thread's accumulators, for the sums over y) needs 2 KB an accumulator
+// a thread: static while it fits the 48 KB a block has without asking, dynamic past 32 KB.
+template <int M, int T, int CW>
+constexpr bool kDynamicPart = M * T * CW > 16;
+
+template <int M, int T, int CW>
+__host__ __device__ constexpr size_t PartBytes() {
+  return kDynamicPart<M, T, CW> ? size_t(kSplitY) * M * T * kWarpCols * CW * sizeof(float) : 0;
 }
 
 // Shared-memory float4s of one warp's staged x: row s's i-th chunk of the warp at [s * q + i].
@@ -232,7 +251,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       if constexpr (kStage) return xs[s * q + i];
       return LoadX4(xr[s] + at * kChunk);
     };
-    constexpr unsigned U = kBatchChunks<CW, M>;
+    constexpr unsigned U = kBatchChunks<CW, M, T>;
     uint32_t i = 0;
     // Not unrolled further: one batch is all the registers a thread should hold in flight.
 #pragma unroll 1
@@ -275,15 +294,23 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
                                          const Epi& epi) {
-  static_assert(M * T * CW <= 16, "part[] stays within 32 KB of shared memory");
-  constexpr unsigned kTile = kWarpCols * CW;
-  __shared__ float part[kSplitY][M * T][kTile];
+  static_assert(M * T * CW <= kMaxAccumulators, "accumulators within a thread's registers");
+  constexpr unsigned kTile = kWarpCols * CW, kRows = M * T;
+  // part[y][m * T + s][c] at part[(y * kRows + m * T + s) * kTile + c]: static up to 32 KB, past
+  // it at the start of the launch's dynamic shared memory (PartBytes), the staged x after it.
+  extern __shared__ float4 gemvSmem[];
+  float* part;
+  if constexpr (kDynamicPart<M, T, CW>) {
+    part = reinterpret_cast<float*>(gemvSmem);
+  } else {
+    __shared__ float staticPart[kSplitY * kRows * kTile];
+    part = staticPart;
+  }
   const unsigned tid = threadIdx.x, tx = tid % kWarpCols, ty = tid / kWarpCols;
   const unsigned rank = split > 1 ? cg::this_cluster().block_rank() : 0;
 
-  extern __shared__ float4 stagedX[];
   const uint32_t q = XChunksPerWarp(K, split);
-  float4* const xs = stagedX + uint64_t(ty) * T * q;
+  float4* const xs = gemvSmem + PartBytes<M, T, CW>() / sizeof(float4) + uint64_t(ty) * T * q;
 
   float acc[M][T][CW] = {};
   const uint32_t j = col0 + CW * tx;
@@ -313,17 +340,16 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
 #pragma unroll
     for (int s = 0; s < T; ++s) {
 #pragma unroll
-      for (int i = 0; i < CW; ++i) part[ty][m * T + s][CW * tx + i] = acc[m][s][i];
+      for (int i = 0; i < CW; ++i) part[(ty * kRows + m * T + s) * kTile + CW * tx + i] = acc[m][s][i];
     }
   }
   __syncthreads();
   // This block's total per (matrix, row, column): its partials in y order, left in part[0].
-  for (unsigned o = tid; o < M * T * kTile; o += kGemvThreads) {
-    const unsigned ms = o / kTile, c = o % kTile;
-    float a = part[0][ms][c];
+  for (unsigned o = tid; o < kRows * kTile; o += kGemvThreads) {
+    float a = part[o];
 #pragma unroll
-    for (unsigned y = 1; y < kSplitY; ++y) a = __fadd_rn(a, part[y][ms][c]);
-    part[0][ms][c] = a;
+    for (unsigned y = 1; y < kSplitY; ++y) a = __fadd_rn(a, part[y * kRows * kTile + o]);
+    part[o] = a;
   }
   if (split > 1) {
     cg::this_cluster().sync();
@@ -337,9 +363,9 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
       float v[M];
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        float a = part[0][m * T + s][c];
+        float a = part[(m * T + s) * kTile + c];
         for (unsigned b = 1; b < split; ++b) {
-          const float* remote = cg::this_cluster().map_shared_rank(&part[0][0][0], b);
+          const float* remote = cg::this_cluster().map_shared_rank(part, b);
           a = __fadd_rn(a, remote[(m * T + s) * kTile + c]);
         }
         v[m] = a;
@@ -434,9 +460,8 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
 //
 // Block row y of a launch is group y: the y-th smallest owned expert some slot names, with the
 // slots naming it in slot order. Its blocks stream that expert's weights once and apply them to
-// T of the group's slots a pass (a valid routing names an expert at most once a row, so at t > 2
-// a popular expert's later passes re-read its tile from L2). Which slot lands in which pass
-// changes no sum, so an output is the same whatever the grouping (the slice rule).
+// T of the group's slots a pass (ExpertRows). Which slot lands in which pass changes no sum, so
+// an output is the same whatever the grouping (the slice rule).
 
 constexpr unsigned kMaxSlots = MEMRA_MODEL_MAX_ROWS * MEMRA_MODEL_MAX_TOPK;
 constexpr unsigned kMaskWords = MEMRA_MODEL_MAX_EXPERTS / 32;
@@ -587,8 +612,10 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
 
 bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
-// The widest CW the accumulators and part[] allow for M matrices of T rows (M * T * CW <= 16).
-constexpr int CwMax(int T, int M) { return 16 / (M * T) >= 8 ? 8 : (16 / (M * T) >= 4 ? 4 : 2); }
+// The widest CW the accumulators allow for M matrices of T rows (kMaxAccumulators).
+constexpr int CwMax(int T, int M) {
+  return kMaxAccumulators / (M * T) >= 8 ? 8 : (kMaxAccumulators / (M * T) >= 4 ? 4 : 2);
+}
 
 // Every row of W (stride ldw) starts CW-column aligned for one 2*CW-byte load.
 bool WideOk(const uint16_t* W, uint64_t ldw, int cw) {
@@ -609,18 +636,20 @@ int PickCw(int cwMax, bool (*wideOk)(int, const void*), const void* ctx, uint32_
   return cw;
 }
 
-// The most shared memory a launch stages x in (GemvTile), beside part[]'s 32 KB: K = 4096 at
-// t = 8 over two blocks takes 64 KB.
-constexpr size_t kMaxStageBytes = 128 * 1024;
+// The dynamic shared memory a gemv launch may take, part[] and staged x together: under the 227
+// KB a block may have, room left for the kernels' static shared memory (FindGroup's lists).
+constexpr size_t kSmemBudget = 200 * 1024;
 
-// Dynamic shared memory of a launch of T rows that stages x, or 0 when it reads x from L2
-// (`stage` false): past kMaxStageBytes, and at T = 1, where one float4 of x a chunk costs less
-// than the staging's wait at the start (scripts/probes/gemv-sweep.cu: Wo 12.2 us staged, 11.6
-// not).
-template <int T>
-size_t StageBytes(uint32_t K, unsigned split) {
-  const size_t bytes = size_t(kSplitY) * T * XChunksPerWarp(K, split) * sizeof(float4);
-  return T > 1 && bytes <= kMaxStageBytes ? bytes : 0;
+// Dynamic shared memory of a launch of T rows of M matrices at CW: part[] (PartBytes) and, where
+// it fits the budget, staged x (`stage`). At T = 1 x is read from L2: one float4 of x a chunk
+// costs less than the staging's wait at the start (scripts/probes/gemv-sweep.cu: Wo 12.2 us
+// staged, 11.6 not).
+template <int M, int T, int CW>
+size_t GemvSmem(uint32_t K, unsigned split, bool* stage) {
+  const size_t part = PartBytes<M, T, CW>();
+  const size_t x = size_t(kSplitY) * T * XChunksPerWarp(K, split) * sizeof(float4);
+  *stage = T > 1 && part + x <= kSmemBudget;
+  return part + (*stage ? x : 0);
 }
 
 // grid.x = tiles x split, clustered by split along x (a cluster is one tile's blocks). granted:
@@ -656,8 +685,8 @@ struct GemvArgs {
 template <int T, int CW, bool kAccumulate = false>
 cudaError_t GemvLaunch(const GemvArgs& a, bool wide, unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
-  const size_t smem = StageBytes<T>(a.K, split);
-  const bool stage = smem > 0;
+  bool stage;
+  const size_t smem = GemvSmem<1, T, CW>(a.K, split, &stage);
   return LaunchTiles(MEMRA_PICK4(gemv, T, CW, kAccumulate), a.cols, CW, 1, split, smem,
                      granted[MEMRA_PICK4_AT], stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw, a.K,
                      a.cols, split);
@@ -698,8 +727,8 @@ template <int T, int CW>
 cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, unsigned groups,
                            unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
-  const size_t smem = StageBytes<T>(a.H, split);
-  const bool stage = smem > 0;
+  bool stage;
+  const size_t smem = GemvSmem<2, T, CW>(a.H, split, &stage);
   return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1), a.F, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split);
@@ -717,23 +746,66 @@ template <int T, int CW>
 cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots, unsigned groups,
                              unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
-  const size_t smem = StageBytes<T>(a.F, split);
-  const bool stage = smem > 0;
+  bool stage;
+  const size_t smem = GemvSmem<1, T, CW>(a.F, split, &stage);
   return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1), a.H, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split);
 }
 
-// Rows a pass of a group takes: one at t = 1 (the widest loads), two past it (a valid routing
-// gives an expert at most t slots, about tK/E of them on average).
-constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : 2; }
+// Rows a pass of a group takes: one at t = 1 (no grouping), then up to four (a valid routing
+// gives an expert at most t slots, about tK/E of them on average: at t = 8 with E = 32 and K = 8,
+// two, and three or four for a third of the experts). A group past one pass re-reads its weights,
+// from HBM by then: passes of two made `bench`'s experts at t = 8 stream at 2.7 TB/s.
+constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : (t == 2 ? 2 : 4); }
+
+// The launch for passes of T rows at the widest CW that keeps SMs busy (PickCw). The first half
+// at T = 4 stops at CW 4: at 8 its 64 accumulators and two matrices' loads spill (ptxas -v).
+template <int T>
+constexpr int ExpertUpCwMax = T >= 4 ? 4 : CwMax(T, 2);
+
+template <int T>
+cudaError_t ExpertUpRows(const ExpertUpArgs& a, unsigned slots, unsigned groups, unsigned split,
+                         cudaStream_t stream) {
+  const auto ok = [](int c, const void* p) {
+    const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
+    return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);
+  };
+  const int cw = PickCw(ExpertUpCwMax<T>, ok, &a, a.F, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if constexpr (ExpertUpCwMax<T> >= 8) {
+    if (cw == 8) return ExpertUpLaunch<T, 8>(a, wide, slots, groups, split, stream);
+  }
+  if constexpr (ExpertUpCwMax<T> >= 4) {
+    if (cw == 4) return ExpertUpLaunch<T, 4>(a, wide, slots, groups, split, stream);
+  }
+  return ExpertUpLaunch<T, 2>(a, wide, slots, groups, split, stream);
+}
+
+template <int T>
+cudaError_t ExpertDownRows(const ExpertDownArgs& a, unsigned slots, unsigned groups,
+                           unsigned split, cudaStream_t stream) {
+  const auto ok = [](int c, const void* p) {
+    const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
+    return WideOk(g.w2, g.H, c);
+  };
+  const int cw = PickCw(CwMax(T, 1), ok, &a, a.H, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if constexpr (CwMax(T, 1) >= 8) {
+    if (cw == 8) return ExpertDownLaunch<T, 8>(a, wide, slots, groups, split, stream);
+  }
+  if constexpr (CwMax(T, 1) >= 4) {
+    if (cw == 4) return ExpertDownLaunch<T, 4>(a, wide, slots, groups, split, stream);
+  }
+  return ExpertDownLaunch<T, 2>(a, wide, slots, groups, split, stream);
+}
 
 template <int T, int CW>
 cudaError_t LatentQueryLaunch(const LatentQueryArgs& a, bool wide, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   const unsigned split = Split(a.K), latentTiles = static_cast<unsigned>(Tiles(a.R, CW));
-  const size_t smem = StageBytes<T>(a.K, split);
-  const bool stage = smem > 0;
+  bool stage;
+  const size_t smem = GemvSmem<1, T, CW>(a.K, split, &stage);
   auto kernel = MEMRA_PICK4(latent_query, T, CW);
   const cudaError_t err = memra_cu::AllowSmem(kernel, smem, granted[MEMRA_PICK4_AT]);
   if (err != cudaSuccess) return err;
@@ -798,21 +870,11 @@ extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_
   if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
   const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F};
   const unsigned split = Split(H, kExpertUpRows), slots = t * K, groups = slots < nE ? slots : nE;
-  const auto ok = [](int c, const void* p) {
-    const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
-    return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);
-  };
-  if (ExpertRows(t) == 1) {
-    const int cw = PickCw(CwMax(1, 2), ok, &a, F, uint64_t(split) * groups);
-    const bool wide = ok(cw, &a);
-    if (cw == 8) return ExpertUpLaunch<1, 8>(a, wide, slots, groups, split, stream);
-    if (cw == 4) return ExpertUpLaunch<1, 4>(a, wide, slots, groups, split, stream);
-    return ExpertUpLaunch<1, 2>(a, wide, slots, groups, split, stream);
+  switch (ExpertRows(t)) {
+    case 1: return ExpertUpRows<1>(a, slots, groups, split, stream);
+    case 2: return ExpertUpRows<2>(a, slots, groups, split, stream);
+    default: return ExpertUpRows<4>(a, slots, groups, split, stream);
   }
-  const int cw = PickCw(CwMax(2, 2), ok, &a, F, uint64_t(split) * groups);
-  const bool wide = ok(cw, &a);
-  if (cw == 4) return ExpertUpLaunch<2, 4>(a, wide, slots, groups, split, stream);
-  return ExpertUpLaunch<2, 2>(a, wide, slots, groups, split, stream);
 }
 
 extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
@@ -823,22 +885,11 @@ extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const
   if (t == 0 || K == 0 || H == 0 || nE == 0) return cudaSuccess;
   const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F};
   const unsigned split = Split(F), slots = t * K, groups = slots < nE ? slots : nE;
-  const auto ok = [](int c, const void* p) {
-    const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
-    return WideOk(g.w2, g.H, c);
-  };
-  if (ExpertRows(t) == 1) {
-    const int cw = PickCw(CwMax(1, 1), ok, &a, H, uint64_t(split) * groups);
-    const bool wide = ok(cw, &a);
-    if (cw == 8) return ExpertDownLaunch<1, 8>(a, wide, slots, groups, split, stream);
-    if (cw == 4) return ExpertDownLaunch<1, 4>(a, wide, slots, groups, split, stream);
-    return ExpertDownLaunch<1, 2>(a, wide, slots, groups, split, stream);
+  switch (ExpertRows(t)) {
+    case 1: return ExpertDownRows<1>(a, slots, groups, split, stream);
+    case 2: return ExpertDownRows<2>(a, slots, groups, split, stream);
+    default: return ExpertDownRows<4>(a, slots, groups, split, stream);
   }
-  const int cw = PickCw(CwMax(2, 1), ok, &a, H, uint64_t(split) * groups);
-  const bool wide = ok(cw, &a);
-  if (cw == 8) return ExpertDownLaunch<2, 8>(a, wide, slots, groups, split, stream);
-  if (cw == 4) return ExpertDownLaunch<2, 4>(a, wide, slots, groups, split, stream);
-  return ExpertDownLaunch<2, 2>(a, wide, slots, groups, split, stream);
 }
 
 extern "C" cudaError_t memra_latent_query(float* q, const float* a, const uint16_t* wdkv,

@@ -256,6 +256,8 @@ int main(int argc, char** argv) {
   SweepExperts<1>(s, tm, 1, 32, 8, 4096, 1536);
   SweepExperts<1>(s, tm, 1, 16, 8, 4096, 1536);
   SweepExperts<2>(s, tm, 8, 32, 8, 4096, 1536);
+  SweepExperts<4>(s, tm, 8, 32, 8, 4096, 1536);
+  SweepExperts<4>(s, tm, 4, 32, 8, 4096, 1536);
   gJson += "\n]\n";
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");

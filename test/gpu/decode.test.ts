@@ -89,10 +89,11 @@ describe(`the model on the GPU (sharded on ${PAIR_NAME})`, function () {
   // and then an element of b / xs lies within that rounding of a midpoint between two e4m3 codes
   // (docs/model.md's MoE quantization), so the two round it to neighbouring codes, one code being up
   // to 1/8 of the element. That moves the step by ~1e-4 (5.9e-5 and 1.1e-4 seen, each in one
-  // run, with 2.3e-7 to 2.8e-7 in every other run). So: every step within 1e-3 (a flip, not a
-  // wrong kernel, whose error is O(1)), and the median step within 1e-5 (a systematic loss of
-  // precision, such as activations rounded to bf16, lands near 1e-3 on every step).
-  it('tiny: the GPU agrees with the CPU reference under teacher forcing (hidden state: every step within relative L2 1e-3, the median within 1e-5)', async () => {
+  // run, with 2.3e-7 to 2.8e-7 in every other run; tiny's 256-wide rows feel one code more: 1.7e-3
+  // seen once, at one step). So: every step within 1e-2 (a flip, not a wrong kernel, whose error
+  // is O(1)), and the median step within 1e-5 (a systematic loss of precision, such as
+  // activations rounded to bf16, lands near 1e-3 on every step).
+  it('tiny: the GPU agrees with the CPU reference under teacher forcing (hidden state: every step within relative L2 1e-2, the median within 1e-5)', async () => {
     for (const t of [1, 3]) {
       const cpu = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: t });
       const start = Array.from({ length: t }, () => randomInt(0, cpu.model.vocab));
@@ -119,7 +120,7 @@ describe(`the model on the GPU (sharded on ${PAIR_NAME})`, function () {
           for (let i = 0; i < 48; i++) {
             const e = relL2(got.hidden[i]!, ref.hidden[i]!);
             errs.push(e);
-            assert.ok(e <= 1e-3, `t=${t} ${layout} step ${i}: relative L2 ${e.toExponential(2)} > 1e-3`);
+            assert.ok(e <= 1e-2, `t=${t} ${layout} step ${i}: relative L2 ${e.toExponential(2)} > 1e-2`);
             if (got.next[i]!.some((x, s) => x !== ref.next[i]![s])) diverged++;
           }
           const sorted = [...errs].sort((x, y) => x - y);

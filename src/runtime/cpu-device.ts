@@ -9,7 +9,17 @@
 import { mlaWorkspaceBytes } from '../decode/mla-workspace.js';
 import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
-import type { HostRegistration } from './binding.js';
+import {
+  asDevicePtr,
+  asEventHandle,
+  asHostPtr,
+  asStreamHandle,
+  type DevicePtr,
+  type EventHandle,
+  type HostPtr,
+  type HostRegistration,
+  type StreamHandle,
+} from './binding.js';
 import {
   ACCESS_ENTRIES,
   ACCESS_FIELDS,
@@ -222,26 +232,26 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- streams ----
-  streamCreate(): number {
+  streamCreate(): StreamHandle {
     this.need('streamCreate');
     const s = this.nextStream++;
     this.streams.add(s);
-    return s;
+    return asStreamHandle(s);
   }
-  streamDestroy(stream: number): void {
+  streamDestroy(stream: StreamHandle): void {
     this.stream('streamDestroy', stream);
     this.streams.delete(stream);
   }
-  streamQuery(stream: number): boolean {
+  streamQuery(stream: StreamHandle): boolean {
     this.stream('streamQuery', stream);
     return true;
   }
-  streamSynchronize(stream: number): void {
+  streamSynchronize(stream: StreamHandle): void {
     this.stream('streamSynchronize', stream);
   }
 
   // ---- events ----
-  eventCreate(timing: boolean): number {
+  eventCreate(timing: boolean): EventHandle {
     this.need('eventCreate');
     for (let i = 0; i < MAX_EVENTS; i++) {
       const h = 1 + this.lane * MAX_EVENTS + i;
@@ -250,16 +260,16 @@ export class CpuDevice implements DeviceApi {
       if (timing) this.timing.add(h);
       else this.timing.delete(h);
       Atomics.store(this.i32, this.layout.eventGen + h - 1, 0);
-      return h;
+      return asEventHandle(h);
     }
     throw new Error(`eventCreate on device ${this.dev}: out of event slots (${MAX_EVENTS})`);
   }
-  eventDestroy(event: number): void {
+  eventDestroy(event: EventHandle): void {
     if (!this.events.delete(event))
       throw new Error(`eventDestroy(event=${event}) on device ${this.dev}: not an event this thread created`);
   }
 
-  eventRecord(event: number, stream: number): void {
+  eventRecord(event: EventHandle, stream: StreamHandle): void {
     this.stream('eventRecord', stream);
     if (!this.events.has(event))
       throw new Error(`eventRecord(event=${event}) on device ${this.dev}: not an event this thread created`);
@@ -274,11 +284,11 @@ export class CpuDevice implements DeviceApi {
   }
 
   /** No graphs here (a captured sequence is issued again), so a mark is a record. */
-  eventRecordMark(event: number, stream: number): void {
+  eventRecordMark(event: EventHandle, stream: StreamHandle): void {
     this.eventRecord(event, stream);
   }
 
-  streamWaitEvent(stream: number, event: number, expectedRecords?: number): void {
+  streamWaitEvent(stream: StreamHandle, event: EventHandle, expectedRecords?: number): void {
     this.stream('streamWaitEvent', stream);
     const gen = this.eventGenOf(event, 'streamWaitEvent');
     if (expectedRecords !== undefined && gen < expectedRecords) {
@@ -300,11 +310,11 @@ export class CpuDevice implements DeviceApi {
     }
     this.tick();
   }
-  eventQuery(event: number): boolean {
+  eventQuery(event: EventHandle): boolean {
     this.eventGenOf(event, 'eventQuery');
     return true;
   }
-  eventElapsedMs(start: number, end: number): number {
+  eventElapsedMs(start: EventHandle, end: EventHandle): number {
     for (const e of [start, end]) {
       if (!this.timing.has(e)) throw new Error(`eventElapsedMs: event ${e} is not a timing event this thread created`);
       if (Atomics.load(this.i32, this.layout.eventGen + e - 1) === 0)
@@ -314,9 +324,9 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- memory ----
-  malloc(bytes: number): number {
+  malloc(bytes: number): DevicePtr {
     this.need('malloc');
-    return this.allocIn(this.dev, bytes, 'cudaMalloc');
+    return asDevicePtr(this.allocIn(this.dev, bytes, 'cudaMalloc'));
   }
 
   free(ptr: number): void {
@@ -324,9 +334,9 @@ export class CpuDevice implements DeviceApi {
     this.freeIn(this.dev, ptr, 'free');
   }
 
-  hostAlloc(bytes: number): number {
+  hostAlloc(bytes: number): HostPtr {
     this.need('hostAlloc');
-    return this.allocIn(this.world.devices, bytes, 'cudaHostAlloc');
+    return asHostPtr(this.allocIn(this.world.devices, bytes, 'cudaHostAlloc'));
   }
 
   hostFree(ptr: number): void {
@@ -392,14 +402,14 @@ export class CpuDevice implements DeviceApi {
     this.heaps.set(arena, merged);
   }
 
-  memsetAsync(ptr: number, byteValue: number, bytes: number, stream: number): void {
+  memsetAsync(ptr: number, byteValue: number, bytes: number, stream: StreamHandle): void {
     this.stream('memsetAsync', stream);
     const ep = this.tick();
     const [d, off] = this.access('memsetAsync', ptr, bytes, WRITE, ep, false);
     this.bytes[d]!.fill(byteValue & 0xff, off, off + bytes);
   }
 
-  memcpyAsync(dst: number, src: number, bytes: number, stream: number): void {
+  memcpyAsync(dst: number, src: number, bytes: number, stream: StreamHandle): void {
     this.stream('memcpyAsync', stream);
     const ep = this.tick();
     const [sd, so] = this.access('memcpyAsync(src)', src, bytes, READ, ep, false);
@@ -412,7 +422,14 @@ export class CpuDevice implements DeviceApi {
     this.bytes[dd]!.set(this.bytes[sd]!.subarray(so, so + bytes), dOff);
   }
 
-  memcpyPeerAsync(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number, stream: number): void {
+  memcpyPeerAsync(
+    dst: number,
+    dstDevice: number,
+    src: number,
+    srcDevice: number,
+    bytes: number,
+    stream: StreamHandle,
+  ): void {
     if (this.deviceOf(dst) !== dstDevice || this.deviceOf(src) !== srcDevice) {
       throw new Error(
         `memcpyPeerAsync: dst ${hex(dst)} is not on device ${dstDevice} or src ${hex(src)} is not on device ${srcDevice}`,
@@ -444,7 +461,7 @@ export class CpuDevice implements DeviceApi {
     const words = Math.floor(view.byteLength / 4);
     this.hostRegs.set(id, new Uint32Array(view.buffer, view.byteOffset, words));
     const ptr = HOST_BASE + id * HOST_UNIT;
-    return { hostPtr: ptr, devicePtr: ptr, byteOffset: 0, bytes: words * 4 };
+    return { hostPtr: asHostPtr(ptr), devicePtr: asDevicePtr(ptr), byteOffset: 0, bytes: words * 4 };
   }
   hostUnregister(hostPtr: number): void {
     if (!this.hostRegs.delete(Math.floor((hostPtr - HOST_BASE) / HOST_UNIT)))
@@ -452,14 +469,14 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- kernels ----
-  launchFillF32(ptr: number, n: number, value: number, stream: number): void {
+  launchFillF32(ptr: number, n: number, value: number, stream: StreamHandle): void {
     this.stream('launchFillF32', stream);
     const ep = this.tick();
     const [d, off] = this.access('launchFillF32', ptr, n * 4, WRITE, ep, true);
     this.f32[d]!.fill(value, off / 4, off / 4 + n);
   }
 
-  launchAxpyF32(y: number, x: number, n: number, a: number, stream: number): void {
+  launchAxpyF32(y: number, x: number, n: number, a: number, stream: StreamHandle): void {
     this.stream('launchAxpyF32', stream);
     const ep = this.tick();
     const [xd, xo] = this.access('launchAxpyF32(x)', x, n * 4, READ, ep, true);
@@ -482,7 +499,7 @@ export class CpuDevice implements DeviceApi {
     return new Uint8Array(view.buffer, view.byteOffset + off, bytes);
   }
 
-  launchSignal(counter: number, value: number, stream: number): void {
+  launchSignal(counter: number, value: number, stream: StreamHandle): void {
     this.stream('launchSignal', stream);
     this.tick();
     const id = Math.floor((counter - HOST_BASE) / HOST_UNIT);
@@ -494,7 +511,7 @@ export class CpuDevice implements DeviceApi {
   }
 
   /** `*dst = now`, in nanoseconds of the process's monotonic clock (the CPU's %globaltimer). */
-  launchStampNow(dst: number, stream: number): void {
+  launchStampNow(dst: number, stream: StreamHandle): void {
     this.stream('launchStampNow', stream);
     this.storeNs('launchStampNow', dst, this.tick());
   }
@@ -506,7 +523,7 @@ export class CpuDevice implements DeviceApi {
     this.u32[d]![off / 4 + 1] = Number(ns >> 32n);
   }
 
-  launchProbeWrite(dst: number, n: number, seed: number, stream: number): void {
+  launchProbeWrite(dst: number, n: number, seed: number, stream: StreamHandle): void {
     this.stream('launchProbeWrite', stream);
     const ep = this.tick();
     const [d, off] = this.access('launchProbeWrite', dst, n * 4, WRITE, ep, true);
@@ -516,7 +533,7 @@ export class CpuDevice implements DeviceApi {
   }
 
   /** Reads the bytes as the GPU kernel does (a smoke run of the bench's floor, not a figure). */
-  launchReadFloor(ptr: number, bytes: number, sink: number, stream: number): void {
+  launchReadFloor(ptr: number, bytes: number, sink: number, stream: StreamHandle): void {
     this.stream('launchReadFloor', stream);
     const ep = this.tick();
     const n = Math.floor(bytes / 16) * 4;
@@ -531,7 +548,7 @@ export class CpuDevice implements DeviceApi {
     }
   }
 
-  launchSpin(microseconds: number, stream: number): void {
+  launchSpin(microseconds: number, stream: StreamHandle): void {
     this.stream('launchSpin', stream);
     this.tick();
     Atomics.wait(this.sleeper, 0, 0, microseconds / 1000);
@@ -548,7 +565,7 @@ export class CpuDevice implements DeviceApi {
     return { entry: REFUSED_ENTRY, exit: REFUSED_EXIT };
   }
 
-  launchPush(src: number, dst: number, n: number, stream: number): void {
+  launchPush(src: number, dst: number, n: number, stream: StreamHandle): void {
     this.stream('launchPush', stream);
     const ep = this.tick();
     const [sd, so] = this.access('launchPush(src)', src, n * 4, READ, ep, true);
@@ -563,7 +580,7 @@ export class CpuDevice implements DeviceApi {
     rowLen: number,
     srcStride: number,
     dstStride: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     this.stream('launchPush2d', stream);
     if (rows === 0 || rowLen === 0) return;
@@ -597,7 +614,7 @@ export class CpuDevice implements DeviceApi {
     }
   }
 
-  launchFold(dst: number, stage: number, n: number, stream: number): void {
+  launchFold(dst: number, stage: number, n: number, stream: StreamHandle): void {
     this.stream('launchFold', stream);
     const ep = this.tick();
     const [sd, so] = this.access('launchFold(stage)', stage, n * 4, READ, ep, true);
@@ -649,7 +666,7 @@ export class CpuDevice implements DeviceApi {
     cols: number,
     kind: number,
     scale: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     mk.genWeights(
       this.kernel('launchGenWeights', stream),
@@ -665,13 +682,13 @@ export class CpuDevice implements DeviceApi {
       scale,
     );
   }
-  launchSetI32(dst: number, values: readonly number[], stream: number): void {
+  launchSetI32(dst: number, values: readonly number[], stream: StreamHandle): void {
     mk.setI32(this.kernel('launchSetI32', stream), dst, values);
   }
-  launchEmbed(out: number, emb: number, tokens: number, t: number, H: number, V: number, stream: number): void {
+  launchEmbed(out: number, emb: number, tokens: number, t: number, H: number, V: number, stream: StreamHandle): void {
     mk.embed(this.kernel('launchEmbed', stream), out, emb, tokens, t, H, V);
   }
-  launchRmsnorm(out: number, input: number, gain: number, t: number, H: number, stream: number): void {
+  launchRmsnorm(out: number, input: number, gain: number, t: number, H: number, stream: StreamHandle): void {
     mk.rmsnormRows(this.kernel('launchRmsnorm', stream), out, input, gain, t, H);
   }
   launchGemv(
@@ -686,7 +703,7 @@ export class CpuDevice implements DeviceApi {
     t: number,
     accumulate: boolean,
     split: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     // The split orders the GPU's sum; the oracle sums in k order whatever it is.
     if (!Number.isInteger(split) || split < 0 || split > 8)
@@ -706,7 +723,7 @@ export class CpuDevice implements DeviceApi {
     qcols: number,
     t: number,
     P: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     mk.latentQuery(this.kernel('launchLatentQuery', stream), q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, t, P);
   }
@@ -719,7 +736,7 @@ export class CpuDevice implements DeviceApi {
     L: number,
     P: number,
     R: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     mk.cacheWrite(this.kernel('launchCacheWrite', stream), cache, c, pos, t, layer, L, P, R);
   }
@@ -738,7 +755,7 @@ export class CpuDevice implements DeviceApi {
     P: number,
     R: number,
     Dv: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     // The GPU's tile partials live in `work`; here the oracle's two-pass softmax needs none.
     mk.mlaAttention(
@@ -761,10 +778,10 @@ export class CpuDevice implements DeviceApi {
   mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number {
     return mlaWorkspaceBytes(t, nh, P, R);
   }
-  launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
+  launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: StreamHandle): void {
     mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);
   }
-  launchQuantize(xq: number, xs: number, b: number, t: number, H: number, stream: number): void {
+  launchQuantize(xq: number, xs: number, b: number, t: number, H: number, stream: StreamHandle): void {
     mk.quantize(this.kernel('launchQuantize', stream), xq, xs, b, t, H);
   }
   launchRouteQuant(
@@ -779,14 +796,14 @@ export class CpuDevice implements DeviceApi {
     E: number,
     K: number,
     H: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     const m = this.kernel('launchRouteQuant', stream);
     mk.router(m, ids, wts, logits, t, E, K);
     mk.quantize(m, xq, xs, b, t, H);
     mk.dequantize(m, xd, xq, xs, t, H);
   }
-  launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
+  launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: StreamHandle): void {
     mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);
   }
   launchExpertUp(
@@ -801,7 +818,7 @@ export class CpuDevice implements DeviceApi {
     K: number,
     H: number,
     F: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     mk.expertUp(this.kernel('launchExpertUp', stream), act, xd, ids, w1, w3, e0, nE, t, K, H, F);
   }
@@ -816,7 +833,7 @@ export class CpuDevice implements DeviceApi {
     K: number,
     H: number,
     F: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     mk.expertDown(this.kernel('launchExpertDown', stream), contrib, act, ids, w2, e0, nE, t, K, H, F);
   }
@@ -830,16 +847,16 @@ export class CpuDevice implements DeviceApi {
     t: number,
     K: number,
     H: number,
-    stream: number,
+    stream: StreamHandle,
   ): void {
     mk.moeCombine(this.kernel('launchMoeCombine', stream), h, wts, ids, lo, hi, splitE, t, K, H);
   }
-  launchArgmax(out: number, logits: number, t: number, V: number, stream: number): void {
+  launchArgmax(out: number, logits: number, t: number, V: number, stream: StreamHandle): void {
     mk.argmaxRows(this.kernel('launchArgmax', stream), out, logits, t, V);
   }
 
   /** One kernel's memory: every view is an access at this launch's epoch, checked and recorded. */
-  private kernel(call: string, stream: number): mk.KernelMemory {
+  private kernel(call: string, stream: StreamHandle): mk.KernelMemory {
     this.stream(call, stream);
     const ep = this.tick();
     const at = (name: string, ptr: number, bytes: number, kind: number): [ArrayBufferLike, number] => {
@@ -870,16 +887,16 @@ export class CpuDevice implements DeviceApi {
   streamBeginCapture(): void {
     throw new Error(NO_GRAPHS);
   }
-  streamEndCapture(): number {
+  streamEndCapture(): never {
     throw new Error(NO_GRAPHS);
   }
-  streamEndCaptureChild(): number {
+  streamEndCaptureChild(): never {
     throw new Error(NO_GRAPHS);
   }
   childGraphDestroy(): void {
     throw new Error(NO_GRAPHS);
   }
-  parentGraphBuild(): number {
+  parentGraphBuild(): never {
     throw new Error(NO_GRAPHS);
   }
   graphLaunch(): void {
@@ -894,7 +911,7 @@ export class CpuDevice implements DeviceApi {
   ncclGetUniqueId(): Uint8Array {
     throw new Error(NO_NCCL);
   }
-  ncclCommInitRank(): number {
+  ncclCommInitRank(): never {
     throw new Error(NO_NCCL);
   }
   ncclCommDestroy(): void {
@@ -934,11 +951,11 @@ export class CpuDevice implements DeviceApi {
     return this.f64[k]!;
   }
 
-  private eventBase(event: number): number {
+  private eventBase(event: EventHandle): number {
     return this.layout.eventData + (event - 1) * this.layout.eventStride;
   }
 
-  private eventGenOf(event: number, call: string): number {
+  private eventGenOf(event: EventHandle, call: string): number {
     if (!Number.isInteger(event) || event < 1 || event > this.world.lanes * MAX_EVENTS)
       throw new Error(`${call}: ${event} is not an event handle`);
     return Atomics.load(this.i32, this.layout.eventGen + event - 1);

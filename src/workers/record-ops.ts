@@ -4,6 +4,7 @@
  * record may carry.
  */
 import { OP_COUNT, Op } from './ops.js';
+import { carriesMarks } from './profile-board.js';
 import type { RecordRef } from './ring.js';
 import { executeModelOp } from './model-dispatch.js';
 import { asDevicePtr, asEventHandle, type NcclComm } from '../runtime/binding.js';
@@ -23,7 +24,7 @@ export function execute(ctx: WorkerContext, r: RecordRef, a: Float64Array): void
   const i = r.arg;
   // While a profile board is set, no launch overlaps the one before it: a join's events must
   // bracket the join alone, not the tail of the kernel ahead (the profile-overhead rows price it).
-  const pdl = ctx.pdlChain.next(r.op, r.marked) && !ctx.board;
+  const pdl = ctx.pdlChain.next(r.op, carriesMarks(r.flags)) && !ctx.board;
   switch (r.op) {
     case Op.Nop:
       return;

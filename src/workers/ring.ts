@@ -213,7 +213,7 @@ export class RingProducer {
     this.rec32[w + R_AFTER_PEER] = afterPeer ?? 0;
     let flags = afterPeer === undefined ? 0 : FLAG_AFTER_PEER;
     const annex = this.annex;
-    if (annex !== undefined && annex.pending) flags |= annex.take(slot);
+    if (annex?.pending) flags |= annex.take(slot);
     this.rec32[w + R_FLAGS] = flags;
     this.open = slot;
     return slot * RECORD_F64 + R_ARG0_F64;

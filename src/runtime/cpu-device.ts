@@ -95,6 +95,11 @@ export function overlaps(
   return false;
 }
 
+/**
+ * Its parameters take plain numbers where DeviceApi takes a handle's kind: callers reach it
+ * through DeviceApi, which keeps the kinds apart, and each number is checked here against what
+ * this thread made (an unknown stream, event or address is refused by name).
+ */
 export class CpuDevice implements DeviceApi {
   private readonly layout: CpuWorldLayout;
   private readonly i32: Int32Array;
@@ -238,15 +243,15 @@ export class CpuDevice implements DeviceApi {
     this.streams.add(s);
     return asStreamHandle(s);
   }
-  streamDestroy(stream: StreamHandle): void {
+  streamDestroy(stream: number): void {
     this.stream('streamDestroy', stream);
     this.streams.delete(stream);
   }
-  streamQuery(stream: StreamHandle): boolean {
+  streamQuery(stream: number): boolean {
     this.stream('streamQuery', stream);
     return true;
   }
-  streamSynchronize(stream: StreamHandle): void {
+  streamSynchronize(stream: number): void {
     this.stream('streamSynchronize', stream);
   }
 
@@ -264,12 +269,12 @@ export class CpuDevice implements DeviceApi {
     }
     throw new Error(`eventCreate on device ${this.dev}: out of event slots (${MAX_EVENTS})`);
   }
-  eventDestroy(event: EventHandle): void {
+  eventDestroy(event: number): void {
     if (!this.events.delete(event))
       throw new Error(`eventDestroy(event=${event}) on device ${this.dev}: not an event this thread created`);
   }
 
-  eventRecord(event: EventHandle, stream: StreamHandle): void {
+  eventRecord(event: number, stream: number): void {
     this.stream('eventRecord', stream);
     if (!this.events.has(event))
       throw new Error(`eventRecord(event=${event}) on device ${this.dev}: not an event this thread created`);
@@ -284,11 +289,11 @@ export class CpuDevice implements DeviceApi {
   }
 
   /** No graphs here (a captured sequence is issued again), so a mark is a record. */
-  eventRecordMark(event: EventHandle, stream: StreamHandle): void {
+  eventRecordMark(event: number, stream: number): void {
     this.eventRecord(event, stream);
   }
 
-  streamWaitEvent(stream: StreamHandle, event: EventHandle, expectedRecords?: number): void {
+  streamWaitEvent(stream: number, event: number, expectedRecords?: number): void {
     this.stream('streamWaitEvent', stream);
     const gen = this.eventGenOf(event, 'streamWaitEvent');
     if (expectedRecords !== undefined && gen < expectedRecords) {
@@ -310,11 +315,11 @@ export class CpuDevice implements DeviceApi {
     }
     this.tick();
   }
-  eventQuery(event: EventHandle): boolean {
+  eventQuery(event: number): boolean {
     this.eventGenOf(event, 'eventQuery');
     return true;
   }
-  eventElapsedMs(start: EventHandle, end: EventHandle): number {
+  eventElapsedMs(start: number, end: number): number {
     for (const e of [start, end]) {
       if (!this.timing.has(e)) throw new Error(`eventElapsedMs: event ${e} is not a timing event this thread created`);
       if (Atomics.load(this.i32, this.layout.eventGen + e - 1) === 0)
@@ -402,14 +407,14 @@ export class CpuDevice implements DeviceApi {
     this.heaps.set(arena, merged);
   }
 
-  memsetAsync(ptr: number, byteValue: number, bytes: number, stream: StreamHandle): void {
+  memsetAsync(ptr: number, byteValue: number, bytes: number, stream: number): void {
     this.stream('memsetAsync', stream);
     const ep = this.tick();
     const [d, off] = this.access('memsetAsync', ptr, bytes, WRITE, ep, false);
     this.bytes[d]!.fill(byteValue & 0xff, off, off + bytes);
   }
 
-  memcpyAsync(dst: number, src: number, bytes: number, stream: StreamHandle): void {
+  memcpyAsync(dst: number, src: number, bytes: number, stream: number): void {
     this.stream('memcpyAsync', stream);
     const ep = this.tick();
     const [sd, so] = this.access('memcpyAsync(src)', src, bytes, READ, ep, false);
@@ -422,14 +427,7 @@ export class CpuDevice implements DeviceApi {
     this.bytes[dd]!.set(this.bytes[sd]!.subarray(so, so + bytes), dOff);
   }
 
-  memcpyPeerAsync(
-    dst: number,
-    dstDevice: number,
-    src: number,
-    srcDevice: number,
-    bytes: number,
-    stream: StreamHandle,
-  ): void {
+  memcpyPeerAsync(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number, stream: number): void {
     if (this.deviceOf(dst) !== dstDevice || this.deviceOf(src) !== srcDevice) {
       throw new Error(
         `memcpyPeerAsync: dst ${hex(dst)} is not on device ${dstDevice} or src ${hex(src)} is not on device ${srcDevice}`,
@@ -469,14 +467,14 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- kernels ----
-  launchFillF32(ptr: number, n: number, value: number, stream: StreamHandle): void {
+  launchFillF32(ptr: number, n: number, value: number, stream: number): void {
     this.stream('launchFillF32', stream);
     const ep = this.tick();
     const [d, off] = this.access('launchFillF32', ptr, n * 4, WRITE, ep, true);
     this.f32[d]!.fill(value, off / 4, off / 4 + n);
   }
 
-  launchAxpyF32(y: number, x: number, n: number, a: number, stream: StreamHandle): void {
+  launchAxpyF32(y: number, x: number, n: number, a: number, stream: number): void {
     this.stream('launchAxpyF32', stream);
     const ep = this.tick();
     const [xd, xo] = this.access('launchAxpyF32(x)', x, n * 4, READ, ep, true);
@@ -499,7 +497,7 @@ export class CpuDevice implements DeviceApi {
     return new Uint8Array(view.buffer, view.byteOffset + off, bytes);
   }
 
-  launchSignal(counter: number, value: number, stream: StreamHandle): void {
+  launchSignal(counter: number, value: number, stream: number): void {
     this.stream('launchSignal', stream);
     this.tick();
     const id = Math.floor((counter - HOST_BASE) / HOST_UNIT);
@@ -511,7 +509,7 @@ export class CpuDevice implements DeviceApi {
   }
 
   /** `*dst = now`, in nanoseconds of the process's monotonic clock (the CPU's %globaltimer). */
-  launchStampNow(dst: number, stream: StreamHandle): void {
+  launchStampNow(dst: number, stream: number): void {
     this.stream('launchStampNow', stream);
     this.storeNs('launchStampNow', dst, this.tick());
   }
@@ -523,7 +521,7 @@ export class CpuDevice implements DeviceApi {
     this.u32[d]![off / 4 + 1] = Number(ns >> 32n);
   }
 
-  launchProbeWrite(dst: number, n: number, seed: number, stream: StreamHandle): void {
+  launchProbeWrite(dst: number, n: number, seed: number, stream: number): void {
     this.stream('launchProbeWrite', stream);
     const ep = this.tick();
     const [d, off] = this.access('launchProbeWrite', dst, n * 4, WRITE, ep, true);
@@ -533,7 +531,7 @@ export class CpuDevice implements DeviceApi {
   }
 
   /** Reads the bytes as the GPU kernel does (a smoke run of the bench's floor, not a figure). */
-  launchReadFloor(ptr: number, bytes: number, sink: number, stream: StreamHandle): void {
+  launchReadFloor(ptr: number, bytes: number, sink: number, stream: number): void {
     this.stream('launchReadFloor', stream);
     const ep = this.tick();
     const n = Math.floor(bytes / 16) * 4;
@@ -548,7 +546,7 @@ export class CpuDevice implements DeviceApi {
     }
   }
 
-  launchSpin(microseconds: number, stream: StreamHandle): void {
+  launchSpin(microseconds: number, stream: number): void {
     this.stream('launchSpin', stream);
     this.tick();
     Atomics.wait(this.sleeper, 0, 0, microseconds / 1000);
@@ -565,7 +563,7 @@ export class CpuDevice implements DeviceApi {
     return { entry: REFUSED_ENTRY, exit: REFUSED_EXIT };
   }
 
-  launchPush(src: number, dst: number, n: number, stream: StreamHandle): void {
+  launchPush(src: number, dst: number, n: number, stream: number): void {
     this.stream('launchPush', stream);
     const ep = this.tick();
     const [sd, so] = this.access('launchPush(src)', src, n * 4, READ, ep, true);
@@ -580,7 +578,7 @@ export class CpuDevice implements DeviceApi {
     rowLen: number,
     srcStride: number,
     dstStride: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     this.stream('launchPush2d', stream);
     if (rows === 0 || rowLen === 0) return;
@@ -614,7 +612,7 @@ export class CpuDevice implements DeviceApi {
     }
   }
 
-  launchFold(dst: number, stage: number, n: number, stream: StreamHandle): void {
+  launchFold(dst: number, stage: number, n: number, stream: number): void {
     this.stream('launchFold', stream);
     const ep = this.tick();
     const [sd, so] = this.access('launchFold(stage)', stage, n * 4, READ, ep, true);
@@ -666,7 +664,7 @@ export class CpuDevice implements DeviceApi {
     cols: number,
     kind: number,
     scale: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     mk.genWeights(
       this.kernel('launchGenWeights', stream),
@@ -682,13 +680,13 @@ export class CpuDevice implements DeviceApi {
       scale,
     );
   }
-  launchSetI32(dst: number, values: readonly number[], stream: StreamHandle): void {
+  launchSetI32(dst: number, values: readonly number[], stream: number): void {
     mk.setI32(this.kernel('launchSetI32', stream), dst, values);
   }
-  launchEmbed(out: number, emb: number, tokens: number, t: number, H: number, V: number, stream: StreamHandle): void {
+  launchEmbed(out: number, emb: number, tokens: number, t: number, H: number, V: number, stream: number): void {
     mk.embed(this.kernel('launchEmbed', stream), out, emb, tokens, t, H, V);
   }
-  launchRmsnorm(out: number, input: number, gain: number, t: number, H: number, stream: StreamHandle): void {
+  launchRmsnorm(out: number, input: number, gain: number, t: number, H: number, stream: number): void {
     mk.rmsnormRows(this.kernel('launchRmsnorm', stream), out, input, gain, t, H);
   }
   launchGemv(
@@ -703,7 +701,7 @@ export class CpuDevice implements DeviceApi {
     t: number,
     accumulate: boolean,
     split: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     // The split orders the GPU's sum; the oracle sums in k order whatever it is.
     if (!Number.isInteger(split) || split < 0 || split > 8)
@@ -723,7 +721,7 @@ export class CpuDevice implements DeviceApi {
     qcols: number,
     t: number,
     P: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     mk.latentQuery(this.kernel('launchLatentQuery', stream), q, a, wdkv, wq, cache, slotStride, pos, K, R, qcols, t, P);
   }
@@ -736,7 +734,7 @@ export class CpuDevice implements DeviceApi {
     L: number,
     P: number,
     R: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     mk.cacheWrite(this.kernel('launchCacheWrite', stream), cache, c, pos, t, layer, L, P, R);
   }
@@ -755,7 +753,7 @@ export class CpuDevice implements DeviceApi {
     P: number,
     R: number,
     Dv: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     // The GPU's tile partials live in `work`; here the oracle's two-pass softmax needs none.
     mk.mlaAttention(
@@ -778,10 +776,10 @@ export class CpuDevice implements DeviceApi {
   mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number {
     return mlaWorkspaceBytes(t, nh, P, R);
   }
-  launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: StreamHandle): void {
+  launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
     mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);
   }
-  launchQuantize(xq: number, xs: number, b: number, t: number, H: number, stream: StreamHandle): void {
+  launchQuantize(xq: number, xs: number, b: number, t: number, H: number, stream: number): void {
     mk.quantize(this.kernel('launchQuantize', stream), xq, xs, b, t, H);
   }
   launchRouteQuant(
@@ -796,14 +794,14 @@ export class CpuDevice implements DeviceApi {
     E: number,
     K: number,
     H: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     const m = this.kernel('launchRouteQuant', stream);
     mk.router(m, ids, wts, logits, t, E, K);
     mk.quantize(m, xq, xs, b, t, H);
     mk.dequantize(m, xd, xq, xs, t, H);
   }
-  launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: StreamHandle): void {
+  launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
     mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);
   }
   launchExpertUp(
@@ -818,7 +816,7 @@ export class CpuDevice implements DeviceApi {
     K: number,
     H: number,
     F: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     mk.expertUp(this.kernel('launchExpertUp', stream), act, xd, ids, w1, w3, e0, nE, t, K, H, F);
   }
@@ -833,7 +831,7 @@ export class CpuDevice implements DeviceApi {
     K: number,
     H: number,
     F: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     mk.expertDown(this.kernel('launchExpertDown', stream), contrib, act, ids, w2, e0, nE, t, K, H, F);
   }
@@ -847,16 +845,16 @@ export class CpuDevice implements DeviceApi {
     t: number,
     K: number,
     H: number,
-    stream: StreamHandle,
+    stream: number,
   ): void {
     mk.moeCombine(this.kernel('launchMoeCombine', stream), h, wts, ids, lo, hi, splitE, t, K, H);
   }
-  launchArgmax(out: number, logits: number, t: number, V: number, stream: StreamHandle): void {
+  launchArgmax(out: number, logits: number, t: number, V: number, stream: number): void {
     mk.argmaxRows(this.kernel('launchArgmax', stream), out, logits, t, V);
   }
 
   /** One kernel's memory: every view is an access at this launch's epoch, checked and recorded. */
-  private kernel(call: string, stream: StreamHandle): mk.KernelMemory {
+  private kernel(call: string, stream: number): mk.KernelMemory {
     this.stream(call, stream);
     const ep = this.tick();
     const at = (name: string, ptr: number, bytes: number, kind: number): [ArrayBufferLike, number] => {
@@ -951,11 +949,11 @@ export class CpuDevice implements DeviceApi {
     return this.f64[k]!;
   }
 
-  private eventBase(event: EventHandle): number {
+  private eventBase(event: number): number {
     return this.layout.eventData + (event - 1) * this.layout.eventStride;
   }
 
-  private eventGenOf(event: EventHandle, call: string): number {
+  private eventGenOf(event: number, call: string): number {
     if (!Number.isInteger(event) || event < 1 || event > this.world.lanes * MAX_EVENTS)
       throw new Error(`${call}: ${event} is not an event handle`);
     return Atomics.load(this.i32, this.layout.eventGen + event - 1);

@@ -212,19 +212,8 @@ export function deviceControl(ctx: WorkerContext) {
       ctx.needOpen('genWeights');
       // The next step kernel must not start before the weights it may read ahead are written.
       ctx.pdlChain.reset();
-      ctx.dev.launchGenWeights(
-        asDevicePtr(dst),
-        seed,
-        id,
-        base,
-        rows,
-        srcCols,
-        colStart,
-        cols,
-        kind,
-        scale,
-        ctx.stream,
-      );
+      const ptr = asDevicePtr(dst);
+      ctx.dev.launchGenWeights(ptr, seed, id, base, rows, srcCols, colStart, cols, kind, scale, ctx.stream);
     },
 
     /**

@@ -27,7 +27,7 @@ export function workerDeath(
   spinMicros: number,
 ): (rep: number) => Promise<RepCheck[]> {
   return async (rep) => {
-    const s: Session = await openVariant(backend, preset, variant);
+    const s: Session = await openVariant(backend, preset, variant, { faultHooks: true });
     try {
       const checks: RepCheck[] = [];
       const first = await stepChecked(s, ref);

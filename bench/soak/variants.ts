@@ -9,6 +9,7 @@ import { DEFAULT_CONFIG, type DecodeConfig } from '../../src/decode/decode-confi
 import type { BackendKind } from '../../src/runtime/device-api.js';
 import type { TransportName } from '../../src/runtime/transports/transport.js';
 import type { PresetName } from '../../src/decode/model-config.js';
+import type { RuntimeOptions } from '../../src/runtime/runtime.js';
 
 export interface Variant {
   loopback: boolean;
@@ -35,14 +36,19 @@ export function variantConfig(v: Variant): DecodeConfig {
 }
 
 /** One row a step (slot 0): the soak decodes one sequence. */
-export function openVariant(backend: BackendKind, preset: string, v: Variant): Promise<Session> {
+export function openVariant(
+  backend: BackendKind,
+  preset: string,
+  v: Variant,
+  runtime: RuntimeOptions = {},
+): Promise<Session> {
   return Session.open({
     backend,
     model: preset as PresetName,
     maxBatch: 1,
     config: variantConfig(v),
     ...(v.loopback
-      ? { layout: 'sharded', runtime: { devices: [0, 0], loopback: true } }
-      : { layout: 'unsharded', runtime: { devices: [0] } }),
+      ? { layout: 'sharded', runtime: { ...runtime, devices: [0, 0], loopback: true } }
+      : { layout: 'unsharded', runtime: { ...runtime, devices: [0] } }),
   });
 }

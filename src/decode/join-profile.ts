@@ -36,6 +36,7 @@ import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
 import { HOPS, RECEIVER, type Hop, type JoinSample } from '../profile/profile-data.js';
 import { ProfileBoard } from '../workers/profile-board.js';
 import { seqDiff } from '../workers/ring-layout.js';
+import { RingMarks } from './ring-marks.js';
 import { RANKS, type Transport } from '../runtime/transports/transport.js';
 
 export { HOPS, type Hop };
@@ -128,6 +129,8 @@ export class JoinProfiler {
   private readonly sets: EventSet[] = [];
   /** One board per rank, attached to that rank's ring. */
   private readonly boards: ProfileBoard[];
+  /** The marks on each rank's ring, by rank, once create() has attached them. */
+  private readonly marks: RingMarks[] = [];
   private readonly base = hostClockBase();
   private steps = 0;
   private set!: EventSet;
@@ -190,7 +193,7 @@ export class JoinProfiler {
       if (p.mailbox) for (const r of p.ranks) p.stampBlocks[r.rank] = await r.alloc(p.blockBytes);
       for (const r of p.ranks) {
         await r.control.call('setProfileBoard', p.boards[r.rank]!.buffer, p.base);
-        r.ring.attachMarks(p.boards[r.rank]!.marks);
+        p.marks[r.rank] = new RingMarks(r.ring, p.boards[r.rank]!.marks);
       }
     } catch (e) {
       await p.close();
@@ -383,12 +386,12 @@ export class JoinProfiler {
    * the step) gets a no-op record to ride on, so every event of the step is on its stream.
    */
   flush(): void {
-    for (const r of this.ranks) if (r.ring.marksPending()) r.nop();
+    for (const r of this.ranks) if (this.marks[r.rank]?.pending) r.nop();
   }
 
   private mark(r: Rank, ev: DeviceEvent): void {
     // Two marks already wait when a join wrote nothing on its receiving ring: record this one.
-    if (!r.ring.mark(ev.handle)) {
+    if (!this.marks[r.rank]!.mark(ev.handle)) {
       r.record(ev);
       return;
     }
@@ -504,7 +507,7 @@ export class JoinProfiler {
   async close(): Promise<void> {
     for (const set of this.sets) await set.reading.catch(() => undefined);
     for (const r of this.ranks) {
-      r.ring.attachMarks(undefined);
+      this.marks[r.rank]?.detach();
       await r.control.call('setProfileBoard', undefined, this.base).catch(() => undefined);
     }
     for (const set of this.sets) {

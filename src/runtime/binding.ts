@@ -1,10 +1,13 @@
 /**
  * The native addon's whole surface, described once, by hand.
  *
- * Handles (streams, events, device pointers, pinned host pointers) cross the boundary as plain
- * numbers. They are process-wide CUDA handles or 64-bit addresses; x86-64 user addresses and
- * CUDA's unified virtual addresses both stay below 2^53, so a double holds them exactly, and a
- * number can travel in a ring record or a control call to any thread.
+ * Handles (streams, events, graphs, communicators, device and pinned host pointers) cross the
+ * boundary as numbers, typed by kind (`StreamHandle`, `DevicePtr`, ...). They are process-wide
+ * CUDA handles or 64-bit addresses; x86-64 user addresses and CUDA's unified virtual addresses
+ * both stay below 2^53, so a double holds them exactly, and a number can travel in a ring record
+ * or a control call to any thread. The main thread's `Rank` takes device addresses as plain
+ * numbers (a walk's buffers are an allocation plus offsets); the worker makes them `DevicePtr`
+ * where it hands them to the addon.
  *
  * Threading contract: the process-wide calls (`deviceCount`, `driverVersion`, `deviceProps`,
  * `canAccessPeer`, `arSignalBytes`, `arMaxBlocks`, `refusalWords`, `llStateBytes`, `llDepth`, `llMaxValues`, `ncclLoad`, `ncclGetUniqueId`) may run on any
@@ -22,10 +25,28 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export type StreamHandle = number;
-export type EventHandle = number;
-export type DevicePtr = number;
-export type HostPtr = number;
+// Each kind of handle is a number branded with its kind, so a stream passed where a pointer goes
+// (or an event where a graph goes) fails to compile; at run time it is the same double.
+export type StreamHandle = number & { readonly __brand: 'StreamHandle' };
+export type EventHandle = number & { readonly __brand: 'EventHandle' };
+export type DevicePtr = number & { readonly __brand: 'DevicePtr' };
+export type HostPtr = number & { readonly __brand: 'HostPtr' };
+export type GraphHandle = number & { readonly __brand: 'GraphHandle' };
+export type ChildGraphHandle = number & { readonly __brand: 'ChildGraphHandle' };
+export type NcclComm = number & { readonly __brand: 'NcclComm' };
+
+// A handle that crossed a ring record (a Float64Array word) or a control call comes back as a
+// plain number; these name the one step that makes it a handle again. Pointer arithmetic (a row
+// inside an allocation) also gives a plain number, made a pointer by asDevicePtr.
+export const asDevicePtr = (n: number): DevicePtr => n as DevicePtr;
+export const asHostPtr = (n: number): HostPtr => n as HostPtr;
+export const asStreamHandle = (n: number): StreamHandle => n as StreamHandle;
+export const asEventHandle = (n: number): EventHandle => n as EventHandle;
+export const asGraphHandle = (n: number): GraphHandle => n as GraphHandle;
+export const asChildGraphHandle = (n: number): ChildGraphHandle => n as ChildGraphHandle;
+export const asNcclComm = (n: number): NcclComm => n as NcclComm;
+/** The address `bytes` past `p`, inside the same allocation. */
+export const ptrAdd = (p: DevicePtr, bytes: number): DevicePtr => (p + bytes) as DevicePtr;
 
 export interface DeviceProps {
   ordinal: number;
@@ -577,10 +598,6 @@ export interface NativeBinding {
     stream: StreamHandle,
   ): void;
 }
-
-export type GraphHandle = number;
-export type ChildGraphHandle = number;
-export type NcclComm = number;
 
 /** The probe kernel's pattern, so a reader can check what a peer wrote. */
 export function probePattern(seed: number, i: number): number {

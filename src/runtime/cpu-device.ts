@@ -9,7 +9,17 @@
 import { mlaWorkspaceBytes } from '../decode/mla-workspace.js';
 import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
-import type { HostRegistration } from './binding.js';
+import {
+  asDevicePtr,
+  asEventHandle,
+  asHostPtr,
+  asStreamHandle,
+  type DevicePtr,
+  type EventHandle,
+  type HostPtr,
+  type HostRegistration,
+  type StreamHandle,
+} from './binding.js';
 import {
   ACCESS_ENTRIES,
   ACCESS_FIELDS,
@@ -85,6 +95,11 @@ export function overlaps(
   return false;
 }
 
+/**
+ * Its parameters take plain numbers where DeviceApi takes a handle's kind: callers reach it
+ * through DeviceApi, which keeps the kinds apart, and each number is checked here against what
+ * this thread made (an unknown stream, event or address is refused by name).
+ */
 export class CpuDevice implements DeviceApi {
   private readonly layout: CpuWorldLayout;
   private readonly i32: Int32Array;
@@ -222,11 +237,11 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- streams ----
-  streamCreate(): number {
+  streamCreate(): StreamHandle {
     this.need('streamCreate');
     const s = this.nextStream++;
     this.streams.add(s);
-    return s;
+    return asStreamHandle(s);
   }
   streamDestroy(stream: number): void {
     this.stream('streamDestroy', stream);
@@ -241,7 +256,7 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- events ----
-  eventCreate(timing: boolean): number {
+  eventCreate(timing: boolean): EventHandle {
     this.need('eventCreate');
     for (let i = 0; i < MAX_EVENTS; i++) {
       const h = 1 + this.lane * MAX_EVENTS + i;
@@ -250,7 +265,7 @@ export class CpuDevice implements DeviceApi {
       if (timing) this.timing.add(h);
       else this.timing.delete(h);
       Atomics.store(this.i32, this.layout.eventGen + h - 1, 0);
-      return h;
+      return asEventHandle(h);
     }
     throw new Error(`eventCreate on device ${this.dev}: out of event slots (${MAX_EVENTS})`);
   }
@@ -314,9 +329,9 @@ export class CpuDevice implements DeviceApi {
   }
 
   // ---- memory ----
-  malloc(bytes: number): number {
+  malloc(bytes: number): DevicePtr {
     this.need('malloc');
-    return this.allocIn(this.dev, bytes, 'cudaMalloc');
+    return asDevicePtr(this.allocIn(this.dev, bytes, 'cudaMalloc'));
   }
 
   free(ptr: number): void {
@@ -324,9 +339,9 @@ export class CpuDevice implements DeviceApi {
     this.freeIn(this.dev, ptr, 'free');
   }
 
-  hostAlloc(bytes: number): number {
+  hostAlloc(bytes: number): HostPtr {
     this.need('hostAlloc');
-    return this.allocIn(this.world.devices, bytes, 'cudaHostAlloc');
+    return asHostPtr(this.allocIn(this.world.devices, bytes, 'cudaHostAlloc'));
   }
 
   hostFree(ptr: number): void {
@@ -444,7 +459,7 @@ export class CpuDevice implements DeviceApi {
     const words = Math.floor(view.byteLength / 4);
     this.hostRegs.set(id, new Uint32Array(view.buffer, view.byteOffset, words));
     const ptr = HOST_BASE + id * HOST_UNIT;
-    return { hostPtr: ptr, devicePtr: ptr, byteOffset: 0, bytes: words * 4 };
+    return { hostPtr: asHostPtr(ptr), devicePtr: asDevicePtr(ptr), byteOffset: 0, bytes: words * 4 };
   }
   hostUnregister(hostPtr: number): void {
     if (!this.hostRegs.delete(Math.floor((hostPtr - HOST_BASE) / HOST_UNIT)))
@@ -870,16 +885,16 @@ export class CpuDevice implements DeviceApi {
   streamBeginCapture(): void {
     throw new Error(NO_GRAPHS);
   }
-  streamEndCapture(): number {
+  streamEndCapture(): never {
     throw new Error(NO_GRAPHS);
   }
-  streamEndCaptureChild(): number {
+  streamEndCaptureChild(): never {
     throw new Error(NO_GRAPHS);
   }
   childGraphDestroy(): void {
     throw new Error(NO_GRAPHS);
   }
-  parentGraphBuild(): number {
+  parentGraphBuild(): never {
     throw new Error(NO_GRAPHS);
   }
   graphLaunch(): void {
@@ -894,7 +909,7 @@ export class CpuDevice implements DeviceApi {
   ncclGetUniqueId(): Uint8Array {
     throw new Error(NO_NCCL);
   }
-  ncclCommInitRank(): number {
+  ncclCommInitRank(): never {
     throw new Error(NO_NCCL);
   }
   ncclCommDestroy(): void {

@@ -3,7 +3,7 @@
  * backend is the addon itself; the CPU reference (cpu-device.ts) implements the same calls over
  * SharedArrayBuffers and turns the seeds' ordering hazards into errors.
  */
-import type { NativeBinding } from './binding.js';
+import type { EventHandle, NativeBinding, StreamHandle } from './binding.js';
 
 export type BackendKind = 'cuda' | 'cpu';
 
@@ -95,7 +95,7 @@ export type DeviceApi = Pick<
    * mean what its issuer meant. CUDA cannot check it (the ring handshake guarantees it there);
    * the CPU reference does, and refuses a wait enqueued before its record.
    */
-  streamWaitEvent(stream: number, event: number, expectedRecords?: number): void;
+  streamWaitEvent(stream: StreamHandle, event: EventHandle, expectedRecords?: number): void;
   /** Devices this backend sees. */
   deviceCount(): number;
   canAccessPeer(device: number, peer: number): boolean;

@@ -124,7 +124,7 @@ export class ParentGraph {
       const endB = b.endCaptureChild(h.peer);
       await untilCaptured(rt, [endA, endB]);
       made.push([a, h.owner], [a, h.post], [b, h.peer]);
-      const peerChild: number = await b.control.call('childGraphHandle', h.peer);
+      const peerChild = await b.control.call('childGraphHandle', h.peer);
       await a.control.call('buildParentGraph', {
         slot: h.exec,
         owner: h.owner,

@@ -6,6 +6,7 @@ import type { RingProducer } from '../workers/ring.js';
 import { Op } from '../workers/ops.js';
 import type { WorkerHandle } from '../workers/worker-handle.js';
 import { boolean, bufferView, integer, number, record, type Check } from '../api/check.js';
+import type { EventHandle } from './binding.js';
 
 // The arguments of the operations a caller makes, checked on the main thread: a bad one reaching
 // a worker would fault its ring and stop the runtime. Module constants, so a hot-path check
@@ -26,7 +27,7 @@ const view = bufferView;
  * after the record it means (the handshake), and the CPU reference can check it means that one.
  */
 export interface DeviceEvent {
-  readonly handle: number;
+  readonly handle: EventHandle;
   readonly rank: number;
   readonly timing: boolean;
   records: number;

@@ -63,6 +63,12 @@ export interface RuntimeOptions {
    * Default true; where the topology cannot be read the workers run unpinned (see `placement`).
    */
   pinWorkers?: boolean;
+  /**
+   * For tests and the soak: the control plane's fault hooks, `hang` (a call that answers only
+   * after the milliseconds it is given) and `crash` (an uncaught error on the worker's thread).
+   * Without it the workers do not load them, and the two calls are refused by name. Default false.
+   */
+  faultHooks?: boolean;
 }
 
 const PAGE = 4096;
@@ -85,6 +91,7 @@ export const RUNTIME_OPTIONS = options<RuntimeOptions>({
   cpuArenaBytes: integer(4096, 2 ** 31),
   peerAccess: boolean,
   pinWorkers: boolean,
+  faultHooks: boolean,
 });
 
 /** The cores to pin the workers to, or why they stay unpinned. */
@@ -186,6 +193,7 @@ export class Runtime {
       cpuArenaBytes: options.cpuArenaBytes ?? 64 * 2 ** 20,
       peerAccess: options.peerAccess ?? true,
       pinWorkers: options.pinWorkers ?? true,
+      faultHooks: options.faultHooks ?? false,
     };
     checkInRange(checkDevices(o.devices, o.loopback), visible, backend);
     const n = o.devices.length;
@@ -234,6 +242,7 @@ export class Runtime {
             mailboxBytes: o.mailboxBytes,
             spinMicros: o.spinMicros,
             handshakeTimeoutMs: o.handshakeTimeoutMs,
+            faultHooks: o.faultHooks,
             ...(cpus.cpus[r] === undefined ? {} : { cpu: cpus.cpus[r] }),
           },
           o.callTimeoutMs,

@@ -1,11 +1,23 @@
 /**
  * A pinned worker's control plane: the cold calls the main thread makes over comlink (open,
  * allocate, upload, read back, events, graphs, NCCL, close). Each waits for the ring's earlier
- * records where what it touches may still be in use by them.
+ * records where what it touches may still be in use by them. Addresses come as the main thread
+ * computed them, plain numbers; each call makes them pointers where it hands them to the device.
  */
 import * as Comlink from 'comlink';
 import type { LinkConstants } from '../runtime/link-constants.js';
-import { loadBinding } from '../runtime/binding.js';
+import {
+  asDevicePtr,
+  asHostPtr,
+  asNcclComm,
+  asStreamHandle,
+  type ChildGraphHandle,
+  type DevicePtr,
+  type EventHandle,
+  type GraphHandle,
+  type HostPtr,
+  loadBinding,
+} from '../runtime/binding.js';
 import { hostMicros } from '../runtime/host-clock.js';
 import { ProfileBoard } from './profile-board.js';
 import { seqDiff } from './ring-layout.js';
@@ -48,7 +60,10 @@ export function deviceControl(ctx: WorkerContext) {
       }
       ctx.completion = new Uint32Array(ctx.init.completion, ctx.registration.byteOffset, ctx.init.completionSlots);
       ctx.signalBase = ctx.registration.devicePtr;
-      ctx.mailbox = { devicePtr: ctx.registration.devicePtr + ctx.init.mailboxOffset, bytes: ctx.init.mailboxBytes };
+      ctx.mailbox = {
+        devicePtr: asDevicePtr(ctx.registration.devicePtr + ctx.init.mailboxOffset),
+        bytes: ctx.init.mailboxBytes,
+      };
       ctx.serving = serve(ctx).catch((e: unknown) => {
         parentPort?.postMessage({
           type: 'fault',
@@ -68,7 +83,7 @@ export function deviceControl(ctx: WorkerContext) {
       };
     },
 
-    async alloc(bytes: number): Promise<number> {
+    async alloc(bytes: number): Promise<DevicePtr> {
       ctx.needOpen('alloc');
       return ctx.dev.malloc(bytes);
     },
@@ -77,36 +92,36 @@ export function deviceControl(ctx: WorkerContext) {
       ctx.needOpen('free');
       // Records still in the ring or on the stream may use this memory: the seed's lifetime hazard.
       await drain(ctx, 10_000);
-      ctx.dev.free(ptr);
+      ctx.dev.free(asDevicePtr(ptr));
     },
 
     async upload(ptr: number, data: Uint8Array): Promise<void> {
       ctx.needOpen('upload');
       // A synchronous copy does not order against a non-blocking stream: drain it first.
       await drain(ctx, 10_000);
-      ctx.dev.upload(ptr, data);
+      ctx.dev.upload(asDevicePtr(ptr), data);
     },
 
     async download(ptr: number, bytes: number): Promise<Uint8Array> {
       ctx.needOpen('download');
       await drain(ctx, 10_000);
       const out = new Uint8Array(bytes);
-      ctx.dev.download(out, ptr);
+      ctx.dev.download(out, asDevicePtr(ptr));
       return Comlink.transfer(out, [out.buffer]);
     },
 
-    async createEvent(timing: boolean): Promise<number> {
+    async createEvent(timing: boolean): Promise<EventHandle> {
       ctx.needOpen('createEvent');
       return ctx.dev.eventCreate(timing);
     },
 
-    async destroyEvent(event: number): Promise<void> {
+    async destroyEvent(event: EventHandle): Promise<void> {
       ctx.needOpen('destroyEvent');
       await drain(ctx, 10_000);
       ctx.dev.eventDestroy(event);
     },
 
-    async elapsedMs(start: number, end: number): Promise<number> {
+    async elapsedMs(start: EventHandle, end: EventHandle): Promise<number> {
       ctx.needOpen('elapsedMs');
       await drain(ctx, 10_000);
       return ctx.dev.eventElapsedMs(start, end);
@@ -120,7 +135,7 @@ export function deviceControl(ctx: WorkerContext) {
      * the step after it behind this worker's once-a-millisecond event-loop turn (profiling cost
      * 31% of tokens/s on bench, decode-2xH200-2026-11-30).
      */
-    async elapsedMsPairs(events: number[], newest?: number): Promise<number[]> {
+    async elapsedMsPairs(events: EventHandle[], newest?: EventHandle): Promise<number[]> {
       ctx.needOpen('elapsedMsPairs');
       if (events.length % 2 !== 0)
         throw new Error(`elapsedMsPairs: an even number of events (start, end pairs), got ${events.length}`);
@@ -159,13 +174,13 @@ export function deviceControl(ctx: WorkerContext) {
       ctx.needOpen('llConfigure');
       await drain(ctx, 10_000);
       ctx.dev.llConfigure(
-        c.selfRecv,
-        c.peerRecv,
+        asDevicePtr(c.selfRecv),
+        asDevicePtr(c.peerRecv),
         c.cap,
-        c.selfState,
-        c.peerState,
+        asDevicePtr(c.selfState),
+        asDevicePtr(c.peerState),
         ctx.init.rank,
-        c.err,
+        asDevicePtr(c.err),
         c.spinLimit,
         c.serveIdleMicros,
       );
@@ -197,7 +212,8 @@ export function deviceControl(ctx: WorkerContext) {
       ctx.needOpen('genWeights');
       // The next step kernel must not start before the weights it may read ahead are written.
       ctx.pdlChain.reset();
-      ctx.dev.launchGenWeights(dst, seed, id, base, rows, srcCols, colStart, cols, kind, scale, ctx.stream);
+      const ptr = asDevicePtr(dst);
+      ctx.dev.launchGenWeights(ptr, seed, id, base, rows, srcCols, colStart, cols, kind, scale, ctx.stream);
     },
 
     /**
@@ -213,7 +229,7 @@ export function deviceControl(ctx: WorkerContext) {
       const sink = ctx.dev.malloc(4);
       const e0 = ctx.dev.eventCreate(true);
       const e1 = ctx.dev.eventCreate(true);
-      let graph = 0;
+      let graph: GraphHandle | undefined;
       try {
         ctx.dev.memsetAsync(buf, 0x3c, bytes, ctx.stream);
         ctx.dev.launchReadFloor(buf, bytes, sink, ctx.stream);
@@ -225,7 +241,7 @@ export function deviceControl(ctx: WorkerContext) {
         const gbps: number[] = [];
         for (let r = 0; r < reps; r++) {
           ctx.dev.eventRecord(e0, ctx.stream);
-          if (graph) ctx.dev.graphLaunch(graph, ctx.stream);
+          if (graph !== undefined) ctx.dev.graphLaunch(graph, ctx.stream);
           else ctx.dev.launchReadFloor(buf, bytes, sink, ctx.stream);
           ctx.dev.eventRecord(e1, ctx.stream);
           ctx.dev.streamSynchronize(ctx.stream);
@@ -234,7 +250,7 @@ export function deviceControl(ctx: WorkerContext) {
         return gbps;
       } finally {
         ctx.dev.streamSynchronize(ctx.stream);
-        if (graph) ctx.dev.graphDestroy(graph);
+        if (graph !== undefined) ctx.dev.graphDestroy(graph);
         ctx.dev.eventDestroy(e0);
         ctx.dev.eventDestroy(e1);
         ctx.dev.free(sink);
@@ -242,14 +258,14 @@ export function deviceControl(ctx: WorkerContext) {
       }
     },
 
-    async hostAlloc(bytes: number): Promise<number> {
+    async hostAlloc(bytes: number): Promise<HostPtr> {
       ctx.needOpen('hostAlloc');
       return ctx.dev.hostAlloc(bytes);
     },
     async hostFree(ptr: number): Promise<void> {
       ctx.needOpen('hostFree');
       await drain(ctx, 10_000);
-      ctx.dev.hostFree(ptr);
+      ctx.dev.hostFree(asHostPtr(ptr));
     },
 
     async destroyGraph(slot: number): Promise<void> {
@@ -278,7 +294,7 @@ export function deviceControl(ctx: WorkerContext) {
     },
 
     /** The native handle of child graph `slot`, for the peer's thread to build a parent with. */
-    async childGraphHandle(slot: number): Promise<number> {
+    async childGraphHandle(slot: number): Promise<ChildGraphHandle> {
       ctx.needOpen('childGraphHandle');
       const c = ctx.children.get(slot);
       if (c === undefined) throw new Error(`${ctx.tag}: no child graph in slot ${slot}`);
@@ -293,7 +309,7 @@ export function deviceControl(ctx: WorkerContext) {
       slot: number;
       owner: number;
       post: number;
-      peerChild: number;
+      peerChild: ChildGraphHandle;
       peerDevice: number;
       copies: Array<{ dst: number; src: number; bytes: number }>;
     }): Promise<void> {
@@ -305,7 +321,14 @@ export function deviceControl(ctx: WorkerContext) {
         throw new Error(`${ctx.tag}: no child graph in slot ${owner === undefined ? spec.owner : spec.post}`);
       ctx.graphs.set(
         spec.slot,
-        ctx.dev.parentGraphBuild(owner, spec.peerChild, post, spec.peerDevice, spec.copies, ctx.stream),
+        ctx.dev.parentGraphBuild(
+          owner,
+          spec.peerChild,
+          post,
+          spec.peerDevice,
+          spec.copies.map((c) => ({ dst: asDevicePtr(c.dst), src: asDevicePtr(c.src), bytes: c.bytes })),
+          ctx.stream,
+        ),
       );
     },
 
@@ -389,12 +412,12 @@ export function deviceControl(ctx: WorkerContext) {
       }
       ctx.children.clear();
       if (ctx.comm !== 0) ctx.dev.ncclCommDestroy(ctx.comm);
-      ctx.comm = 0;
+      ctx.comm = asNcclComm(0);
       if (ctx.registration) ctx.dev.hostUnregister(ctx.registration.hostPtr);
       ctx.registration = undefined;
       // releaseDevice synchronizes the device before it frees anything.
       ctx.dev.releaseDevice();
-      ctx.stream = 0;
+      ctx.stream = asStreamHandle(0);
       if (drained) throw drained;
     },
   };

@@ -1,7 +1,8 @@
 /**
  * Failure injection for the control plane's own tests and the soak's worker-death fault: a call
  * that never answers in time, and an uncaught error on the worker's thread. Kept out of the
- * control calls (device-control.ts) and added to them by the worker's entry.
+ * control calls (device-control.ts) and loaded by the worker's entry only when the runtime was
+ * opened with `faultHooks: true`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -15,3 +16,5 @@ export const faultHooks = {
     });
   },
 };
+
+export type FaultHooks = typeof faultHooks;

@@ -4,10 +4,11 @@
  */
 import { Op } from './ops.js';
 import type { DeviceApi } from '../runtime/device-api.js';
+import { asDevicePtr, type DevicePtr, type StreamHandle } from '../runtime/binding.js';
 
 /** This rank's mailbox: mapped host memory the main thread reads (RuntimeOptions.mailboxBytes). */
 export interface Mailbox {
-  devicePtr: number;
+  devicePtr: DevicePtr;
   bytes: number;
 }
 
@@ -63,7 +64,7 @@ export function executeModelOp(
   op: number,
   a: Float64Array,
   i: number,
-  stream: number,
+  stream: StreamHandle,
   mailbox: Mailbox,
   pdl = false,
 ): boolean {
@@ -72,22 +73,39 @@ export function executeModelOp(
       const n = a[i + 1]!;
       const values: number[] = [];
       for (let k = 0; k < n; k++) values.push(a[i + 2 + k]!);
-      dev.launchSetI32(a[i]!, values, stream, pdl);
+      dev.launchSetI32(asDevicePtr(a[i]!), values, stream, pdl);
       return true;
     }
     case Op.Embed:
-      dev.launchEmbed(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
+      dev.launchEmbed(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        a[i + 3]!,
+        a[i + 4]!,
+        a[i + 5]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.Rmsnorm:
-      dev.launchRmsnorm(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      dev.launchRmsnorm(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        a[i + 3]!,
+        a[i + 4]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.Gemv:
       dev.launchGemv(
-        a[i]!,
+        asDevicePtr(a[i]!),
         a[i + 1]!,
-        a[i + 2]!,
+        asDevicePtr(a[i + 2]!),
         a[i + 3]!,
-        a[i + 4]!,
+        asDevicePtr(a[i + 4]!),
         a[i + 5]!,
         a[i + 6]!,
         a[i + 7]!,
@@ -100,9 +118,9 @@ export function executeModelOp(
       return true;
     case Op.CacheWrite:
       dev.launchCacheWrite(
-        a[i]!,
-        a[i + 1]!,
-        a[i + 2]!,
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
         a[i + 3]!,
         a[i + 4]!,
         a[i + 5]!,
@@ -114,15 +132,15 @@ export function executeModelOp(
       return true;
     case Op.MlaAttention:
       dev.launchMlaAttention(
-        a[i]!,
+        asDevicePtr(a[i]!),
         a[i + 1]!,
-        a[i + 2]!,
+        asDevicePtr(a[i + 2]!),
         a[i + 3]!,
-        a[i + 4]!,
+        asDevicePtr(a[i + 4]!),
         a[i + 5]!,
-        a[i + 6]!,
-        a[i + 7]!,
-        a[i + 8]!,
+        asDevicePtr(a[i + 6]!),
+        asDevicePtr(a[i + 7]!),
+        asDevicePtr(a[i + 8]!),
         a[i + 9]!,
         a[i + 10]!,
         a[i + 11]!,
@@ -133,20 +151,37 @@ export function executeModelOp(
       );
       return true;
     case Op.Router:
-      dev.launchRouter(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
-      return true;
-    case Op.Quantize:
-      dev.launchQuantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
-      return true;
-    case Op.LatentQuery:
-      dev.launchLatentQuery(
-        a[i]!,
-        a[i + 1]!,
-        a[i + 2]!,
+      dev.launchRouter(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
         a[i + 3]!,
         a[i + 4]!,
         a[i + 5]!,
-        a[i + 6]!,
+        stream,
+        pdl,
+      );
+      return true;
+    case Op.Quantize:
+      dev.launchQuantize(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        a[i + 3]!,
+        a[i + 4]!,
+        stream,
+        pdl,
+      );
+      return true;
+    case Op.LatentQuery:
+      dev.launchLatentQuery(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
+        a[i + 5]!,
+        asDevicePtr(a[i + 6]!),
         a[i + 7]!,
         a[i + 8]!,
         a[i + 9]!,
@@ -158,13 +193,13 @@ export function executeModelOp(
       return true;
     case Op.RouteQuant:
       dev.launchRouteQuant(
-        a[i]!,
-        a[i + 1]!,
-        a[i + 2]!,
-        a[i + 3]!,
-        a[i + 4]!,
-        a[i + 5]!,
-        a[i + 6]!,
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
+        asDevicePtr(a[i + 5]!),
+        asDevicePtr(a[i + 6]!),
         a[i + 7]!,
         a[i + 8]!,
         a[i + 9]!,
@@ -174,15 +209,23 @@ export function executeModelOp(
       );
       return true;
     case Op.Dequantize:
-      dev.launchDequantize(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, stream, pdl);
+      dev.launchDequantize(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        a[i + 3]!,
+        a[i + 4]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.ExpertUp:
       dev.launchExpertUp(
-        a[i]!,
-        a[i + 1]!,
-        a[i + 2]!,
-        a[i + 3]!,
-        a[i + 4]!,
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
         a[i + 5]!,
         a[i + 6]!,
         a[i + 7]!,
@@ -195,10 +238,10 @@ export function executeModelOp(
       return true;
     case Op.ExpertDown:
       dev.launchExpertDown(
-        a[i]!,
-        a[i + 1]!,
-        a[i + 2]!,
-        a[i + 3]!,
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
         a[i + 4]!,
         a[i + 5]!,
         a[i + 6]!,
@@ -211,11 +254,11 @@ export function executeModelOp(
       return true;
     case Op.MoeCombine:
       dev.launchMoeCombine(
-        a[i]!,
-        a[i + 1]!,
-        a[i + 2]!,
-        a[i + 3]!,
-        a[i + 4]!,
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
         a[i + 5]!,
         a[i + 6]!,
         a[i + 7]!,
@@ -225,7 +268,7 @@ export function executeModelOp(
       );
       return true;
     case Op.Argmax:
-      dev.launchArgmax(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, stream, pdl);
+      dev.launchArgmax(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, a[i + 3]!, stream, pdl);
       return true;
     case Op.ToMailbox: {
       const offset = a[i + 1]!,
@@ -241,7 +284,7 @@ export function executeModelOp(
           `ToMailbox: [${offset}, +${bytes}) is outside this rank's ${mailbox.bytes}-byte mailbox (RuntimeOptions.mailboxBytes)`,
         );
       }
-      dev.memcpyAsync(mailbox.devicePtr + offset, a[i]!, bytes, stream);
+      dev.memcpyAsync(asDevicePtr(mailbox.devicePtr + offset), asDevicePtr(a[i]!), bytes, stream);
       return true;
     }
     default:

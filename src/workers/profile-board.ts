@@ -18,6 +18,13 @@
  * until the ring wraps onto its slot again: readers check that it has not.
  */
 export const MARKS_PER_RECORD = 2;
+/** The record flag (ring-layout.ts, an annex's bit) that says its slot's marks are to be recorded. */
+export const FLAG_MARKS = 2;
+
+/** Whether a record with these flags carries marks: the worker records them before it runs. */
+export function carriesMarks(flags: number): boolean {
+  return (flags & FLAG_MARKS) !== 0;
+}
 
 export class ProfileBoard {
   readonly marks: Float64Array;

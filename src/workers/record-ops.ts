@@ -4,15 +4,17 @@
  * record may carry.
  */
 import { OP_COUNT, Op } from './ops.js';
+import { carriesMarks } from './profile-board.js';
 import type { RecordRef } from './ring.js';
 import { executeModelOp } from './model-dispatch.js';
+import { asDevicePtr, asEventHandle, type NcclComm } from '../runtime/binding.js';
 import { Refusal, type WorkerContext } from './worker-context.js';
 
 function needLl(ctx: WorkerContext): void {
   if (!ctx.llReady) throw new Refusal('an LL join before llConfigure: open the ll transport first', 'ERR_BAD_RECORD');
 }
 
-function needComm(ctx: WorkerContext): number {
+function needComm(ctx: WorkerContext): NcclComm {
   if (ctx.comm === 0) throw new Refusal('an NCCL op before ncclInit: open the nccl transport first', 'ERR_BAD_RECORD');
   return ctx.comm;
 }
@@ -22,30 +24,30 @@ export function execute(ctx: WorkerContext, r: RecordRef, a: Float64Array): void
   const i = r.arg;
   // While a profile board is set, no launch overlaps the one before it: a join's events must
   // bracket the join alone, not the tail of the kernel ahead (the profile-overhead rows price it).
-  const pdl = ctx.pdlChain.next(r.op, r.marked) && !ctx.board;
+  const pdl = ctx.pdlChain.next(r.op, carriesMarks(r.flags)) && !ctx.board;
   switch (r.op) {
     case Op.Nop:
       return;
     case Op.Fill:
-      ctx.dev.launchFillF32(a[i]!, a[i + 1]!, a[i + 2]!, ctx.stream);
+      ctx.dev.launchFillF32(asDevicePtr(a[i]!), a[i + 1]!, a[i + 2]!, ctx.stream);
       return;
     case Op.Axpy:
-      ctx.dev.launchAxpyF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, ctx.stream);
+      ctx.dev.launchAxpyF32(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, a[i + 3]!, ctx.stream);
       return;
     case Op.Copy:
-      ctx.dev.memcpyAsync(a[i]!, a[i + 1]!, a[i + 2]!, ctx.stream);
+      ctx.dev.memcpyAsync(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, ctx.stream);
       return;
     case Op.CopyPeer:
-      ctx.dev.memcpyPeerAsync(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, ctx.stream);
+      ctx.dev.memcpyPeerAsync(asDevicePtr(a[i]!), a[i + 1]!, asDevicePtr(a[i + 2]!), a[i + 3]!, a[i + 4]!, ctx.stream);
       return;
     case Op.Memset:
-      ctx.dev.memsetAsync(a[i]!, a[i + 1]!, a[i + 2]!, ctx.stream);
+      ctx.dev.memsetAsync(asDevicePtr(a[i]!), a[i + 1]!, a[i + 2]!, ctx.stream);
       return;
     case Op.EventRecord:
-      ctx.dev.eventRecord(a[i]!, ctx.stream);
+      ctx.dev.eventRecord(asEventHandle(a[i]!), ctx.stream);
       return;
     case Op.EventWait:
-      ctx.dev.streamWaitEvent(ctx.stream, a[i]!, a[i + 1]!);
+      ctx.dev.streamWaitEvent(ctx.stream, asEventHandle(a[i]!), a[i + 1]!);
       return;
     case Op.Signal: {
       const slot = a[i]!;
@@ -55,38 +57,46 @@ export function execute(ctx: WorkerContext, r: RecordRef, a: Float64Array): void
           'ERR_BAD_RECORD',
         );
       }
-      ctx.dev.launchSignal(ctx.signalBase + slot * 4, a[i + 1]!, ctx.stream);
+      ctx.dev.launchSignal(asDevicePtr(ctx.signalBase + slot * 4), a[i + 1]!, ctx.stream);
       return;
     }
     case Op.StampNow:
-      ctx.dev.launchStampNow(a[i]!, ctx.stream);
+      ctx.dev.launchStampNow(asDevicePtr(a[i]!), ctx.stream);
       return;
     case Op.ProbeWrite:
-      ctx.dev.launchProbeWrite(a[i]!, a[i + 1]!, a[i + 2]!, ctx.stream);
+      ctx.dev.launchProbeWrite(asDevicePtr(a[i]!), a[i + 1]!, a[i + 2]!, ctx.stream);
       return;
     case Op.Spin:
       ctx.dev.launchSpin(a[i]!, ctx.stream);
       return;
     case Op.Push:
-      ctx.dev.launchPush(a[i]!, a[i + 1]!, a[i + 2]!, ctx.stream);
+      ctx.dev.launchPush(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, ctx.stream);
       return;
     case Op.Push2d:
-      ctx.dev.launchPush2d(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, a[i + 5]!, ctx.stream);
-      return;
-    case Op.Fold:
-      ctx.dev.launchFold(a[i]!, a[i + 1]!, a[i + 2]!, ctx.stream);
-      return;
-    case Op.OneShot:
-      ctx.dev.launchOneShot(
-        a[i]!,
-        a[i + 1]!,
+      ctx.dev.launchPush2d(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
         a[i + 2]!,
         a[i + 3]!,
         a[i + 4]!,
         a[i + 5]!,
+        ctx.stream,
+      );
+      return;
+    case Op.Fold:
+      ctx.dev.launchFold(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, ctx.stream);
+      return;
+    case Op.OneShot:
+      ctx.dev.launchOneShot(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
+        asDevicePtr(a[i + 5]!),
         a[i + 6]!,
         a[i + 7]!,
-        a[i + 8]!,
+        asDevicePtr(a[i + 8]!),
         a[i + 9]!,
         a[i + 10]!,
         ctx.stream,
@@ -118,13 +128,20 @@ export function execute(ctx: WorkerContext, r: RecordRef, a: Float64Array): void
       return;
     }
     case Op.NcclAllReduce:
-      ctx.dev.ncclAllReduceF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(ctx), ctx.stream);
+      ctx.dev.ncclAllReduceF32(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, needComm(ctx), ctx.stream);
       return;
     case Op.NcclBroadcast:
-      ctx.dev.ncclBroadcastF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, needComm(ctx), ctx.stream);
+      ctx.dev.ncclBroadcastF32(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        a[i + 2]!,
+        a[i + 3]!,
+        needComm(ctx),
+        ctx.stream,
+      );
       return;
     case Op.NcclAllGather:
-      ctx.dev.ncclAllGatherF32(a[i]!, a[i + 1]!, a[i + 2]!, needComm(ctx), ctx.stream);
+      ctx.dev.ncclAllGatherF32(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, needComm(ctx), ctx.stream);
       return;
     case Op.Ll: {
       needLl(ctx);
@@ -132,18 +149,26 @@ export function execute(ctx: WorkerContext, r: RecordRef, a: Float64Array): void
         a[i]!,
         a[i + 1]!,
         a[i + 2]!,
-        a[i + 3]!,
-        a[i + 4]!,
-        a[i + 5]!,
-        a[i + 6]!,
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
+        asDevicePtr(a[i + 5]!),
+        asDevicePtr(a[i + 6]!),
         a[i + 7]!,
-        a[i + 8]!,
+        asDevicePtr(a[i + 8]!),
         ctx.stream,
       );
       return;
     }
     case Op.NcclSendRecv:
-      ctx.dev.ncclSendRecvF32(a[i]!, a[i + 1]!, a[i + 2]!, a[i + 3]!, a[i + 4]!, needComm(ctx), ctx.stream);
+      ctx.dev.ncclSendRecvF32(
+        asDevicePtr(a[i]!),
+        a[i + 1]!,
+        asDevicePtr(a[i + 2]!),
+        a[i + 3]!,
+        a[i + 4]!,
+        needComm(ctx),
+        ctx.stream,
+      );
       return;
     default:
       if (executeModelOp(ctx.dev, r.op, a, i, ctx.stream, ctx.mailbox, pdl)) return;
@@ -160,6 +185,6 @@ export function recordMarks(ctx: WorkerContext, slot: number): void {
     );
   const e0 = ctx.board.marks[2 * slot]!,
     e1 = ctx.board.marks[2 * slot + 1]!;
-  ctx.dev.eventRecordMark(e0, ctx.stream);
-  if (e1 !== 0) ctx.dev.eventRecordMark(e1, ctx.stream);
+  ctx.dev.eventRecordMark(asEventHandle(e0), ctx.stream);
+  if (e1 !== 0) ctx.dev.eventRecordMark(asEventHandle(e1), ctx.stream);
 }

@@ -36,7 +36,7 @@
  * |        0 |          | op        | an `Op` code                                            |
  * |        1 |          | seq       | this record's sequence number (checked by the consumer) |
  * |        2 |          | afterPeer | enqueue only once the PEER ring's tail has reached it   |
- * |        3 |          | flags     | bit 0: afterPeer is set; bit 1: record the slot's profile-board marks first (workers/profile-board.ts) |
+ * |        3 |          | flags     | bit 0: afterPeer is set; bits 1 and up: the producer's annex's (RingAnnex in ring.ts; the profile board's FLAG_MARKS) |
  * |          |   2 .. 15| args      | 14 numeric arguments (pointers, handles, sizes)          |
  */
 export const RING_MAGIC = 0x474e524d;
@@ -70,7 +70,6 @@ export const R_AFTER_PEER = 2;
 export const R_FLAGS = 3;
 export const R_ARG0_F64 = 2;
 export const FLAG_AFTER_PEER = 1;
-export const FLAG_MARKS = 2;
 
 export enum RingState {
   Running = 0,

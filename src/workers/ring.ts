@@ -17,7 +17,6 @@ import {
   FAULT_TEXT_MAX,
   FAULT_TEXT_OFFSET,
   FLAG_AFTER_PEER,
-  FLAG_MARKS,
   HEADER_BYTES,
   LAYOUT_VERSION,
   RECORD_BYTES,
@@ -46,7 +45,6 @@ import {
   ringBytes,
   seqDiff,
 } from './ring-layout.js';
-import { MARKS_PER_RECORD } from './profile-board.js';
 import { MemraError, type RingErrorCode } from '../api/errors.js';
 
 /** A ring that cannot take or give a record: stopped, faulted, stalled, corrupt or misused. */
@@ -143,6 +141,20 @@ export interface BoundedWait {
 
 const now = (): number => performance.now();
 
+/**
+ * What a user of the ring keeps beside its records, in a board of its own indexed by slot (the
+ * join profiler's marks, decode/ring-marks.ts). While one is attached, `begin` has it write what
+ * waits for the next record once that record's slot is free (the consumer is done with the
+ * slot's old entry), and sets the flag bits it returns in the record, where the consumer reads
+ * them (`RecordRef.flags`). The publish that follows orders the entry before the record.
+ */
+export interface RingAnnex {
+  /** Whether anything waits for the next record; read by every `begin`, so a field, not work. */
+  readonly pending: boolean;
+  /** Write what waits into `slot`'s entry; returns the record's flag bits (bit 0 is the ring's). */
+  take(slot: number): number;
+}
+
 /** The main thread's end. */
 export class RingProducer {
   private readonly i32: Int32Array;
@@ -155,10 +167,7 @@ export class RingProducer {
   /** Last `tail` we read; refreshed only when the ring looks full (saves a shared-line read). */
   private tailSeen: number;
   private open = -1;
-  /** The profile board's marks and the events waiting for the next record (0: none). */
-  private marks: Float64Array | undefined;
-  private mark0 = 0;
-  private mark1 = 0;
+  private annex: RingAnnex | undefined;
 
   constructor(
     readonly view: RingView,
@@ -183,32 +192,9 @@ export class RingProducer {
     return this.next;
   }
 
-  /** Where `mark` writes (a ProfileBoard's marks), or undefined to stop marking. */
-  attachMarks(marks: Float64Array | undefined): void {
-    if (marks && marks.length !== MARKS_PER_RECORD * this.capacity)
-      throw new RingError(
-        `${this.view.name}: a marks board of ${marks.length} words for a ring of ${this.capacity} records`,
-        'ERR_RING_MISUSE',
-      );
-    this.marks = marks;
-    this.mark0 = this.mark1 = 0;
-  }
-
-  /**
-   * Have the worker record `event` on its stream just before the next record runs. False when two
-   * marks already wait: the caller records this one with a record of its own.
-   */
-  mark(event: number): boolean {
-    if (!this.marks) throw new RingError(`${this.view.name}: mark() with no profile board attached`, 'ERR_RING_MISUSE');
-    if (this.mark0 === 0) this.mark0 = event;
-    else if (this.mark1 === 0) this.mark1 = event;
-    else return false;
-    return true;
-  }
-
-  /** True while marks wait for a record to carry them. */
-  marksPending(): boolean {
-    return this.mark0 !== 0;
+  /** The annex later records carry entries of (one at a time), or undefined for none. */
+  attach(annex: RingAnnex | undefined): void {
+    this.annex = annex;
   }
 
   /**
@@ -226,12 +212,8 @@ export class RingProducer {
     this.rec32[w + R_SEQ] = seq;
     this.rec32[w + R_AFTER_PEER] = afterPeer ?? 0;
     let flags = afterPeer === undefined ? 0 : FLAG_AFTER_PEER;
-    if (this.mark0 !== 0) {
-      this.marks![2 * slot] = this.mark0;
-      this.marks![2 * slot + 1] = this.mark1;
-      this.mark0 = this.mark1 = 0;
-      flags |= FLAG_MARKS;
-    }
+    const annex = this.annex;
+    if (annex?.pending) flags |= annex.take(slot);
     this.rec32[w + R_FLAGS] = flags;
     this.open = slot;
     return slot * RECORD_F64 + R_ARG0_F64;
@@ -315,9 +297,9 @@ export interface RecordRef {
   afterPeer: number | undefined;
   /** f64 index of argument 0 in `consumer.args`. */
   arg: number;
-  /** The record's ring slot, and whether the profile board holds events to record before it. */
+  /** The record's ring slot, and its flag bits: above bit 0, what an annex set (RingAnnex). */
   slot: number;
-  marked: boolean;
+  flags: number;
 }
 
 /** The device worker's end. */
@@ -329,7 +311,7 @@ export class RingConsumer {
   /** Our own copy of `tail`. */
   private done: number;
   private headSeen: number;
-  private readonly ref: RecordRef = { op: 0, seq: 0, afterPeer: undefined, arg: 0, slot: 0, marked: false };
+  private readonly ref: RecordRef = { op: 0, seq: 0, afterPeer: undefined, arg: 0, slot: 0, flags: 0 };
 
   constructor(readonly view: RingView) {
     this.i32 = view.i32;
@@ -363,7 +345,7 @@ export class RingConsumer {
     r.afterPeer = (flags & FLAG_AFTER_PEER) !== 0 ? this.rec32[w + R_AFTER_PEER]! : undefined;
     r.arg = slot * RECORD_F64 + R_ARG0_F64;
     r.slot = slot;
-    r.marked = (flags & FLAG_MARKS) !== 0;
+    r.flags = flags;
     if (r.seq !== seq) {
       throw new RingError(
         `${this.view.name}: record at slot ${slot} has seq ${r.seq >>> 0}, expected ${seq >>> 0} (torn or overwritten record)`,

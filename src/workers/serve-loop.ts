@@ -13,6 +13,7 @@ import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/pr
 import type { RecordRef } from './ring.js';
 import { RingState, seqDiff } from './ring-layout.js';
 import { opName } from './ops.js';
+import { carriesMarks } from './profile-board.js';
 import type { WorkerFault } from './worker-init.js';
 import { execute, recordMarks } from './record-ops.js';
 import { Refusal, type WorkerContext } from './worker-context.js';
@@ -60,7 +61,7 @@ function runBatch(ctx: WorkerContext): boolean {
     const r = ctx.ring.peek();
     try {
       if (r.afterPeer !== undefined) awaitPeer(ctx, r.afterPeer, r.seq);
-      if (r.marked) recordMarks(ctx, r.slot);
+      if (carriesMarks(r.flags)) recordMarks(ctx, r.slot);
       execute(ctx, r, args);
       // Before advance(): whoever sees `tail` reach this record sees its stamp too.
       if (ctx.board) ctx.board.stamps[r.slot] = performance.now() * 1000 + ctx.board.offsetUs;

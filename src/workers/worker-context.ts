@@ -6,8 +6,18 @@
  */
 import type { FaultCode } from '../api/errors.js';
 import { MemraError } from '../api/errors.js';
-import type { HostRegistration } from '../runtime/binding.js';
-import { loadBinding } from '../runtime/binding.js';
+import {
+  asDevicePtr,
+  asNcclComm,
+  asStreamHandle,
+  type ChildGraphHandle,
+  type DevicePtr,
+  type GraphHandle,
+  type HostRegistration,
+  loadBinding,
+  type NcclComm,
+  type StreamHandle,
+} from '../runtime/binding.js';
 import { CpuDevice } from '../runtime/cpu-device.js';
 import type { DeviceApi } from '../runtime/device-api.js';
 import { PdlChain, type Mailbox } from './model-dispatch.js';
@@ -17,7 +27,10 @@ import type { WorkerInit } from './worker-init.js';
 /** A record this worker will not run; its code goes back to the main thread with the fault. */
 export class Refusal extends MemraError<FaultCode> {}
 
-/** The link's low-latency buffers, as `llConfigure` set them (held by the device, per thread). */
+/**
+ * The link's low-latency buffers, as `llConfigure` set them (held by the device, per thread):
+ * addresses as the main thread computed them, made pointers where they reach the device.
+ */
 export interface LlConfig {
   selfRecv: number;
   peerRecv: number;
@@ -36,10 +49,11 @@ export class WorkerContext {
   readonly peerRing: RingView | undefined;
   /** Counters as this thread sees them; rebased onto the registered pages at open(). */
   completion: Uint32Array = new Uint32Array(0);
-  stream = 0;
-  signalBase = 0;
+  /** 0 until open() and after close(). */
+  stream: StreamHandle = asStreamHandle(0);
+  signalBase: DevicePtr = asDevicePtr(0);
   /** Where ToMailbox copies land: registered pages after the counters. */
-  mailbox: Mailbox = { devicePtr: 0, bytes: 0 };
+  mailbox: Mailbox = { devicePtr: asDevicePtr(0), bytes: 0 };
   registration: HostRegistration | undefined;
   serving: Promise<void> | undefined;
   closing = false;
@@ -47,9 +61,9 @@ export class WorkerContext {
   /** Records executed, for tests and the profile. */
   executed = 0;
   /** Executable graphs by the slot the main thread named them with. */
-  readonly graphs = new Map<number, number>();
+  readonly graphs = new Map<number, GraphHandle>();
   /** Child graphs (captured, not instantiated: parts of a parent graph) by slot. */
-  readonly children = new Map<number, number>();
+  readonly children = new Map<number, ChildGraphHandle>();
   /** True between BeginCapture and EndCapture: the stream may not be queried or synchronised. */
   capturing = false;
   /**
@@ -59,7 +73,7 @@ export class WorkerContext {
    */
   board: { marks: Float64Array; stamps: Float64Array; offsetUs: number } | undefined;
   /** This rank's NCCL communicator, once `ncclInit` made it. */
-  comm = 0;
+  comm: NcclComm = asNcclComm(0);
   /** Whether `llConfigure` has given this rank's LL joins their buffers. */
   llReady = false;
   /** Which model launches may overlap the kernel before them on this stream. */

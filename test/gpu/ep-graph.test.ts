@@ -51,8 +51,8 @@ describe(`EP parent graph on ${PAIR_NAME}`, function () {
     p.peer();
     const endB = b.endCaptureChild(s.peer);
     await untilCaptured(rt, [endA, endB]);
-    const peerChild: number = await b.control.call('childGraphHandle', s.peer);
-    const ownerChild: number = await a.control.call('childGraphHandle', s.owner);
+    const peerChild = await b.control.call('childGraphHandle', s.peer);
+    const ownerChild = await a.control.call('childGraphHandle', s.owner);
     const copies = [...p.tx, p.rx];
     const spec = { slot: s.exec, owner: s.owner, post: s.post, peerChild, peerDevice: b.ordinal, copies };
 
@@ -129,7 +129,7 @@ describe(`EP parent graph on ${PAIR_NAME}`, function () {
       a.endCaptureChild(slot);
     }
     await untilCaptured(rt, [a.nop()]);
-    const peerChild: number = await a.control.call('childGraphHandle', s.peer);
+    const peerChild = await a.control.call('childGraphHandle', s.peer);
     const copies = [0, 1, 2, 3, 4].map((i) => ({ src: bufs[i]!, dst: bufs[i + 1]!, bytes: n * 4 }));
     await assert.rejects(
       a.control.call('buildParentGraph', {

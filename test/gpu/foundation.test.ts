@@ -264,7 +264,7 @@ describe('GPU bad input', function () {
   });
 
   it('a dead worker closes the runtime and releases its device for the next one', async () => {
-    const rt = await Runtime.open({ backend: 'cuda', ...PAIR, peerAccess: false });
+    const rt = await Runtime.open({ backend: 'cuda', ...PAIR, peerAccess: false, faultHooks: true });
     const died = new Promise<Error>((r) => rt.onFault(r));
     await rt.ranks[0].alloc(1 << 20);
     await rt.ranks[0].control.call('crash', 'injected');

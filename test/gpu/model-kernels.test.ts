@@ -9,7 +9,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
-import { loadBinding, type DevicePtr, type StreamHandle } from '../../src/runtime/binding.js';
+import { asStreamHandle, loadBinding, ptrAdd, type DevicePtr } from '../../src/runtime/binding.js';
 import * as F from '../../src/decode/f32-ops.js';
 import { presetByName, type ModelConfig } from '../../src/decode/model-config.js';
 import { bf16ToF32, generateTensor, tensorSpecs, widenBf16 } from '../../src/decode/weights.js';
@@ -79,7 +79,7 @@ class Worst {
 }
 
 // ---- the device, on this thread
-let s: StreamHandle = 0;
+let s = asStreamHandle(0);
 let bound = false;
 const allocs: DevicePtr[] = [];
 const sync = (): void => b.streamSynchronize(s);
@@ -275,13 +275,13 @@ describe('model kernels on one GPU', function () {
       const o1 = alloc(cols * 4);
       for (let r = 0; r < t; r++) {
         poison(o1, cols * 4);
-        b.launchGemv(o1, cols, xp + r * ldx * 4, ldx, wp, ldw, K, cols, 1, false, 0, s);
+        b.launchGemv(o1, cols, ptrAdd(xp, r * ldx * 4), ldx, wp, ldw, K, cols, 1, false, 0, s);
         sameBits(down(Float32Array, o1, cols), row(r), `gemv K=${K}: t=1 on row ${r} vs t=${t} row ${r}`);
       }
       const xm = alloc(t * ldx * 4 + 16);
-      up(xm + 4, x); // one float off 16-byte alignment: the scalar x path
+      up(ptrAdd(xm, 4), x); // one float off 16-byte alignment: the scalar x path
       poison(op, t * ldo * 4);
-      b.launchGemv(op, ldo, xm + 4, ldx, wp, ldw, K, cols, 3, false, 0, s);
+      b.launchGemv(op, ldo, ptrAdd(xm, 4), ldx, wp, ldw, K, cols, 3, false, 0, s);
       const mis = down(Float32Array, op, t * ldo);
       for (let r = 0; r < 3; r++)
         sameBits(mis.subarray(r * ldo, r * ldo + cols), row(r), `gemv K=${K} t=3: misaligned x vs aligned, row ${r}`);
@@ -292,7 +292,7 @@ describe('model kernels on one GPU', function () {
         [128, 75],
       ] as const) {
         const os = out(t * n * 4);
-        b.launchGemv(os, n, xp, ldx, wp + c0 * 2, ldw, K, n, t, false, 0, s);
+        b.launchGemv(os, n, xp, ldx, ptrAdd(wp, c0 * 2), ldw, K, n, t, false, 0, s);
         const got = down(Float32Array, os, t * n);
         for (let r = 0; r < t; r++)
           sameBits(
@@ -331,7 +331,7 @@ describe('model kernels on one GPU', function () {
         }
       worst.within(2e-6, `gemv K=${K} split ${split} vs f64`);
       const sl = out(t * 77 * 4);
-      b.launchGemv(sl, 77, xp, K, wp + 131 * 2, cols, K, 77, t, false, split, s);
+      b.launchGemv(sl, 77, xp, K, ptrAdd(wp, 131 * 2), cols, K, 77, t, false, split, s);
       const got = down(Float32Array, sl, t * 77);
       for (let r = 0; r < t; r++)
         sameBits(
@@ -340,7 +340,7 @@ describe('model kernels on one GPU', function () {
           `gemv split ${split}: column slice [131, 208) row ${r}`,
         );
       const o1 = out(cols * 4);
-      b.launchGemv(o1, cols, xp + 2 * K * 4, K, wp, cols, K, cols, 1, false, split, s);
+      b.launchGemv(o1, cols, ptrAdd(xp, 2 * K * 4), K, wp, cols, K, cols, 1, false, split, s);
       sameBits(
         down(Float32Array, o1, cols),
         full.subarray(2 * cols, 3 * cols),
@@ -422,7 +422,7 @@ describe('model kernels on one GPU', function () {
       [1, 1000],
     ] as const) {
       const op = out(n * 4);
-      b.launchGemv(op, n, xp, K, wp + c0 * 2, ldw, K, n, 1, false, 0, s);
+      b.launchGemv(op, n, xp, K, ptrAdd(wp, c0 * 2), ldw, K, n, 1, false, 0, s);
       sameBits(
         down(Float32Array, op, n),
         o1.subarray(c0, c0 + n),
@@ -493,10 +493,10 @@ describe('model kernels on one GPU', function () {
     sameBits(down(Uint8Array, xq, t * H), rq, 'quantize: e4m3 codes xq');
     sameBits(down(Float32Array, xd, t * H), rd, 'dequantize: xd');
     const bm = alloc(t * H * 4 + 16);
-    up(bm + 4, x); // one float off: the scalar load path
+    up(ptrAdd(bm, 4), x); // one float off: the scalar load path
     poison(xq, t * H);
     poison(xs, nb * 4);
-    b.launchQuantize(xq, xs, bm + 4, t, H, s);
+    b.launchQuantize(xq, xs, ptrAdd(bm, 4), t, H, s);
     sameBits(down(Uint8Array, xq, t * H), rq, 'quantize, misaligned input: codes');
     sameBits(down(Float32Array, xs, nb), rs, 'quantize, misaligned input: scales');
   });
@@ -569,7 +569,7 @@ describe('model kernels on one GPU', function () {
       ] as const;
       for (const [bIn, what] of [
         [bp, 'aligned'],
-        [put(new Float32Array(t * H + 1)) + 4, 'misaligned'],
+        [ptrAdd(put(new Float32Array(t * H + 1)), 4), 'misaligned'],
       ] as const) {
         if (what === 'misaligned') up(bIn, x);
         const fused = [out(t * K * 4), out(t * K * 4), out(t * H), out(nb * 4), out(t * H * 4)] as const;
@@ -683,14 +683,14 @@ describe('model kernels on one GPU', function () {
       const fused = (aIn: DevicePtr, what: string): void => {
         const cacheP = put(cache0),
           qp = out(t * qcols * 4);
-        b.launchLatentQuery(qp, aIn, wd, wq, cacheP + layer * P * R * 4, L * P * R, pp, K, R, qcols, t, P, s);
+        b.launchLatentQuery(qp, aIn, wd, wq, ptrAdd(cacheP, layer * P * R * 4), L * P * R, pp, K, R, qcols, t, P, s);
         sameBits(down(Float32Array, cacheP, cache0.length), wantCache, `latent_query t=${t} R=${R} ${what}: the cache`);
         sameBits(down(Float32Array, qp, t * qcols), wantQ, `latent_query t=${t} R=${R} ${what}: q`);
       };
       fused(ap, 'aligned a');
       const am = alloc(a.byteLength + 16);
-      up(am + 4, a);
-      fused(am + 4, 'misaligned a');
+      up(ptrAdd(am, 4), a);
+      fused(ptrAdd(am, 4), 'misaligned a');
       // the second half of the heads alone: q's columns [qcols/2, qcols) of the full launch
       if (nh % 2 === 0) {
         // a rank holds its heads' columns of Wq densely, as the weight loader generates them
@@ -700,7 +700,7 @@ describe('model kernels on one GPU', function () {
         for (let k = 0; k < K; k++) dense.set(full.subarray(k * qcols + half, (k + 1) * qcols), k * half);
         const qh = out(t * half * 4),
           ch = put(cache0);
-        b.launchLatentQuery(qh, ap, wd, put(dense), ch + layer * P * R * 4, L * P * R, pp, K, R, half, t, P, s);
+        b.launchLatentQuery(qh, ap, wd, put(dense), ptrAdd(ch, layer * P * R * 4), L * P * R, pp, K, R, half, t, P, s);
         const got = down(Float32Array, qh, t * half);
         for (let r = 0; r < t; r++)
           sameBits(
@@ -756,7 +756,23 @@ describe('model kernels on one GPU', function () {
   ): Float32Array {
     const u = out(t * ldu * 4);
     const work = out(b.mlaWorkspaceBytes(t, nh, P, R));
-    b.launchMlaAttention(u, ldu, q, ldq, cache + layer * P * R * 4, L * P * R, pos, wuv, work, t, nh, P, R, Dv, s);
+    b.launchMlaAttention(
+      u,
+      ldu,
+      q,
+      ldq,
+      ptrAdd(cache, layer * P * R * 4),
+      L * P * R,
+      pos,
+      wuv,
+      work,
+      t,
+      nh,
+      P,
+      R,
+      Dv,
+      s,
+    );
     return down(Float32Array, u, t * ldu);
   }
 
@@ -831,7 +847,7 @@ describe('model kernels on one GPU', function () {
       `mla_attention t=${t} nh=${nh} R=${R} Dv=${Dv} positions ${pos.join(', ')} vs f64`,
     );
     // heads [1, 3) alone: q, wuv and u offset, another ldu
-    const u2 = attend(t, 2, 2 * Dv, qp + R * 4, ldq, cp, layer, L, P, R, pp, wp + R * Dv * 2, Dv);
+    const u2 = attend(t, 2, 2 * Dv, ptrAdd(qp, R * 4), ldq, cp, layer, L, P, R, pp, ptrAdd(wp, R * Dv * 2), Dv);
     for (let r = 0; r < t; r++)
       sameBits(
         u2.subarray(r * 2 * Dv, (r + 1) * 2 * Dv),
@@ -840,21 +856,35 @@ describe('model kernels on one GPU', function () {
       );
     // one float off: the scalar staging of the cache, then of q
     const cpm = alloc(cache.byteLength + 16);
-    up(cpm + 4, cache);
+    up(ptrAdd(cpm, 4), cache);
     sameBits(
-      attend(t, nh, ldu, qp, ldq, cpm + 4, layer, L, P, R, pp, wp, Dv),
+      attend(t, nh, ldu, qp, ldq, ptrAdd(cpm, 4), layer, L, P, R, pp, wp, Dv),
       u,
       'mla_attention, misaligned cache (scalar staging) vs aligned',
     );
     const qpm = alloc(q.byteLength + 16);
-    up(qpm + 4, q);
+    up(ptrAdd(qpm, 4), q);
     sameBits(
-      attend(t, nh, ldu, qpm + 4, ldq, cp, layer, L, P, R, pp, wp, Dv),
+      attend(t, nh, ldu, ptrAdd(qpm, 4), ldq, cp, layer, L, P, R, pp, wp, Dv),
       u,
       'mla_attention, misaligned q (scalar staging) vs aligned',
     );
     // row 2 alone: slot 2 becomes slot 0 by shifting the cache
-    const u3 = attend(1, nh, nh * Dv, qp + 2 * ldq * 4, ldq, cp + 2 * L * P * R * 4, layer, L, P, R, pp + 8, wp, Dv);
+    const u3 = attend(
+      1,
+      nh,
+      nh * Dv,
+      ptrAdd(qp, 2 * ldq * 4),
+      ldq,
+      ptrAdd(cp, 2 * L * P * R * 4),
+      layer,
+      L,
+      P,
+      R,
+      ptrAdd(pp, 8),
+      wp,
+      Dv,
+    );
     sameBits(u3, u.subarray(2 * ldu, 2 * ldu + nh * Dv), 'mla_attention t=1 (row 2) vs t=3 row 2');
     const bad = out(16);
     b.launchSetI32(bad, [P, -1], s);
@@ -864,7 +894,7 @@ describe('model kernels on one GPU', function () {
       Dv,
       qp,
       ldq,
-      cp + layer * P * R * 4,
+      ptrAdd(cp, layer * P * R * 4),
       L * P * R,
       bad,
       wp,
@@ -922,7 +952,21 @@ describe('model kernels on one GPU', function () {
       1e-5,
       `mla_attention ${nh4} heads vs f64`,
     );
-    const u5 = attend(1, 3, 3 * Dv, q4p + 33 * R4 * 4, nh4 * R4, c4p, 0, 1, P4, R4, p4, w4 + 33 * R4 * Dv * 2, Dv);
+    const u5 = attend(
+      1,
+      3,
+      3 * Dv,
+      ptrAdd(q4p, 33 * R4 * 4),
+      nh4 * R4,
+      c4p,
+      0,
+      1,
+      P4,
+      R4,
+      p4,
+      ptrAdd(w4, 33 * R4 * Dv * 2),
+      Dv,
+    );
     sameBits(u5, u4.subarray(33 * Dv, 36 * Dv), 'mla_attention heads [33, 36) vs 40 heads');
 
     const P2 = 65536,
@@ -998,8 +1042,8 @@ describe('model kernels on one GPU', function () {
     // EP rank 1 owns experts [3, 6) and is handed only its own matrices.
     const a1 = out(t * K * Fw * 4),
       c1 = out(t * K * H * 4);
-    b.launchExpertUp(a1, xp, ip, w1p + 3 * H * Fw * 2, w3p + 3 * H * Fw * 2, 3, 3, t, K, H, Fw, s);
-    b.launchExpertDown(c1, a1, ip, w2p + 3 * Fw * H * 2, 3, 3, t, K, H, Fw, s);
+    b.launchExpertUp(a1, xp, ip, ptrAdd(w1p, 3 * H * Fw * 2), ptrAdd(w3p, 3 * H * Fw * 2), 3, 3, t, K, H, Fw, s);
+    b.launchExpertDown(c1, a1, ip, ptrAdd(w2p, 3 * Fw * H * 2), 3, 3, t, K, H, Fw, s);
     const ga = down(Float32Array, a1, t * K * Fw),
       gc = down(Float32Array, c1, t * K * H);
     for (let q = 0; q < t * K; q++) {
@@ -1056,7 +1100,7 @@ describe('model kernels on one GPU', function () {
         continue;
       }
       poison(c1, H * 4);
-      b.launchGemv(c1, H, act + q * Fw * 4, Fw, w2 + e * Fw * H * 2, H, Fw, H, 1, false, 0, s);
+      b.launchGemv(c1, H, ptrAdd(act, q * Fw * 4), Fw, ptrAdd(w2, e * Fw * H * 2), H, Fw, H, 1, false, 0, s);
       sameBits(
         gc.subarray(q * H, (q + 1) * H),
         down(Float32Array, c1, H),
@@ -1065,8 +1109,8 @@ describe('model kernels on one GPU', function () {
       poison(g, Fw * 4);
       poison(u, Fw * 4);
       // split 1: expert_up's own for H = 4096 rows (one block a tile)
-      b.launchGemv(g, Fw, xd, H, w1 + e * H * Fw * 2, Fw, H, Fw, 1, false, 1, s);
-      b.launchGemv(u, Fw, xd, H, w3 + e * H * Fw * 2, Fw, H, Fw, 1, false, 1, s);
+      b.launchGemv(g, Fw, xd, H, ptrAdd(w1, e * H * Fw * 2), Fw, H, Fw, 1, false, 1, s);
+      b.launchGemv(u, Fw, xd, H, ptrAdd(w3, e * H * Fw * 2), Fw, H, Fw, 1, false, 1, s);
       const gg = down(Float32Array, g, Fw),
         uu = down(Float32Array, u, Fw);
       for (let f = 0; f < Fw; f++) {
@@ -1107,8 +1151,8 @@ describe('model kernels on one GPU', function () {
       for (let r = 0; r < t; r++) {
         const a1 = out(K * Fw * 4),
           c1 = out(K * H * 4);
-        b.launchExpertUp(a1, xp + r * H * 4, ip + r * K * 4, w1p, w3p, 0, E, 1, K, H, Fw, s);
-        b.launchExpertDown(c1, a1, ip + r * K * 4, w2p, 0, E, 1, K, H, Fw, s);
+        b.launchExpertUp(a1, ptrAdd(xp, r * H * 4), ptrAdd(ip, r * K * 4), w1p, w3p, 0, E, 1, K, H, Fw, s);
+        b.launchExpertDown(c1, a1, ptrAdd(ip, r * K * 4), w2p, 0, E, 1, K, H, Fw, s);
         sameBits(
           down(Float32Array, a1, K * Fw),
           ga.subarray(r * K * Fw, (r + 1) * K * Fw),
@@ -1123,8 +1167,21 @@ describe('model kernels on one GPU', function () {
       for (const e0 of [0, half]) {
         const ah = out(t * K * Fw * 4),
           ch = out(t * K * H * 4);
-        b.launchExpertUp(ah, xp, ip, w1p + e0 * H * Fw * 2, w3p + e0 * H * Fw * 2, e0, half, t, K, H, Fw, s);
-        b.launchExpertDown(ch, ah, ip, w2p + e0 * Fw * H * 2, e0, half, t, K, H, Fw, s);
+        b.launchExpertUp(
+          ah,
+          xp,
+          ip,
+          ptrAdd(w1p, e0 * H * Fw * 2),
+          ptrAdd(w3p, e0 * H * Fw * 2),
+          e0,
+          half,
+          t,
+          K,
+          H,
+          Fw,
+          s,
+        );
+        b.launchExpertDown(ch, ah, ip, ptrAdd(w2p, e0 * Fw * H * 2), e0, half, t, K, H, Fw, s);
         const ha = down(Float32Array, ah, t * K * Fw),
           hc = down(Float32Array, ch, t * K * H);
         for (let q = 0; q < t * K; q++) {

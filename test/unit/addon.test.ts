@@ -6,7 +6,7 @@
 import { strict as assert } from 'node:assert';
 import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
-import { loadBinding } from '../../src/runtime/binding.js';
+import { asDevicePtr, asStreamHandle, loadBinding } from '../../src/runtime/binding.js';
 import { mlaWorkspaceBytes } from '../../src/decode/mla-workspace.js';
 import { checkLinkConstants } from '../../src/runtime/link-constants.js';
 
@@ -106,11 +106,11 @@ describe('native addon', () => {
   });
 
   it('rejects bad arguments with a TypeError naming the function and the argument', () => {
-    assert.throws(() => b.launchFillF32(4096, -1, 0, 1), {
+    assert.throws(() => b.launchFillF32(asDevicePtr(4096), -1, 0, asStreamHandle(1)), {
       name: 'TypeError',
       message: /launchFillF32: argument 'n' must be a non-negative safe integer, got -1/,
     });
-    assert.throws(() => b.launchFillF32(0, 4, 0, 1), {
+    assert.throws(() => b.launchFillF32(asDevicePtr(0), 4, 0, asStreamHandle(1)), {
       name: 'TypeError',
       message: /argument 'ptr' must be a non-zero/,
     });

@@ -1,7 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { Worker } from 'node:worker_threads';
 import { RingConsumer, type RingError, RingProducer, RingView } from '../../src/workers/ring.js';
-import { ProfileBoard } from '../../src/workers/profile-board.js';
 import {
   FAULT_TEXT_MAX,
   FAULT_TEXT_OFFSET,
@@ -95,46 +94,51 @@ describe('command ring', () => {
     );
   });
 
-  it('carries profile marks on the next record, two at most, in the order they were asked for', () => {
-    const v = RingView.create(8, 'marks', -3);
-    const p = new RingProducer(v, wait),
+  it("writes an attached annex's entry once the next record's slot is free, and sets its flag bits", () => {
+    // Four slots, so the fifth record reuses the first one's: the entry is written only once
+    // begin() has its slot, never over an entry the consumer may still read.
+    const v = RingView.create(4, 'annex', -1);
+    const p = new RingProducer(v, { spinMicros: 0, timeoutMs: 20 }),
       c = new RingConsumer(v);
-    assert.throws(() => p.mark(11), /no profile board attached/);
-    assert.throws(() => p.attachMarks(new Float64Array(8)), /marks board of 8 words for a ring of 8 records/);
-    const board = ProfileBoard.create(8);
-    p.attachMarks(board.marks);
-    const seen: Array<[number, number] | undefined> = [];
-    for (let i = 0; i < 40; i++) {
-      // Every third record carries one mark, every fifth two; a third mark is refused.
-      if (i % 3 === 0) assert.ok(p.mark(100 + i));
-      if (i % 5 === 0) {
-        assert.ok(p.mark(200 + i));
-        assert.equal(p.mark(300 + i), i % 3 !== 0);
-      }
-      assert.equal(p.marksPending(), i % 3 === 0 || i % 5 === 0);
-      p.push(7, [i]);
-      assert.equal(p.marksPending(), false);
+    const board = new Float64Array(4);
+    const annex = {
+      pending: false,
+      value: 0,
+      take(slot: number): number {
+        board[slot] = this.value;
+        this.pending = false;
+        return 4;
+      },
+    };
+    p.attach(annex);
+    for (let i = 0; i < 4; i++) {
+      annex.pending = i % 2 === 0;
+      annex.value = 10 + i;
+      p.push(7, [i], i === 3 ? 0 : undefined);
+    }
+    annex.pending = true;
+    annex.value = 99;
+    assert.throws(() => p.push(7, [4]), /full for 20 ms/);
+    assert.equal(board[0], 10, 'a full ring leaves the slot in use untouched');
+    assert.equal(annex.pending, true);
+    const flags: number[] = [];
+    for (let i = 0; i < 4; i++) {
       const r = c.peek();
-      assert.equal(c.args[r.arg], i);
-      seen.push(r.marked ? [board.marks[2 * r.slot]!, board.marks[2 * r.slot + 1]!] : undefined);
+      flags.push(r.flags);
       c.advance();
     }
-    seen.forEach((m, i) => {
-      const want =
-        i % 3 === 0 && i % 5 === 0
-          ? [100 + i, 200 + i]
-          : i % 3 === 0
-            ? [100 + i, 0]
-            : i % 5 === 0
-              ? [200 + i, 300 + i]
-              : undefined;
-      assert.deepEqual(m, want, `record ${i}`);
-    });
-    // Detaching drops marks not yet carried.
-    p.mark(1);
-    p.attachMarks(undefined);
-    p.push(7, [0]);
-    assert.equal(c.peek().marked, false);
+    assert.deepEqual(flags, [4, 0, 4, 1], "the annex's bits, beside the ring's own afterPeer bit");
+    assert.deepEqual([...board], [10, 0, 12, 0]);
+    p.push(7, [4]);
+    assert.equal(board[0], 99);
+    assert.equal(c.peek().flags, 4);
+    c.advance();
+    // Detached: nothing is asked of it, whatever it says is pending.
+    p.attach(undefined);
+    annex.value = 5;
+    p.push(7, [5]);
+    assert.equal(c.peek().flags, 0);
+    assert.equal(board[1], 0);
   });
 
   it('refuses begin() twice and publish() without begin()', () => {

@@ -75,7 +75,7 @@ describe('runtime lifecycle and bad input', () => {
     this.timeout(30_000);
     // The bound applies to every call, `open` too, so it must leave room for a worker's start on
     // a loaded two-core machine (CI measured 'open' past 150 ms).
-    rt = await openCpu({ callTimeoutMs: 2000 });
+    rt = await openCpu({ callTimeoutMs: 2000, faultHooks: true });
     const t = performance.now();
     await assert.rejects(
       rt.pair('the test')[1].control.call('hang', 6000),
@@ -86,8 +86,16 @@ describe('runtime lifecycle and bad input', () => {
     assert.ok(performance.now() - t < 5000);
   });
 
-  it('a worker that dies rejects its pending calls, closes the runtime and hangs nothing', async () => {
+  it('refuses the fault hooks by name unless the runtime was opened with faultHooks', async () => {
     rt = await openCpu();
+    for (const call of [rt.ranks[0].control.call('hang', 1), rt.ranks[0].control.call('crash', 'not injected')])
+      await assert.rejects(call, /worker 0 \(device 0\): '(hang|crash)' is a fault hook, .*faultHooks: true/);
+    assert.equal(rt.failure, undefined, 'the worker lives on');
+    await rt.ranks[0].drain();
+  });
+
+  it('a worker that dies rejects its pending calls, closes the runtime and hangs nothing', async () => {
+    rt = await openCpu({ faultHooks: true });
     const r = rt;
     const died = new Promise<Error>((res) => r.onFault(res));
     const pending = r.ranks[0].control.call('hang', 30_000);
@@ -105,7 +113,7 @@ describe('runtime lifecycle and bad input', () => {
   });
 
   it('a handshake on a dead peer refuses at once instead of waiting out its bound', async () => {
-    rt = await openCpu({ handshakeTimeoutMs: 60_000 });
+    rt = await openCpu({ handshakeTimeoutMs: 60_000, faultHooks: true });
     const r = rt;
     const waiting = r.pair('the test')[1].ring.push(Op.Nop, [], r.ranks[0].ring.nextSeq() + 5);
     await new Promise((res) => setTimeout(res, 30)); // rank 1 is now spinning in the handshake

@@ -1,4 +1,4 @@
-// The synthetic model's kernels (shared/MODEL.md; the CPU oracle is src/decode/cpu-model.ts and
+// The synthetic model's kernels (docs/model.md; the CPU oracle is src/decode/cpu-model.ts and
 // src/decode/f32-ops.ts, which spell out every f32 operation). Each launcher enqueues on `stream`
 // and returns cudaGetLastError(); a zero count launches nothing; t > MEMRA_MODEL_MAX_ROWS, or an
 // argument past one of the limits below, returns cudaErrorInvalidValue without launching.
@@ -50,7 +50,7 @@ int memra_model_set_pdl(int on);
 // Weight generation, bit-identical to src/decode/weights.ts generateTensor: for r < rows,
 // c < cols, dst[r * cols + c] = bf16 of flat element  base + r * srcCols + colStart + c  of tensor
 // `id` under `seed` (a dense [rows, cols] slice of the tensor). kind 0: matrix, w = f32(v * scale);
-// kind 1: gain, g = f32(1 + f32(0.1f * v)); v = 2u - 1, u = (z >> 40) / 2^24 (MODEL.md's hash);
+// kind 1: gain, g = f32(1 + f32(0.1f * v)); v = 2u - 1, u = (z >> 40) / 2^24 (docs/model.md's hash);
 // another kind is cudaErrorInvalidValue. Indices wrap mod 2^64, as the hash does.
 cudaError_t memra_gen_weights(uint16_t* dst, uint64_t seed, uint64_t id, uint64_t base,
                               uint64_t rows, uint64_t srcCols, uint64_t colStart, uint64_t cols,
@@ -111,7 +111,7 @@ cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, 
 // order, normalizes, and multiplies by Wuv. Every order depends on R and the position count
 // alone, so a head's u is the same whatever heads, rows or t a call carries. The softmax is the
 // flash form (each tile's exps against its own max, rescaled once), which rounds differently from
-// MODEL.md's two-pass form; the oracle comparison is within rounding. P <= MEMRA_MODEL_MAX_POSITIONS,
+// docs/model.md's two-pass form; the oracle comparison is within rounding. P <= MEMRA_MODEL_MAX_POSITIONS,
 // R <= MEMRA_MODEL_MAX_LATENT, R % 4 == 0. A row whose pos[s] is outside [0, P) writes NaN into
 // its heads' u (and reads no cache).
 typedef struct MemraMlaArgs {

@@ -1,4 +1,4 @@
-// The latent KV cache and absorbed MLA attention over it (MODEL.md "One decode step"), in the
+// The latent KV cache and absorbed MLA attention over it (docs/model.md "One decode step"), in the
 // flash-decoding form: the positions are cut into tiles spread over the whole GPU, and every
 // head of a block shares its tile's cache rows, which are read from memory once per step for all
 // of them (the cache is what a long context costs; one block per head re-read it per head).
@@ -21,6 +21,7 @@
 
 #include <atomic>
 
+#include "cu/launch.cuh"
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
 #include "cu/model_reduce.cuh"
@@ -183,7 +184,7 @@ __device__ __forceinline__ void TiledScores(const float* sc, uint32_t rowF, cons
       for (unsigned i = 0; i < 4; ++i) acc[h][i] = __fadd_rn(acc[h][i], __shfl_xor_sync(0xffffffffu, acc[h][i], o));
     }
   }
-  // Lane g stores position j0 + g of its heads. MODEL.md: s_j = (q . c_j) / sqrt(R), a true division.
+  // Lane g stores position j0 + g of its heads. docs/model.md: s_j = (q . c_j) / sqrt(R), a true division.
 #pragma unroll
   for (unsigned h = 0; h < HT; ++h) {
     const float v = g == 0 ? acc[h][0] : g == 1 ? acc[h][1] : g == 2 ? acc[h][2] : acc[h][3];
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(kPartialThreads)
 #pragma unroll
     for (unsigned h = 0; h < HPW; ++h) d[h] = __fadd_rn(d[h], __shfl_xor_sync(0xffffffffu, d[h], o));
   }
-  // MODEL.md: s_j = (q . c_j) / sqrt(R), sqrt(R) the f32 square root, and a true division.
+  // docs/model.md: s_j = (q . c_j) / sqrt(R), sqrt(R) the f32 square root, and a true division.
   float e[HPW], m[HPW], l[HPW];
 #pragma unroll
   for (unsigned h = 0; h < HPW; ++h) {
@@ -350,7 +351,9 @@ __global__ void __launch_bounds__(kCombineThreads)
   const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
 
   float mx = -INFINITY;
-  for (uint32_t i = tid; i < tiles; i += kCombineThreads) mx = fmaxf(mx, LoadFresh(ws.ml + 2 * ws.Index(s, i, n, a.nh)));
+  for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
+    mx = fmaxf(mx, LoadFresh(ws.ml + 2 * ws.Index(s, i, n, a.nh)));
+  }
   mx = memra_model::BlockReduceFixed<kCombineThreads>(mx, scratch, MaxF());
   float lsum = 0.0f;
   for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
@@ -488,14 +491,14 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   if (a.t == 0 || a.nh == 0 || a.Dv == 0) return cudaSuccess;
   if (a.t > MEMRA_MODEL_MAX_ROWS || a.P == 0 || a.P > MEMRA_MODEL_MAX_POSITIONS || a.R == 0 ||
       a.R > MEMRA_MODEL_MAX_LATENT || a.R % 4 != 0 || a.nh > uint32_t(INT32_MAX) ||
-      a.slotStride < uint64_t(a.P) * a.R || reinterpret_cast<uintptr_t>(a.work) % 16 != 0) {
+      a.slotStride < uint64_t(a.P) * a.R || !memra_cu::Aligned(a.work, 16)) {
     return cudaErrorInvalidValue;
   }
   const Workspace ws = MakeWorkspace(a.work, a.t, a.nh, a.P, a.R);
   // float4 loads only where every row keeps the alignment; shared memory is always aligned.
-  const bool vecIn = reinterpret_cast<uintptr_t>(a.cache) % 16 == 0 && a.slotStride % 4 == 0 &&
-                     reinterpret_cast<uintptr_t>(a.q) % 16 == 0 && a.ldq % 4 == 0;
-  const bool vecW = reinterpret_cast<uintptr_t>(a.wuv) % 16 == 0 && a.Dv % kUGroup == 0;
+  const bool vecIn = memra_cu::Aligned(a.cache, 16) && a.slotStride % 4 == 0 &&
+                     memra_cu::Aligned(a.q, 16) && a.ldq % 4 == 0;
+  const bool vecW = memra_cu::Aligned(a.wuv, 16) && a.Dv % kUGroup == 0;
   cudaError_t err;
   if (a.R <= 512) {
     // Sixteen heads a block (two a warp) or, for fewer heads, eight: a block's time grows with its

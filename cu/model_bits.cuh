@@ -50,7 +50,7 @@ __host__ __device__ __forceinline__ float AddRn(float a, float b) {
 #endif
 }
 
-// ---- weights (MODEL.md "Weights") ----
+// ---- weights (docs/model.md "Weights") ----
 
 constexpr uint64_t kSeedMul = 0x9E3779B97F4A7C15ull;
 constexpr uint64_t kIdMul = 0xD1B54A32D192ED03ull;

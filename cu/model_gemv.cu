@@ -31,6 +31,7 @@
 
 #include <atomic>
 
+#include "cu/launch.cuh"
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
 #include "cu/pdl.cuh"
@@ -610,8 +611,6 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
 // The launcher picks only how columns are laid over threads (CW columns a thread, wide or 2-byte
 // weight loads, x staged in shared memory or read from L2); none of it reaches the order of a sum.
 
-bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
-
 // The widest CW the accumulators allow for M matrices of T rows (kMaxAccumulators).
 constexpr int CwMax(int T, int M) {
   return kMaxAccumulators / (M * T) >= 8 ? 8 : (kMaxAccumulators / (M * T) >= 4 ? 4 : 2);
@@ -619,7 +618,7 @@ constexpr int CwMax(int T, int M) {
 
 // Every row of W (stride ldw) starts CW-column aligned for one 2*CW-byte load.
 bool WideOk(const uint16_t* W, uint64_t ldw, int cw) {
-  return Aligned(W, 2 * static_cast<uintptr_t>(cw)) && ldw % static_cast<uint64_t>(cw) == 0;
+  return memra_cu::Aligned(W, 2 * static_cast<uintptr_t>(cw)) && ldw % static_cast<uint64_t>(cw) == 0;
 }
 
 uint64_t Tiles(uint32_t cols, int cw) {

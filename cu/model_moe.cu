@@ -242,7 +242,7 @@ extern "C" cudaError_t memra_quantize(uint8_t* xq, float* xs, const float* b, ui
   const uint64_t blocks = uint64_t(t) * (H / kQB);
   const unsigned grid = static_cast<unsigned>((blocks + kQuantWarps - 1) / kQuantWarps);
   // Every block starts 512 bytes after the previous one, so b's own alignment decides.
-  const auto kernel = reinterpret_cast<uintptr_t>(b) % 16 == 0 ? quantize<true> : quantize<false>;
+  const auto kernel = memra_cu::Aligned(b, 16) ? quantize<true> : quantize<false>;
   return LaunchModelKernel(kernel, dim3(grid), dim3(kQuantThreads), 0, 1, stream, xq, xs, b, blocks);
 }
 
@@ -256,7 +256,7 @@ extern "C" cudaError_t memra_route_quant(int32_t* ids, float* wts, const float* 
     return cudaErrorInvalidValue;
   }
   const dim3 grid((H / kQB + kQuantWarps - 1) / kQuantWarps, t);
-  const auto kernel = reinterpret_cast<uintptr_t>(b) % 16 == 0 ? route_quant<true> : route_quant<false>;
+  const auto kernel = memra_cu::Aligned(b, 16) ? route_quant<true> : route_quant<false>;
   return LaunchModelKernel(kernel, grid, dim3(kQuantThreads + 32), 0, 1, stream, ids, wts, logits, xq,
                            xs, xd, b, E, K, H);
 }

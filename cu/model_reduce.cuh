@@ -1,7 +1,8 @@
-// Block-wide f32 reductions in a fixed order (the sum; the attention's max uses the same fold). The slice rule (cu/model.h) lets a reduction's order
-// depend only on its length; this one depends on nothing but the block size, which each caller
-// fixes at compile time: a xor butterfly inside each warp (commutative pairs, so every lane ends
-// with the same bits), then the warp totals added one after another in warp order.
+// Block-wide f32 reductions in a fixed order (the sum; the attention's max uses the same fold).
+// The slice rule (cu/model.h) lets a reduction's order depend only on its length; this one
+// depends on nothing but the block size, which each caller fixes at compile time: a xor
+// butterfly inside each warp (commutative pairs, so every lane ends with the same bits), then
+// the warp totals added one after another in warp order.
 #pragma once
 
 namespace memra_model {

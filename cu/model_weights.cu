@@ -11,7 +11,7 @@
 namespace {
 
 // Grid-stride over the slice in 64-bit indices (a bench tensor holds billions of elements).
-// All index arithmetic is mod 2^64, as MODEL.md's hash is.
+// All index arithmetic is mod 2^64, as docs/model.md's hash is.
 template <int kKind>
 __global__ void gen_weights(uint16_t* __restrict__ dst, uint64_t start, uint64_t base,
                             uint64_t srcCols, uint64_t colStart, uint64_t cols, uint64_t total,

@@ -28,35 +28,10 @@ float gReadGBs = 0;
 std::string gJson = "[";
 
 struct Timer {
-  cudaEvent_t a, b;
-  Timer() { CHECK(cudaEventCreate(&a)); CHECK(cudaEventCreate(&b)); }
   // Median device µs a launch of `body` (which enqueues kLaunches launches on s).
   template <class Body>
   double PerLaunch(cudaStream_t s, Body body) {
-    body();  // warm, and any error surfaces before capture
-    CHECK(cudaStreamSynchronize(s));
-    CHECK(cudaGetLastError());
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    body();
-    CHECK(cudaStreamEndCapture(s, &g));
-    CHECK(cudaGraphInstantiate(&ge, g, 0));
-    CHECK(cudaGraphLaunch(ge, s));
-    std::vector<double> us;
-    for (int r = 0; r < kReplays; ++r) {
-      CHECK(cudaEventRecord(a, s));
-      CHECK(cudaGraphLaunch(ge, s));
-      CHECK(cudaEventRecord(b, s));
-      CHECK(cudaEventSynchronize(b));
-      float ms;
-      CHECK(cudaEventElapsedTime(&ms, a, b));
-      us.push_back(ms * 1000.0 / kLaunches);
-    }
-    CHECK(cudaGraphExecDestroy(ge));
-    CHECK(cudaGraphDestroy(g));
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2];
+    return GraphReplayUs(s, body, body, kReplays) / kLaunches;
   }
 };
 

@@ -69,35 +69,7 @@ __global__ void latency_kernel(unsigned long long ns, const char* p, size_t byte
 }
 
 double GraphUs(cudaStream_t s, const std::function<void()>& body) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  body();
-  CHECK(cudaStreamSynchronize(s));
-  CHECK(cudaGetLastError());
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-  body();
-  CHECK(cudaStreamEndCapture(s, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, s));
-  std::vector<double> us;
-  for (int r = 0; r < kReplays; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.0);
-  }
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return GraphReplayUs(s, body, body, kReplays);
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 // static runtime only, never libcuda).
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -18,4 +20,40 @@ static F DriverEntry(const char* name) {
   CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
   if (q != cudaDriverEntryPointSuccess || p == nullptr) { std::printf("FAIL no %s\n", name); std::exit(1); }
   return reinterpret_cast<F>(p);
+}
+
+// Median device µs of one replay of a CUDA graph captured from `capture()` on s, over `replays`
+// replays each between an event pair; `warm()` runs once first, uncaptured, so that an error
+// surfaces before the capture.
+template <class Warm, class Capture>
+static double GraphReplayUs(cudaStream_t s, Warm warm, Capture capture, int replays) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  warm();
+  CHECK(cudaStreamSynchronize(s));
+  CHECK(cudaGetLastError());
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  capture();
+  CHECK(cudaStreamEndCapture(s, &g));
+  CHECK(cudaGraphInstantiate(&ge, g, 0));
+  CHECK(cudaGraphLaunch(ge, s));
+  std::vector<double> us;
+  for (int r = 0; r < replays; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    us.push_back(ms * 1000.0);
+  }
+  CHECK(cudaGraphExecDestroy(ge));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
 }

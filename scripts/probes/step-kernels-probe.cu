@@ -18,35 +18,13 @@ namespace {
 constexpr int kLaunches = 30;
 constexpr int kReplays = 15;
 
+// Median device µs a launch of `body`, from a graph of kLaunches of them.
 template <class Body>
 double PerLaunch(cudaStream_t s, Body body) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  body();
-  CHECK(cudaStreamSynchronize(s));
-  CHECK(cudaGetLastError());
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-  for (int i = 0; i < kLaunches; ++i) body();
-  CHECK(cudaStreamEndCapture(s, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  CHECK(cudaGraphLaunch(ge, s));
-  std::vector<double> us;
-  for (int r = 0; r < kReplays; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.0 / kLaunches);
-  }
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  const auto all = [&] {
+    for (int i = 0; i < kLaunches; ++i) body();
+  };
+  return GraphReplayUs(s, body, all, kReplays) / kLaunches;
 }
 
 float* Randoms(size_t n, float scale = 1.f) {

@@ -46,10 +46,10 @@ const STEPS = 4;
  * `steps` teacher-forced steps of `s` against the in-process model, by the GPU suite's rule
  * (bench/soak/reference.ts says why): every hidden state within relative L2 1e-2, the median 1e-5.
  */
-async function againstOracle(s: Session, steps = STEPS): Promise<string> {
-  const start = randomInt(0, s.model.vocab);
-  const ref = oracleRun(s.model, [start], steps);
-  const got = await runSession(s, [start], steps, [[start], ...ref.next.slice(0, -1)]);
+async function againstOracle(s: Session, steps = STEPS, t = 1): Promise<string> {
+  const start = Array.from({ length: t }, () => randomInt(0, s.model.vocab));
+  const ref = oracleRun(s.model, start, steps);
+  const got = await runSession(s, start, steps, [start, ...ref.next.slice(0, -1)]);
   const errs = got.hidden.map((h, i) => relL2(h, ref.hidden[i]!));
   const worst = Math.max(...errs),
     mid = median(errs);
@@ -159,13 +159,15 @@ async function epGraph(backend: BackendKind, pair: Pair): Promise<string> {
 async function unsharded(backend: BackendKind): Promise<string> {
   const model = backend === 'cuda' ? 'small' : 'tiny';
   const done: string[] = [];
-  for (const stepGraph of [false, true]) {
-    const r = await withSession(
-      { backend, model, maxBatch: 1, layout: 'unsharded', runtime: { devices: [0] }, config: config({ stepGraph }) },
-      againstOracle,
-    );
-    done.push(`${model}${stepGraph ? '+graph' : ''}: ${r}`);
-  }
+  // t = 4 as well: batches take other kernels (x staged in shared memory, experts grouped).
+  for (const t of [1, 4])
+    for (const stepGraph of [false, true]) {
+      const r = await withSession(
+        { backend, model, maxBatch: t, layout: 'unsharded', runtime: { devices: [0] }, config: config({ stepGraph }) },
+        (s) => againstOracle(s, STEPS, t),
+      );
+      done.push(`${model}${stepGraph ? '+graph' : ''} t=${t}: ${r}`);
+    }
   return done.join('; ');
 }
 

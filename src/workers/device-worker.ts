@@ -342,8 +342,8 @@ async function serve(): Promise<void> {
       continue;
     }
     if (ring.spinForWork(init.spinMicros)) continue;
-    // Short blocking sleeps with a turn of the event loop between them: a record wakes us at
-    // once, and a control call waits at most one slice.
+    // Short blocking sleeps with a turn of the event loop between them: a record, or a control
+    // call's doorbell (ring.ts), wakes us at once; the slice bounds a wake-up that never comes.
     if (!ring.sleepForWork(2)) {
       await yieldToLoop();
       lastTurn = performance.now();

@@ -19,7 +19,6 @@ import type { WorkerFault, WorkerInit } from './worker-init.js';
 import type { DeviceApi } from '../runtime/device-api.js';
 import type { HostRegistration } from '../runtime/binding.js';
 import { loadBinding } from '../runtime/binding.js';
-import { CpuDevice } from '../runtime/cpu-device.js';
 import { hostMicros } from '../runtime/host-clock.js';
 import { executeModelOp, PdlChain, type Mailbox } from './model-dispatch.js';
 import { ProfileBoard } from './profile-board.js';
@@ -36,15 +35,20 @@ class Refusal extends Error {
   }
 }
 
-function makeDevice(): DeviceApi {
+/**
+ * The CPU reference is imported only where it runs: every worker compiles what it imports, and a
+ * CUDA worker, one per rank of every session, has no use for it.
+ */
+async function makeDevice(): Promise<DeviceApi> {
   if (init.backend === 'cpu') {
     if (!init.cpuWorld) throw new Error(`${tag}: cpu backend without its shared world`);
+    const { CpuDevice } = await import('../runtime/cpu-device.js');
     return new CpuDevice(init.cpuWorld, init.rank);
   }
   return loadBinding();
 }
 
-const dev = makeDevice();
+const dev = await makeDevice();
 const ring = new RingConsumer(new RingView(init.ring, `ring ${init.rank}`));
 const peerRing = init.peerRing ? new RingView(init.peerRing, `ring ${1 - init.rank}`) : undefined;
 /** Counters as this thread sees them; rebased onto the registered pages at open(). */

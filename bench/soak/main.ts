@@ -5,7 +5,7 @@
  *   [--loopback-cycles N] [--faults N] [--invalid N] [--check-every N] [--time-limit S]
  *   [--only decode,cycles,faults] [--out DIR]
  *
- * Defaults on a GPU are the full counts (run-soak.ts, GPU_PLAN), expected to take about 320 s on
+ * Defaults on a GPU are the full counts (run-soak.ts, GPU_PLAN), expected to take about 330 s on
  * an H200, within the default `--time-limit` of 400 s; `--steps` sets the one-GPU rows and,
  * unless `--loopback-steps` says otherwise, a tenth of it the loopback rows (`--cycles` likewise,
  * a fifth). `--time-limit` bounds the whole run: each loop gets a share of what is left when it

@@ -10,7 +10,7 @@ import { presetByName } from '../../src/decode/model-config.js';
 import type { BackendKind } from '../../src/runtime/device-api.js';
 import type { Row } from '../results-file.js';
 import { Budget, type Deadline } from './budget.js';
-import { cycles } from './cycles.js';
+import { CYCLES_WARM_CAP, cycles } from './cycles.js';
 import { closeInFlight } from './fault-close-in-flight.js';
 import { faultLoop, type RepCheck } from './fault-loop.js';
 import { oneSided } from './fault-one-sided.js';
@@ -135,7 +135,7 @@ function loopSeconds(c: LoopCosts, unit: LoopResult['unit'], loopback: boolean, 
     case 'steps':
       return c.loop + asked * (loopback ? c.loopbackStep : c.step);
     case 'cycles':
-      return c.loop + (asked + warmUp(asked, 10)) * (loopback ? c.loopbackCycle : c.cycle);
+      return c.loop + (asked + warmUp(asked, CYCLES_WARM_CAP)) * (loopback ? c.loopbackCycle : c.cycle);
     case 'faults':
       return c.loop + asked * c.fault;
     case 'inputs':

@@ -99,7 +99,7 @@ export async function faultLoop(
     limit: 'a new session decodes right',
     pass: decodesAfter,
   });
-  checks.push(...resourceChecks(start, end, 'report'));
+  checks.push(...resourceChecks(start, end));
   notes.push(rssNote(start, end));
   if (!Number.isFinite(end.deviceUsedBytes)) notes.push('the last probe of device memory failed');
   else

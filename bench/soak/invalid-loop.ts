@@ -109,7 +109,7 @@ export async function invalidInputs(
       noneWrong('session unchanged', fail.changed, ran, 'refusals'),
       noneWrong('nothing left open', fail.leaked, ran, 'refusals'),
       noneWrong('still decodes', fail.validWrong, fail.valid, `valid steps (one every ${VALID_EVERY})`),
-      ...resourceChecks(start, end, 'report'),
+      ...resourceChecks(start, end),
     ],
     notes: [...notes, rssNote(start, end)],
   });

@@ -12,9 +12,19 @@ import { summarize } from '../../src/cli/stats.js';
 import type { Progress } from '../../src/cli/progress.js';
 import type { BackendKind } from '../../src/runtime/device-api.js';
 import type { Deadline } from './budget.js';
-import { finish, fmtBytes, noneWrong, resourceChecks, warmUp, type Check, type LoopResult } from './loop-result.js';
+import {
+  finish,
+  fmtBytes,
+  noneWrong,
+  resourceChecks,
+  warmUp,
+  warmUpText,
+  type Check,
+  type LoopResult,
+} from './loop-result.js';
 import { HIDDEN_MEDIAN, HIDDEN_REL_L2, askOracle, median, type Reference } from './reference.js';
-import { RssSeries, sessionDeviceUsed, snapshot, type Snapshot } from './resources.js';
+import { sessionDeviceUsed, snapshot, type Snapshot } from './resources.js';
+import { RssSeries, flatRss, rssTrend } from './rss.js';
 import { openVariant, variantName, type Variant } from './variants.js';
 
 export interface LongDecodeSpec {
@@ -26,6 +36,9 @@ export interface LongDecodeSpec {
   checkEvery: number;
   machine: string;
 }
+
+/** The most steps a warm-up takes. */
+const WARM_CAP = 1000;
 
 /** The last 10% of steps may be this much slower at p99 than the first 10%. */
 const P99_DRIFT = 0.1;
@@ -64,13 +77,16 @@ export async function longDecode(
     await s.step([ref.inputs[0]!]);
     s.reset();
     const afterOne = snapshot(await sessionDeviceUsed(s));
-    const warm = warmUp(spec.steps, 1000);
+    const warm = warmUp(spec.steps, WARM_CAP);
     let start: Snapshot | undefined;
-    const series = new RssSeries(spec.steps);
+    const series = new RssSeries(warm, spec.steps);
     let error: string | undefined;
     try {
       for (; ran < spec.steps && !deadline.expired; ran++) {
-        if (ran === warm) start = snapshot(await sessionDeviceUsed(s));
+        if (ran === warm) {
+          start = snapshot(await sessionDeviceUsed(s));
+          series.add(ran, start.rssBytes);
+        }
         if (s.position(0) === ref.maxPos) s.reset();
         const p = s.position(0);
         const oracle = ran === 0 || (ran + 1) % spec.checkEvery === 0;
@@ -103,6 +119,7 @@ export async function longDecode(
       error = `step ${ran}: ${(e as Error).message}`;
     }
     const end = snapshot(await sessionDeviceUsed(s).catch(() => NaN));
+    if (start) series.add(ran, end.rssBytes);
     start ??= afterOne;
     notes.push(
       `resources from step ${Math.min(warm, ran)} on (a warm-up before); after the first step: RSS ${fmtBytes(afterOne.rssBytes)}, ` +
@@ -118,7 +135,11 @@ export async function longDecode(
       limit: `relative L2 ≤ ${HIDDEN_REL_L2.toExponential(0)} each, the median ≤ ${HIDDEN_MEDIAN.toExponential(0)}; the oracle's token or a near tie`,
       pass: oracleChecks > 0 && oracleWrong === 0 && median(errs) <= HIDDEN_MEDIAN,
     });
-    checks.push(...resourceChecks(start, end));
+    const rss = [
+      flatRss(start, end, warmUpText(Math.min(warm, ran), WARM_CAP, 'steps')),
+      rssTrend(series, start, 'steps'),
+    ];
+    checks.push(...resourceChecks(start, end, rss));
     const tenth = Math.max(1, Math.floor(ran / 10));
     const first = Array.from(times.subarray(0, tenth));
     const last = Array.from(times.subarray(ran - tenth, ran));

@@ -63,20 +63,6 @@ export function flatBytes(name: string, start: number, end: number, tolerance: n
   };
 }
 
-/** Resident memory flat: within 1% of its start or 1 MiB, whichever is larger (the JS heap's change alongside). */
-export function flatRss(start: Snapshot, end: Snapshot): Check {
-  const tol = Math.max(MiB, start.rssBytes / 100);
-  const d = end.rssBytes - start.rssBytes;
-  const pct = (100 * d) / start.rssBytes;
-  const heap = end.heapUsedBytes - start.heapUsedBytes;
-  return {
-    name: 'RSS',
-    value: `Δ ${signed(d, fmtBytes(d))} (${signed(pct, pct.toFixed(2))}%; JS heap Δ ${signed(heap, fmtBytes(heap))})`,
-    limit: `within ${fmtBytes(tol)} (1% or 1 MiB)`,
-    pass: Math.abs(d) <= tol,
-  };
-}
-
 /** A count (descriptors, threads) back where it started. */
 export function sameCount(name: string, start: number, end: number): Check {
   const d = end - start;
@@ -84,18 +70,18 @@ export function sameCount(name: string, start: number, end: number): Check {
 }
 
 /**
- * The resource checks every loop makes between two snapshots. RSS is a check where the loop runs
- * long after a warm-up (decode, cycles); a fault loop's few repetitions move it by what the heap
- * and the allocator keep, which says nothing of a leak, so there it is only reported.
+ * The resource checks every loop makes between two snapshots, with `rss`'s (rss.ts) after device
+ * memory. RSS is checked where a loop runs long after a warm-up (decode, cycles); a fault loop's
+ * few repetitions move it by what the heap and the allocator keep, which says nothing of a leak,
+ * so there it is only reported.
  */
-export function resourceChecks(start: Snapshot, end: Snapshot, rss: 'check' | 'report' = 'check'): Check[] {
-  const checks = [
+export function resourceChecks(start: Snapshot, end: Snapshot, rss: Check[] = []): Check[] {
+  return [
     flatBytes('device memory', start.deviceUsedBytes, end.deviceUsedBytes, MiB),
+    ...rss,
     sameCount('fds', start.fds, end.fds),
     sameCount('threads', start.threads, end.threads),
   ];
-  if (rss === 'check') checks.splice(1, 0, flatRss(start, end));
-  return checks;
 }
 
 /** RSS at the start and end, for the notes of a loop that does not check it. */
@@ -111,6 +97,11 @@ export function noneWrong(name: string, bad: number, of: number, what: string): 
 /** Iterations a loop runs before its starting figures are taken: 5% of them, at least 1, at most `cap`. */
 export function warmUp(count: number, cap: number): number {
   return Math.min(cap, Math.max(1, Math.ceil(count / 20)));
+}
+
+/** The warm-up rule and what it came to, for a check's bound. */
+export function warmUpText(n: number, cap: number, unit: string): string {
+  return `${n} ${unit} (5% of the loop, at least 1, at most ${cap})`;
 }
 
 export function finish(r: Omit<LoopResult, 'pass'>): LoopResult {

@@ -5,10 +5,14 @@
  *   [--loopback-cycles N] [--faults N] [--invalid N] [--check-every N] [--time-limit S]
  *   [--only decode,cycles,faults] [--out DIR]
  *
- * Defaults on a GPU are the full counts (run-soak.ts, GPU_PLAN); `--steps` sets the one-GPU rows
- * and, unless `--loopback-steps` says otherwise, a tenth of it the loopback rows (`--cycles`
- * likewise, a fifth). `--time-limit` bounds the whole run: each loop gets an equal share of what
- * is left when it starts, and one cut short records the count it ran. Progress goes to stderr.
+ * Defaults on a GPU are the full counts (run-soak.ts, GPU_PLAN), expected to take about 330 s on
+ * an H200, within the default `--time-limit` of 400 s; `--steps` sets the one-GPU rows and,
+ * unless `--loopback-steps` says otherwise, a tenth of it the loopback rows (`--cycles` likewise,
+ * a fifth). `--time-limit` bounds the whole run: each loop gets a share of what is left when it
+ * starts, in proportion to what it is expected to take, and one cut short records the count it
+ * ran. Progress goes to stderr. `npm run soak` starts Node as RSS is measured (rss.ts: a
+ * collection before each figure, the young generation and malloc's mmap threshold fixed); run
+ * any other way, it says what is missing and every RSS check says so too.
  * Writes `soak-<machine>-<date>.json`: on a GPU into bench/results/ (the README's reliability
  * table comes from there) and DIR; on the CPU reference into DIR alone. Exits 1 when a loop did
  * not hold, 2 on a bad argument.
@@ -20,7 +24,8 @@ import type { BackendKind } from '../../src/runtime/device-api.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { Progress } from '../../src/cli/progress.js';
 import { describeMachine, writeResults } from '../results-file.js';
-import { CPU_PLAN, GPU_PLAN, runSoak, type SoakPlan } from './run-soak.js';
+import { CPU_PLAN, GPU_PLAN, plannedSeconds, runSoak, type SoakPlan } from './run-soak.js';
+import { conditions, missingConditions } from './rss.js';
 
 const PHASES = ['decode', 'cycles', 'faults'] as const;
 
@@ -100,15 +105,24 @@ export async function soakMain(argv: string[]): Promise<number> {
     console.error("soak: the CPU reference's results are not kept in bench/results/; pass --out DIR to keep them");
   const machine = describeMachine(backend);
   const loopbackLabel = describeMachine(backend, true).label;
+  const expected = plannedSeconds(plan);
   console.error(
     `soak on ${machine.label} (${backend}), ${plan.preset}: ${plan.steps} steps (${plan.loopbackSteps} in loopback), ` +
       `${plan.cycles} cycles (${plan.loopbackCycles}), each fault ${plan.faults} times, ${plan.invalid} invalid inputs; ` +
-      `at most ${plan.timeLimitS} s`,
+      `expected about ${expected.toFixed(0)} s, at most ${plan.timeLimitS} s`,
   );
+  if (expected > plan.timeLimitS)
+    console.error(`soak: the time limit is below the ${expected.toFixed(0)} s expected: some loops will be cut short`);
+  const missing = missingConditions();
+  if (missing.length > 0)
+    console.error(
+      `soak: RSS is measured without ${missing.join(' ')} (npm run soak sets them): its checks will say so`,
+    );
   const run = await runSoak(backend, plan, { oneGpu: machine.label, loopback: loopbackLabel }, new Progress());
   const { phases, ...counted } = plan;
   const paths = writeResults('soak', machine, run.rows, dirs, {
-    plan: { ...counted, phases: [...phases] },
+    plan: { ...counted, phases: [...phases], expectedS: Math.round(expected) },
+    rssConditions: conditions(),
     startToken: run.start,
     loops: run.loops,
   });

@@ -89,12 +89,15 @@ export async function buildReference(
 ): Promise<{
   ref: Reference;
   agreement: { worstRelL2: number; medianRelL2: number; equal: number; nearTies: number; wrong: number };
+  /** Seconds decoding the window, and running the oracle over it. */
+  seconds: { window: number; oracle: number };
 }> {
   const cfg = presetByName(preset);
   const P = cfg.maxPos;
   const inputs: number[] = [],
     outputs: number[] = [],
     hidden: Float32Array[] = [];
+  const t0 = performance.now();
   const s = await openVariant(backend, preset, { loopback: false });
   try {
     let tok = start;
@@ -108,6 +111,7 @@ export async function buildReference(
   } finally {
     await s.close();
   }
+  const t1 = performance.now();
   const oracle = new CpuModel(cfg, { maxBatch: 1 });
   const ref: Reference = { preset, maxPos: P, start, inputs, outputs, oracleHidden: [], oracleLogits: [] };
   for (let p = 0; p < P; p++) {
@@ -126,5 +130,5 @@ export async function buildReference(
     else agreement.wrong++;
   }
   agreement.medianRelL2 = median(errs);
-  return { ref, agreement };
+  return { ref, agreement, seconds: { window: (t1 - t0) / 1000, oracle: (performance.now() - t1) / 1000 } };
 }

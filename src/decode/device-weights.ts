@@ -47,6 +47,11 @@ export interface LayerWeights {
   woRows: number;
 }
 
+/** A layer's tensors in the order they are generated (woRows comes later, on first use). */
+const LAYER_KEYS = ['g1', 'wdkv', 'wq', 'wuv', 'woCols', 'w1', 'w3', 'w2', 'g2', 'wr'] as const satisfies ReadonlyArray<
+  Exclude<keyof LayerWeights, 'woRows'>
+>;
+
 export interface RankWeights {
   /** The rank that holds them. */
   rank: number;
@@ -189,7 +194,9 @@ export class WeightLoader {
 
   /**
    * Generate rank r's whole plan. `progress` is called after every tensor; on failure every
-   * allocation made so far is freed before the error propagates.
+   * allocation made so far is freed before the error propagates. Every slice is asked for at
+   * once: the worker answers the calls waiting on its port in one turn of its loop, where one at
+   * a time each waited for the last reply before it was sent (a session of `small` makes 43).
    */
   async load(rank: Rank, layout: Layout, progress?: Progress): Promise<RankWeights> {
     const r = rank.rank;
@@ -207,35 +214,30 @@ export class WeightLoader {
       );
       return ptr;
     };
+    const slices = [p.top.emb, p.top.gf, p.top.wvocab, ...p.layers.flatMap((x) => LAYER_KEYS.map((k) => x[k]))];
+    // allSettled: every call is answered (and its allocation known) before anything is freed.
+    const settled = await Promise.allSettled(slices.map(gen));
+    const failed = settled.find((x): x is PromiseRejectedResult => x.status === 'rejected');
     try {
+      if (failed) throw failed.reason;
+      const ptrs = settled.map((x) => (x as PromiseFulfilledResult<number>).value);
+      const at = (i: number): number => ptrs[i]!;
       const out: RankWeights = {
         rank: r,
-        emb: await gen(p.top.emb),
-        gf: await gen(p.top.gf),
-        wvocab: await gen(p.top.wvocab),
-        layers: [],
+        emb: at(0),
+        gf: at(1),
+        wvocab: at(2),
+        layers: p.layers.map((_, l) => {
+          const lw = Object.fromEntries(LAYER_KEYS.map((k, j) => [k, at(3 + l * LAYER_KEYS.length + j)]));
+          return { ...lw, woRows: 0 } as LayerWeights;
+        }),
         bytes: this.planBytes(layout, r),
       };
-      for (const x of p.layers) {
-        out.layers.push({
-          g1: await gen(x.g1),
-          wdkv: await gen(x.wdkv),
-          wq: await gen(x.wq),
-          wuv: await gen(x.wuv),
-          woCols: await gen(x.woCols),
-          w1: await gen(x.w1),
-          w3: await gen(x.w3),
-          w2: await gen(x.w2),
-          g2: await gen(x.g2),
-          wr: await gen(x.wr),
-          woRows: 0,
-        });
-      }
       await rank.drain(600_000);
       return out;
     } catch (e) {
       await rank.drain(60_000).catch(() => undefined);
-      for (const ptr of made) await rank.free(ptr).catch(() => undefined);
+      await Promise.all(made.map((ptr) => rank.free(ptr).catch(() => undefined)));
       throw e;
     }
   }
@@ -275,6 +277,9 @@ export class WeightLoader {
     if (w.rank !== rank.rank)
       throw new Error(`WeightLoader.free: these weights live on rank ${w.rank}, not rank ${rank.rank}`);
     const ptrs = [w.emb, w.gf, w.wvocab, ...w.layers.flatMap((x) => Object.values(x))];
-    for (const p of ptrs) if (p) await rank.free(p);
+    // All at once, as load() asks for them; each settles before the first failure is thrown.
+    const freed = await Promise.allSettled(ptrs.filter((p) => p !== 0).map((p) => rank.free(p)));
+    const failed = freed.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 }

@@ -112,16 +112,26 @@ export function activationBytes(cfg: ModelConfig, layout: Layout, maxBatch: numb
   return Object.values(bufferSizes(cfg, layout, 0, maxBatch)).reduce((a, b) => a + b, 0);
 }
 
-/** Allocate rank r's buffers, poisoned; on failure frees what it took. */
+/**
+ * Allocate rank r's buffers, poisoned; on failure frees what it took. The allocations are asked
+ * for at once, so the worker answers them in one turn of its loop rather than one a turn.
+ */
 export async function allocBuffers(rank: Rank, cfg: ModelConfig, layout: Layout, B: number): Promise<Buffers> {
-  const sizes = bufferSizes(cfg, layout, rank.rank, B);
+  const sizes = Object.entries(bufferSizes(cfg, layout, rank.rank, B)) as Array<[keyof Buffers, number]>;
   const out = {} as Buffers;
-  try {
-    for (const [k, bytes] of Object.entries(sizes) as Array<[keyof Buffers, number]>) {
+  const settled = await Promise.allSettled(
+    sizes.map(async ([k, bytes]) => {
       out[k] = bytes > 0 ? await rank.alloc(bytes) : 0;
-      // Poison: a kernel that reads what no kernel wrote shows NaN, not a plausible zero.
-      if (bytes > 0) rank.memset(out[k], 0xff, bytes);
-    }
+    }),
+  );
+  const failed = settled.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+  if (failed) {
+    await freeBuffers(rank, out);
+    throw failed.reason;
+  }
+  try {
+    // Poison: a kernel that reads what no kernel wrote shows NaN, not a plausible zero.
+    for (const [k, bytes] of sizes) if (bytes > 0) rank.memset(out[k], 0xff, bytes);
   } catch (e) {
     await freeBuffers(rank, out);
     throw e;
@@ -129,8 +139,8 @@ export async function allocBuffers(rank: Rank, cfg: ModelConfig, layout: Layout,
   return out;
 }
 
-/** Drain the rank (a queued kernel may still use them), then free its buffers; never throws. */
+/** Drain the rank (a queued kernel may still use them), then free its buffers, all at once; never throws. */
 export async function freeBuffers(rank: Rank, b: Partial<Buffers>): Promise<void> {
   await rank.drain(60_000).catch(() => undefined);
-  for (const p of Object.values(b)) if (p) await rank.free(p).catch(() => undefined);
+  await Promise.all(Object.values(b).map((p) => (p ? rank.free(p).catch(() => undefined) : undefined)));
 }

@@ -41,16 +41,24 @@ function exitingWithHeld(): void {
   );
 }
 
+/**
+ * Its own function, not inline in holdOpen: a listener made there shares holdOpen's scope, and
+ * with it the first `h`, so the first session and runtime ever opened stayed reachable from
+ * `process` for good (the soak's heap snapshots found them).
+ */
+function install(): void {
+  if (installed) return;
+  installed = true;
+  // 'beforeExit' comes again once this close's own work is done; by then nothing is held.
+  process.on('beforeExit', () => {
+    if (held.size > 0) void closeLeftOpen();
+  });
+  process.on('exit', exitingWithHeld);
+}
+
 /** Hold `what` open until the returned release is called (by its close). */
 export function holdOpen(what: string, close: () => Promise<void>): () => void {
-  if (!installed) {
-    installed = true;
-    // 'beforeExit' comes again once this close's own work is done; by then nothing is held.
-    process.on('beforeExit', () => {
-      if (held.size > 0) void closeLeftOpen();
-    });
-    process.on('exit', exitingWithHeld);
-  }
+  install();
   const h: Held = { what, close };
   held.add(h);
   return () => {

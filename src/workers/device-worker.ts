@@ -9,11 +9,11 @@ import * as Comlink from 'comlink';
 import { portEndpoint } from './comlink-port.js';
 import { deviceControl } from './device-control.js';
 import type { FaultHooks } from './fault-hooks.js';
-import { WorkerContext } from './worker-context.js';
+import { WorkerContext, workerDevice } from './worker-context.js';
 import type { WorkerInit } from './worker-init.js';
 
 const init = workerData as WorkerInit;
-const ctx = new WorkerContext(init);
+const ctx = new WorkerContext(init, await workerDevice(init));
 
 /** A hook this runtime did not ask for: the call is refused, saying how to have it. */
 function refused(name: keyof FaultHooks): () => Promise<never> {

@@ -15,7 +15,8 @@
  * |   12 |        3 | recordBytes     | creator    | RECORD_BYTES                               |
  * |  128 |       32 | head            | producer   | records published (u32, wraps)             |
  * |  256 |       64 | tail            | consumer   | records enqueued on the device (u32, wraps): "enqueued up to N" |
- * |  384 |       96 | consumerSleeping| consumer   | 1 while the consumer sleeps on `head`      |
+ * |  384 |       96 | consumerSleeping| consumer   | 1 while the consumer sleeps on `doorbell`  |
+ * |  448 |      112 | doorbell        | main thread| bumped by a publish that finds the consumer asleep, and by every control call |
  * |  512 |      128 | tailWaiters     | any waiter | threads sleeping on `tail` (the producer when full, the peer worker in a handshake) |
  * |  640 |      160 | state           | consumer   | RingState                                  |
  * |  644 |      161 | faultSeq        | consumer   | sequence number of the refused record      |
@@ -54,6 +55,7 @@ export const W_RECORD_BYTES = 3;
 export const W_HEAD = 32;
 export const W_TAIL = 64;
 export const W_CONSUMER_SLEEPING = 96;
+export const W_DOORBELL = 112;
 export const W_TAIL_WAITERS = 128;
 export const W_STATE = 160;
 export const W_FAULT_SEQ = 161;

@@ -115,8 +115,8 @@ export async function serve(ctx: WorkerContext): Promise<void> {
       continue;
     }
     if (ctx.ring.spinForWork(ctx.init.spinMicros)) continue;
-    // Short blocking sleeps with a turn of the event loop between them: a record wakes us at
-    // once, and a control call waits at most one slice.
+    // Short blocking sleeps with a turn of the event loop between them: a record, or a control
+    // call's doorbell (ring.ts), wakes us at once; the slice bounds a wake-up that never comes.
     if (!ctx.ring.sleepForWork(2)) {
       await yieldToLoop();
       lastTurn = performance.now();

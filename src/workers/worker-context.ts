@@ -18,7 +18,6 @@ import {
   type NcclComm,
   type StreamHandle,
 } from '../runtime/binding.js';
-import { CpuDevice } from '../runtime/cpu-device.js';
 import type { DeviceApi } from '../runtime/device-api.js';
 import { PdlChain, type Mailbox } from './model-dispatch.js';
 import { RingConsumer, RingView } from './ring.js';
@@ -79,9 +78,13 @@ export class WorkerContext {
   /** Which model launches may overlap the kernel before them on this stream. */
   readonly pdlChain = new PdlChain();
 
-  constructor(readonly init: WorkerInit) {
-    this.tag = `worker ${init.rank} (device ${init.ordinal})`;
-    this.dev = this.makeDevice();
+  /** `dev`: workerDevice(init), made by the entry (device-worker.ts). */
+  constructor(
+    readonly init: WorkerInit,
+    dev: DeviceApi,
+  ) {
+    this.tag = workerTag(init);
+    this.dev = dev;
     this.ring = new RingConsumer(new RingView(init.ring, `ring ${init.rank}`));
     this.peerRing = init.peerRing ? new RingView(init.peerRing, `ring ${1 - init.rank}`) : undefined;
   }
@@ -90,12 +93,21 @@ export class WorkerContext {
     if (this.stream === 0) throw new Error(`${this.tag}: ${call} before open()`);
     if (this.closing) throw new Error(`${this.tag}: ${call} after close()`);
   }
+}
 
-  private makeDevice(): DeviceApi {
-    if (this.init.backend === 'cpu') {
-      if (!this.init.cpuWorld) throw new Error(`${this.tag}: cpu backend without its shared world`);
-      return new CpuDevice(this.init.cpuWorld, this.init.rank);
-    }
-    return loadBinding();
+export function workerTag(init: WorkerInit): string {
+  return `worker ${init.rank} (device ${init.ordinal})`;
+}
+
+/**
+ * The worker's device: the addon, or the CPU reference, imported only where it runs (every worker
+ * compiles what it imports, and a CUDA worker, one per rank of every session, has no use for it).
+ */
+export async function workerDevice(init: WorkerInit): Promise<DeviceApi> {
+  if (init.backend === 'cpu') {
+    if (!init.cpuWorld) throw new Error(`${workerTag(init)}: cpu backend without its shared world`);
+    const { CpuDevice } = await import('../runtime/cpu-device.js');
+    return new CpuDevice(init.cpuWorld, init.rank);
   }
+  return loadBinding();
 }

@@ -10,6 +10,7 @@ import { MemraError } from '../api/errors.js';
 import type { DeviceControl } from './device-worker.js';
 import type { WorkerFault, WorkerInit } from './worker-init.js';
 import { workerExecArgvChoices } from './worker-exec-argv.js';
+import { RingView } from './ring.js';
 
 /** A control call that failed: its worker errored, exited or timed out, or the call itself threw. */
 export class ControlError extends MemraError<'ERR_WORKER_EXITED' | 'ERR_CONTROL_TIMEOUT'> {
@@ -66,6 +67,8 @@ export class WorkerHandle {
   readonly rank: number;
   private readonly worker: Worker;
   private readonly remote: Comlink.Remote<DeviceControl>;
+  /** The worker's ring, whose doorbell brings a call to its event loop without waiting out a sleep. */
+  private readonly ring: RingView;
   private readonly pending = new Set<(e: Error) => void>();
   /**
    * Set once the thread is dying or gone (an uncaught error, terminate(), its exit); every later
@@ -83,6 +86,7 @@ export class WorkerHandle {
   ) {
     this.tag = `worker ${init.rank} (device ${init.ordinal})`;
     this.rank = init.rank;
+    this.ring = new RingView(init.ring, `ring ${init.rank}`);
     const { port1, port2 } = new MessageChannel();
     this.worker = startWorker({ ...init, control: port2 }, port2);
     live.add(this);
@@ -138,7 +142,10 @@ export class WorkerHandle {
       }, this.callTimeoutMs);
       this.pending.add(fail);
       const fn = this.remote[name] as unknown as (...a: unknown[]) => Promise<Result<K>>;
-      fn(...args).then(
+      const reply = fn(...args);
+      // After the post: comlink sends the message synchronously, so the bell comes after it.
+      this.ring.ringDoorbell();
+      reply.then(
         (v) => {
           clearTimeout(timer);
           this.pending.delete(fail);

@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { Progress } from '../../src/cli/progress.js';
 import type { LoopResult } from '../../bench/soak/loop-result.js';
 
-const NOISY = new Set(['RSS', 'p99 drift']);
+const NOISY = new Set(['RSS', 'RSS trend', 'p99 drift']);
 
 export function quietProgress(): Progress {
   return new Progress(new Writable({ write: (_c, _e, cb) => cb() }) as unknown as NodeJS.WriteStream);

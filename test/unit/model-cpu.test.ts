@@ -15,7 +15,7 @@ import {
   type TensorSpec,
 } from '../../src/decode/weights.js';
 import { e4m3Decode, e4m3Encode } from '../../src/decode/e4m3.js';
-import { argmax, quantizeE4m3Blocks, rmsnorm, topk } from '../../src/decode/f32-ops.js';
+import { argmax, matvec, quantizeE4m3Blocks, rmsnorm, topk } from '../../src/decode/f32-ops.js';
 import { CpuModel } from '../../src/decode/cpu-model.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -487,6 +487,29 @@ describe('synthetic model: routing and small pieces', () => {
     assert.deepEqual(topk([-1, -2, -1, 7], 4), [3, 0, 2, 1]);
     assert.deepEqual(topk(new Float32Array([0, -0, 0]), 2), [0, 1]);
     assert.throws(() => topk([1, 2], 3), /k must be in \[1, 2\], got 3/);
+  });
+
+  it('matvec is, bit for bit, one rounded product and one rounded sum at a time, in row order', () => {
+    // Ranges as wide as f32 allows and sizes that leave rows over after its passes of four.
+    let seed = 12345;
+    const rnd = (): number => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed / 2 ** 32 - 0.5) * 2 ** ((seed % 60) - 30);
+    };
+    for (const [n, m, off] of [
+      [1, 1, 0],
+      [7, 5, 3],
+      [128, 64, 0],
+      [130, 33, 17],
+    ] as const) {
+      const a = Float32Array.from({ length: n }, rnd),
+        w = Float32Array.from({ length: off + n * m }, rnd);
+      const want = new Float32Array(m);
+      for (let i = 0; i < n; i++)
+        for (let o = 0; o < m; o++) want[o] = Math.fround(want[o]! + Math.fround(a[i]! * w[off + i * m + o]!));
+      const got = matvec(a, w, off, n, m, new Float32Array(m).fill(Number.NaN));
+      assert.deepEqual(new Uint32Array(got.buffer), new Uint32Array(want.buffer), `[${n}] @ [${n}, ${m}]`);
+    }
   });
 
   it('argmax ties to the lower index', () => {

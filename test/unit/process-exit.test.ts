@@ -97,6 +97,29 @@ describe('a process that uses memra (CPU backend)', function () {
     assert.equal(r.stdout.trim(), want);
   });
 
+  it("holds nothing of a closed session, the process's first included", () => {
+    const file = join(dir, 'collects.mjs');
+    writeFileSync(
+      file,
+      [
+        `import { Session } from ${JSON.stringify(index)};`,
+        'async function cycle() {',
+        "  const s = await Session.open({ backend: 'cpu', model: 'tiny', maxBatch: 2 });",
+        '  await s.step([1, 2]);',
+        '  await s.close();',
+        '  return [new WeakRef(s), new WeakRef(s.runtime)];',
+        '}',
+        // The first session and runtime the process opens, then one more: nothing may keep either.
+        'const refs = [...(await cycle()), ...(await cycle())];',
+        'for (let i = 0; i < 5; i++) { await new Promise((r) => setTimeout(r, 20)); globalThis.gc(); }',
+        'console.log(refs.filter((r) => r.deref() !== undefined).length);',
+      ].join('\n'),
+    );
+    const r = node(['--expose-gc', file]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), '0', 'sessions and runtimes still reachable after close');
+  });
+
   it('`await using` closes the session at the end of its block', async () => {
     let kept: Session | undefined;
     {

@@ -148,6 +148,42 @@ describe('command ring', () => {
     assert.throws(() => p.begin(1), /begin\(\) twice/);
   });
 
+  it('the doorbell: a consumer about to sleep turns its loop instead, once per ring', () => {
+    const v = RingView.create(8, 'bell');
+    const c = new RingConsumer(v);
+    const sleep = (ms: number): number => {
+      const t = performance.now();
+      assert.equal(c.sleepForWork(ms), false, 'no record: nothing to run');
+      return performance.now() - t;
+    };
+    assert.ok(sleep(30) >= 25, 'no bell: it waits out its slice');
+    v.ringDoorbell();
+    assert.ok(sleep(5000) < 1000, 'rung before it slept: it does not sleep');
+    assert.ok(sleep(30) >= 25, 'that ring was answered: the next sleep is whole again');
+  });
+
+  it('the doorbell wakes a consumer asleep on another thread at once', async function () {
+    this.timeout(20_000);
+    const v = RingView.create(8, 'sleeper');
+    const sleeper = new Worker(new URL('./fixtures/ring-sleeper.js', import.meta.url), {
+      workerData: { sab: v.sab, ms: 10_000 },
+    });
+    const said = (): Promise<unknown> =>
+      new Promise((resolve, reject) => {
+        sleeper.once('message', resolve);
+        sleeper.once('error', reject);
+      });
+    await said();
+    const report = said() as Promise<{ sleptMs: number; work: boolean }>;
+    // Long enough for it to be in its wait: a bell before that is the other test's case.
+    await new Promise((r) => setTimeout(r, 100));
+    v.ringDoorbell();
+    const r = await report;
+    await sleeper.terminate();
+    assert.equal(r.work, false);
+    assert.ok(r.sleptMs < 5000, `woke after ${r.sleptMs.toFixed(0)} ms of a 10 s sleep`);
+  });
+
   it('delivers 10^6 records across threads in order, through a 1024-slot ring', async function () {
     this.timeout(120_000);
     const total = 1_000_000;

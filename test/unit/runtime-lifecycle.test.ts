@@ -53,7 +53,13 @@ describe('runtime lifecycle and bad input', () => {
     const fault = new Promise<Error & { code?: string }>((r) => rt!.onFault(r));
     const p = await a.alloc(64);
     const bad = a.ring.push(99, [1, 2, 3]);
-    a.fill(p, 16, 1); // published after the refusal: must not run
+    // Published after the refusal, it must not run. A worker that refused before it was published
+    // (it answers at once when it is awake) has the producer refuse to publish it at all.
+    try {
+      a.fill(p, 16, 1);
+    } catch (e) {
+      assert.equal((e as { code?: string }).code, 'ERR_RING_FAULTED');
+    }
     const f = await fault;
     assert.equal(f.code, 'ERR_UNKNOWN_OP');
     assert.match(

@@ -106,7 +106,9 @@ for phase in "${phases[@]}"; do
       step selfcheck 30 node dist/src/cli/main.js selfcheck
       step bench-decode 150 node dist/bench/main.js decode --out "$logs" ;;
     reliability)
-      step soak 200 node --expose-gc dist/bench/soak/main.js --steps 20000 --cycles 100 --faults 4 --time-limit 150 --out "$logs"
+      # As `npm run soak` starts it: RSS measured with the young generation and malloc's mmap threshold fixed.
+      step soak 200 env MALLOC_MMAP_THRESHOLD_=131072 node --expose-gc --min-semi-space-size=16 --max-semi-space-size=16 \
+        dist/bench/soak/main.js --steps 20000 --cycles 100 --faults 4 --time-limit 150 --out "$logs"
       step sanitize 300 bash scripts/sanitize.sh "$logs/sanitize" ;;
     loopback-bench)
       step bench-ring 80 node dist/bench/main.js ring --loopback --out "$logs"

@@ -65,11 +65,13 @@ const ALL = new Set(['decode', 'cycles', 'faults'] as const);
  * (one GPU, eager or step graph) and 0.4 to 0.7 ms (loopback); the window 33 s, nearly all of
  * it the oracle, whose matvec has since become about twice as fast (30 s kept, in case that host
  * gains less). A cycle took 0.5 s (0.8 s in loopback) and a fault 0.6 to 1.2 s, mostly in control
- * calls that each waited out the worker's 2 ms sleep; the doorbell (workers/ring.ts) took that
- * out. On the CPU reference a cycle of `tiny` without its weights (which a CUDA worker generates
- * on the device) is now 0.1 s to open and 16 ms to close, so these are estimates; the window's
- * and the cycles' notes give the next run's own figures. They add up to about 330 s: the default
- * limit leaves a fifth of that spare.
+ * calls that each waited out the worker's 2 ms sleep, one after another; the doorbell
+ * (workers/ring.ts) and asking for a rank's allocations at once (device-weights.ts) took that
+ * out. On the CPU reference, opening and closing a session of `tiny` without its weights (which a
+ * CUDA worker generates on the device) went from 280 to 88 ms (520 to 155 in loopback): a cycle
+ * here should be 0.15 to 0.2 s (0.25 to 0.35 s), so these are estimates; the window's and the
+ * cycles' notes give the next run's own figures. They add up to about 330 s: the default limit
+ * leaves a fifth of that spare.
  */
 export const GPU_PLAN: SoakPlan = {
   preset: 'small',

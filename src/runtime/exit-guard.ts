@@ -43,7 +43,7 @@ function exitingWithHeld(): void {
 
 /**
  * Its own function, not inline in holdOpen: a listener made there shares holdOpen's scope, and
- * with it the first `h`, so the first session and runtime ever opened stayed reachable from
+ * with it the first `h`, so the first `Session` and `Runtime` ever opened stayed reachable from
  * `process` for good (the soak's heap snapshots found them).
  */
 function install(): void {

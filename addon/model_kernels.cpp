@@ -357,6 +357,15 @@ Napi::Value MlaWorkspaceBytes(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(memra_mla_workspace_bytes(t, nh, P, R)));
 }
 
+// The P up to which memra_mla_attention is one kernel, for latent width R: the walk passes it as
+// P when every row's position is below it.
+Napi::Value MlaShortPositions(const Napi::CallbackInfo& info) {
+  const char* fn = "mlaShortPositions";
+  const uint32_t R =
+      static_cast<uint32_t>(ReadIntInRange(info, 0, fn, "R", 1, MEMRA_MODEL_MAX_LATENT));
+  return Napi::Number::New(info.Env(), static_cast<double>(memra_mla_short_positions(R)));
+}
+
 Napi::Value LaunchRouter(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "launchRouter";
@@ -562,6 +571,7 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchLatentQuery", LaunchLatentQuery},
       {"launchMlaAttention", LaunchMlaAttention},
       {"mlaWorkspaceBytes", MlaWorkspaceBytes},
+      {"mlaShortPositions", MlaShortPositions},
       {"launchRouter", LaunchRouter},
       {"launchQuantize", LaunchQuantize},
       {"launchDequantize", LaunchDequantize},

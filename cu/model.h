@@ -130,6 +130,11 @@ typedef struct MemraMlaArgs {
 // Positions a tile of memra_mla_attention holds: 32 up to R = 512, 8 above.
 uint32_t memra_mla_position_tile(uint32_t R);
 
+// The P up to which memra_mla_attention is one kernel (128 up to R = 512, 0 above), with the same
+// bits as the tiled form. P need not be the cache's length: a walk that knows every row's
+// position is below this passes it as P to take the one kernel (a row at or past P is poisoned).
+uint32_t memra_mla_short_positions(uint32_t R);
+
 // Bytes of the workspace memra_mla_attention needs for t rows of nh heads over P positions: per
 // row, tile and head, R floats of o and two of max and sum.
 uint64_t memra_mla_workspace_bytes(uint32_t t, uint32_t nh, uint32_t P, uint32_t R);

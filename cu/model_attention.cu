@@ -16,12 +16,15 @@
 //   m: exact in any order; l and the tile's o: positions in increasing j (butterfly for l);
 //   combine: the tiles in increasing order; u: 32 partials over r = p (mod 32), each in
 //          increasing r, added in p order.
+// A call whose P is at most memra_mla_short_positions(R) takes one kernel that makes the same
+// steps (cu/model_attention_short.cu): at a short context the two kernels are mostly fixed cost.
 #include <math.h>
 #include <stdint.h>
 
 #include <atomic>
 
 #include "cu/launch.cuh"
+#include "cu/mla_parts.cuh"
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
 #include "cu/model_reduce.cuh"
@@ -35,20 +38,23 @@ using memra_cu::LaunchModelKernel;
 using memra_cu::LoadFresh;
 using memra_cu::PdlLaunchDependents;
 using memra_cu::PdlWait;
+using memra_mla::Axpy4;
+using memra_mla::Dot4;
+using memra_mla::Fma8;
+using memra_mla::kUGroup;
+using memra_mla::kUParts;
+using memra_mla::MaxF;
+using memra_mla::PositionTile;
 
 constexpr unsigned kPartialWarps = 8;
 constexpr unsigned kPartialThreads = kPartialWarps * 32;
 constexpr unsigned kCombineThreads = 512;
-constexpr unsigned kUParts = 32;   // r partials of u
-constexpr unsigned kUGroup = 8;    // adjacent d's one thread accumulates (one 16-byte load)
 constexpr unsigned kUPass = 256;   // d's per pass through the partials' shared memory
 constexpr unsigned kUPrefetch = 8; // Wuv rows a thread loads before the partial kernel is done
 constexpr unsigned kCacheWriteThreads = 256;
 // A padded cache row in shared memory: R + 4 floats, so the 8 lanes of a quarter-warp reading
 // one float4 each of 8 consecutive rows land on 8 distinct bank groups (R % 32 == 0).
 constexpr unsigned kRowPad = 4;
-
-__host__ __device__ constexpr unsigned PositionTile(uint32_t R) { return R <= 512 ? 32 : 8; }
 
 // A query row in shared memory: padded so the 8 lanes of a quarter-warp loading one float4 each
 // of their heads' rows (TiledScores: HT heads apart) land on 8 distinct bank groups.
@@ -78,26 +84,6 @@ __global__ void cache_write(float* __restrict__ cache, const float* __restrict__
        r += uint64_t(gridDim.x) * blockDim.x) {
     dst[r] = LoadFresh(src + r);
   }
-}
-
-// Max is exact whatever the order; NaN scores are skipped as f32-ops.ts softmax's `x > mx` does
-// (fmaxf returns the other operand).
-struct MaxF {
-  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-__device__ __forceinline__ float Dot4(const float4& a, const float4& b, float d) {
-  d = fmaf(a.x, b.x, d);
-  d = fmaf(a.y, b.y, d);
-  d = fmaf(a.z, b.z, d);
-  return fmaf(a.w, b.w, d);
-}
-
-__device__ __forceinline__ void Axpy4(float a, const float4& x, float4& y) {
-  y.x = fmaf(a, x.x, y.x);
-  y.y = fmaf(a, x.y, y.y);
-  y.z = fmaf(a, x.z, y.z);
-  y.w = fmaf(a, x.w, y.w);
 }
 
 // rows x R floats from global src (row stride R) into shared dst (row stride dstRow), as float4
@@ -384,20 +370,13 @@ __global__ void __launch_bounds__(kCombineThreads)
       const uint32_t left = nd - dl;
       const bool fromPre = d0 == 0 && i == tid && wide0;
       float acc[kUGroup] = {};
-      auto fma8 = [&](float orr, const uint32_t (&wv)[kUGroup / 2]) {
-#pragma unroll
-        for (unsigned e = 0; e < kUGroup / 2; ++e) {
-          acc[2 * e] = fmaf(orr, __uint_as_float(wv[e] << 16), acc[2 * e]);
-          acc[2 * e + 1] = fmaf(orr, __uint_as_float(wv[e] & 0xffff0000u), acc[2 * e + 1]);
-        }
-      };
       uint32_t r = prt;
       if (fromPre) {
 #pragma unroll
         for (unsigned k = 0; k < kUPrefetch; ++k, r += kUParts) {
           if (r < R) {
             const uint32_t wv[4] = {pre[k].x, pre[k].y, pre[k].z, pre[k].w};
-            fma8(osh[r], wv);
+            Fma8(osh[r], wv, acc);
           }
         }
       }
@@ -416,7 +395,7 @@ __global__ void __launch_bounds__(kCombineThreads)
             wv[e] = lo | (hi << 16);
           }
         }
-        fma8(osh[r], wv);
+        Fma8(osh[r], wv, acc);
       }
 #pragma unroll
       for (unsigned e = 0; e < kUGroup; ++e) {
@@ -469,6 +448,8 @@ cudaError_t LaunchCombine(const MemraMlaArgs& a, const Workspace& ws, cudaStream
 
 extern "C" uint32_t memra_mla_position_tile(uint32_t R) { return PositionTile(R); }
 
+extern "C" uint32_t memra_mla_short_positions(uint32_t R) { return memra_mla::ShortPositions(R); }
+
 extern "C" uint64_t memra_mla_workspace_bytes(uint32_t t, uint32_t nh, uint32_t P, uint32_t R) {
   const uint64_t tiles = (uint64_t(P) + PositionTile(R) - 1) / PositionTile(R);
   return uint64_t(t) * tiles * nh * (uint64_t(R) + 2) * sizeof(float);
@@ -499,6 +480,8 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   const bool vecIn = memra_cu::Aligned(a.cache, 16) && a.slotStride % 4 == 0 &&
                      memra_cu::Aligned(a.q, 16) && a.ldq % 4 == 0;
   const bool vecW = memra_cu::Aligned(a.wuv, 16) && a.Dv % kUGroup == 0;
+  // A call the short form covers takes it: one kernel, the same bits (cu/model_attention_short.cu).
+  if (a.P <= memra_mla::ShortPositions(a.R) && vecIn && vecW) return memra_mla::LaunchShort(a, stream);
   cudaError_t err;
   if (a.R <= 512) {
     // Sixteen heads a block (two a warp) or, for fewer heads, eight: a block's time grows with its

@@ -249,7 +249,9 @@ export class DeviceWalk {
     walk.inputs(tokens, positions);
     if (dc.stepGraph && !dc.validate && !this.epTimer && !this.kernelSpans) {
       const body = (): void => this.graphBody(walk, t, trs, dc, profiler);
-      await this.stepGraphs.run(t, trs, body, profiler, this.joins?.token ?? 0);
+      // The attention's P is part of the graph: a step past the one-kernel bound needs the other.
+      const shape = this.pieces.attendPositions < this.cfg.maxPos ? `p<${this.pieces.attendPositions}` : '';
+      await this.stepGraphs.run(t, shape, trs, body, profiler, this.joins?.token ?? 0);
     } else {
       walk.embed(t);
       for (let l = 0; l < this.cfg.layers; l++) {

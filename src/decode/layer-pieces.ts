@@ -8,6 +8,7 @@
  * experts it is handed (cu/model.h), and the same kernel on the same input gives the same bits on
  * either rank: that is what lets any walk be bit-identical to the unsharded one.
  */
+import { attendPositions } from './mla-workspace.js';
 import type { ModelConfig } from './model-config.js';
 import type { ModelOps } from './model-ops.js';
 import type { Ownership, RankWeights } from './device-weights.js';
@@ -25,6 +26,11 @@ const ROUTER_SPLIT = 8;
 export class LayerPieces {
   /** Set for the step being enqueued: rank 0 copies each layer's routes into its mailbox. */
   validation = false;
+  /**
+   * Set for the step being enqueued: the positions its attention covers, every row's below it
+   * (the cache's length, or the one-kernel bound when the step's rows are all under it).
+   */
+  attendPositions: number;
 
   constructor(
     readonly cfg: ModelConfig,
@@ -34,7 +40,9 @@ export class LayerPieces {
     readonly bufs: readonly Buffers[],
     readonly weights: readonly RankWeights[],
     readonly own: readonly Ownership[],
-  ) {}
+  ) {
+    this.attendPositions = cfg.maxPos;
+  }
 
   /** Rank r's tokens and positions for the step (host values, before the step's body). */
   inputs(r: number, tokens: readonly number[], positions: readonly number[]): void {
@@ -42,6 +50,7 @@ export class LayerPieces {
       b = this.bufs[r]!;
     o.setI32(b.tokIn, tokens);
     o.setI32(positionsAt(b, this.cfg, tokens.length), positions);
+    this.attendPositions = attendPositions(this.cfg.maxPos, this.cfg.latent, positions);
   }
 
   /** h = Emb[tokens] on rank r. */
@@ -61,7 +70,8 @@ export class LayerPieces {
       pos = positionsAt(b, this.cfg, t);
     o.rmsnorm(b.hNorm, b.hAndPositions, lw.g1, t, H);
     o.latentQuery(b.qLatent, b.hNorm, lw.wdkv, lw.wq, cache, L * P * R, pos, H, R, nh * R, t, P);
-    o.mlaAttention(b.uPart, nh * Dv, b.qLatent, nh * R, cache, L * P * R, pos, lw.wuv, b.attnWork, t, nh, P, R, Dv);
+    const Pa = this.attendPositions;
+    o.mlaAttention(b.uPart, nh * Dv, b.qLatent, nh * R, cache, L * P * R, pos, lw.wuv, b.attnWork, t, nh, Pa, R, Dv);
   }
 
   /** Unsharded: h = f32(h + u @ Wo) in one launch (the bits of the product and a separate add). */

@@ -43,17 +43,24 @@ export class StepGraphs {
   }
 
   /**
-   * Run the step for t rows from its graph, capturing `body` first if this batch size (and
-   * profiled set) has none yet; a refused one runs `body` eagerly.
+   * Run the step for t rows from its graph, capturing `body` first if this batch size, shape (what
+   * else the body's launches depend on, '' for none) and profiled set has none yet; a refused one
+   * runs `body` eagerly.
    */
   async run(
     t: number,
+    shape: string,
     trs: ReadonlyArray<Transport | undefined>,
     body: () => void,
     profiler: JoinProfiler | undefined,
     token: number,
   ): Promise<void> {
-    const key = !profiler ? `${t}` : profiler.graphPerSet(trs) ? `${t}/profile ${profiler.setIndex}` : `${t}/profile`;
+    const base = shape ? `${t} ${shape}` : `${t}`;
+    const key = !profiler
+      ? base
+      : profiler.graphPerSet(trs)
+        ? `${base}/profile ${profiler.setIndex}`
+        : `${base}/profile`;
     let entry = this.graphs.get(key);
     if (!entry) {
       entry = { ...(await this.capture(t, trs, body, profiler)), profiled: profiler !== undefined };

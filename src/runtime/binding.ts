@@ -430,6 +430,11 @@ export interface NativeBinding {
   ): void;
   /** Bytes of launchMlaAttention's workspace for t rows of nh heads over P positions of latent R. */
   mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number;
+  /**
+   * The P up to which launchMlaAttention is one kernel (same bits as its tiled form): a walk whose
+   * rows are all below it passes it as P.
+   */
+  mlaShortPositions(R: number): number;
   launchRouter(
     ids: DevicePtr,
     wts: DevicePtr,

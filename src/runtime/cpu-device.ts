@@ -6,7 +6,7 @@
  *
  * It is the oracle GPU results are compared with and what CI runs, not a speed path.
  */
-import { mlaWorkspaceBytes } from '../decode/mla-workspace.js';
+import { mlaShortPositions, mlaWorkspaceBytes } from '../decode/mla-workspace.js';
 import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
 import {
@@ -775,6 +775,9 @@ export class CpuDevice implements DeviceApi {
   }
   mlaWorkspaceBytes(t: number, nh: number, P: number, R: number): number {
     return mlaWorkspaceBytes(t, nh, P, R);
+  }
+  mlaShortPositions(R: number): number {
+    return mlaShortPositions(R);
   }
   launchRouter(ids: number, wts: number, logits: number, t: number, E: number, K: number, stream: number): void {
     mk.router(this.kernel('launchRouter', stream), ids, wts, logits, t, E, K);

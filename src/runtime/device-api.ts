@@ -66,6 +66,7 @@ export type DeviceApi = Pick<
   | 'launchLatentQuery'
   | 'launchMlaAttention'
   | 'mlaWorkspaceBytes'
+  | 'mlaShortPositions'
   | 'launchRouter'
   | 'launchQuantize'
   | 'launchDequantize'

@@ -985,6 +985,85 @@ describe('model kernels on one GPU', function () {
     );
   });
 
+  it('mla_attention in one kernel (P <= mlaShortPositions): bit-identical to the tiled form at every position count to 128, R = 64, 96, 128 and 512, odd heads and a ragged Dv; rows at or past P give NaN; misaligned inputs fall back to the same bits', () => {
+    const t = 3,
+      L = 2,
+      layer = 1,
+      Pc = 300; // the cache's length: the tiled form's P
+    for (const [R, nh, Dv] of [
+      [64, 4, 32],
+      [96, 5, 96],
+      [128, 3, 72],
+      [512, 32, 128],
+    ] as Array<[number, number, number]>) {
+      const Ps = b.mlaShortPositions(R);
+      check(Ps === 128, () => `mlaShortPositions(${R}) is ${Ps}, expected 128`);
+      const ldq = nh * R + 4,
+        ldu = nh * Dv + 5;
+      const cp = put(randF(t * L * Pc * R)),
+        qp = put(randF(t * ldq, 2)),
+        wp = genMatrix(nh * R, Dv, 38, 1 / Math.sqrt(R)),
+        pp = out(16);
+      const at = (c: DevicePtr, q: DevicePtr, P: number): Float32Array => {
+        const u = out(t * ldu * 4);
+        const work = out(b.mlaWorkspaceBytes(t, nh, Pc, R));
+        b.launchMlaAttention(
+          u,
+          ldu,
+          q,
+          ldq,
+          ptrAdd(c, layer * Pc * R * 4),
+          L * Pc * R,
+          pp,
+          wp,
+          work,
+          t,
+          nh,
+          P,
+          R,
+          Dv,
+          s,
+        );
+        return down(Float32Array, u, t * ldu);
+      };
+      const counts = [1, 2, 3, 31, 32, 33, 63, 64, 65, 96, 97, 127, 128];
+      for (let i = 0; i < counts.length; i += 2) {
+        const pos = [counts[i]! - 1, counts[(i + 1) % counts.length]! - 1, (counts[i]! * 37) % Ps];
+        b.launchSetI32(pp, pos, s);
+        const short = at(cp, qp, Ps);
+        for (let r = 0; r < t; r++)
+          check(
+            !short.subarray(r * ldu, r * ldu + nh * Dv).some(Number.isNaN),
+            () => `one-kernel attention R=${R}: NaN in row ${r} at position ${pos[r]}`,
+          );
+        sameBits(short, at(cp, qp, Pc), `mla_attention R=${R} nh=${nh} Dv=${Dv} positions ${pos}: one kernel vs tiled`);
+      }
+      // a row at P, another past it: NaN in theirs only; the third row as the tiled form has it
+      b.launchSetI32(pp, [Ps, 2 * Ps, 5], s);
+      const edge = at(cp, qp, Ps),
+        tiled = at(cp, qp, Pc);
+      for (let r = 0; r < 2; r++) {
+        const bad = edge.subarray(r * ldu, r * ldu + nh * Dv).findIndex((v) => !Number.isNaN(v));
+        check(bad < 0, () => `one-kernel attention R=${R}: row ${r} at or past P=${Ps}: index ${bad} not NaN`);
+      }
+      sameBits(
+        edge.subarray(2 * ldu, 2 * ldu + nh * Dv),
+        tiled.subarray(2 * ldu, 2 * ldu + nh * Dv),
+        `row 2 beside rows past P, R=${R}`,
+      );
+      // one float off: the tiled form's scalar staging, the same bits
+      b.launchSetI32(pp, [0, 64, 127], s);
+      const want = at(cp, qp, Ps);
+      const cm = alloc(t * L * Pc * R * 4 + 16),
+        qm = alloc(t * ldq * 4 + 16);
+      b.memcpyAsync(ptrAdd(cm, 4), cp, t * L * Pc * R * 4, s);
+      b.memcpyAsync(ptrAdd(qm, 4), qp, t * ldq * 4, s);
+      sameBits(at(ptrAdd(cm, 4), qp, Ps), want, `mla_attention R=${R}, misaligned cache at P=${Ps}`);
+      sameBits(at(cp, ptrAdd(qm, 4), Ps), want, `mla_attention R=${R}, misaligned q at P=${Ps}`);
+      freeAll();
+    }
+  });
+
   it('expert_up / expert_down: within 1e-4 / 2e-6 of f64; an EP half bit-identical to the full launch, its unowned slots untouched', () => {
     const t = 2,
       K = 3,

@@ -7,7 +7,7 @@ import { strict as assert } from 'node:assert';
 import { existsSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { asDevicePtr, asStreamHandle, loadBinding } from '../../src/runtime/binding.js';
-import { mlaWorkspaceBytes } from '../../src/decode/mla-workspace.js';
+import { mlaShortPositions, mlaWorkspaceBytes } from '../../src/decode/mla-workspace.js';
 import { checkLinkConstants } from '../../src/runtime/link-constants.js';
 
 const addonPath = new URL('../../../build/Release/memra.node', import.meta.url).pathname;
@@ -83,6 +83,12 @@ describe('native addon', () => {
       name: 'TypeError',
       message: /mlaWorkspaceBytes: argument 't'/,
     });
+  });
+
+  it('takes the one-kernel attention up to the P the walk expects (src/decode/mla-workspace.ts)', () => {
+    for (const R of [32, 96, 512, 544, 1024, 2048])
+      assert.equal(b.mlaShortPositions(R), mlaShortPositions(R), `R=${R}`);
+    assert.throws(() => b.mlaShortPositions(2049), { name: 'TypeError', message: /mlaShortPositions: argument 'R'/ });
   });
 
   it("reports the link kernels' constants as their TypeScript mirror has them (src/runtime/link-constants.ts)", () => {

@@ -1,0 +1,58 @@
+// What the two forms of memra_mla_attention share (cu/model_attention.cu, the tiled
+// flash-decoding form; cu/model_attention_short.cu, one kernel at short contexts): the position
+// tile, the f32 steps each order is built from, and u's partials. The short form must round as
+// the tiled form does, step for step, so a row's u does not depend on which form a call took.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cu/model.h"
+
+namespace memra_mla {
+
+constexpr unsigned kUParts = 32;  // r partials of u: partial p sums r = p (mod 32)
+constexpr unsigned kUGroup = 8;   // adjacent d's one thread accumulates (one 16-byte load)
+
+__host__ __device__ constexpr unsigned PositionTile(uint32_t R) { return R <= 512 ? 32 : 8; }
+
+// Positions up to which the short form takes a call (memra_mla_short_positions): four tiles of
+// 32, each block re-reading them all from L2 (0 above R = 512: the short form has no C = 8 path).
+__host__ __device__ constexpr uint32_t ShortPositions(uint32_t R) { return R <= 512 ? 128 : 0; }
+
+// Max is exact whatever the order; NaN scores are skipped as f32-ops.ts softmax's `x > mx` does
+// (fmaxf returns the other operand).
+struct MaxF {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__device__ __forceinline__ float Dot4(const float4& a, const float4& b, float d) {
+  d = fmaf(a.x, b.x, d);
+  d = fmaf(a.y, b.y, d);
+  d = fmaf(a.z, b.z, d);
+  return fmaf(a.w, b.w, d);
+}
+
+__device__ __forceinline__ void Axpy4(float a, const float4& x, float4& y) {
+  y.x = fmaf(a, x.x, y.x);
+  y.y = fmaf(a, x.y, y.y);
+  y.z = fmaf(a, x.z, y.z);
+  y.w = fmaf(a, x.w, y.w);
+}
+
+// acc[e] += o_r * Wuv[r][d + e] for the 8 bf16 of one 16-byte load (two a word, low half first).
+__device__ __forceinline__ void Fma8(float orr, const uint32_t (&wv)[kUGroup / 2], float (&acc)[kUGroup]) {
+#pragma unroll
+  for (unsigned e = 0; e < kUGroup / 2; ++e) {
+    acc[2 * e] = fmaf(orr, __uint_as_float(wv[e] << 16), acc[2 * e]);
+    acc[2 * e + 1] = fmaf(orr, __uint_as_float(wv[e] & 0xffff0000u), acc[2 * e + 1]);
+  }
+}
+
+// The short form's launch (cu/model_attention_short.cu); the caller has checked the arguments
+// and that a.P <= ShortPositions(a.R) and every load may be 16 bytes wide.
+cudaError_t LaunchShort(const MemraMlaArgs& a, cudaStream_t stream);
+
+}  // namespace memra_mla

@@ -1,0 +1,173 @@
+// Absorbed MLA attention in one kernel, for a call whose positions all fit in a few tiles
+// (a.P <= ShortPositions(R), cu/mla_parts.cuh). At a short context the tiled form's two kernels
+// are mostly fixed cost (a tile kernel on a handful of SMs, then a combine and the Wuv product on
+// 32 blocks), so here one block takes a head's 64 columns of u for one row: it computes the
+// head's scores, each tile's max, exp-sum and o, their combine and its share of u itself,
+// re-reading the few cache rows from L2 where the tiled form shares them through shared memory.
+// Each step is the tiled form's, in its order (cu/model_attention.cu's header), so a row's u is
+// bit-identical whichever form a call takes: the test holds the two to that.
+#include <math.h>
+#include <stdint.h>
+
+#include "cu/launch.cuh"
+#include "cu/mla_parts.cuh"
+#include "cu/model.h"
+#include "cu/pdl.cuh"
+
+namespace memra_mla {
+namespace {
+
+using memra_cu::LoadFresh;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kWarps = kThreads / 32;
+constexpr unsigned kMaxR = 512;
+constexpr unsigned kTiles = ShortPositions(kMaxR) / PositionTile(kMaxR);
+// u's columns a block: kUParts partials x 8 groups of kUGroup, one (partial, group) a thread.
+constexpr unsigned kDBlock = kThreads / kUParts * kUGroup;
+// A thread's Wuv rows (r = partial + 32k): all of them at R <= 512, loaded before the wait.
+constexpr unsigned kRowsAThread = kMaxR / kUParts;
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+// The tiled form's xor butterfly (mla_partial's l, BlockSumFixed's warp step).
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+// grid (nh, ceil(Dv / kDBlock), t): head blockIdx.x's columns [64 y, 64 y + 64) of row z's u.
+__global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
+  __shared__ float4 sq4[kMaxR / 4];         // the head's query
+  __shared__ float sS[kTiles * 32];         // scores, then exp(s - the tile's max)
+  __shared__ float sM[kTiles], sL[kTiles], sW[kTiles], sLsum;
+  __shared__ float4 so4[kTiles][kMaxR / 4]; // each tile's unnormalized o
+  __shared__ float osh[kMaxR];              // o, normalized
+  __shared__ float part[kUParts][kDBlock];  // u's partials
+  const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x, d0 = blockIdx.y * kDBlock, s = blockIdx.z;
+  const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const unsigned grp = tid % (kDBlock / kUGroup), prt = tid / (kDBlock / kUGroup);
+  const uint32_t dl = grp * kUGroup, nd = Dv - d0 < kDBlock ? Dv - d0 : kDBlock;
+  const bool live = dl < nd;  // Dv % 8 == 0: a group is whole or absent
+
+  // Weights before the wait (pdl.cuh): this thread's Wuv rows, 16 bytes each.
+  const uint16_t* wn = a.wuv + uint64_t(n) * R * Dv + d0 + dl;
+  uint4 w[kRowsAThread];
+#pragma unroll
+  for (unsigned k = 0; k < kRowsAThread; ++k) {
+    const uint32_t r = prt + k * kUParts;
+    w[k] = live && r < R ? __ldg(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv)) : make_uint4(0, 0, 0, 0);
+  }
+
+  PdlWait();
+  PdlLaunchDependents();
+  float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv + d0;
+  const int32_t p = LoadFresh(a.pos + s);
+  if (p < 0 || uint32_t(p) >= a.P) {
+    // Outside what this call covers: poison, as the tiled form does (the host checks first).
+    for (uint32_t d = tid; d < nd; d += kThreads) un[d] = __int_as_float(0x7fc00000);
+    return;
+  }
+  const uint32_t np = uint32_t(p) + 1, tiles = (np + 31) / 32, quads = R / 4;
+  const float* kv = a.cache + uint64_t(s) * a.slotStride;
+  const float4* q4 = reinterpret_cast<const float4*>(a.q + uint64_t(s) * a.ldq + uint64_t(n) * R);
+  for (uint32_t i = tid; i < quads; i += kThreads) sq4[i] = LoadFresh(q4 + i);
+  __syncthreads();
+
+  // Scores as TiledScores makes them: lane (j, g) chains r group g (float4 g + 4m, increasing
+  // m), then the four groups by a xor butterfly; s_j = that / sqrt(R), a true division.
+  const float sqrtR = __fsqrt_rn(static_cast<float>(R));
+  for (uint32_t j0 = warp * 8; j0 < np; j0 += kWarps * 8) {
+    const uint32_t j = j0 + lane / 4, g = lane % 4;
+    float acc = 0.0f;
+    if (j < np) {
+      const float4* c4 = reinterpret_cast<const float4*>(kv + uint64_t(j) * R);
+#pragma unroll 8
+      for (uint32_t m = 0; m < R / 16; ++m) acc = Dot4(sq4[g + 4 * m], LoadFresh(c4 + g + 4 * m), acc);
+    }
+    acc = __fadd_rn(acc, __shfl_xor_sync(kFull, acc, 1));
+    acc = __fadd_rn(acc, __shfl_xor_sync(kFull, acc, 2));
+    if (g == 0 && j < np) sS[j] = __fdiv_rn(acc, sqrtR);
+  }
+  __syncthreads();
+
+  // Warp i takes tile i as mla_partial does: its max, the exps and their butterfly sum l.
+  if (warp < tiles) {
+    const uint32_t j = warp * 32 + lane;
+    const float sj = j < np ? sS[j] : -INFINITY;
+    const float mx = WarpMax(sj);
+    const float e = j < np ? expf(__fsub_rn(sj, mx)) : 0.0f;
+    const float l = WarpSum(e);
+    if (j < np) sS[j] = e;
+    if (lane == 0) sM[warp] = mx, sL[warp] = l;
+  }
+  __syncthreads();
+
+  // Each tile's o over its positions in increasing j, and, in warp 0, mla_combine's weights
+  // exp(m_i - M) and L: with at most 32 tiles its block sum is warp 0's butterfly.
+  for (uint32_t it = tid; it < tiles * quads; it += kThreads) {
+    const uint32_t i = it / quads, qd = it - i * quads, j0 = i * 32;
+    const uint32_t nv = np - j0 < 32 ? np - j0 : 32;
+    const float4* c4 = reinterpret_cast<const float4*>(kv + uint64_t(j0) * R) + qd;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+    for (uint32_t jj = 0; jj < nv; ++jj) Axpy4(sS[j0 + jj], LoadFresh(c4 + uint64_t(jj) * quads), acc);
+    so4[i][qd] = acc;
+  }
+  if (warp == 0) {
+    const float mx = WarpMax(lane < tiles ? sM[lane] : -INFINITY);
+    const float wt = lane < tiles ? expf(__fsub_rn(sM[lane], mx)) : 0.0f;
+    const float lsum = WarpSum(lane < tiles ? __fmul_rn(wt, sL[lane]) : 0.0f);
+    if (lane < tiles) sW[lane] = wt;
+    if (lane == 0) sLsum = lsum;
+  }
+  __syncthreads();
+  const float* so = reinterpret_cast<const float*>(so4);
+  for (uint32_t r = tid; r < R; r += kThreads) {
+    float o = 0.0f;
+    for (uint32_t i = 0; i < tiles; ++i) o = fmaf(sW[i], so[i * kMaxR + r], o);
+    osh[r] = __fdiv_rn(o, sLsum);
+  }
+  __syncthreads();
+
+  // u: partial prt over r = prt (mod 32) in increasing r, then the partials in order.
+  if (live) {
+    float acc[kUGroup] = {};
+#pragma unroll
+    for (unsigned k = 0; k < kRowsAThread; ++k) {
+      const uint32_t r = prt + k * kUParts;
+      if (r < R) {
+        const uint32_t wv[kUGroup / 2] = {w[k].x, w[k].y, w[k].z, w[k].w};
+        Fma8(osh[r], wv, acc);
+      }
+    }
+#pragma unroll
+    for (unsigned e = 0; e < kUGroup; ++e) part[prt][dl + e] = acc[e];
+  }
+  __syncthreads();
+  for (uint32_t d = tid; d < nd; d += kThreads) {
+    float v = part[0][d];
+#pragma unroll
+    for (unsigned k = 1; k < kUParts; ++k) v = __fadd_rn(v, part[k][d]);
+    un[d] = v;
+  }
+}
+
+static_assert(kTiles <= kWarps && kTiles <= 32, "a warp a tile; the tiles' weights in one warp");
+
+}  // namespace
+
+cudaError_t LaunchShort(const MemraMlaArgs& a, cudaStream_t stream) {
+  const dim3 grid(a.nh, (a.Dv + kDBlock - 1) / kDBlock, a.t);
+  return memra_cu::LaunchModelKernel(mla_short, grid, dim3(kThreads), 0, 1, stream, a);
+}
+
+}  // namespace memra_mla

@@ -515,25 +515,54 @@ Napi::Value LaunchExpertDown(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// memra_moe_combine's arguments, at info[0..8] for both merge launches.
+struct MergeArgs {
+  float* h;
+  const float* wts;
+  const int32_t* ids;
+  const float* lo;
+  const float* hi;
+  uint32_t splitE, t, K, H;
+  std::string Describe() const {
+    return "h=" + Hex(h) + ", lo=" + Hex(lo) + ", hi=" + Hex(hi) + ", splitE=" + Num(splitE) +
+           ", t=" + Num(t) + ", K=" + Num(K) + ", H=" + Num(H);
+  }
+};
+
+MergeArgs ReadMerge(const Napi::CallbackInfo& info, const char* fn) {
+  return {F32(info, 0, fn, "h"),         F32(info, 1, fn, "wts"), I32(info, 2, fn, "ids"),
+          F32(info, 3, fn, "lo"),        F32(info, 4, fn, "hi"),  ReadU32(info, 5, fn, "splitE"),
+          Rows(info, 6, fn),             TopK(info, 7, fn),       ReadU32(info, 8, fn, "H")};
+}
+
 Napi::Value LaunchMoeCombine(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "launchMoeCombine";
-  float* h = F32(info, 0, fn, "h");
-  const float* wts = F32(info, 1, fn, "wts");
-  const int32_t* ids = I32(info, 2, fn, "ids");
-  const float* lo = F32(info, 3, fn, "lo");
-  const float* hi = F32(info, 4, fn, "hi");
-  const uint32_t splitE = ReadU32(info, 5, fn, "splitE");
-  const uint32_t t = Rows(info, 6, fn);
-  const uint32_t K = TopK(info, 7, fn);
-  const uint32_t H = ReadU32(info, 8, fn, "H");
+  const MergeArgs m = ReadMerge(info, fn);
   cudaStream_t s;
   const int device = Bound(env, info, 9, fn, &s);
   const PdlScope pdl(info, 10, fn);
-  MEMRA_CUDA_CHECK(env, device, memra_moe_combine(h, wts, ids, lo, hi, splitE, t, K, H, s),
-                   std::string(fn) + "(h=" + Hex(h) + ", lo=" + Hex(lo) + ", hi=" + Hex(hi) +
-                       ", splitE=" + Num(splitE) + ", t=" + Num(t) + ", K=" + Num(K) +
-                       ", H=" + Num(H) + ", stream=" + Hex(s) + ")");
+  MEMRA_CUDA_CHECK(env, device,
+                   memra_moe_combine(m.h, m.wts, m.ids, m.lo, m.hi, m.splitE, m.t, m.K, m.H, s),
+                   std::string(fn) + "(" + m.Describe() + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
+// The merge, then out = rmsnorm(h, gain) in one launch.
+Napi::Value LaunchMoeCombineNorm(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchMoeCombineNorm";
+  const MergeArgs m = ReadMerge(info, fn);
+  float* out = F32(info, 9, fn, "out");
+  const uint16_t* gain = Bf16(info, 10, fn, "gain");
+  cudaStream_t s;
+  const int device = Bound(env, info, 11, fn, &s);
+  const PdlScope pdl(info, 12, fn);
+  MEMRA_CUDA_CHECK(env, device,
+                   memra_moe_combine_norm(m.h, m.wts, m.ids, m.lo, m.hi, m.splitE, m.t, m.K, m.H,
+                                          out, gain, s),
+                   std::string(fn) + "(" + m.Describe() + ", out=" + Hex(out) + ", gain=" +
+                       Hex(gain) + ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }
 
@@ -579,6 +608,7 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchExpertUp", LaunchExpertUp},
       {"launchExpertDown", LaunchExpertDown},
       {"launchMoeCombine", LaunchMoeCombine},
+      {"launchMoeCombineNorm", LaunchMoeCombineNorm},
       {"launchArgmax", LaunchArgmax},
   };
   for (const auto& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));

@@ -73,6 +73,8 @@ function kernelBytes(
       return [span.label.toLowerCase(), a[3]! * a[4]! * (f32 + 1)];
     case 'MoeCombine':
       return ['moe_combine', a[6]! * a[7]! * a[8]! * f32 + a[6]! * a[8]! * 2 * f32];
+    case 'MoeCombineNorm':
+      return ['moe_combine+rmsnorm', a[6]! * a[7]! * a[8]! * f32 + a[6]! * a[8]! * 3 * f32 + a[8]! * 2];
     case 'Argmax':
       return ['argmax', a[2]! * a[3]! * f32];
     case 'Embed':

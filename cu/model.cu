@@ -7,6 +7,7 @@
 
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
+#include "cu/model_norm.cuh"
 #include "cu/model_reduce.cuh"
 #include "cu/pdl.cuh"
 
@@ -72,56 +73,22 @@ __global__ void embed(float* __restrict__ out, const uint16_t* __restrict__ emb,
 
 // ---- rmsnorm ----
 
-constexpr unsigned kNormThreads = 1024;  // a few elements a thread: few dependent trips
-constexpr unsigned kNormHeld = 8;        // H up to 8192 read once
-
-// One block per row. Thread j owns elements j, j + 1024, ...: its partial sum of squares runs in
-// increasing i, and BlockSumFixed adds the partials in an order fixed by the block size, so the
-// whole order depends only on H. `out` may alias `in`: each element is read and written by its
-// owner alone, and read (for the sum, then for the output) before that owner writes it.
-__global__ void __launch_bounds__(kNormThreads)
+// One block per row (cu/model_norm.cuh). `out` may alias `in`: each element is read and written
+// by its owner alone, and read (for the sum, then for the output) before that owner writes it.
+__global__ void __launch_bounds__(memra_model::kNormThreads)
     rmsnorm(float* out, const float* in, const uint16_t* __restrict__ gain, uint32_t H) {
+  using namespace memra_model;
   __shared__ float scratch[kNormThreads / 32];
   // A thread's first kNormHeld elements stay in registers between the sum and the output (one
-  // read of h from L2, not two), and their gains are read before the wait: they are weights.
+  // read of h from L2, not two).
   float held[kNormHeld], g[kNormHeld];
-#pragma unroll
-  for (unsigned m = 0; m < kNormHeld; ++m) {
-    const uint64_t i = threadIdx.x + uint64_t(m) * kNormThreads;
-    g[m] = i < H ? Bf16ToF32(gain[i]) : 0.0f;
-  }
+  NormGains(g, gain, H);
   PdlWait();
   PdlLaunchDependents();
   const float* h = in + uint64_t(blockIdx.x) * H;
-  float* o = out + uint64_t(blockIdx.x) * H;
 #pragma unroll
-  for (unsigned m = 0; m < kNormHeld; ++m) {
-    const uint64_t i = threadIdx.x + uint64_t(m) * kNormThreads;
-    held[m] = i < H ? LoadFresh(h + i) : 0.0f;
-  }
-  // Both loops run in increasing i: the held elements, then the rest.
-  constexpr uint64_t kRest = uint64_t(kNormHeld) * kNormThreads;
-  float ss = 0.0f;
-#pragma unroll
-  for (unsigned m = 0; m < kNormHeld; ++m) {
-    if (threadIdx.x + uint64_t(m) * kNormThreads < H) ss = __fadd_rn(ss, __fmul_rn(held[m], held[m]));
-  }
-  for (uint64_t i = threadIdx.x + kRest; i < H; i += kNormThreads) {
-    const float v = LoadFresh(h + i);
-    ss = __fadd_rn(ss, __fmul_rn(v, v));
-  }
-  ss = memra_model::BlockSumFixed<kNormThreads>(ss, scratch);
-  // f32-ops.ts rmsnorm, one rounding per operation: mean = ss / H (H exact in f32 below 2^24),
-  // r = sqrt(mean + 1e-6f), out = (h / r) * g.
-  const float r = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
-#pragma unroll
-  for (unsigned m = 0; m < kNormHeld; ++m) {
-    const uint64_t i = threadIdx.x + uint64_t(m) * kNormThreads;
-    if (i < H) o[i] = __fmul_rn(__fdiv_rn(held[m], r), g[m]);
-  }
-  for (uint64_t i = threadIdx.x + kRest; i < H; i += kNormThreads) {
-    o[i] = __fmul_rn(__fdiv_rn(LoadFresh(h + i), r), Bf16ToF32(gain[i]));
-  }
+  for (unsigned m = 0; m < kNormHeld; ++m) held[m] = NormIndex(m) < H ? LoadFresh(h + NormIndex(m)) : 0.0f;
+  NormRow(out + uint64_t(blockIdx.x) * H, held, g, [h](uint64_t i) { return LoadFresh(h + i); }, gain, H, scratch);
 }
 
 // ---- argmax ----
@@ -212,7 +179,7 @@ extern "C" cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t
                                      uint32_t t, uint32_t H, cudaStream_t stream) {
   if (t == 0 || H == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS) return cudaErrorInvalidValue;
-  return LaunchModelKernel(rmsnorm, dim3(t), dim3(kNormThreads), 0, 1, stream, out, in, gain, H);
+  return LaunchModelKernel(rmsnorm, dim3(t), dim3(memra_model::kNormThreads), 0, 1, stream, out, in, gain, H);
 }
 
 extern "C" cudaError_t memra_argmax(int32_t* out, const float* logits, uint32_t t, uint32_t V,

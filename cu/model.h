@@ -177,7 +177,9 @@ cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids, con
 // Expert FFN, second half: contrib[(s * K + k) * H + i] = act[(s * K + k)] @ W2[e - e0] for the
 // same owned slots (W2 holds nE experts, each [F, H]), grouped the same way. Other slots are not
 // written. For both: K <= MEMRA_MODEL_MAX_TOPK; each output's sum has memra_gemv's order for its
-// K (H, then F).
+// K (H, then F). With PDL on (memra_model_set_pdl), memra_expert_down reads ids before it waits
+// for the kernel ahead (only act must be that kernel's): ids must be older, as the walk's
+// expert_up, which waits for the router, makes them.
 cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
                               const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
                               uint32_t K, uint32_t H, uint32_t F, cudaStream_t stream);
@@ -188,6 +190,14 @@ cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* i
 cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids, const float* lo,
                               const float* hi, uint32_t splitE, uint32_t t, uint32_t K,
                               uint32_t H, cudaStream_t stream);
+
+// memra_moe_combine, then out[s] = rmsnorm(h[s], gain) (memra_rmsnorm's bits) in the same launch:
+// the norm that follows a merge when nothing comes between them (the next layer's attention norm,
+// or the final one). out must not overlap h, wts, ids, lo or hi.
+cudaError_t memra_moe_combine_norm(float* h, const float* wts, const int32_t* ids, const float* lo,
+                                   const float* hi, uint32_t splitE, uint32_t t, uint32_t K,
+                                   uint32_t H, float* out, const uint16_t* gain,
+                                   cudaStream_t stream);
 
 // out[s] = the index of the largest logits[s * V + j], the lowest such index on ties (-0 == +0).
 // NaN never wins unless the whole row is NaN (then 0). f32-ops.ts argmax differs in one case: a

@@ -586,7 +586,10 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
                 uint32_t nE, uint32_t K, uint32_t H, uint32_t F, unsigned slots, unsigned split) {
-  PdlWait();
+  // Only act is expert_up's: the ids are read before the wait, so the first batch of W2 is in
+  // flight when expert_up finishes (GemvTile waits after loading it). They were written two
+  // kernels back (the router), and this grid can start only once every block of expert_up has
+  // returned from its own PdlWait, which waits for that kernel to complete: they are in L2.
   PdlLaunchDependents();
   ExpertGroup g;
   if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;

@@ -9,6 +9,7 @@
 #include "cu/launch.cuh"
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
+#include "cu/model_norm.cuh"
 #include "cu/pdl.cuh"
 
 namespace {
@@ -205,22 +206,55 @@ __global__ void dequantize(float* __restrict__ xd, const uint8_t* __restrict__ x
 // moe = sum over slots in slot order of f32(w * c), each add rounded, then h = f32(h + moe): the
 // same terms in the same order whichever rank computed each slot's c (lo: experts below
 // splitE, hi: the rest), so the EP walk matches the unsharded one bit for bit.
-__global__ void moe_combine(float* __restrict__ h, const float* __restrict__ wts,
-                            const int32_t* __restrict__ ids, const float* lo, const float* hi,
-                            uint32_t splitE, uint32_t K, uint32_t H, uint64_t n) {
-  PdlWait();
-  PdlLaunchDependents();
-  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
-  for (uint64_t idx = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
-    const uint64_t s = idx / H, i = idx - s * H;
+struct Merge {
+  float* h;
+  const float* wts;
+  const int32_t* ids;
+  const float* lo;
+  const float* hi;
+  uint32_t splitE, K, H;
+  // Element i of row s, stored into h and returned.
+  __device__ __forceinline__ float operator()(uint64_t s, uint64_t i) const {
     float moe = 0.0f;
     for (uint32_t k = 0; k < K; ++k) {
       const uint64_t q = s * K + k;
       const float* c = int64_t(LoadFresh(ids + q)) < int64_t(splitE) ? lo : hi;
       moe = __fadd_rn(moe, __fmul_rn(LoadFresh(wts + q), LoadFresh(c + q * H + i)));
     }
-    h[idx] = __fadd_rn(LoadFresh(h + idx), moe);
+    const uint64_t at = s * H + i;
+    const float v = __fadd_rn(LoadFresh(h + at), moe);
+    h[at] = v;
+    return v;
   }
+};
+
+__global__ void moe_combine(Merge m, uint64_t n) {
+  PdlWait();
+  PdlLaunchDependents();
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t idx = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += stride) {
+    m(idx / m.H, idx % m.H);
+  }
+}
+
+// The merge, then the rmsnorm of the merged row into out: one block a row, each thread merging
+// the elements it then norms (cu/model_norm.cuh), so the norm that begins the next layer (or the
+// final one) costs no launch of its own. The same bits as moe_combine, then rmsnorm.
+__global__ void __launch_bounds__(memra_model::kNormThreads)
+    moe_combine_norm(Merge m, float* __restrict__ out, const uint16_t* __restrict__ gain) {
+  using namespace memra_model;
+  __shared__ float scratch[kNormThreads / 32];
+  float held[kNormHeld], g[kNormHeld];
+  NormGains(g, gain, m.H);
+  PdlWait();
+  PdlLaunchDependents();
+  const uint64_t s = blockIdx.x;
+#pragma unroll
+  for (unsigned j = 0; j < kNormHeld; ++j) held[j] = NormIndex(j) < m.H ? m(s, NormIndex(j)) : 0.0f;
+  for (uint64_t i = threadIdx.x + kNormRest; i < m.H; i += kNormThreads) m(s, i);
+  // Past the held ones, this thread reads back what it stored (its own elements).
+  const float* h = m.h + s * m.H;
+  NormRow(out + s * m.H, held, g, [h](uint64_t i) { return h[i]; }, gain, m.H, scratch);
 }
 
 }  // namespace
@@ -278,5 +312,15 @@ extern "C" cudaError_t memra_moe_combine(float* h, const float* wts, const int32
   if (t > MEMRA_MODEL_MAX_ROWS || K > MEMRA_MODEL_MAX_TOPK) return cudaErrorInvalidValue;
   const uint64_t n = uint64_t(t) * H;
   return LaunchModelKernel(moe_combine, dim3(memra_cu::GridFor(n)), dim3(memra_cu::kBlock), 0, 1,
-                           stream, h, wts, ids, lo, hi, splitE, K, H, n);
+                           stream, Merge{h, wts, ids, lo, hi, splitE, K, H}, n);
+}
+
+extern "C" cudaError_t memra_moe_combine_norm(float* h, const float* wts, const int32_t* ids,
+                                              const float* lo, const float* hi, uint32_t splitE,
+                                              uint32_t t, uint32_t K, uint32_t H, float* out,
+                                              const uint16_t* gain, cudaStream_t stream) {
+  if (t == 0 || H == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || K > MEMRA_MODEL_MAX_TOPK) return cudaErrorInvalidValue;
+  return LaunchModelKernel(moe_combine_norm, dim3(t), dim3(memra_model::kNormThreads), 0, 1, stream,
+                           Merge{h, wts, ids, lo, hi, splitE, K, H}, out, gain);
 }

@@ -258,7 +258,7 @@ export class DeviceWalk {
         const pending = walk.layer(l, t, trs[l], dc);
         if (pending) await pending;
       }
-      this.tail(t);
+      this.tail(t, walk);
       profiler?.flush();
     }
     if (profiler) profiler.copyStamps();
@@ -308,7 +308,7 @@ export class DeviceWalk {
       if (walk.layer(l, t, trs[l], dc))
         throw new Error(`step graph: layer ${l} deferred its EP step, which a capture cannot hold`);
     }
-    this.tail(t);
+    this.tail(t, walk);
     profiler?.flush();
   }
 
@@ -325,13 +325,13 @@ export class DeviceWalk {
     });
   }
 
-  /** The final norm, the logits and the greedy pick, into tokOut (root's). */
-  private tail(t: number): void {
+  /** The final norm (unless the walk's last merge made it), the logits and the greedy pick, into tokOut (root's). */
+  private tail(t: number, walk: LayerWalk): void {
     const { hidden: H, vocab: V } = this.cfg;
     const b0 = this.bufs[0]!,
       w0 = this.weights[0]!,
       root = this.pieces.ops[0]!;
-    root.rmsnorm(b0.fin, b0.hAndPositions, w0.gf, t, H);
+    if (!walk.finalNormInMerge) root.rmsnorm(b0.fin, b0.hAndPositions, w0.gf, t, H);
     root.gemv(b0.logitsV, V, b0.fin, H, w0.wvocab, V, H, V, t);
     root.argmax(b0.tokOut, b0.logitsV, t, V);
   }

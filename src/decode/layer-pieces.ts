@@ -59,8 +59,11 @@ export class LayerPieces {
     this.ops[r]!.embed(b.hAndPositions, this.weights[r]!.emb, b.tokIn, t, this.cfg.hidden, this.cfg.vocab);
   }
 
-  /** Rank r's heads: the norm, the latent c into its cache and q in one launch, then attention into uPart. */
-  attend(r: number, l: number, t: number): void {
+  /**
+   * Rank r's heads: the norm (unless the merge before made it: `normed`), the latent c into its
+   * cache and q in one launch, then attention into uPart.
+   */
+  attend(r: number, l: number, t: number, normed = false): void {
     const { hidden: H, latent: R, headDim: Dv, layers: L, maxPos: P } = this.cfg;
     const o = this.ops[r]!,
       b = this.bufs[r]!,
@@ -68,7 +71,7 @@ export class LayerPieces {
       nh = this.own[r]!.nh;
     const cache = b.cache + l * P * R * 4,
       pos = positionsAt(b, this.cfg, t);
-    o.rmsnorm(b.hNorm, b.hAndPositions, lw.g1, t, H);
+    if (!normed) o.rmsnorm(b.hNorm, b.hAndPositions, lw.g1, t, H);
     o.latentQuery(b.qLatent, b.hNorm, lw.wdkv, lw.wq, cache, L * P * R, pos, H, R, nh * R, t, P);
     const Pa = this.attendPositions;
     o.mlaAttention(b.uPart, nh * Dv, b.qLatent, nh * R, cache, L * P * R, pos, lw.wuv, b.attnWork, t, nh, Pa, R, Dv);
@@ -138,15 +141,25 @@ export class LayerPieces {
 
   /**
    * h += Σ_k wts[k]·contrib[k] on rank r, in slot order, each slot's contribution taken from the
-   * part of the rank owning its expert: the terms and order of the unsharded merge.
+   * part of the rank owning its expert: the terms and order of the unsharded merge. With `norm`,
+   * in the same launch, the norm that the rank does next: layer `norm`'s attention norm into
+   * hNorm (its attend is then told `normed`), or at norm = L the final norm into fin (root).
    */
-  merge(r: number, t: number): void {
+  merge(r: number, t: number, norm?: number): void {
     const { hidden: H, experts: E, topk: K } = this.cfg;
     const b = this.bufs[r]!,
       p = packAt(b, this.cfg, t),
       split = this.own[0]!.nE;
     const lo = contribAt(b, this.cfg, 0, t),
       hi = split === E ? lo : contribAt(b, this.cfg, 1, t);
-    this.ops[r]!.moeCombine(b.hAndPositions, p.wts, p.ids, lo, hi, split, t, K, H);
+    if (norm === undefined) {
+      this.ops[r]!.moeCombine(b.hAndPositions, p.wts, p.ids, lo, hi, split, t, K, H);
+      return;
+    }
+    const w = this.weights[r]!,
+      last = norm === this.cfg.layers;
+    const out = last ? b.fin : b.hNorm,
+      gain = last ? w.gf : w.layers[norm]!.g1;
+    this.ops[r]!.moeCombineNorm(b.hAndPositions, p.wts, p.ids, lo, hi, split, t, K, H, out, gain);
   }
 }

@@ -9,6 +9,11 @@ import type { DecodeConfig } from './decode-config.js';
 export interface LayerWalk {
   /** How many ranks hold h once a step is done (rank 0, and in the replicated walk rank 1 too). */
   readonly holders: number;
+  /**
+   * Whether rank 0's last merge of a step also makes the final norm (LayerPieces.merge): then the
+   * tail starts at the logits.
+   */
+  readonly finalNormInMerge: boolean;
   /** The step's tokens and positions onto the ranks that read them: host values, ahead of the body. */
   inputs(tokens: readonly number[], positions: readonly number[]): void;
   /** h = Emb[tokens] on the ranks that hold h. */

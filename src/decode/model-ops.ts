@@ -202,6 +202,22 @@ export class ModelOps {
   ): number {
     return this.put(Op.MoeCombine, h, wts, ids, lo, hi, splitE, t, K, H);
   }
+  /** moeCombine, then out = rmsnorm(h, gain): the norm that follows the merge, in its launch. */
+  moeCombineNorm(
+    h: number,
+    wts: number,
+    ids: number,
+    lo: number,
+    hi: number,
+    splitE: number,
+    t: number,
+    K: number,
+    H: number,
+    out: number,
+    gain: number,
+  ): number {
+    return this.put(Op.MoeCombineNorm, h, wts, ids, lo, hi, splitE, t, K, H, out, gain);
+  }
   argmax(out: number, logits: number, t: number, V: number): number {
     return this.put(Op.Argmax, out, logits, t, V);
   }

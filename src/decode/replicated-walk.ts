@@ -10,7 +10,8 @@
  *   (both)           norm, router, fp8 quantization: the same ids, weights and codes on both
  *   (both)           the slots whose experts they own
  *   ep exchange      each rank's slots into the other's contrib buffer
- *   (both)           the merge by owner in slot order, and the residual add
+ *   (both)           the merge by owner in slot order, and the residual add, with the next
+ *                    layer's norm in the same launch (rank 0: the final norm after the last)
  *
  * Bit identity with the unsharded walk, rank by rank: the joins add nothing; the product is each
  * column computed as the unsharded gemv computes it, and h + y is the f32 add the unsharded
@@ -31,6 +32,7 @@ import type { WalkJoins } from './walk-joins.js';
 
 export class ReplicatedWalk implements LayerWalk {
   readonly holders = 2;
+  readonly finalNormInMerge = true;
   /** When set, every layer's experts to rank 0's merge are timed on rank 0 (the `ep` benchmark). */
   epTimer: EpStepTimer | undefined;
 
@@ -50,7 +52,7 @@ export class ReplicatedWalk implements LayerWalk {
   layer(l: number, t: number, tr: Transport | undefined, dc: DecodeConfig): void {
     const p = this.p,
       j = this.j;
-    for (const r of RANKS) p.attend(r, l, t);
+    for (const r of RANKS) p.attend(r, l, t, l > 0);
     if (dc.wo === 'allreduce') {
       for (const r of RANKS) p.woRows(r, l, t);
       j.woAllReduce(l, t, tr!);
@@ -65,7 +67,9 @@ export class ReplicatedWalk implements LayerWalk {
     this.epTimer?.begin(l);
     for (const r of RANKS) p.experts(r, l, t);
     j.epExchange(l, t, tr!);
-    for (const r of RANKS) p.merge(r, t);
+    // The next layer's norm in the merge's launch; after the last, root's final norm (rank 1 has none).
+    const last = l + 1 === p.cfg.layers;
+    for (const r of RANKS) p.merge(r, t, !last ? l + 1 : r === 0 ? l + 1 : undefined);
     this.epTimer?.end(l);
   }
 }

@@ -33,6 +33,8 @@ import { contribAt, packAt } from './walk-buffers.js';
 
 export class SeedWalk implements LayerWalk {
   readonly holders = 1;
+  /** Root's merge ends the layer, but the fan-out of h comes before either rank's next norm. */
+  readonly finalNormInMerge = false;
   /** When set, every layer's EP step is timed on rank 0 (the `ep` benchmark). */
   epTimer: EpStepTimer | undefined;
   private readonly slots: EpGraphSlots;

@@ -7,6 +7,7 @@ import type { LayerPieces } from './layer-pieces.js';
 
 export class UnshardedWalk implements LayerWalk {
   readonly holders = 1;
+  readonly finalNormInMerge = true;
   constructor(private readonly p: LayerPieces) {}
 
   inputs(tokens: readonly number[], positions: readonly number[]): void {
@@ -19,10 +20,11 @@ export class UnshardedWalk implements LayerWalk {
 
   layer(l: number, t: number): void {
     const p = this.p;
-    p.attend(0, l, t);
+    p.attend(0, l, t, l > 0);
     p.attentionOut(l, t);
     p.route(0, l, t);
     p.experts(0, l, t);
-    p.merge(0, t);
+    // The next layer's norm (the final one after the last) in the merge's launch.
+    p.merge(0, t, l + 1);
   }
 }

@@ -521,6 +521,22 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
+  /** launchMoeCombine, then out = rmsnorm(h, gain) (launchRmsnorm's bits), in one launch. */
+  launchMoeCombineNorm(
+    h: DevicePtr,
+    wts: DevicePtr,
+    ids: DevicePtr,
+    lo: DevicePtr,
+    hi: DevicePtr,
+    splitE: number,
+    t: number,
+    K: number,
+    H: number,
+    out: DevicePtr,
+    gain: DevicePtr,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
   launchArgmax(out: DevicePtr, logits: DevicePtr, t: number, V: number, stream: StreamHandle, pdl?: boolean): void;
 
   // ---- the calling thread's CPU affinity (Linux) ----

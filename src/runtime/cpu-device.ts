@@ -852,6 +852,24 @@ export class CpuDevice implements DeviceApi {
   ): void {
     mk.moeCombine(this.kernel('launchMoeCombine', stream), h, wts, ids, lo, hi, splitE, t, K, H);
   }
+  launchMoeCombineNorm(
+    h: number,
+    wts: number,
+    ids: number,
+    lo: number,
+    hi: number,
+    splitE: number,
+    t: number,
+    K: number,
+    H: number,
+    out: number,
+    gain: number,
+    stream: number,
+  ): void {
+    // The two kernels' work in their order: on the GPU one launch gives the same bits.
+    mk.moeCombine(this.kernel('launchMoeCombineNorm', stream), h, wts, ids, lo, hi, splitE, t, K, H);
+    mk.rmsnormRows(this.kernel('launchMoeCombineNorm', stream), out, h, gain, t, H);
+  }
   launchArgmax(out: number, logits: number, t: number, V: number, stream: number): void {
     mk.argmaxRows(this.kernel('launchArgmax', stream), out, logits, t, V);
   }

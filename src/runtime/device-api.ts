@@ -74,6 +74,7 @@ export type DeviceApi = Pick<
   | 'launchExpertUp'
   | 'launchExpertDown'
   | 'launchMoeCombine'
+  | 'launchMoeCombineNorm'
   | 'launchArgmax'
   | 'streamBeginCapture'
   | 'streamEndCapture'

@@ -29,6 +29,7 @@ const STEP_KERNELS: ReadonlySet<number> = new Set([
   Op.Argmax,
   Op.RouteQuant,
   Op.LatentQuery,
+  Op.MoeCombineNorm,
 ]);
 
 /**
@@ -263,6 +264,23 @@ export function executeModelOp(
         a[i + 6]!,
         a[i + 7]!,
         a[i + 8]!,
+        stream,
+        pdl,
+      );
+      return true;
+    case Op.MoeCombineNorm:
+      dev.launchMoeCombineNorm(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        asDevicePtr(a[i + 9]!),
+        asDevicePtr(a[i + 10]!),
         stream,
         pdl,
       );

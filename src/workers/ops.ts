@@ -94,9 +94,11 @@ export enum Op {
   RouteQuant = 39,
   /** q, a, wdkv, wq, cache (the layer's rows of slot 0), slotStride, pos, K, R, qcols, t, P. */
   LatentQuery = 40,
+  /** h, wts, ids, lo, hi, splitE, t, K, H, out, gain: MoeCombine, then out = rmsnorm(h, gain). */
+  MoeCombineNorm = 41,
 }
 
-export const OP_COUNT = 41;
+export const OP_COUNT = 42;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

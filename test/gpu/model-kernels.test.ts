@@ -611,6 +611,42 @@ describe('model kernels on one GPU', function () {
     sameBits(down(Float32Array, hp, t * H), want, `moe_combine t=${t} K=${K} H=${H} (ids ${ids.join(' ')})`);
   });
 
+  it('moe_combine_norm: h and the norm bit-identical to moe_combine, then rmsnorm (t = 1, 3, 8; H = 256, 4096 and 9216, past the held elements; lo and hi split)', () => {
+    const K = 3,
+      E = 6;
+    for (const [t, H] of [
+      [1, 4096],
+      [3, 256],
+      [8, 4096],
+      [2, 9216],
+    ] as Array<[number, number]>) {
+      const wts = put(randF(t * K)),
+        lo = put(randF(t * K * H, 3)),
+        hi = put(randF(t * K * H, 3)),
+        h = randF(t * H, 2);
+      const ids = Int32Array.from({ length: t * K }, () => Math.floor(rnd() * E));
+      ids[0] = 0;
+      ids[t * K - 1] = E - 1;
+      const ip = put(ids),
+        gp = alloc(H * 2);
+      b.launchGenWeights(gp, u64().toString(), 9, 0, 1, H, 0, H, 1, 0, s);
+      const h1 = put(h),
+        h2 = put(h),
+        n1 = out(t * H * 4),
+        n2 = out(t * H * 4);
+      b.launchMoeCombine(h1, wts, ip, lo, hi, E / 2, t, K, H, s);
+      b.launchRmsnorm(n1, h1, gp, t, H, s);
+      b.launchMoeCombineNorm(h2, wts, ip, lo, hi, E / 2, t, K, H, n2, gp, s);
+      sameBits(down(Float32Array, h2, t * H), down(Float32Array, h1, t * H), `moe_combine_norm t=${t} H=${H}: h`);
+      sameBits(
+        down(Float32Array, n2, t * H),
+        down(Float32Array, n1, t * H),
+        `moe_combine_norm t=${t} H=${H}: the norm`,
+      );
+      freeAll();
+    }
+  });
+
   it('argmax: the lowest index on ties, NaN never wins (an all-NaN row gives 0), -0 == +0, +inf', () => {
     const V = 1000,
       t = 6;

@@ -239,21 +239,46 @@ __global__ void moe_combine(Merge m, uint64_t n) {
 
 // The merge, then the rmsnorm of the merged row into out: one block a row, each thread merging
 // the elements it then norms (cu/model_norm.cuh), so the norm that begins the next layer (or the
-// final one) costs no launch of its own. The same bits as moe_combine, then rmsnorm.
+// final one) costs no launch of its own. The same bits as moe_combine, then rmsnorm. The row's
+// slots are read once into shared memory, so a thread's loads of its elements' K contributions
+// are independent (one block does a row's whole merge: its loads must all be in flight).
 __global__ void __launch_bounds__(memra_model::kNormThreads)
     moe_combine_norm(Merge m, float* __restrict__ out, const uint16_t* __restrict__ gain) {
   using namespace memra_model;
   __shared__ float scratch[kNormThreads / 32];
+  __shared__ float sw[MEMRA_MODEL_MAX_TOPK];
+  __shared__ const float* sc[MEMRA_MODEL_MAX_TOPK];
   float held[kNormHeld], g[kNormHeld];
   NormGains(g, gain, m.H);
   PdlWait();
   PdlLaunchDependents();
   const uint64_t s = blockIdx.x;
+  if (threadIdx.x < m.K) {
+    const uint64_t q = s * m.K + threadIdx.x;
+    sw[threadIdx.x] = LoadFresh(m.wts + q);
+    sc[threadIdx.x] = (int64_t(LoadFresh(m.ids + q)) < int64_t(m.splitE) ? m.lo : m.hi) + q * m.H;
+  }
+  __syncthreads();
+  // Merge's sum for each held element: slot order, f32(w * c) then one rounded add.
+  float moe[kNormHeld];
 #pragma unroll
-  for (unsigned j = 0; j < kNormHeld; ++j) held[j] = NormIndex(j) < m.H ? m(s, NormIndex(j)) : 0.0f;
+  for (unsigned j = 0; j < kNormHeld; ++j) moe[j] = 0.0f;
+#pragma unroll 4
+  for (uint32_t k = 0; k < m.K; ++k) {
+    const float w = sw[k], *c = sc[k];
+#pragma unroll
+    for (unsigned j = 0; j < kNormHeld; ++j) {
+      if (NormIndex(j) < m.H) moe[j] = __fadd_rn(moe[j], __fmul_rn(w, LoadFresh(c + NormIndex(j))));
+    }
+  }
+  float* h = m.h + s * m.H;
+#pragma unroll
+  for (unsigned j = 0; j < kNormHeld; ++j) {
+    held[j] = 0.0f;
+    if (NormIndex(j) < m.H) h[NormIndex(j)] = held[j] = __fadd_rn(LoadFresh(h + NormIndex(j)), moe[j]);
+  }
   for (uint64_t i = threadIdx.x + kNormRest; i < m.H; i += kNormThreads) m(s, i);
   // Past the held ones, this thread reads back what it stored (its own elements).
-  const float* h = m.h + s * m.H;
   NormRow(out + s * m.H, held, g, [h](uint64_t i) { return h[i]; }, gain, m.H, scratch);
 }
 

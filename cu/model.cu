@@ -82,13 +82,17 @@ __global__ void __launch_bounds__(memra_model::kNormThreads)
   // A thread's first kNormHeld elements stay in registers between the sum and the output (one
   // read of h from L2, not two).
   float held[kNormHeld], g[kNormHeld];
-  NormGains(g, gain, H);
+  NormGains(g, gain, H, threadIdx.x);
   PdlWait();
   PdlLaunchDependents();
   const float* h = in + uint64_t(blockIdx.x) * H;
 #pragma unroll
-  for (unsigned m = 0; m < kNormHeld; ++m) held[m] = NormIndex(m) < H ? LoadFresh(h + NormIndex(m)) : 0.0f;
-  NormRow(out + uint64_t(blockIdx.x) * H, held, g, [h](uint64_t i) { return LoadFresh(h + i); }, gain, H, scratch);
+  for (unsigned m = 0; m < kNormHeld; ++m) {
+    const uint64_t i = NormIndex(threadIdx.x, m);
+    held[m] = i < H ? LoadFresh(h + i) : 0.0f;
+  }
+  NormRow(out + uint64_t(blockIdx.x) * H, held, g, [h](uint64_t i) { return LoadFresh(h + i); }, gain, H,
+          [&](float v) { return BlockSumFixed<kNormThreads>(v, scratch); }, threadIdx.x);
 }
 
 // ---- argmax ----

@@ -5,9 +5,11 @@
 //
 // Thread j of kNormThreads owns elements j, j + kNormThreads, ...: its partial sum of squares
 // runs in increasing i, and BlockSumFixed adds the partials in an order fixed by the block size,
-// so the whole order depends only on H.
+// so the whole order depends only on H. A row may also be spread over a cluster of blocks whose
+// threads together are the kNormThreads (ClusterSum): the same owners, the same order.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <stdint.h>
 
 #include "cu/model_bits.cuh"
@@ -19,41 +21,66 @@ constexpr unsigned kNormThreads = 1024;  // a few elements a thread: few depende
 constexpr unsigned kNormHeld = 8;        // H up to 8192 held in registers, read once
 constexpr uint64_t kNormRest = uint64_t(kNormHeld) * kNormThreads;
 
-// Element m of this thread's held ones: i = threadIdx.x + m * kNormThreads.
-__device__ __forceinline__ uint64_t NormIndex(unsigned m) { return threadIdx.x + uint64_t(m) * kNormThreads; }
+// j below is the norm's thread (< kNormThreads): threadIdx.x in one block, or its place in the
+// cluster. Element m of its held ones: i = j + m * kNormThreads.
+__device__ __forceinline__ uint64_t NormIndex(unsigned j, unsigned m) { return j + uint64_t(m) * kNormThreads; }
 
-// The gains of this thread's held elements: weights, so loaded before the wait (cu/pdl.cuh).
+// The gains of thread j's held elements: weights, so loaded before the wait (cu/pdl.cuh).
 __device__ __forceinline__ void NormGains(float (&g)[kNormHeld], const uint16_t* __restrict__ gain,
-                                          uint32_t H) {
+                                          uint32_t H, unsigned j) {
 #pragma unroll
-  for (unsigned m = 0; m < kNormHeld; ++m) g[m] = NormIndex(m) < H ? Bf16ToF32(gain[NormIndex(m)]) : 0.0f;
+  for (unsigned m = 0; m < kNormHeld; ++m) g[m] = NormIndex(j, m) < H ? Bf16ToF32(gain[NormIndex(j, m)]) : 0.0f;
 }
 
-// o = rmsnorm(v) for one row: held[m] = v[NormIndex(m)], rest(i) = v[i] for i >= kNormRest (H
-// past 8192). Every thread of the block calls it; scratch: kNormThreads / 32 floats.
-template <class Rest>
+// BlockSumFixed<kNormThreads> over a cluster of kBlocks blocks of kNormThreads / kBlocks threads:
+// each warp's butterfly, then the 32 warp totals in order (warp w of block r is the norm's warp
+// r * warps + w), read by every block from the others' shared memory. warpTotals: this block's
+// kNormThreads / kBlocks / 32 floats of shared memory. Every thread of the cluster calls it.
+template <unsigned kBlocks>
+__device__ __forceinline__ float ClusterSum(float v, float* warpTotals) {
+  constexpr unsigned kWarps = kNormThreads / kBlocks / 32;
+  namespace cg = cooperative_groups;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) warpTotals[threadIdx.x / 32] = v;
+  cg::this_cluster().sync();
+  float total = 0.0f;
+#pragma unroll
+  for (unsigned w = 0; w < kNormThreads / 32; ++w) {
+    const float x = cg::this_cluster().map_shared_rank(warpTotals, w / kWarps)[w % kWarps];
+    total = w == 0 ? x : __fadd_rn(total, x);
+  }
+  // No block may leave (or reuse its totals) while another still reads them.
+  cg::this_cluster().sync();
+  return total;
+}
+
+// o = rmsnorm(v) for one row, by its thread j: held[m] = v[NormIndex(j, m)], rest(i) = v[i] for i >= kNormRest (H
+// past 8192). Every thread of the block (or cluster) calls it.
+// sum(v): the block's (or cluster's) fixed-order total of every thread's v.
+template <class Rest, class Sum>
 __device__ __forceinline__ void NormRow(float* o, const float (&held)[kNormHeld], const float (&g)[kNormHeld],
                                         const Rest& rest, const uint16_t* __restrict__ gain, uint32_t H,
-                                        float* scratch) {
+                                        const Sum& sum, unsigned j) {
   // Both loops run in increasing i: the held elements, then the rest.
   float ss = 0.0f;
 #pragma unroll
   for (unsigned m = 0; m < kNormHeld; ++m) {
-    if (NormIndex(m) < H) ss = __fadd_rn(ss, __fmul_rn(held[m], held[m]));
+    if (NormIndex(j, m) < H) ss = __fadd_rn(ss, __fmul_rn(held[m], held[m]));
   }
-  for (uint64_t i = threadIdx.x + kNormRest; i < H; i += kNormThreads) {
+  for (uint64_t i = j + kNormRest; i < H; i += kNormThreads) {
     const float v = rest(i);
     ss = __fadd_rn(ss, __fmul_rn(v, v));
   }
-  ss = BlockSumFixed<kNormThreads>(ss, scratch);
+  ss = sum(ss);
   // One rounding per operation: mean = ss / H (H exact in f32 below 2^24), r = sqrt(mean + 1e-6f),
   // out = (h / r) * g.
   const float r = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
 #pragma unroll
   for (unsigned m = 0; m < kNormHeld; ++m) {
-    if (NormIndex(m) < H) o[NormIndex(m)] = __fmul_rn(__fdiv_rn(held[m], r), g[m]);
+    if (NormIndex(j, m) < H) o[NormIndex(j, m)] = __fmul_rn(__fdiv_rn(held[m], r), g[m]);
   }
-  for (uint64_t i = threadIdx.x + kNormRest; i < H; i += kNormThreads) {
+  for (uint64_t i = j + kNormRest; i < H; i += kNormThreads) {
     o[i] = __fmul_rn(__fdiv_rn(rest(i), r), Bf16ToF32(gain[i]));
   }
 }

@@ -232,7 +232,8 @@ Napi::Value LaunchGemv(const Napi::CallbackInfo& info) {
   MEMRA_CUDA_CHECK(env, device, memra_gemv(out, ldo, x, ldx, w, ldw, K, cols, t, accumulate ? 1 : 0, split, s),
                    std::string(fn) + "(out=" + Hex(out) + ", ldo=" + Num(ldo) + ", x=" + Hex(x) +
                        ", ldx=" + Num(ldx) + ", w=" + Hex(w) + ", ldw=" + Num(ldw) +
-                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) + ", accumulate=" + (accumulate ? "true" : "false") + ", split=" + Num(split) +
+                       ", K=" + Num(K) + ", cols=" + Num(cols) + ", t=" + Num(t) +
+                       ", accumulate=" + (accumulate ? "true" : "false") + ", split=" + Num(split) +
                        ", stream=" + Hex(s) + ")");
   return env.Undefined();
 }

@@ -51,15 +51,20 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|reliability|probe|smoke|ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
-    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu, loopback-bench, reliability, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
+    core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|reliability|probe|smoke|\
+      ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
+    *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu," \
+         "loopback-bench, reliability, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
 [ -n "$out" ] || { echo "gpu-session.sh: set OUT or pass --out DIR" >&2; exit 2; }
 mkdir -p "$out"
 logs=$(mktemp -d /tmp/memra-gpu-session.XXXXXX)
-pack() { tar -C "$logs" -czf "$out/gpu-session.tgz" . && echo "packed $(du -sh "$out/gpu-session.tgz" | cut -f1) into $out/gpu-session.tgz"; }
+pack() {
+  tar -C "$logs" -czf "$out/gpu-session.tgz" . &&
+    echo "packed $(du -sh "$out/gpu-session.tgz" | cut -f1) into $out/gpu-session.tgz"
+}
 trap pack EXIT
 export NCCL_NVLS_ENABLE=0   # NVLink multicast (NVLS) stays off: on a shared host it can take the GPUs out of service
 deadline=$((SECONDS + budget))
@@ -72,7 +77,8 @@ step() { # name seconds command...
   timeout --kill-after=5 "$secs" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - t0)) s (bound $secs s)"
-  grep -E "passing|failing|pending|Error|exit|wrote|SUMMARY|chose:|tokens/s|^  [0-9]+\) |^(held|FAILED) |^sanitize: " "$logs/$name.log" | tail -24
+  grep -E -e "passing|failing|pending|Error|exit|wrote|SUMMARY|chose:|tokens/s" \
+    -e "^  [0-9]+\) |^(held|FAILED) |^sanitize: " "$logs/$name.log" | tail -24
   return $rc
 }
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$logs/gpus.txt" 2>&1
@@ -86,15 +92,18 @@ for phase in "${phases[@]}"; do
       step test-ep-graph 100 npx mocha --timeout 120000 dist/test/gpu/ep-graph.test.js ;;
     decode)
       step test-decode 570 npx mocha --timeout 120000 --grep 'bench, t=' --invert dist/test/gpu/decode.test.js
-      step test-replicated-walk 180 npx mocha --timeout 120000 --grep 'small, t = 1' dist/test/gpu/replicated-walk.test.js
+      step test-replicated-walk 180 npx mocha --timeout 120000 --grep 'small, t = 1' \
+        dist/test/gpu/replicated-walk.test.js
       step test-join-profile 120 npx mocha --timeout 120000 dist/test/gpu/join-profile.test.js ;;
     decode-bench)
       step test-decode-bench 570 npx mocha --timeout 120000 --grep 'bench, t=' dist/test/gpu/decode.test.js
-      step test-replicated-walk-bench 300 npx mocha --timeout 120000 --grep 'bench, t = 1' dist/test/gpu/replicated-walk.test.js ;;
+      step test-replicated-walk-bench 300 npx mocha --timeout 120000 --grep 'bench, t = 1' \
+        dist/test/gpu/replicated-walk.test.js ;;
     bench)
       step bench-decode 200 node dist/bench/main.js decode --out "$logs"
       step bench-ep 150 node dist/bench/main.js ep --out "$logs"
-      step profile-bench 90 node dist/src/cli/main.js profile --backend cuda --preset bench --tokens 12 --out "$logs/profile-bench"
+      step profile-bench 90 node dist/src/cli/main.js profile --backend cuda --preset bench --tokens 12 \
+        --out "$logs/profile-bench"
       step sanitize 130 bash scripts/sanitize.sh "$logs/sanitize" ;;
     joins)
       step bench-joins 540 node dist/bench/main.js joins --out "$logs" ;;
@@ -107,7 +116,8 @@ for phase in "${phases[@]}"; do
       step bench-decode 150 node dist/bench/main.js decode --out "$logs" ;;
     reliability)
       # As `npm run soak` starts it: RSS measured with the young generation and malloc's mmap threshold fixed.
-      step soak 200 env MALLOC_MMAP_THRESHOLD_=131072 node --expose-gc --min-semi-space-size=16 --max-semi-space-size=16 \
+      step soak 200 env MALLOC_MMAP_THRESHOLD_=131072 \
+        node --expose-gc --min-semi-space-size=16 --max-semi-space-size=16 \
         dist/bench/soak/main.js --steps 20000 --cycles 100 --faults 4 --time-limit 150 --out "$logs"
       step sanitize 300 bash scripts/sanitize.sh "$logs/sanitize" ;;
     loopback-bench)
@@ -121,7 +131,8 @@ for phase in "${phases[@]}"; do
     graph-ops)
       for i in 1 2; do
         for n in 1000 100; do
-          MEMRA_JOINS_PER_GRAPH=$n step "graph-ops-$n-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/graph-ops-$n-$i"
+          MEMRA_JOINS_PER_GRAPH=$n step "graph-ops-$n-$i" 60 node dist/bench/main.js joins --transports ll \
+            --out "$logs/graph-ops-$n-$i"
         done
       done ;;
     ab-ll)
@@ -140,7 +151,8 @@ for phase in "${phases[@]}"; do
         done
       done ;;
     ab-serve)
-      MEMRA_JOINS_LL_SERVER=off step ab-serve-off 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-serve-off" ;;
+      MEMRA_JOINS_LL_SERVER=off step ab-serve-off 60 node dist/bench/main.js joins --transports ll \
+        --out "$logs/ab-serve-off" ;;
     smoke)
       step ll-server-probe 40 build/probes/ll-server-probe &&
       step ll-server-node 60 node scripts/probes/ll-server-node.mjs &&

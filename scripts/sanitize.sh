@@ -21,14 +21,19 @@ mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
 runner="$root/dist/test/sanitize/run.js"
 [ -f "$runner" ] || { echo "sanitize: $runner is missing: run npm run build first" >&2; exit 2; }
-gpus=$(node -e "import('$root/dist/src/runtime/binding.js').then(b => console.log(b.loadBinding().deviceCount())).catch(() => console.log(0))")
+gpus=$(node -e "import('$root/dist/src/runtime/binding.js')
+  .then(b => console.log(b.loadBinding().deviceCount())).catch(() => console.log(0))")
 [ "${gpus:-0}" -ge 1 ] || { echo "sanitize: no CUDA device is visible; compute-sanitizer needs one" >&2; exit 2; }
 # On PATH, else where the CUDA toolkit puts it.
 cs=$(command -v compute-sanitizer || true)
-for c in "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/compute-sanitizer/compute-sanitizer /opt/nvidia/compute-sanitizer/compute-sanitizer; do
+for c in "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/compute-sanitizer/compute-sanitizer \
+  /opt/nvidia/compute-sanitizer/compute-sanitizer; do
   [ -n "$cs" ] || { [ -x "$c" ] && cs=$c; }
 done
-[ -n "$cs" ] || { echo "sanitize: compute-sanitizer not found on PATH or in the CUDA toolkit (it ships with it)" >&2; exit 2; }
+[ -n "$cs" ] || {
+  echo "sanitize: compute-sanitizer not found on PATH or in the CUDA toolkit (it ships with it)" >&2
+  exit 2
+}
 "$cs" --version | tail -1 > "$out/version.txt" 2>&1
 summary="$out/summary.txt"
 echo "sanitize: $(cat "$out/version.txt"), $gpus GPU(s), targets: ${*:-all}" | tee "$summary"

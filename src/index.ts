@@ -3,7 +3,16 @@ export { Runtime, detectBackend, type RuntimeOptions, type Ranks } from './runti
 export { Rank, type DeviceEvent } from './runtime/rank.js';
 export type { PeerStatus } from './runtime/peer.js';
 export type { BackendKind } from './runtime/device-api.js';
-export { loadBinding, type NativeBinding, type DeviceProps } from './runtime/binding.js';
+export {
+  loadBinding,
+  asDevicePtr,
+  ptrAdd,
+  NO_PTR,
+  type NativeBinding,
+  type DeviceProps,
+  type DevicePtr,
+  type HostPtr,
+} from './runtime/binding.js';
 export {
   Session,
   type SessionOptions,

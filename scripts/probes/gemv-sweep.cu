@@ -75,7 +75,8 @@ void Record(const std::string& shape, const std::string& variant, double us, dou
   std::printf("%-28s %-22s %9.2f us %7.0f GB/s %5.1f%% of floor  err %.1e\n", shape.c_str(), variant.c_str(),
               us, gbs, 100 * gbs / gReadGBs, err);
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%s{\"shape\":\"%s\",\"variant\":\"%s\",\"us\":%.3f,\"gbps\":%.1f,\"pctFloor\":%.2f,\"relL2\":%.2e}",
+  std::snprintf(buf, sizeof buf,
+                "%s{\"shape\":\"%s\",\"variant\":\"%s\",\"us\":%.3f,\"gbps\":%.1f,\"pctFloor\":%.2f,\"relL2\":%.2e}",
                 gJson.size() > 1 ? ",\n" : "\n", shape.c_str(), variant.c_str(), us, gbs, 100 * gbs / gReadGBs, err);
   gJson += buf;
 }
@@ -107,7 +108,8 @@ void SweepGemv(cudaStream_t s, Timer& tm, const char* name, uint32_t K, uint32_t
   float *out, *ref;
   CHECK(cudaMalloc(&out, size_t(T) * cols * 4));
   CHECK(cudaMalloc(&ref, size_t(T) * cols * 4));
-  const std::string shape = std::string(name) + " " + std::to_string(K) + "x" + std::to_string(cols) + " t" + std::to_string(T);
+  const std::string shape =
+      std::string(name) + " " + std::to_string(K) + "x" + std::to_string(cols) + " t" + std::to_string(T);
   const double bytes = double(elems) * 2;
   CHECK(memra_gemv(ref, cols, x, K, w[0], cols, K, cols, T, 0, 0, s));
   const std::vector<float> want = Down(ref, size_t(T) * cols);
@@ -174,7 +176,8 @@ void SweepExperts(cudaStream_t s, Timer& tm, uint32_t t, uint32_t nE, uint32_t K
   CHECK(memra_expert_up(actRef, xd, ip, w1, w3, 0, nE, t, K, H, F, s));
   CHECK(memra_expert_down(conRef, actRef, ip, w2, 0, nE, t, K, H, F, s));
   const std::vector<float> wantA = Down(actRef, size_t(t) * K * F), wantC = Down(conRef, size_t(t) * K * H);
-  const std::string tag = " t" + std::to_string(t) + " nE" + std::to_string(nE) + " (" + std::to_string(used) + " used)";
+  const std::string tag =
+      " t" + std::to_string(t) + " nE" + std::to_string(nE) + " (" + std::to_string(used) + " used)";
   const double upBytes = double(used) * 2 * H * F * 2, downBytes = double(used) * F * H * 2;
   const unsigned slots = t * K, groups = std::min<unsigned>(slots, nE);
   Record("expert_up" + tag, "production", tm.PerLaunch(s, [&] {
@@ -209,7 +212,9 @@ void SweepExperts(cudaStream_t s, Timer& tm, uint32_t t, uint32_t nE, uint32_t K
     run(std::integral_constant<int, 4>{});
     run(std::integral_constant<int, 2>{});
   }
-  for (void* p : {(void*)w1, (void*)w3, (void*)w2, (void*)ip, (void*)xd, (void*)act, (void*)con, (void*)actRef, (void*)conRef}) CHECK(cudaFree(p));
+  for (void* p : {(void*)w1, (void*)w3, (void*)w2, (void*)ip, (void*)xd, (void*)act, (void*)con, (void*)actRef,
+                  (void*)conRef})
+    CHECK(cudaFree(p));
 }
 
 }  // namespace

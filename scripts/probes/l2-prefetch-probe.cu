@@ -24,7 +24,8 @@ namespace {
 constexpr int kReplays = 21;
 
 __global__ void fill(float* x, unsigned n) {
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = 0.01f * float(i % 97) - 0.4f;
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    x[i] = 0.01f * float(i % 97) - 0.4f;
 }
 
 __global__ void stream_read(const uint4* p, size_t n, bool evictFirst, unsigned* sink) {
@@ -91,20 +92,30 @@ int main() {
   CHECK(cudaMalloc(&sink, 4));
   CHECK(memra_gen_weights(wo, 1, 4, 0, K, N, 0, N, 0, 1.0f / 64, s));
   fill<<<16, 256, 0, s>>>(x, K);
-  CHECK(memra_gen_weights(reinterpret_cast<uint16_t*>(flush), 2, 6, 0, 1, flushBytes / 2, 0, flushBytes / 2, 0, 1.0f, s));
+  CHECK(memra_gen_weights(reinterpret_cast<uint16_t*>(flush), 2, 6, 0, 1, flushBytes / 2, 0, flushBytes / 2, 0, 1.0f,
+                          s));
   CHECK(cudaStreamSynchronize(s));
   int sms;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
-  auto doFlush = [&] { stream_read<<<sms * 4, 512, 0, s>>>(reinterpret_cast<const uint4*>(flush), flushBytes / 16, false, sink); };
+  auto doFlush = [&] {
+    stream_read<<<sms * 4, 512, 0, s>>>(reinterpret_cast<const uint4*>(flush), flushBytes / 16, false, sink);
+  };
   auto gemv = [&] { CHECK(memra_gemv(y, N, x, K, wo, N, K, N, 1, 0, 0, s)); };
-  auto lines = [&](int blocks) { return [&, blocks] { prefetch_lines<<<blocks, 256, 0, s>>>(reinterpret_cast<const char*>(wo), woBytes); }; };
-  auto bulk = [&](int blocks, unsigned chunk) { return [&, blocks, chunk] { prefetch_bulk<<<blocks, 32, 0, s>>>(reinterpret_cast<const char*>(wo), woBytes, chunk); }; };
+  auto lines = [&](int blocks) {
+    return [&, blocks] { prefetch_lines<<<blocks, 256, 0, s>>>(reinterpret_cast<const char*>(wo), woBytes); };
+  };
+  auto bulk = [&](int blocks, unsigned chunk) {
+    return [&, blocks, chunk] {
+      prefetch_bulk<<<blocks, 32, 0, s>>>(reinterpret_cast<const char*>(wo), woBytes, chunk);
+    };
+  };
 
   const double base = GraphUs(s, doFlush);
   const double cold = GraphUs(s, [&] { doFlush(); gemv(); }) - base;
   const double hot = GraphUs(s, [&] { gemv(); gemv(); }) / 2;  // the second finds it all in L2
-  std::printf("flush %.1f us; Wo cold %.1f us (%.0f GB/s); Wo back to back %.1f us\n", base, cold, woBytes / cold / 1e3, hot);
+  std::printf("flush %.1f us; Wo cold %.1f us (%.0f GB/s); Wo back to back %.1f us\n", base, cold, woBytes / cold / 1e3,
+              hot);
 
   struct V { const char* name; std::function<void()> pf; };
   std::vector<V> vs = {
@@ -120,17 +131,22 @@ int main() {
 
   // Hidden in a latency-bound kernel of 4 blocks (x 256 threads) spinning 15 us.
   for (int blocks : {4, 16}) {
-    auto lat = [&](size_t bytes) { latency_kernel<<<blocks, 256, 0, s>>>(15000, reinterpret_cast<const char*>(wo), bytes); };
+    auto lat = [&](size_t bytes) {
+      latency_kernel<<<blocks, 256, 0, s>>>(15000, reinterpret_cast<const char*>(wo), bytes);
+    };
     const double plain = GraphUs(s, [&] { doFlush(); lat(0); gemv(); }) - base;
     const double with = GraphUs(s, [&] { doFlush(); lat(woBytes); gemv(); }) - base;
     const double latAlone = GraphUs(s, [&] { doFlush(); lat(woBytes); }) - base;
-    std::printf("15 us kernel x%d then Wo: %.1f us; prefetching Wo inside it: %.1f us (kernel alone with the prefetch %.1f)\n",
+    std::printf("15 us kernel x%d then Wo: %.1f us; prefetching Wo inside it: %.1f us "
+                "(kernel alone with the prefetch %.1f)\n",
                 blocks, plain, with, latAlone);
   }
 
   // Survival across a 300 MB stream.
   for (bool evictFirst : {false, true}) {
-    auto expertStream = [&] { stream_read<<<sms * 4, 512, 0, s>>>(reinterpret_cast<const uint4*>(experts), expertBytes / 16, evictFirst, sink); };
+    auto expertStream = [&] {
+      stream_read<<<sms * 4, 512, 0, s>>>(reinterpret_cast<const uint4*>(experts), expertBytes / 16, evictFirst, sink);
+    };
     const double st = GraphUs(s, [&] { doFlush(); lines(sms)(); expertStream(); }) - base;
     const double after = GraphUs(s, [&] { doFlush(); lines(sms)(); expertStream(); gemv(); }) - base - st;
     std::printf("300 MB stream (%s) between prefetch and Wo: stream %.1f us (%.0f GB/s); Wo after %.1f us\n",

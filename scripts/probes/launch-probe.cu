@@ -146,7 +146,8 @@ static void Single(DeviceSide& d, How how, int cpu, int n) {
   }
   CHECK(cudaStreamSynchronize(d.stream));
   CHECK(cudaEventDestroy(ev));
-  std::printf("single  dev %d cpu %2d  %-28s median %6.2f us  p99 %6.2f\n", d.device, cpu, Name(how), Median(s), P99(s));
+  std::printf("single  dev %d cpu %2d  %-28s median %6.2f us  p99 %6.2f\n", d.device, cpu, Name(how), Median(s),
+              P99(s));
 }
 
 // The join, natively: main releases both with `go`, each does its work and stores `done`.
@@ -213,7 +214,8 @@ int main(int argc, char** argv) {
     char bus[32];
     CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, r));
     for (char* c = bus; *c; c++) *c = char(std::tolower(*c));
-    std::printf("gpu %d %s local_cpulist %s\n", r, bus, Read(std::string("/sys/bus/pci/devices/") + bus + "/local_cpulist").c_str());
+    std::printf("gpu %d %s local_cpulist %s\n", r, bus,
+                Read(std::string("/sys/bus/pci/devices/") + bus + "/local_cpulist").c_str());
   }
   const int hi = ncpu - 1;
   for (How h : {How::Runtime, How::Driver, How::WriteValue, How::EventRecord}) Single(d[0], h, hi, n);

@@ -47,7 +47,9 @@ struct Rank {
 
 enum class Op { kAllGather, kAllReduce, kBroadcast };
 
-const char* Name(Op op) { return op == Op::kAllGather ? "all-gather" : op == Op::kAllReduce ? "all-reduce" : "broadcast"; }
+const char* Name(Op op) {
+  return op == Op::kAllGather ? "all-gather" : op == Op::kAllReduce ? "all-reduce" : "broadcast";
+}
 
 // One join on rank r, as the ll transport issues it (src/runtime/transports/ll.ts), 8 KB.
 void Issue(Op op, Rank* ranks, int r, int pdl) {

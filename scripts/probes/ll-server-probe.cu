@@ -55,7 +55,8 @@ int main() {
   CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&hostDev), host, 0));
   CHECK(cudaMalloc(&out, n * 4));
   CHECK(cudaMalloc(&flag, 4));
-  std::printf("T1 host %p device view %p (%s)\n", static_cast<void*>(host), static_cast<void*>(hostDev), host == hostDev ? "same" : "DIFFERENT");
+  std::printf("T1 host %p device view %p (%s)\n", static_cast<void*>(host), static_cast<void*>(hostDev),
+              host == hostDev ? "same" : "DIFFERENT");
   std::vector<unsigned> got(n);
   for (int i = 0; i < n; i++) host[i] = unsigned(i) * 7u + 1u;
   for (unsigned* p : {host, hostDev}) {
@@ -76,7 +77,10 @@ int main() {
   WaitThenRead<<<1, 256, 0, a>>>(flag, hostDev, out, n);
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   for (int i = 0; i < n; i++) host[i] = unsigned(i) * 7u + 2u;
-  if (writeValue(reinterpret_cast<CUstream>(b), reinterpret_cast<CUdeviceptr>(flag), 1, 0) != CUDA_SUCCESS) { std::printf("FAIL write value\n"); return 1; }
+  if (writeValue(reinterpret_cast<CUstream>(b), reinterpret_cast<CUdeviceptr>(flag), 1, 0) != CUDA_SUCCESS) {
+    std::printf("FAIL write value\n");
+    return 1;
+  }
   CHECK(cudaStreamSynchronize(a));
   CHECK(cudaMemcpy(got.data(), out, n * 4, cudaMemcpyDeviceToHost));
   std::printf("T2 a running kernel released after the CPU wrote: %d mismatches\n", Mismatches(got, 2u));
@@ -100,7 +104,8 @@ int main() {
   CHECK(cudaMalloc(&src, jobs * vals * 4));
   CHECK(cudaMalloc(&dst, jobs * vals * 4));
   CHECK(cudaMalloc(&stamps, jobs * 16));
-  for (void* p : {selfState, peerState, selfRecv, peerRecv}) CHECK(cudaMemset(p, 0, p == selfRecv || p == peerRecv ? 4 * cap * 8 : sizeof(LlState)));
+  for (void* p : {selfState, peerState, selfRecv, peerRecv})
+    CHECK(cudaMemset(p, 0, p == selfRecv || p == peerRecv ? 4 * cap * 8 : sizeof(LlState)));
   CHECK(cudaMemset(err, 0, 4));
   CHECK(cudaMemset(stamps, 0, jobs * 16));
   CHECK(cudaMemset(dst, 0xff, jobs * vals * 4));
@@ -115,8 +120,8 @@ int main() {
   unsigned gen = 0;
   auto submit = [&](unsigned seq, int j) {
     void* slot = sh->slots[seq % MEMRA_LL_SERVER_SLOTS];
-    const MemraLlJobArgs job{0, 1, vals, nullptr, src + j * vals, dst + j * vals, nullptr, vals, selfRecv, peerRecv, cap,
-                             selfState, peerState, 0, err, 2000000000LL, stamps + 2 * j};
+    const MemraLlJobArgs job{0, 1, vals, nullptr, src + j * vals, dst + j * vals, nullptr, vals, selfRecv, peerRecv,
+                             cap, selfState, peerState, 0, err, 2000000000LL, stamps + 2 * j};
     CHECK(memra_tp_ll_server_job(&job, slot));
     __sync_synchronize();
     sh->slotSeq[seq % MEMRA_LL_SERVER_SLOTS] = seq;
@@ -144,7 +149,8 @@ int main() {
   };
   for (int j = 0; j < jobs - 1; j++) submit(unsigned(j + 1), j);
   // The job the host wrote, as the host reads it back: the probe that found the -O2 aliasing bug.
-  std::printf("T3 slot 1's stamp word %llx, job 0's stamp %p\n", reinterpret_cast<unsigned long long*>(sh->slots[1])[15], static_cast<void*>(stamps));
+  std::printf("T3 slot 1's stamp word %llx, job 0's stamp %p\n",
+              reinterpret_cast<unsigned long long*>(sh->slots[1])[15], static_cast<void*>(stamps));
   CHECK(cudaStreamSynchronize(walk));
   std::printf("T3 %d jobs: walk stream done, server done %u, state %u\n", jobs - 1, sh->done, sh->state);
   // Idle stop, then one more job on a relaunched grid.
@@ -163,8 +169,8 @@ int main() {
   int bad = 0, badStamps = 0;
   for (int i = 0; i < jobs * vals; i++) if (hdst[i] != hsrc[i]) bad++;
   for (int j = 0; j < jobs; j++) if (hst[2 * j] == 0 || hst[2 * j + 1] < hst[2 * j]) badStamps++;
-  std::printf("T3 %d jobs, %d grids: %d wrong values, %d bad stamps, err %d; job 0 took %.2f us on the device\n", jobs, gen, bad, badStamps,
-              errWord, (hst[1] - hst[0]) / 1000.0);
+  std::printf("T3 %d jobs, %d grids: %d wrong values, %d bad stamps, err %d; job 0 took %.2f us on the device\n", jobs,
+              gen, bad, badStamps, errWord, (hst[1] - hst[0]) / 1000.0);
   std::printf("%s\n", bad == 0 && badStamps == 0 && errWord == 0 ? "ok" : "FAIL");
   return 0;
 }

@@ -134,7 +134,8 @@ int main(int argc, char** argv) {
       for (int j = jobs - 3; j < jobs; j++) {
         const unsigned k = unsigned(j + 1) % 64;
         const double base = double(st[2 * j]);
-        std::printf("  job %d (released %.2f us after the job before ended):", j + 1, j > 0 ? (double(st[2 * j]) - double(st[2 * j - 1])) / 1000 : 0.0);
+        std::printf("  job %d (released %.2f us after the job before ended):", j + 1,
+                    j > 0 ? (double(st[2 * j]) - double(st[2 * j - 1])) / 1000 : 0.0);
         for (unsigned b = 0; b <= MEMRA_LL_SERVER_BLOCKS; b += 4) {
           std::printf(" b%u", b);
           for (int ph = 0; ph < 4; ph++) std::printf(" %.2f", (double(tr[k][b][ph]) - base) / 1000);
@@ -144,7 +145,8 @@ int main(int argc, char** argv) {
     }
     int errWord = 0;
     CHECK(cudaMemcpy(&errWord, err, 4, cudaMemcpyDeviceToHost));
-    std::printf("%-7s %d jobs: kernel %.2f us, turnaround %.2f us, wall %.2f us/job, host submit %.2f us (median); err %d\n",
+    std::printf("%-7s %d jobs: kernel %.2f us, turnaround %.2f us, wall %.2f us/job, "
+                "host submit %.2f us (median); err %d\n",
                 mode.c_str(), jobs, Median(kernel), Median(turn), wall / jobs, Median(hostUs), errWord);
     // The grid stops itself 2 ms after the last job; wait for that, then free this round.
     const auto stopBy = Clock::now() + std::chrono::seconds(2);

@@ -74,7 +74,8 @@ int main() {
     const double part2 = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 2, 4, true>(a, ws, s))); });
     const double part1 = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 1, 4, true>(a, ws, s))); });
     const double comb = PerLaunch(s, [&] { CHECK(LaunchCombine<true>(a, ws, s)); });
-    std::printf("mla_attention at position %4d: %7.2f us (tile kernel %6.2f, 2 heads a warp %6.2f, 1 head a warp %6.2f; combine %6.2f)\n",
+    std::printf("mla_attention at position %4d: %7.2f us "
+                "(tile kernel %6.2f, 2 heads a warp %6.2f, 1 head a warp %6.2f; combine %6.2f)\n",
                 p, whole, part, part2, part1, comb);
   }
   // The MoE head and the norms.
@@ -97,7 +98,8 @@ int main() {
   const double comb = PerLaunch(s, [&] { CHECK(memra_moe_combine(h, wts, ids, contrib, contrib, E, 1, K, H, s)); });
   const int32_t one[1] = {7};
   const double empty = PerLaunch(s, [&] { CHECK(memra_set_i32(pos + 4, 1, one, s)); });
-  std::printf("rmsnorm %.2f us; route_quant %.2f (router %.2f, quantize %.2f); gemv Wr split 8 %.2f; moe_combine %.2f; set_i32 (a launch) %.2f\n",
+  std::printf("rmsnorm %.2f us; route_quant %.2f (router %.2f, quantize %.2f); gemv Wr split 8 %.2f; "
+              "moe_combine %.2f; set_i32 (a launch) %.2f\n",
               norm, rq, router, quant, wr8, comb, empty);
   std::printf("done\n");
   return 0;

@@ -90,7 +90,8 @@ int main() {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   for (int rep = 0; rep < 2; rep++) {
-    const float g0 = Chain(s, buf, kernels, ev, 0, true, replays), g1 = Chain(s, buf, kernels, ev, marks, true, replays);
+    const float g0 = Chain(s, buf, kernels, ev, 0, true, replays),
+                g1 = Chain(s, buf, kernels, ev, marks, true, replays);
     const float e0 = Chain(s, buf, kernels, ev, 0, false, 10), e1 = Chain(s, buf, kernels, ev, marks, false, 10);
     std::printf("pass %d: %d kernels: graph %.1f us, + %d event nodes %.1f us (%.2f us each); "
                 "eager %.1f us, + %d events %.1f us (%.2f us each)\n",

@@ -11,6 +11,7 @@
  * hops (walk-joins.ts) and the buffers (walk-buffers.ts); this module loads them, prepares a
  * config, and enqueues and reads back a step, eagerly or from its step graph (step-graphs.ts).
  */
+import { ptrAdd } from '../runtime/binding.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { ArLink } from '../runtime/link.js';
 import type { Transport, TransportName } from '../runtime/transports/transport.js';
@@ -414,7 +415,7 @@ export class DeviceWalk {
     for (let r = 0; r < this.ranksUsed; r++) {
       for (let s = 0; s < this.maxBatch; s++) {
         for (let l = 0; l < L; l++)
-          this.rt.ranks[r]!.fill(this.bufs[r]!.cache + (s * L + l) * P * R * 4, upTo * R, value);
+          this.rt.ranks[r]!.fill(ptrAdd(this.bufs[r]!.cache, (s * L + l) * P * R * 4), upTo * R, value);
       }
     }
   }

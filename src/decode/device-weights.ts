@@ -14,6 +14,7 @@
  *   on first use of `wo: "allreduce"`: each rank's rows of Wo (its heads' part of u);
  *   on first use of the replicated walk: rank 1's Emb, g2 and Wr (it embeds and routes too).
  */
+import { type DevicePtr, NO_PTR } from '../runtime/binding.js';
 import type { Rank } from '../runtime/rank.js';
 import type { ModelConfig } from './model-config.js';
 import { layerTensorId, tensorSpecs, type LayerTensorName, type TensorSpec } from './weights.js';
@@ -32,19 +33,19 @@ interface Slice {
 }
 
 export interface LayerWeights {
-  g1: number;
-  wdkv: number;
-  wq: number;
-  wuv: number;
-  woCols: number;
-  w1: number;
-  w3: number;
-  w2: number;
+  g1: DevicePtr;
+  wdkv: DevicePtr;
+  wq: DevicePtr;
+  wuv: DevicePtr;
+  woCols: DevicePtr;
+  w1: DevicePtr;
+  w3: DevicePtr;
+  w2: DevicePtr;
   /** Root's, and rank 1's once the replicated walk has run (0 until then). */
-  g2: number;
-  wr: number;
+  g2: DevicePtr;
+  wr: DevicePtr;
   /** This rank's rows of Wo, for `wo: "allreduce"`; 0 until first needed. */
-  woRows: number;
+  woRows: DevicePtr;
 }
 
 /** A layer's tensors in the order they are generated (woRows comes later, on first use). */
@@ -56,10 +57,10 @@ export interface RankWeights {
   /** The rank that holds them. */
   rank: number;
   /** Root's, and rank 1's once the replicated walk has run (0 until then). */
-  emb: number;
+  emb: DevicePtr;
   /** Root only (0 elsewhere). */
-  gf: number;
-  wvocab: number;
+  gf: DevicePtr;
+  wvocab: DevicePtr;
   layers: LayerWeights[];
   /** Device bytes of bf16 weights this rank holds. */
   bytes: number;
@@ -168,7 +169,7 @@ export class WeightLoader {
   }
 
   /** Allocate and generate one slice on `rank`'s stream; the caller drains before use. */
-  async generate(rank: Rank, s: Slice): Promise<number> {
+  async generate(rank: Rank, s: Slice): Promise<DevicePtr> {
     const bytes = s.rows * s.cols * 2;
     const ptr = await rank.alloc(bytes);
     try {
@@ -202,9 +203,9 @@ export class WeightLoader {
     const r = rank.rank;
     const p = this.plan(layout, r);
     const total = this.tensorCount(layout, r);
-    const made: number[] = [];
-    const gen = async (s: Slice | null): Promise<number> => {
-      if (!s) return 0;
+    const made: DevicePtr[] = [];
+    const gen = async (s: Slice | null): Promise<DevicePtr> => {
+      if (!s) return NO_PTR;
       const ptr = await this.generate(rank, s);
       made.push(ptr);
       progress?.(
@@ -220,8 +221,8 @@ export class WeightLoader {
     const failed = settled.find((x): x is PromiseRejectedResult => x.status === 'rejected');
     try {
       if (failed) throw failed.reason;
-      const ptrs = settled.map((x) => (x as PromiseFulfilledResult<number>).value);
-      const at = (i: number): number => ptrs[i]!;
+      const ptrs = settled.map((x) => (x as PromiseFulfilledResult<DevicePtr>).value);
+      const at = (i: number): DevicePtr => ptrs[i]!;
       const out: RankWeights = {
         rank: r,
         emb: at(0),
@@ -229,7 +230,7 @@ export class WeightLoader {
         wvocab: at(2),
         layers: p.layers.map((_, l) => {
           const lw = Object.fromEntries(LAYER_KEYS.map((k, j) => [k, at(3 + l * LAYER_KEYS.length + j)]));
-          return { ...lw, woRows: 0 } as LayerWeights;
+          return { ...lw, woRows: NO_PTR } as LayerWeights;
         }),
         bytes: this.planBytes(layout, r),
       };
@@ -256,7 +257,7 @@ export class WeightLoader {
    * walk: Emb, every layer's g2 and Wr), on first use; rank 0 holds them from the start.
    */
   async loadRouting(rank: Rank, w: RankWeights): Promise<void> {
-    const gen = async (have: number, spec: TensorSpec): Promise<number> => {
+    const gen = async (have: DevicePtr, spec: TensorSpec): Promise<DevicePtr> => {
       if (have) return have;
       const ptr = await this.generate(rank, whole(spec));
       w.bytes += spec.size * 2;

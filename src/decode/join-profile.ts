@@ -30,6 +30,7 @@
  * rank (each step's copy lands in its set's region of the mailbox); a step's are read while the
  * next step runs, never on the walk.
  */
+import { type DevicePtr, NO_PTR, ptrAdd } from '../runtime/binding.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { DeviceEvent, Rank } from '../runtime/rank.js';
 import { hostClockBase, hostMicros } from '../runtime/host-clock.js';
@@ -144,11 +145,11 @@ export class JoinProfiler {
   private readonly blockBytes: number;
   private copies = 0;
   /**
-   * Per rank, the one stamp block every step writes (0: none). One is enough: a step's copy into
+   * Per rank, the one stamp block every step writes (NO_PTR: none). One is enough: a step's copy into
    * the mailbox (its set's region) is ordered on the rank's stream before the next step's stamps,
    * so a step graph of self-timed joins holds nothing that changes with the event set.
    */
-  private readonly stampBlocks = [0, 0];
+  private readonly stampBlocks: DevicePtr[] = [NO_PTR, NO_PTR];
 
   /** The switches' deviceEvents as this profiler was made (see ProfileSwitches). */
   private readonly deviceEvents: boolean;
@@ -267,7 +268,7 @@ export class JoinProfiler {
       last1: 0,
       enqueuedAt: 0,
     };
-    if (selfTimed) timer!.timeNext!(r.rank, this.stampBlocks[r.rank]! + 8 * (1 + 2 * at));
+    if (selfTimed) timer!.timeNext!(r.rank, ptrAdd(this.stampBlocks[r.rank]!, 8 * (1 + 2 * at)));
     else if (this.deviceEvents) this.mark(r, start);
   }
 

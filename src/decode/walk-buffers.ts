@@ -4,6 +4,7 @@
  * allocated: rank 1 holds all of them (the replicated walk keeps `h` there too), bar the final
  * norm, the logits and the picked tokens, which are root's.
  */
+import { type DevicePtr, NO_PTR, ptrAdd } from '../runtime/binding.js';
 import type { Rank } from '../runtime/rank.js';
 import type { ModelConfig } from './model-config.js';
 import { ownership, type Layout } from './device-weights.js';
@@ -11,32 +12,32 @@ import { mlaWorkspaceBytes } from './mla-workspace.js';
 
 export interface Buffers {
   /** h (t·H), then the step's positions (t words): packed, so the seed walk's fan-out moves both. */
-  hAndPositions: number;
+  hAndPositions: DevicePtr;
   /** The normed residual (t·H): rmsnorm's output, what attention and the router read. */
-  hNorm: number;
+  hNorm: DevicePtr;
   /** The absorbed latent query, this rank's heads (t·nh·R). */
-  qLatent: number;
-  uPart: number;
-  uFull: number;
-  yPart: number;
+  qLatent: DevicePtr;
+  uPart: DevicePtr;
+  uFull: DevicePtr;
+  yPart: DevicePtr;
   /** The whole `u @ Wo` (t·H). */
-  yFull: number;
+  yFull: DevicePtr;
   /** The `wo: "allreduce"` variant's partial product, then the sum. */
-  yAr: number;
-  logitsE: number;
+  yAr: DevicePtr;
+  logitsE: DevicePtr;
   /** The MoE input packed: xq, xs, ids, weights (packAt). */
-  pack: number;
-  xd: number;
-  act: number;
+  pack: DevicePtr;
+  xd: DevicePtr;
+  act: DevicePtr;
   /** Per-slot expert contributions: t·K·H for each rank's slots, rank r's at r·t·K·H (contribAt). */
-  contrib: number;
-  fin: number;
-  logitsV: number;
-  tokIn: number;
-  tokOut: number;
-  cache: number;
+  contrib: DevicePtr;
+  fin: DevicePtr;
+  logitsV: DevicePtr;
+  tokIn: DevicePtr;
+  tokOut: DevicePtr;
+  cache: DevicePtr;
   /** The attention's tile partials (mla-workspace.ts). */
-  attnWork: number;
+  attnWork: DevicePtr;
 }
 
 /** The seed walk's EP fan-out payload in f32 words: xq (t·H bytes), xs (t·H/128), ids (t·K), weights (t·K). */
@@ -45,21 +46,25 @@ export function packWords(cfg: ModelConfig, t: number): number {
 }
 
 /** Where the packed MoE input sits in a rank's pack buffer, for t rows (ids then weights, adjacent). */
-export function packAt(b: Buffers, cfg: ModelConfig, t: number): { xq: number; xs: number; ids: number; wts: number } {
+export function packAt(
+  b: Buffers,
+  cfg: ModelConfig,
+  t: number,
+): { xq: DevicePtr; xs: DevicePtr; ids: DevicePtr; wts: DevicePtr } {
   const H = cfg.hidden;
-  const xs = b.pack + t * H;
-  const ids = xs + ((t * H) / 128) * 4;
-  return { xq: b.pack, xs, ids, wts: ids + t * cfg.topk * 4 };
+  const xs = ptrAdd(b.pack, t * H);
+  const ids = ptrAdd(xs, ((t * H) / 128) * 4);
+  return { xq: b.pack, xs, ids, wts: ptrAdd(ids, t * cfg.topk * 4) };
 }
 
 /** Where rank r's slots' contributions sit in buffer b (of either rank), for t rows. */
-export function contribAt(b: Buffers, cfg: ModelConfig, r: number, t: number): number {
-  return b.contrib + r * t * cfg.topk * cfg.hidden * 4;
+export function contribAt(b: Buffers, cfg: ModelConfig, r: number, t: number): DevicePtr {
+  return ptrAdd(b.contrib, r * t * cfg.topk * cfg.hidden * 4);
 }
 
 /** Where the step's positions follow h in b.hAndPositions. */
-export function positionsAt(b: Buffers, cfg: ModelConfig, t: number): number {
-  return b.hAndPositions + t * cfg.hidden * 4;
+export function positionsAt(b: Buffers, cfg: ModelConfig, t: number): DevicePtr {
+  return ptrAdd(b.hAndPositions, t * cfg.hidden * 4);
 }
 
 /** The largest join a step of t rows moves, in f32 words (what the link must hold). */
@@ -121,7 +126,7 @@ export async function allocBuffers(rank: Rank, cfg: ModelConfig, layout: Layout,
   const out = {} as Buffers;
   const settled = await Promise.allSettled(
     sizes.map(async ([k, bytes]) => {
-      out[k] = bytes > 0 ? await rank.alloc(bytes) : 0;
+      out[k] = bytes > 0 ? await rank.alloc(bytes) : NO_PTR;
     }),
   );
   const failed = settled.find((x): x is PromiseRejectedResult => x.status === 'rejected');

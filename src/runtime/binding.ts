@@ -45,6 +45,8 @@ export const asEventHandle = (n: number): EventHandle => n as EventHandle;
 export const asGraphHandle = (n: number): GraphHandle => n as GraphHandle;
 export const asChildGraphHandle = (n: number): ChildGraphHandle => n as ChildGraphHandle;
 export const asNcclComm = (n: number): NcclComm => n as NcclComm;
+/** No address: an optional pointer left out, 0 on the ring and to the kernels. */
+export const NO_PTR = asDevicePtr(0);
 /** The address `bytes` past `p`, inside the same allocation. */
 export const ptrAdd = (p: DevicePtr, bytes: number): DevicePtr => (p + bytes) as DevicePtr;
 

@@ -22,15 +22,16 @@
  */
 import type { Runtime } from './runtime.js';
 import type { DeviceEvent, Rank } from './rank.js';
+import { asDevicePtr, type DevicePtr, type HostPtr } from './binding.js';
 import { checkLinkConstants } from './link-constants.js';
 
-export type PerRank = readonly [number, number];
+export type PerRank = readonly [DevicePtr, DevicePtr];
 
 /** Ticks the one-shot barrier spins before refusing: about a second of SM clock (seed 000). */
 export const AR_SPIN_LIMIT = 2_000_000_000;
 
 interface Buffers {
-  device: [number, number];
+  device: [DevicePtr, DevicePtr];
   floats: number;
 }
 
@@ -65,9 +66,9 @@ export class ArLink {
   private stage: Buffers | undefined;
   private scratch: Buffers | undefined;
   /** Pinned host bounce buffers, one per direction (index = producer rank). */
-  private host: { ptr: [number, number]; floats: number } | undefined;
+  private host: { ptr: [HostPtr, HostPtr]; floats: number } | undefined;
   /** Low-latency receive slots (llDepth epochs x cap x 8 bytes) and state blocks, per rank. */
-  private ll: { recv: [number, number]; state: [number, number]; cap: number } | undefined;
+  private ll: { recv: [DevicePtr, DevicePtr]; state: [DevicePtr, DevicePtr]; cap: number } | undefined;
   private ncclReady: Promise<void> | undefined;
   private closed = false;
 
@@ -172,14 +173,17 @@ export class ArLink {
     }
   }
 
-  /** Pinned host bounce buffer for the direction whose producer is `from`. */
-  hostFor(from: number, floats: number): number {
+  /**
+   * Pinned host bounce buffer for the direction whose producer is `from`, as the address a copy
+   * on the device uses: mapped host memory has the same address there (unified addressing).
+   */
+  hostFor(from: number, floats: number): DevicePtr {
     if (!this.host || this.host.floats < floats) {
       throw new Error(
         `tp link: the host bounce buffer holds ${this.host?.floats ?? 0} floats and this op needs ${floats}; call \`await link.reserve(${floats})\` first`,
       );
     }
-    return this.host.ptr[from]!;
+    return asDevicePtr(this.host.ptr[from]!);
   }
 
   /**

@@ -25,6 +25,7 @@
  * copies and NOT after the owner child, as in the graph). The reference's ordering checks then
  * prove the graph's edges suffice: a part that needed an edge the graph lacks is refused.
  */
+import type { DevicePtr } from './binding.js';
 import type { Runtime } from './runtime.js';
 import type { DeviceEvent, Rank } from './rank.js';
 import {
@@ -40,8 +41,8 @@ import {
 
 /** `bytes` from `src` to `dst`, one contiguous range. */
 export interface PeerCopy {
-  dst: number;
-  src: number;
+  dst: DevicePtr;
+  src: DevicePtr;
   bytes: number;
 }
 

@@ -6,7 +6,7 @@ import type { RingProducer } from '../workers/ring.js';
 import { Op } from '../workers/ops.js';
 import type { WorkerHandle } from '../workers/worker-handle.js';
 import { boolean, bufferView, integer, number, record, type Check } from '../api/check.js';
-import type { EventHandle } from './binding.js';
+import { type DevicePtr, type EventHandle, type HostPtr, NO_PTR } from './binding.js';
 
 // The arguments of the operations a caller makes, checked on the main thread: a bad one reaching
 // a worker would fault its ring and stop the runtime. Module constants, so a hot-path check
@@ -34,6 +34,10 @@ export interface DeviceEvent {
   lastRecordSeq: number;
 }
 
+/**
+ * Every address a rank's call takes is a DevicePtr (binding.ts): an allocation's, or one inside
+ * it through ptrAdd; counts, sizes, strides and slots stay numbers.
+ */
 export class Rank {
   constructor(
     readonly rank: number,
@@ -63,27 +67,27 @@ export class Rank {
   nop(): number {
     return this.emit(Op.Nop);
   }
-  fill(ptr: number, n: number, value: number): number {
+  fill(ptr: DevicePtr, n: number, value: number): number {
     address(ptr, 'fill: ptr');
     count(n, 'fill: n');
     number(value, 'fill: value');
     return this.emit(Op.Fill, ptr, n, value);
   }
   /** `y += a * x`; `x` may be the peer's memory (a pull over NVLink). */
-  axpy(y: number, x: number, n: number, alpha: number): number {
+  axpy(y: DevicePtr, x: DevicePtr, n: number, alpha: number): number {
     address(y, 'axpy: y');
     address(x, 'axpy: x');
     count(n, 'axpy: n');
     number(alpha, 'axpy: alpha');
     return this.emit(Op.Axpy, y, x, n, alpha);
   }
-  copy(dst: number, src: number, bytes: number): number {
+  copy(dst: DevicePtr, src: DevicePtr, bytes: number): number {
     address(dst, 'copy: dst');
     address(src, 'copy: src');
     count(bytes, 'copy: bytes');
     return this.emit(Op.Copy, dst, src, bytes);
   }
-  copyPeer(dst: number, dstDevice: number, src: number, srcDevice: number, bytes: number): number {
+  copyPeer(dst: DevicePtr, dstDevice: number, src: DevicePtr, srcDevice: number, bytes: number): number {
     address(dst, 'copyPeer: dst');
     count(dstDevice, 'copyPeer: dstDevice');
     address(src, 'copyPeer: src');
@@ -91,7 +95,7 @@ export class Rank {
     count(bytes, 'copyPeer: bytes');
     return this.emit(Op.CopyPeer, dst, dstDevice, src, srcDevice, bytes);
   }
-  memset(ptr: number, byteValue: number, bytes: number): number {
+  memset(ptr: DevicePtr, byteValue: number, bytes: number): number {
     address(ptr, 'memset: ptr');
     byte(byteValue, 'memset: byteValue');
     count(bytes, 'memset: bytes');
@@ -141,37 +145,37 @@ export class Rank {
 
   // The transports' building blocks: called by the link and the transports with what they
   // computed, one join's records at a time; unchecked here, checked by their callers.
-  probeWrite(dst: number, words: number, seed: number): number {
+  probeWrite(dst: DevicePtr, words: number, seed: number): number {
     return this.emit(Op.ProbeWrite, dst, words, seed);
   }
 
   /** `dst[i] = src[i]`, n f32, by kernel stores; `dst` may be the peer's. */
-  push(src: number, dst: number, n: number): number {
+  push(src: DevicePtr, dst: DevicePtr, n: number): number {
     return this.emit(Op.Push, src, dst, n);
   }
   /** `rows` rows of `rowLen` f32 from `src` (row stride `srcStride`) to `dst` (`dstStride`). */
-  push2d(src: number, dst: number, rows: number, rowLen: number, srcStride: number, dstStride: number): number {
+  push2d(src: DevicePtr, dst: DevicePtr, rows: number, rowLen: number, srcStride: number, dstStride: number): number {
     return this.emit(Op.Push2d, src, dst, rows, rowLen, srcStride, dstStride);
   }
   /** `dst += stage`, n f32. */
-  fold(dst: number, stage: number, n: number): number {
+  fold(dst: DevicePtr, stage: DevicePtr, n: number): number {
     return this.emit(Op.Fold, dst, stage, n);
   }
 
   /**
    * This rank's half of the one-shot all-reduce (the peer must launch its half too); `x` is this
-   * rank's input, staged by the kernel (0 if the caller staged it). Eleven arguments: written
-   * out rather than through `emit`.
+   * rank's input, staged by the kernel (NO_PTR if the caller staged it). Eleven arguments:
+   * written out rather than through `emit`.
    */
   oneShot(
-    x: number,
-    in0: number,
-    in1: number,
-    out: number,
-    selfSignal: number,
-    peerSignal: number,
+    x: DevicePtr,
+    in0: DevicePtr,
+    in1: DevicePtr,
+    out: DevicePtr,
+    selfSignal: DevicePtr,
+    peerSignal: DevicePtr,
     n: number,
-    err: number,
+    err: DevicePtr,
     spinLimit: number,
     blocks: number,
   ): number {
@@ -193,19 +197,19 @@ export class Rank {
 
   /**
    * One low-latency join on this rank (the link configured the buffers). Every LL join needs a
-   * record on BOTH ranks. Nine arguments: written out. `stamp` (0: none): where the join stores
-   * its own start and end times (the join profile).
+   * record on BOTH ranks. Nine arguments: written out. An address left out is NO_PTR; `stamp`
+   * (NO_PTR: none) is where the join stores its own start and end times (the join profile).
    */
   ll(
     reduce: number,
     rows: number,
     rowLen: number,
-    sendSrc: number,
-    localSrc: number,
-    localDst: number,
-    recvDst: number,
+    sendSrc: DevicePtr,
+    localSrc: DevicePtr,
+    localDst: DevicePtr,
+    recvDst: DevicePtr,
     dstStride: number,
-    stamp = 0,
+    stamp = NO_PTR,
   ): number {
     const a = this.ring.begin(Op.Ll),
       v = this.ring.args;
@@ -222,7 +226,7 @@ export class Rank {
   }
 
   /** Store the device clock (u64 ns) at `dst` once the stream's earlier work is done. */
-  stampNow(dst: number): number {
+  stampNow(dst: DevicePtr): number {
     return this.emit(Op.StampNow, dst);
   }
 
@@ -239,16 +243,16 @@ export class Rank {
     return this.emit(Op.GraphLaunch, slot);
   }
 
-  ncclAllReduce(send: number, recv: number, count: number): number {
+  ncclAllReduce(send: DevicePtr, recv: DevicePtr, count: number): number {
     return this.emit(Op.NcclAllReduce, send, recv, count);
   }
-  ncclBroadcast(send: number, recv: number, count: number, root: number): number {
+  ncclBroadcast(send: DevicePtr, recv: DevicePtr, count: number, root: number): number {
     return this.emit(Op.NcclBroadcast, send, recv, count, root);
   }
-  ncclAllGather(send: number, recv: number, count: number): number {
+  ncclAllGather(send: DevicePtr, recv: DevicePtr, count: number): number {
     return this.emit(Op.NcclAllGather, send, recv, count);
   }
-  ncclSendRecv(send: number, sendCount: number, recv: number, recvCount: number, peer: number): number {
+  ncclSendRecv(send: DevicePtr, sendCount: number, recv: DevicePtr, recvCount: number, peer: number): number {
     return this.emit(Op.NcclSendRecv, send, sendCount, recv, recvCount, peer);
   }
 
@@ -261,25 +265,25 @@ export class Rank {
 
   // Each checks its arguments before the call: a refusal is a rejected promise, like the call's own.
 
-  async alloc(bytes: number): Promise<number> {
+  async alloc(bytes: number): Promise<DevicePtr> {
     size(bytes, 'alloc: bytes');
     return this.control.call('alloc', bytes);
   }
-  async free(ptr: number): Promise<void> {
+  async free(ptr: DevicePtr): Promise<void> {
     address(ptr, 'free: ptr');
     return this.control.call('free', ptr);
   }
-  async upload(ptr: number, data: ArrayBufferView): Promise<void> {
+  async upload(ptr: DevicePtr, data: ArrayBufferView): Promise<void> {
     address(ptr, 'upload: ptr');
     view(data, 'upload: data');
     return this.control.call('upload', ptr, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
   }
-  async download(ptr: number, bytes: number): Promise<Uint8Array> {
+  async download(ptr: DevicePtr, bytes: number): Promise<Uint8Array> {
     address(ptr, 'download: ptr');
     count(bytes, 'download: bytes');
     return this.control.call('download', ptr, bytes);
   }
-  async downloadF32(ptr: number, n: number): Promise<Float32Array> {
+  async downloadF32(ptr: DevicePtr, n: number): Promise<Float32Array> {
     address(ptr, 'downloadF32: ptr');
     count(n, 'downloadF32: n');
     const b = await this.download(ptr, n * 4);
@@ -294,11 +298,11 @@ export class Rank {
     event(ev, 'destroyEvent: ev');
     return this.control.call('destroyEvent', ev.handle);
   }
-  async hostAlloc(bytes: number): Promise<number> {
+  async hostAlloc(bytes: number): Promise<HostPtr> {
     size(bytes, 'hostAlloc: bytes');
     return this.control.call('hostAlloc', bytes);
   }
-  async hostFree(ptr: number): Promise<void> {
+  async hostFree(ptr: HostPtr): Promise<void> {
     address(ptr, 'hostFree: ptr');
     return this.control.call('hostFree', ptr);
   }

@@ -4,6 +4,7 @@
  * is refused by name, and its cases say so. Fails (does not skip) without a GPU.
  */
 import { strict as assert } from 'node:assert';
+import { NO_PTR } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { ArLink, LL_SERVE_IDLE_MICROS } from '../../src/runtime/link.js';
 import { refusalThenRecovery } from '../support/refusal.js';
@@ -225,7 +226,9 @@ describe(`transports on ${PAIR_NAME}`, function () {
       await openGpu();
       try {
         await link.setLlServe(serve ? LL_SERVE_IDLE_MICROS : 0);
-        await refusalThenRecovery(rt, link, 'll', 1000, (x) => rt.ranks[0].ll(0, 1, 1000, 0, 0, 0, x[0], 1000));
+        await refusalThenRecovery(rt, link, 'll', 1000, (x) =>
+          rt.ranks[0].ll(0, 1, 1000, NO_PTR, NO_PTR, NO_PTR, x[0], 1000),
+        );
         for (const s of await link.llServeStats()) assert.equal(s.jobs > 0, serve, `LL server ${JSON.stringify(s)}`);
       } finally {
         await closeGpu();
@@ -240,7 +243,7 @@ describe(`transports on ${PAIR_NAME}`, function () {
       const stage = link.stageFor(n);
       await refusalThenRecovery(rt, link, 'oneshot', n, (x) =>
         rt.ranks[0].oneShot(
-          0,
+          NO_PTR,
           stage[0]!,
           stage[1]!,
           x[0],

@@ -5,15 +5,16 @@
  * the output is poisoned before each launch.
  */
 import { strict as assert } from 'node:assert';
+import type { DevicePtr } from '../../src/runtime/binding.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import type { ParentGraph, ParentGraphParts } from '../../src/runtime/parent-graph.js';
 import { randomF32Ints } from './random.js';
 
 export interface ParentGraphRig {
   /** Rank 0: tx sources [0..3], owner result [4], returned [5], post output [6]. */
-  a0: number[];
+  a0: DevicePtr[];
   /** Rank 1: tx destinations [0..3], peer result [4]. */
-  b1: number[];
+  b1: DevicePtr[];
   parts(over?: Partial<ParentGraphParts>): ParentGraphParts;
   free(): Promise<void>;
 }

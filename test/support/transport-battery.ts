@@ -7,6 +7,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { randomInt } from 'node:crypto';
+import { type DevicePtr, ptrAdd } from '../../src/runtime/binding.js';
 import type { Runtime } from '../../src/runtime/runtime.js';
 import type { Transport } from '../../src/runtime/transports/transport.js';
 import { randomF32Ints } from './random.js';
@@ -91,7 +92,8 @@ export async function runCase(
       await ranks[r]!.upload(inBuf[r]!, hostIn[r]!);
       await ranks[r]!.upload(outBuf[r]!, hostOut[r]!);
     }
-    const at = (buf: number[], r: number, k: number, floats = 0): number => buf[r]! + (shift(k) + floats) * 4;
+    const at = (buf: DevicePtr[], r: number, k: number, floats = 0): DevicePtr =>
+      ptrAdd(buf[r]!, (shift(k) + floats) * 4);
     for (let k = 0; k < c.ops; k++) {
       const src = c.inPlace ? outBuf : inBuf;
       const from = k % 2;

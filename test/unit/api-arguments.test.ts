@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  asDevicePtr,
   ConfigError,
   CpuModel,
   DEFAULT_CONFIG,
@@ -370,7 +371,7 @@ describe('argument checks: Runtime.open and the rank operations (CPU backend)', 
         is(typeErr(/^fill: n must be an integer, got the string "\d+"$/)),
       );
       assert.throws(
-        () => r0.fill(-4, n, value),
+        () => r0.fill(asDevicePtr(-4), n, value),
         is(rangeErr(/^fill: ptr must be an integer in \[0, 2\^53 - 1\], got -4$/)),
       );
       assert.throws(

@@ -4,6 +4,7 @@
  * nothing ordered. Each case runs the broken protocol, then shows the fixed one passes.
  */
 import { strict as assert } from 'node:assert';
+import { ptrAdd } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import type { Rank } from '../../src/runtime/rank.js';
 import { Op } from '../../src/workers/ops.js';
@@ -201,10 +202,11 @@ for (const mode of PAIR_MODES)
       const ready = [await a.createEvent(), await b.createEvent()];
       for (const r of [0, 1]) rt.pair('the test')[r]!.fill(src[r]!, span * rows, r + 1);
       for (let k = 0; k < rounds; k++) {
-        const at = full + (k * step + (k % 5)) * 4;
+        const at = ptrAdd(full, (k * step + (k % 5)) * 4);
         for (const r of [0, 1]) rt.pair('the test')[r]!.record(ready[r]!);
         for (const r of [0, 1]) rt.pair('the test')[r]!.wait(ready[1 - r]!);
-        for (const r of [0, 1]) rt.pair('the test')[r]!.push2d(src[r]!, at + r * span * 4, rows, span, span, width);
+        for (const r of [0, 1])
+          rt.pair('the test')[r]!.push2d(src[r]!, ptrAdd(at, r * span * 4), rows, span, span, width);
       }
       for (const r of [0, 1]) {
         rt.pair('the test')[r]!.signal(0, 1);

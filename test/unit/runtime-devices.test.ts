@@ -4,6 +4,7 @@
  * asked and what is there, and each before a worker exists.
  */
 import { strict as assert } from 'node:assert';
+import { asDevicePtr } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { ArLink } from '../../src/runtime/link.js';
 import { CapturedGraph } from '../../src/runtime/graph.js';
@@ -65,7 +66,7 @@ describe('runtime devices: one worker, two, and loopback (CPU reference)', () =>
         peer: () => undefined,
         post: () => undefined,
         tx: [],
-        rx: { dst: 1, src: 1, bytes: 4 },
+        rx: { dst: asDevicePtr(1), src: asDevicePtr(1), bytes: 4 },
       }),
       /the EP parent graph needs two ranks/,
     );

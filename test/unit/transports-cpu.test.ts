@@ -5,6 +5,7 @@
  * emulated devices, and again in loopback (both ranks on one; the sweep to 256 KB).
  */
 import { strict as assert } from 'node:assert';
+import { asDevicePtr, type DevicePtr, NO_PTR } from '../../src/runtime/binding.js';
 import { Runtime } from '../../src/runtime/runtime.js';
 import { ArLink } from '../../src/runtime/link.js';
 import { CapturedGraph } from '../../src/runtime/graph.js';
@@ -83,9 +84,9 @@ for (const mode of PAIR_MODES)
 
     it('refuses sizes that are not whole f32 elements, and ops larger than the reservation', async () => {
       const t = await openTransport('oneshot', link);
-      assert.throws(() => t.allReduce([0, 0], 2.5), /whole number of f32 elements/);
+      assert.throws(() => t.allReduce([NO_PTR, NO_PTR], 2.5), /whole number of f32 elements/);
       assert.throws(
-        () => t.allReduce([1 << 20, 1 << 20], 1e8),
+        () => t.allReduce([asDevicePtr(1 << 20), asDevicePtr(1 << 20)], 1e8),
         /staging holds \d+ floats and this op needs 100000000; call `await link.reserve\(100000000\)` first/,
       );
       await assert.rejects(
@@ -101,12 +102,15 @@ for (const mode of PAIR_MODES)
       const ll = await openTransport('ll', link);
       const over = link.llMaxValues + 2;
       assert.throws(
-        () => ll.allReduce([0, 0], over),
+        () => ll.allReduce([NO_PTR, NO_PTR], over),
         new RegExp(
           `one low-latency join moves at most ${link.llMaxValues} values and this op needs ${over}; split it or use another transport`,
         ),
       );
-      assert.throws(() => ll.allGather([0, 0], [0, 0], link.llMaxValues / 2, 3), /one low-latency join moves at most/);
+      assert.throws(
+        () => ll.allGather([NO_PTR, NO_PTR], [NO_PTR, NO_PTR], link.llMaxValues / 2, 3),
+        /one low-latency join moves at most/,
+      );
     });
 
     it('refuses a bad LL server idle bound, and the reference reports no server jobs whatever the setting', async () => {
@@ -163,14 +167,16 @@ for (const mode of PAIR_MODES)
     });
 
     it('an LL join launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
-      await refusalThenRecovery(rt, link, 'll', 1000, (x) => rt.ranks[0].ll(0, 1, 1000, 0, 0, 0, x[0], 1000));
+      await refusalThenRecovery(rt, link, 'll', 1000, (x) =>
+        rt.ranks[0].ll(0, 1, 1000, NO_PTR, NO_PTR, NO_PTR, x[0], 1000),
+      );
     });
 
     it('a one-shot launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
       const stage = link.stageFor(64);
       await refusalThenRecovery(rt, link, 'oneshot', 64, (x) =>
         rt.ranks[0].oneShot(
-          0,
+          NO_PTR,
           stage[0]!,
           stage[1]!,
           x[0],
@@ -218,7 +224,7 @@ describe('the battery and the reference catch broken transports', function () {
   it('a push without the write-after-write edge is refused by the CPU reference', async () => {
     const { MovementTransport, kernelMover } = await import('../../src/runtime/transports/movement.js');
     class NoEdge extends MovementTransport {
-      override broadcast(from: number, src: number, dst: readonly [number, number], n: number): void {
+      override broadcast(from: number, src: DevicePtr, dst: readonly [DevicePtr, DevicePtr], n: number): void {
         this.link.ranks[from]!.push(src, dst[1 - from]!, n); // no waitForConsumer
         this.link.publish(from, 1 - from);
       }

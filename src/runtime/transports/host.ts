@@ -4,6 +4,7 @@
  * the same ordering contract as the others (one bounce buffer per direction, written only after
  * the consumer finished reading it), and it does not drain a stream either.
  */
+import { type DevicePtr, ptrAdd } from '../binding.js';
 import type { ArLink } from '../link.js';
 import {
   RANKS,
@@ -24,8 +25,8 @@ export class HostTransport implements Transport {
   /** rows x rowLen f32 from `from`'s `src` to the peer's `dst`, through the host. */
   private bounce(
     from: number,
-    src: number,
-    dst: number,
+    src: DevicePtr,
+    dst: DevicePtr,
     rows: number,
     rowLen: number,
     srcStride: number,
@@ -37,12 +38,12 @@ export class HostTransport implements Transport {
     const host = this.link.hostFor(from, rows * rowLen);
     // The consumer's last host->device copy read this bounce buffer: let it finish first.
     this.link.waitForConsumer(from, to);
-    for (let r = 0; r < rows; r++) p.copy(host + r * rowLen * 4, src + r * srcStride * 4, rowLen * 4);
+    for (let r = 0; r < rows; r++) p.copy(ptrAdd(host, r * rowLen * 4), ptrAdd(src, r * srcStride * 4), rowLen * 4);
     this.link.publish(from, to);
-    for (let r = 0; r < rows; r++) c.copy(dst + r * dstStride * 4, host + r * rowLen * 4, rowLen * 4);
+    for (let r = 0; r < rows; r++) c.copy(ptrAdd(dst, r * dstStride * 4), ptrAdd(host, r * rowLen * 4), rowLen * 4);
   }
 
-  broadcast(from: number, src: number, dst: PerRank, n: number): void {
+  broadcast(from: number, src: DevicePtr, dst: PerRank, n: number): void {
     checkRank('broadcast', from);
     checkCount('broadcast', n);
     if (n === 0) return;
@@ -54,15 +55,15 @@ export class HostTransport implements Transport {
     checkGather('allGather', span, rows);
     for (const r of RANKS) this.local(r, parts[r]!, full[r]!, span, rows);
     for (const from of RANKS)
-      this.bounce(from, parts[from]!, full[1 - from]! + slotOffset(from, span), rows, span, span, 2 * span);
+      this.bounce(from, parts[from]!, ptrAdd(full[1 - from]!, slotOffset(from, span)), rows, span, span, 2 * span);
   }
 
-  gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
+  gather(root: number, parts: PerRank, full: DevicePtr, span: number, rows = 1): void {
     checkRank('gather', root);
     checkGather('gather', span, rows);
     this.local(root, parts[root]!, full, span, rows);
     const peer = 1 - root;
-    this.bounce(peer, parts[peer]!, full + slotOffset(peer, span), rows, span, span, 2 * span);
+    this.bounce(peer, parts[peer]!, ptrAdd(full, slotOffset(peer, span)), rows, span, span, 2 * span);
   }
 
   allReduce(x: PerRank, n: number, out: PerRank = x): void {
@@ -77,10 +78,10 @@ export class HostTransport implements Transport {
     }
   }
 
-  private local(r: number, part: number, full: number, span: number, rows: number): void {
+  private local(r: number, part: DevicePtr, full: DevicePtr, span: number, rows: number): void {
     if (gatherInPlace(part, full, r, span, rows)) return;
     const rank = this.link.ranks[r]!;
-    if (rows === 1) rank.push(part, full + slotOffset(r, span), span);
-    else rank.push2d(part, full + slotOffset(r, span), rows, span, span, 2 * span);
+    if (rows === 1) rank.push(part, ptrAdd(full, slotOffset(r, span)), span);
+    else rank.push2d(part, ptrAdd(full, slotOffset(r, span)), rows, span, span, 2 * span);
   }
 }

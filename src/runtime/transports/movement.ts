@@ -4,6 +4,7 @@
  * Every movement is issued on the PRODUCER's stream, so once a join is enqueued the producer may
  * overwrite its input: nothing reads it later from another stream.
  */
+import { type DevicePtr, ptrAdd } from '../binding.js';
 import type { ArLink } from '../link.js';
 import type { Rank } from '../rank.js';
 import {
@@ -23,8 +24,8 @@ export interface Mover {
   move(
     from: Rank,
     to: Rank,
-    src: number,
-    dst: number,
+    src: DevicePtr,
+    dst: DevicePtr,
     rows: number,
     rowLen: number,
     srcStride: number,
@@ -48,7 +49,8 @@ export const kernelMover: Mover = {
  */
 export const copyEngineMover: Mover = {
   move(from, _to, src, dst, rows, rowLen, srcStride, dstStride) {
-    for (let r = 0; r < rows; r++) from.copy(dst + r * dstStride * 4, src + r * srcStride * 4, rowLen * 4);
+    for (let r = 0; r < rows; r++)
+      from.copy(ptrAdd(dst, r * dstStride * 4), ptrAdd(src, r * srcStride * 4), rowLen * 4);
   },
 };
 
@@ -60,7 +62,7 @@ export class MovementTransport implements Transport {
     private readonly mover: Mover,
   ) {}
 
-  broadcast(from: number, src: number, dst: PerRank, n: number): void {
+  broadcast(from: number, src: DevicePtr, dst: PerRank, n: number): void {
     checkRank('broadcast', from);
     checkCount('broadcast', n);
     if (n === 0) return;
@@ -88,15 +90,15 @@ export class MovementTransport implements Transport {
       const r = this.link.ranks[from]!,
         peer = this.link.ranks[to]!;
       if (!gatherInPlace(parts[from]!, full[from]!, from, span, rows)) {
-        this.mover.move(r, r, parts[from]!, full[from]! + slotOffset(from, span), rows, span, span, width);
+        this.mover.move(r, r, parts[from]!, ptrAdd(full[from]!, slotOffset(from, span)), rows, span, span, width);
       }
-      this.mover.move(r, peer, parts[from]!, full[to]! + slotOffset(from, span), rows, span, span, width);
+      this.mover.move(r, peer, parts[from]!, ptrAdd(full[to]!, slotOffset(from, span)), rows, span, span, width);
       r.record(this.link.pushed[from]!);
     }
     for (const r of RANKS) this.link.ranks[r]!.wait(this.link.pushed[1 - r]!);
   }
 
-  gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
+  gather(root: number, parts: PerRank, full: DevicePtr, span: number, rows = 1): void {
     checkRank('gather', root);
     checkGather('gather', span, rows);
     const peer = 1 - root;
@@ -104,10 +106,10 @@ export class MovementTransport implements Transport {
     const rr = this.link.ranks[root]!,
       pr = this.link.ranks[peer]!;
     if (!gatherInPlace(parts[root]!, full, root, span, rows)) {
-      this.mover.move(rr, rr, parts[root]!, full + slotOffset(root, span), rows, span, span, width);
+      this.mover.move(rr, rr, parts[root]!, ptrAdd(full, slotOffset(root, span)), rows, span, span, width);
     }
     this.link.waitForConsumer(peer, root);
-    this.mover.move(pr, rr, parts[peer]!, full + slotOffset(peer, span), rows, span, span, width);
+    this.mover.move(pr, rr, parts[peer]!, ptrAdd(full, slotOffset(peer, span)), rows, span, span, width);
     this.link.publish(peer, root);
   }
 

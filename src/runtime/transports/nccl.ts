@@ -4,6 +4,7 @@
  * outgrow one machine. A collective orders itself across ranks; each rank's part of it is one
  * ring record on its own stream.
  */
+import { type DevicePtr, ptrAdd } from '../binding.js';
 import type { ArLink } from '../link.js';
 import {
   RANKS,
@@ -22,7 +23,7 @@ export class NcclTransport implements Transport {
   readonly graphMode = 'per-rank' as const;
   constructor(private readonly link: ArLink) {}
 
-  broadcast(from: number, src: number, dst: PerRank, n: number): void {
+  broadcast(from: number, src: DevicePtr, dst: PerRank, n: number): void {
     checkRank('broadcast', from);
     checkCount('broadcast', n);
     if (n === 0) return;
@@ -47,26 +48,33 @@ export class NcclTransport implements Transport {
       const rank = this.link.ranks[r]!;
       rank.ncclAllGather(parts[r]!, scratch[r]!, rows * span);
       for (const q of RANKS)
-        rank.push2d(scratch[r]! + q * rows * span * 4, full[r]! + slotOffset(q, span), rows, span, span, 2 * span);
+        rank.push2d(
+          ptrAdd(scratch[r]!, q * rows * span * 4),
+          ptrAdd(full[r]!, slotOffset(q, span)),
+          rows,
+          span,
+          span,
+          2 * span,
+        );
     }
   }
 
-  gather(root: number, parts: PerRank, full: number, span: number, rows = 1): void {
+  gather(root: number, parts: PerRank, full: DevicePtr, span: number, rows = 1): void {
     checkRank('gather', root);
     checkGather('gather', span, rows);
     const peer = 1 - root;
     const rr = this.link.ranks[root]!,
       pr = this.link.ranks[peer]!;
     if (!gatherInPlace(parts[root]!, full, root, span, rows)) {
-      if (rows === 1) rr.push(parts[root]!, full + slotOffset(root, span), span);
-      else rr.push2d(parts[root]!, full + slotOffset(root, span), rows, span, span, 2 * span);
+      if (rows === 1) rr.push(parts[root]!, ptrAdd(full, slotOffset(root, span)), span);
+      else rr.push2d(parts[root]!, ptrAdd(full, slotOffset(root, span)), rows, span, span, 2 * span);
     }
     const count = rows * span;
-    const landing = rows === 1 ? full + slotOffset(peer, span) : this.link.scratchFor(count)[root]!;
+    const landing = rows === 1 ? ptrAdd(full, slotOffset(peer, span)) : this.link.scratchFor(count)[root]!;
     // A zero-count side of the grouped send/recv still names a valid pointer: its own buffer.
     pr.ncclSendRecv(parts[peer]!, count, parts[peer]!, 0, root);
     rr.ncclSendRecv(landing, 0, landing, count, peer);
-    if (rows > 1) rr.push2d(landing, full + slotOffset(peer, span), rows, span, span, 2 * span);
+    if (rows > 1) rr.push2d(landing, ptrAdd(full, slotOffset(peer, span)), rows, span, span, 2 * span);
   }
 
   allReduce(x: PerRank, n: number, out: PerRank = x): void {

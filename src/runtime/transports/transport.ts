@@ -12,7 +12,9 @@
  * - allReduce: every rank's `out[r]` (default `x[r]`) becomes `x[0] + x[1]`, in global rank order,
  *   so every rank holds the same bits.
  */
-export type PerRank = readonly [number, number];
+import type { DevicePtr } from '../binding.js';
+
+export type PerRank = readonly [DevicePtr, DevicePtr];
 
 export const TRANSPORTS = ['host', 'peer', 'push', 'oneshot', 'll', 'nccl'] as const;
 export type TransportName = (typeof TRANSPORTS)[number];
@@ -24,16 +26,16 @@ export interface Transport {
   readonly name: TransportName;
   /** How a graph holding this transport's joins must be captured (see graph.ts). */
   readonly graphMode: 'multi-device' | 'per-rank';
-  broadcast(from: number, src: number, dst: PerRank, n: number): void;
+  broadcast(from: number, src: DevicePtr, dst: PerRank, n: number): void;
   allGather(parts: PerRank, full: PerRank, span: number, rows?: number): void;
-  gather(root: number, parts: PerRank, full: number, span: number, rows?: number): void;
+  gather(root: number, parts: PerRank, full: DevicePtr, span: number, rows?: number): void;
   allReduce(x: PerRank, n: number, out?: PerRank): void;
   /**
    * Transports whose joins are single kernels can time themselves (the join profile): the NEXT
    * op's launch on `rank` stores its start and end (u64 ns, device clock) at `stamp`. Absent: the
    * profile brackets the join with timing events instead.
    */
-  timeNext?(rank: number, stamp: number): void;
+  timeNext?(rank: number, stamp: DevicePtr): void;
 }
 
 function count(what: string, v: number, min: number): void {
@@ -63,7 +65,7 @@ export function slotOffset(r: number, span: number): number {
 }
 
 /** True when rank r's part already sits in its own slot of its full buffer. */
-export function gatherInPlace(part: number, full: number, r: number, span: number, rows: number): boolean {
+export function gatherInPlace(part: DevicePtr, full: DevicePtr, r: number, span: number, rows: number): boolean {
   if (part !== full + slotOffset(r, span)) return false;
   if (rows !== 1)
     throw new RangeError(

@@ -12,21 +12,35 @@
  * ordering check reports as a refused record (and closes the session). An LL join that refuses
  * does not advance its epoch, so the ranks stay paired after it.
  *
- * The skip is a test hook on the rank's handle: its `ll` (or `oneShot`) method, which writes the
- * join's ring record, is shadowed for one call that writes nothing. Nothing in the runtime
- * changes; the other rank's kernel is launched as usual.
+ * The skip is a test hook, armed inside the join it targets: the join's method on WalkJoins
+ * (`headAllGather` of layer l, or `woAllReduce` of the last layer) is shadowed for the faulted
+ * step, and while the real one issues that join, the rank's `ll` (or `oneShot`) method, which
+ * writes the join's ring record, is shadowed for its one call there, writing nothing. Nothing in
+ * the runtime changes; the other rank's kernel is launched as usual.
+ *
+ * It used to be aimed by counting: the rank's (l · HOPS.length + 1)-th `ll` launch of the step,
+ * HOPS being every walk's seven hops. The seed walk issues five a layer (SEED_HOPS), so on
+ * `small` (4 layers, 20 launches a rank a step) layer 3's index, 22, was past the step's last
+ * launch: nothing was left out, the step resolved, and the repetitions aimed there (6, 7, 14
+ * and 15 of 20) were not armed. Layers 1 and 2 hit layer 1's ep fan-out and layer 3's fan-out
+ * instead of a head all-gather. On `tiny` (2 layers, 10 launches) both indices, 1 and 8, fall
+ * inside the step, which is why the CPU run never missed.
  */
 import { BarrierRefusal } from '../../src/decode/barrier-watch.js';
-import { HOPS } from '../../src/decode/join-profile.js';
+import { SEED_HOPS } from '../../src/profile/profile-data.js';
 import { presetByName } from '../../src/decode/model-config.js';
 import { Rank } from '../../src/runtime/rank.js';
 import { TICKS_PER_MS } from '../../src/runtime/cpu-world.js';
+import { WalkJoins } from '../../src/decode/walk-joins.js';
 import type { BackendKind } from '../../src/runtime/device-api.js';
 import type { RepCheck } from './fault-loop.js';
 import { HIDDEN_REL_L2, askOracle, type Reference } from './reference.js';
 import { openVariant, type Variant } from './variants.js';
 
 type Launch = 'll' | 'oneShot';
+/** The joins a one-sided fault targets: the seed walk's head all-gather (ll), its wo all-reduce (oneshot). */
+type Join = 'headAllGather' | 'woAllReduce';
+type JoinMethod = (this: WalkJoins, l: number, ...rest: unknown[]) => void;
 
 /** Shadow `rank[method]` so that its `index`-th call from now writes no record; returns "undo, and did it skip?". */
 export function skipOnce(rank: Rank, method: Launch, index: number): () => boolean {
@@ -46,6 +60,35 @@ export function skipOnce(rank: Rank, method: Launch, index: number): () => boole
   };
 }
 
+/**
+ * Leave out `rank`'s launch (`method`) in the first `join` of layer `layer` issued from now: the
+ * join is shadowed on WalkJoins' prototype (one session steps at a time in the soak) and the
+ * rank's method inside it. Returns "undo, and was that launch left out?".
+ */
+export function skipInJoin(rank: Rank, method: Launch, join: Join, layer: number): () => boolean {
+  const proto = WalkJoins.prototype as unknown as Record<Join, JoinMethod>;
+  const real = proto[join];
+  let reached = false,
+    skipped = false;
+  proto[join] = function (this: WalkJoins, l: number, ...rest: unknown[]): void {
+    if (l !== layer || reached) {
+      real.call(this, l, ...rest);
+      return;
+    }
+    reached = true;
+    const undo = skipOnce(rank, method, 0);
+    try {
+      real.call(this, l, ...rest);
+    } finally {
+      skipped = undo();
+    }
+  };
+  return () => {
+    proto[join] = real;
+    return skipped;
+  };
+}
+
 export function oneSided(
   backend: BackendKind,
   preset: string,
@@ -54,12 +97,13 @@ export function oneSided(
 ): (rep: number) => Promise<RepCheck[]> {
   const L = presetByName(preset).layers;
   const ll = variant.transport === 'll';
-  // A step's device-barrier joins: every hop of every layer for ll; the wo all-reduce alone for oneshot.
-  const joins = ll ? L * HOPS.length : L;
+  // A step's device-barrier joins: every hop of every layer of the seed walk for ll; the wo all-reduce alone for oneshot.
+  const joins = ll ? L * SEED_HOPS.length : L;
   const boundMs = variant.spinTicks! / TICKS_PER_MS;
   const limitMs = joins * boundMs + 1000;
   return async (rep) => {
     const s = await openVariant(backend, preset, variant);
+    let undo: (() => boolean) | undefined;
     try {
       const checks: RepCheck[] = [];
       const first = await s.stepDetailed([ref.inputs[0]!], { hidden: true });
@@ -74,18 +118,19 @@ export function oneSided(
       const r = rep % 2;
       const l = ll ? Math.floor(rep / 2) % L : L - 1;
       // The layer's head all-gather (both ranks send and wait), or its wo all-reduce.
-      const undo = skipOnce(
-        s.runtime.ranks[r]!,
-        ll ? 'll' : 'oneShot',
-        ll ? l * HOPS.length + HOPS.indexOf('head all-gather') : l,
-      );
+      undo = skipInJoin(s.runtime.ranks[r]!, ll ? 'll' : 'oneShot', ll ? 'headAllGather' : 'woAllReduce', l);
       const t = performance.now();
       const err = await s.step([ref.inputs[0]!]).then(
         () => undefined,
         (e: Error) => e,
       );
       const ms = performance.now() - t;
-      checks.push({ name: 'skipped', pass: undo(), limit: `rank ${r}'s launch was left out` });
+      checks.push({
+        name: 'skipped',
+        pass: undo(),
+        limit: `one rank's launch of ${ll ? "a layer's head all-gather" : "the last layer's wo all-reduce"} left out`,
+        detail: `rank ${r}, layer ${l}`,
+      });
       checks.push({
         name: 'fails by name',
         pass:
@@ -116,6 +161,7 @@ export function oneSided(
       }
       return checks;
     } finally {
+      undo?.();
       await s.close();
     }
   };

@@ -25,6 +25,7 @@ import {
 import { HIDDEN_MEDIAN, HIDDEN_REL_L2, askOracle, median, type Reference } from './reference.js';
 import { sessionDeviceUsed, snapshot, type Snapshot } from './resources.js';
 import { RssSeries, flatRss, rssTrend } from './rss.js';
+import { SmapsTrace, describeGrowth } from './smaps.js';
 import { openVariant, variantName, type Variant } from './variants.js';
 
 export interface LongDecodeSpec {
@@ -35,6 +36,8 @@ export interface LongDecodeSpec {
   /** Every this many steps, the oracle's checkpoint. */
   checkEvery: number;
   machine: string;
+  /** Where to write the loop's smaps checkpoints (smaps.ts); none when unset. */
+  smapsDir?: string;
 }
 
 /** The most steps a warm-up takes. */
@@ -80,12 +83,19 @@ export async function longDecode(
     const warm = warmUp(spec.steps, WARM_CAP);
     let start: Snapshot | undefined;
     const series = new RssSeries(warm, spec.steps);
+    const smaps = spec.smapsDir
+      ? new SmapsTrace(spec.smapsDir, `long-decode-${name}`, warm, spec.steps, () =>
+          Promise.all(s.runtime.ranks.map((r) => r.control.call('heapSpaces'))),
+        )
+      : undefined;
+    if (smaps) await smaps.take('after the first step', 0);
     let error: string | undefined;
     try {
       for (; ran < spec.steps && !deadline.expired; ran++) {
         if (ran === warm) {
           start = snapshot(await sessionDeviceUsed(s));
           series.add(ran, start.rssBytes);
+          if (smaps) await smaps.take('warm-up', ran);
         }
         if (s.position(0) === ref.maxPos) s.reset();
         const p = s.position(0);
@@ -113,6 +123,8 @@ export async function longDecode(
           }
         }
         series.maybeSample(ran);
+        const due = smaps?.due(ran);
+        if (due) await smaps!.take(due, ran + 1);
         progress.tick(`soak ${label}`, ran + 1, spec.steps);
       }
     } catch (e) {
@@ -120,6 +132,12 @@ export async function longDecode(
     }
     const end = snapshot(await sessionDeviceUsed(s).catch(() => NaN));
     if (start) series.add(ran, end.rssBytes);
+    if (smaps) {
+      await smaps.take('end', ran).catch(() => undefined);
+      const w = smaps.write();
+      notes.push(`smaps checkpoints in ${w.path}`);
+      if (w.growth) notes.push(describeGrowth(w.growth));
+    }
     start ??= afterOne;
     notes.push(
       `resources from step ${Math.min(warm, ran)} on (a warm-up before); after the first step: RSS ${fmtBytes(afterOne.rssBytes)}, ` +

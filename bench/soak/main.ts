@@ -3,7 +3,7 @@
  *
  *   [--backend cuda|cpu] [--model PRESET] [--steps N] [--loopback-steps N] [--cycles N]
  *   [--loopback-cycles N] [--faults N] [--invalid N] [--check-every N] [--time-limit S]
- *   [--only decode,cycles,faults] [--out DIR]
+ *   [--only decode,cycles,faults] [--out DIR] [--smaps]
  *
  * Defaults on a GPU are the full counts (run-soak.ts, GPU_PLAN), expected to take about 330 s on
  * an H200, within the default `--time-limit` of 400 s; `--steps` sets the one-GPU rows and,
@@ -14,8 +14,11 @@
  * collection before each figure, the young generation and malloc's mmap threshold fixed); run
  * any other way, it says what is missing and every RSS check says so too.
  * Writes `soak-<machine>-<date>.json`: on a GPU into bench/results/ (the README's reliability
- * table comes from there) and DIR; on the CPU reference into DIR alone. Exits 1 when a loop did
- * not hold, 2 on a bad argument.
+ * table comes from there) and DIR; on the CPU reference into DIR alone. `--smaps` (with `--out`)
+ * is a diagnosis: each long decode also writes `smaps-long-decode-<variant>.json` into DIR, where
+ * its resident memory sits at checkpoints along it (smaps.ts), and the results file goes to DIR
+ * alone (the checkpoints' pauses are in the step times). Exits 1 when a loop did not hold, 2 on a
+ * bad argument.
  */
 import { parseArgs } from 'node:util';
 import { detectBackend } from '../../src/runtime/runtime.js';
@@ -54,9 +57,11 @@ export async function soakMain(argv: string[]): Promise<number> {
         model: { type: 'string' },
         only: { type: 'string' },
         out: { type: 'string' },
+        smaps: { type: 'boolean' },
         ...Object.fromEntries(counts.map((c) => [c, { type: 'string' as const }])),
       },
     }).values as Record<string, string | undefined>;
+    if (values.smaps && !values.out) throw new TypeError('--smaps needs --out DIR: its checkpoints are written there');
   } catch (e) {
     return fail((e as Error).message);
   }
@@ -93,12 +98,13 @@ export async function soakMain(argv: string[]): Promise<number> {
       checkEvery: num('check-every', 1) ?? base.checkEvery,
       timeLimitS: num('time-limit', 1) ?? base.timeLimitS,
       phases: new Set(only as Array<(typeof PHASES)[number]>),
+      ...(values.smaps ? { smapsDir: values.out! } : {}),
     };
   } catch (e) {
     return fail((e as Error).message);
   }
   const dirs = [
-    ...(backend === 'cuda' ? [new URL('../../../bench/results/', import.meta.url).pathname] : []),
+    ...(backend === 'cuda' && !values.smaps ? [new URL('../../../bench/results/', import.meta.url).pathname] : []),
     ...(values.out ? [values.out] : []),
   ];
   if (dirs.length === 0)
@@ -119,7 +125,7 @@ export async function soakMain(argv: string[]): Promise<number> {
       `soak: RSS is measured without ${missing.join(' ')} (npm run soak sets them): its checks will say so`,
     );
   const run = await runSoak(backend, plan, { oneGpu: machine.label, loopback: loopbackLabel }, new Progress());
-  const { phases, ...counted } = plan;
+  const { phases, smapsDir: _, ...counted } = plan;
   const paths = writeResults('soak', machine, run.rows, dirs, {
     plan: { ...counted, phases: [...phases], expectedS: Math.round(expected) },
     rssConditions: conditions(),

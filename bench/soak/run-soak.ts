@@ -42,6 +42,8 @@ export interface SoakPlan {
   oneSidedTicks: number;
   /** Which phases run. */
   phases: ReadonlySet<'decode' | 'cycles' | 'faults'>;
+  /** Where the long decodes write their smaps checkpoints (`--smaps`, smaps.ts); none when unset. */
+  smapsDir?: string;
   /** What each loop is expected to take, for sharing the time limit out (budget.ts). */
   costs: LoopCosts;
 }
@@ -240,7 +242,15 @@ export async function runSoak(
       );
     switch (l.loop) {
       case 'long decode': {
-        const spec = { backend, preset, variant, steps: l.asked, checkEvery: plan.checkEvery, machine };
+        const spec = {
+          backend,
+          preset,
+          variant,
+          steps: l.asked,
+          checkEvery: plan.checkEvery,
+          machine,
+          ...(plan.smapsDir ? { smapsDir: plan.smapsDir } : {}),
+        };
         const r = await longDecode(spec, ref, deadline, progress);
         rows.push(...r.rows);
         return r.result;

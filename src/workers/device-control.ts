@@ -23,8 +23,19 @@ import { ProfileBoard } from './profile-board.js';
 import { seqDiff } from './ring-layout.js';
 import type { WorkerFault } from './worker-init.js';
 import { parentPort } from 'node:worker_threads';
+import v8 from 'node:v8';
 import { drain, serve, until } from './serve-loop.js';
 import type { LlConfig, WorkerContext } from './worker-context.js';
+
+/** One space of an isolate's V8 heap (heapSpaces). */
+export interface HeapSpace {
+  name: string;
+  /** Reserved and committed for the space. */
+  sizeBytes: number;
+  /** Of which resident. */
+  physicalBytes: number;
+  usedBytes: number;
+}
 
 export function deviceControl(ctx: WorkerContext) {
   return {
@@ -370,6 +381,20 @@ export function deviceControl(ctx: WorkerContext) {
     async memInfo(): Promise<{ free: number; total: number }> {
       ctx.needOpen('memInfo');
       return ctx.dev.memGetInfo();
+    },
+
+    /**
+     * This worker's own V8 heap, space by space: its isolate is in the process's RSS but in none
+     * of the main thread's figures (the soak's smaps checkpoints ask for it). `physicalBytes` is
+     * what of a space is resident: a young generation's pages count once first written.
+     */
+    async heapSpaces(): Promise<HeapSpace[]> {
+      return v8.getHeapSpaceStatistics().map((s) => ({
+        name: s.space_name,
+        sizeBytes: s.space_size,
+        physicalBytes: s.physical_space_size,
+        usedBytes: s.space_used_size,
+      }));
     },
 
     async drain(timeoutMs = 10_000): Promise<void> {

@@ -117,7 +117,7 @@ for phase in "${phases[@]}"; do
     reliability)
       # As `npm run soak` starts it: RSS measured with the young generation and malloc's mmap threshold fixed.
       step soak 200 env MALLOC_MMAP_THRESHOLD_=131072 \
-        node --expose-gc --min-semi-space-size=16 --max-semi-space-size=16 \
+        node --expose-gc --min-semi-space-size=1 --max-semi-space-size=1 \
         dist/bench/soak/main.js --steps 20000 --cycles 100 --faults 4 --time-limit 150 --out "$logs"
       step sanitize 300 bash scripts/sanitize.sh "$logs/sanitize" ;;
     loopback-bench)

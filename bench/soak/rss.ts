@@ -5,7 +5,12 @@
  *   steps, its semi-spaces doubling up to 16 MiB while the allocation rate stays up, and a full
  *   collection does not shrink it back: a step, then a plateau, with the JS heap flat (a long
  *   decode of `tiny` on the CPU reference: +4, +8 and +16 MiB of new space at steps 300, 1,500
- *   and 5,700). `npm run soak` fixes it at that size from the start (YOUNG_GENERATION).
+ *   and 5,700). Fixed at 16 MiB from the start, it became resident only as an isolate's
+ *   allocations first walked through it: a device worker on the GPU allocates little a step, and
+ *   its 2 x 16 MiB came in over thousands of steps (`--smaps`: the workers' V8 pages +13.8 MiB in
+ *   the unsharded loop, +17.8 and +5.7 in loopback `ll`; at 1 MiB every loop within 1.5 MiB).
+ *   `npm run soak` fixes it at V8's starting size, 1 MiB (YOUNG_GENERATION): resident at once,
+ *   and never grown.
  * - glibc's malloc raises its mmap threshold to the largest block freed (up to 32 MiB), after which
  *   the rings' half-megabyte buffers come from, and go back to, the main heap, whose free pages it
  *   keeps for a while: over 150 open/close cycles of `tiny` the main heap moved between 6 and
@@ -25,8 +30,8 @@ import { hostResources, type Snapshot } from './resources.js';
 
 const MiB = 2 ** 20;
 
-/** The Node options that fix each isolate's young generation at the size it grows to anyway. */
-export const YOUNG_GENERATION = ['--min-semi-space-size=16', '--max-semi-space-size=16'];
+/** The Node options that hold each isolate's young generation at the size it starts at. */
+export const YOUNG_GENERATION = ['--min-semi-space-size=1', '--max-semi-space-size=1'];
 /** The environment that keeps glibc's mmap threshold where it starts. */
 export const MALLOC_THRESHOLD = { MALLOC_MMAP_THRESHOLD_: '131072' };
 

@@ -71,6 +71,7 @@ export type DeviceApi = Pick<
   | 'launchQuantize'
   | 'launchDequantize'
   | 'launchRouteQuant'
+  | 'launchRouteHead'
   | 'launchExpertUp'
   | 'launchExpertDown'
   | 'launchMoeCombine'

@@ -442,39 +442,6 @@ Napi::Value LaunchRouteQuant(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// The router's product with route_quant's work in one launch (memra_route_head): route_quant's
-// arguments, then Wr, then the product's split.
-Napi::Value LaunchRouteHead(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const char* fn = "launchRouteHead";
-  int32_t* ids = I32(info, 0, fn, "ids");
-  float* wts = F32(info, 1, fn, "wts");
-  float* logits = F32(info, 2, fn, "logits");
-  uint8_t* xq = U8(info, 3, fn, "xq");
-  float* xs = F32(info, 4, fn, "xs");
-  float* xd = F32(info, 5, fn, "xd");
-  const float* b = F32(info, 6, fn, "b");
-  const uint16_t* wr = Bf16(info, 7, fn, "wr");
-  const uint32_t t = Rows(info, 8, fn);
-  const uint32_t E =
-      static_cast<uint32_t>(ReadIntInRange(info, 9, fn, "E", 1, MEMRA_MODEL_MAX_EXPERTS));
-  const uint32_t K = TopK(info, 10, fn);
-  const uint32_t H = QuantWidth(info, 11, fn);
-  const uint32_t split = static_cast<uint32_t>(ReadIntInRange(info, 12, fn, "split", 0, 8));
-  if (K > E) ThrowShape(env, fn, "K (" + Num(K) + ") must be <= E (" + Num(E) + ")");
-  RequireSafeProduct(env, fn, "Wr (H x E)", {H, E, 2});
-  cudaStream_t s;
-  const int device = Bound(env, info, 13, fn, &s);
-  const PdlScope pdl(info, 14, fn);
-  MEMRA_CUDA_CHECK(env, device,
-                   memra_route_head(ids, wts, logits, xq, xs, xd, b, wr, t, E, K, H, split, s),
-                   std::string(fn) + "(ids=" + Hex(ids) + ", logits=" + Hex(logits) + ", xq=" +
-                       Hex(xq) + ", xd=" + Hex(xd) + ", b=" + Hex(b) + ", wr=" + Hex(wr) + ", t=" +
-                       Num(t) + ", E=" + Num(E) + ", K=" + Num(K) + ", H=" + Num(H) +
-                       ", split=" + Num(split) + ", stream=" + Hex(s) + ")");
-  return env.Undefined();
-}
-
 Napi::Value LaunchDequantize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "launchDequantize";
@@ -643,7 +610,6 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchExpertDown", LaunchExpertDown},
       {"launchMoeCombine", LaunchMoeCombine},
       {"launchMoeCombineNorm", LaunchMoeCombineNorm},
-      {"launchRouteHead", LaunchRouteHead},
       {"launchArgmax", LaunchArgmax},
   };
   for (const auto& f : fns) exports.Set(f.name, Napi::Function::New(env, f.fn, f.name));

@@ -68,8 +68,6 @@ function kernelBytes(
       return ['router', a[3]! * a[4]! * f32];
     case 'RouteQuant':
       return ['route_quant', a[7]! * a[8]! * f32 + a[7]! * a[10]! * (2 * f32 + 1)];
-    case 'RouteHead':
-      return ['route_head (Wr, route_quant)', a[11]! * a[9]! * 2 + a[8]! * a[11]! * (3 * f32 + 1)];
     case 'Quantize':
     case 'Dequantize':
       return [span.label.toLowerCase(), a[3]! * a[4]! * (f32 + 1)];

@@ -191,14 +191,6 @@ cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids, co
                               const float* hi, uint32_t splitE, uint32_t t, uint32_t K,
                               uint32_t H, cudaStream_t stream);
 
-// The MoE head after the norm in one launch where it can be: logits = b @ Wr (memra_gemv's sums
-// for `split`, 0 for its default), then memra_route_quant's ids, wts, xq, xs and xd from them,
-// the same bits as those two. Wr is [H, E] bf16, b [t][H]. Where E exceeds one column tile (64)
-// or Wr's rows are not 4-byte aligned, it launches the two.
-cudaError_t memra_route_head(int32_t* ids, float* wts, float* logits, uint8_t* xq, float* xs,
-                             float* xd, const float* b, const uint16_t* wr, uint32_t t, uint32_t E,
-                             uint32_t K, uint32_t H, uint32_t split, cudaStream_t stream);
-
 // memra_moe_combine, then out[s] = rmsnorm(h[s], gain) (memra_rmsnorm's bits) in the same launch:
 // the norm that follows a merge when nothing comes between them (the next layer's attention norm,
 // or the final one). out must not overlap h, wts, ids, lo or hi.

@@ -34,7 +34,6 @@
 #include "cu/launch.cuh"
 #include "cu/model.h"
 #include "cu/model_bits.cuh"
-#include "cu/moe_head.cuh"
 #include "cu/pdl.cuh"
 #include "cu/smem_limit.cuh"
 
@@ -458,56 +457,6 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
                                    split, StoreLatentQuery<T>{&a, latent});
 }
 
-// ---- the router's product, its picks and the fp8 round trip in one launch ----
-//
-// logits = b @ Wr as memra_gemv computes them for the caller's split (E <= one tile: one cluster),
-// then, in the same cluster, route_quant's work: rank 0's first t warps route the rows from the
-// logits it has just stored, and every warp of the cluster quantizes blocks of b. route_quant's
-// pieces (cu/moe_head.cuh), so the bits of a gemv and a route_quant, one launch fewer.
-
-constexpr unsigned kGemvWarps = kGemvThreads / 32;
-constexpr int kRouteCw = 2;  // one tile: E <= 64 columns
-constexpr uint32_t kRouteMaxE = kWarpCols * kRouteCw;
-
-struct RouteHeadArgs {
-  int32_t* ids;
-  float* wts;
-  float* logits;
-  uint8_t* xq;
-  float* xs;
-  float* xd;
-  const float* b;
-  const uint16_t* wr;
-  uint32_t E, K, H;
-};
-
-template <int T, bool kStage>
-__global__ void __launch_bounds__(kGemvThreads, 1)
-    route_head(const RouteHeadArgs a, unsigned split, bool vecB) {
-  PdlLaunchDependents();
-  const uint16_t* const w[1] = {a.wr};
-  const float* xr[T];
-#pragma unroll
-  for (int s = 0; s < T; ++s) xr[s] = a.b + uint64_t(s) * a.H;
-  GemvTile<T, 1, kRouteCw, true, kStage>(xr, w, a.E, a.H, a.E, 0, split, StoreRows<false>{a.logits, a.E});
-  // GemvTile ends on a cluster barrier after rank 0 has stored every logit, and it waited for the
-  // kernel ahead (b) in every thread.
-  const unsigned rank = split > 1 ? cg::this_cluster().block_rank() : 0;
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (rank == 0 && warp < unsigned(T)) {
-    memra_moe::RouteRow(a.ids + uint64_t(warp) * a.K, a.wts + uint64_t(warp) * a.K,
-                        a.logits + uint64_t(warp) * a.E, a.E, a.K, lane);
-  }
-  const uint64_t blocks = uint64_t(T) * (a.H / memra_moe::kQB);
-  for (uint64_t q = uint64_t(rank) * kGemvWarps + warp; q < blocks; q += uint64_t(split) * kGemvWarps) {
-    if (vecB) {
-      memra_moe::QuantizeBlock<true>(a.xq, a.xs, a.xd, a.b, q, lane);
-    } else {
-      memra_moe::QuantizeBlock<false>(a.xq, a.xs, a.xd, a.b, q, lane);
-    }
-  }
-}
-
 // ---- the expert FFN, grouped by expert ----
 //
 // Block row y of a launch is group y: the y-th smallest owned expert some slot names, with the
@@ -884,22 +833,6 @@ cudaError_t LatentQueryRows(const LatentQueryArgs& a, cudaStream_t stream) {
   return LatentQueryLaunch<T, 2>(a, wide, stream);
 }
 
-// The one launch, or cudaErrorNotSupported where its shape is not one (the caller launches the
-// product and route_quant apart): E past one tile, Wr's rows not 4-byte aligned, x too wide to stage.
-template <int T>
-cudaError_t RouteHeadRows(const RouteHeadArgs& a, unsigned split, cudaStream_t stream) {
-  if (a.E > kRouteMaxE || !WideOk(a.wr, a.E, kRouteCw)) return cudaErrorNotSupported;
-  static std::atomic<size_t> granted{0};
-  bool stage;
-  const size_t smem = GemvSmem<1, T, kRouteCw>(a.H, split, &stage);
-  if (stage != (T > 1)) return cudaErrorNotSupported;
-  auto kernel = route_head<T, (T > 1)>;
-  const cudaError_t err = memra_cu::AllowSmem(kernel, smem, granted);
-  if (err != cudaSuccess) return err;
-  return LaunchModelKernel(kernel, dim3(split), dim3(kGemvThreads), smem, split, stream, a, split,
-                           memra_cu::Aligned(a.b, 16));
-}
-
 #undef MEMRA_PICK4
 #undef MEMRA_PICK4_AT
 
@@ -980,32 +913,4 @@ extern "C" cudaError_t memra_latent_query(float* q, const float* a, const uint16
     case 8: return LatentQueryRows<8>(args, stream);
     default: return cudaErrorInvalidValue;
   }
-}
-
-extern "C" cudaError_t memra_route_head(int32_t* ids, float* wts, float* logits, uint8_t* xq,
-                                        float* xs, float* xd, const float* b, const uint16_t* wr,
-                                        uint32_t t, uint32_t E, uint32_t K, uint32_t H,
-                                        uint32_t split, cudaStream_t stream) {
-  if (t == 0 || K == 0 || H == 0) return cudaSuccess;
-  if (t > MEMRA_MODEL_MAX_ROWS || E > MEMRA_MODEL_MAX_EXPERTS || K > MEMRA_MODEL_MAX_TOPK ||
-      K > E || H % MEMRA_MODEL_QUANT_BLOCK != 0 || split > kMaxSplit) {
-    return cudaErrorInvalidValue;
-  }
-  const unsigned s = split == 0 ? Split(H) : split;
-  const RouteHeadArgs a{ids, wts, logits, xq, xs, xd, b, wr, E, K, H};
-  cudaError_t err;
-  switch (t) {
-    case 1: err = RouteHeadRows<1>(a, s, stream); break;
-    case 2: err = RouteHeadRows<2>(a, s, stream); break;
-    case 3: err = RouteHeadRows<3>(a, s, stream); break;
-    case 4: err = RouteHeadRows<4>(a, s, stream); break;
-    case 5: err = RouteHeadRows<5>(a, s, stream); break;
-    case 6: err = RouteHeadRows<6>(a, s, stream); break;
-    case 7: err = RouteHeadRows<7>(a, s, stream); break;
-    default: err = RouteHeadRows<8>(a, s, stream); break;
-  }
-  if (err != cudaErrorNotSupported) return err;
-  err = memra_gemv(logits, E, b, H, wr, E, H, E, t, 0, s, stream);
-  if (err != cudaSuccess) return err;
-  return memra_route_quant(ids, wts, logits, xq, xs, xd, b, t, E, K, H, stream);
 }

@@ -114,7 +114,8 @@ export class LayerPieces {
       lw = this.weights[r]!.layers[l]!,
       p = packAt(b, this.cfg, t);
     o.rmsnorm(b.hNorm, b.hAndPositions, lw.g2, t, H);
-    o.routeHead(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.hNorm, lw.wr, t, E, K, H, ROUTER_SPLIT);
+    o.gemv(b.logitsE, E, b.hNorm, H, lw.wr, E, H, E, t, false, ROUTER_SPLIT);
+    o.routeQuant(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.hNorm, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation && r === 0) o.toMailbox(p.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);
   }

@@ -157,24 +157,6 @@ export class ModelOps {
   ): number {
     return this.put(Op.RouteQuant, ids, wts, logits, xq, xs, xd, b, t, E, K, H);
   }
-  /** The router's gemv (`split`) and routeQuant in one launch. */
-  routeHead(
-    ids: number,
-    wts: number,
-    logits: number,
-    xq: number,
-    xs: number,
-    xd: number,
-    b: number,
-    wr: number,
-    t: number,
-    E: number,
-    K: number,
-    H: number,
-    split: number,
-  ): number {
-    return this.put(Op.RouteHead, ids, wts, logits, xq, xs, xd, b, wr, t, E, K, H, split);
-  }
   dequantize(xd: number, xq: number, xs: number, t: number, H: number): number {
     return this.put(Op.Dequantize, xd, xq, xs, t, H);
   }

@@ -472,28 +472,6 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
-  /**
-   * The router's product and launchRouteQuant's work in one launch (cu/model.h memra_route_head):
-   * logits = b @ wr ([H, E] bf16) as launchGemv sums them for `split`, then ids, wts, xq, xs and
-   * xd from them, those two launches' bits.
-   */
-  launchRouteHead(
-    ids: DevicePtr,
-    wts: DevicePtr,
-    logits: DevicePtr,
-    xq: DevicePtr,
-    xs: DevicePtr,
-    xd: DevicePtr,
-    b: DevicePtr,
-    wr: DevicePtr,
-    t: number,
-    E: number,
-    K: number,
-    H: number,
-    split: number,
-    stream: StreamHandle,
-    pdl?: boolean,
-  ): void;
   launchDequantize(
     xd: DevicePtr,
     xq: DevicePtr,

@@ -804,26 +804,6 @@ export class CpuDevice implements DeviceApi {
     mk.quantize(m, xq, xs, b, t, H);
     mk.dequantize(m, xd, xq, xs, t, H);
   }
-  launchRouteHead(
-    ids: number,
-    wts: number,
-    logits: number,
-    xq: number,
-    xs: number,
-    xd: number,
-    b: number,
-    wr: number,
-    t: number,
-    E: number,
-    K: number,
-    H: number,
-    split: number,
-    stream: number,
-  ): void {
-    // The two launches' work in their order: on the GPU one launch gives the same bits.
-    this.launchGemv(logits, E, b, H, wr, E, H, E, t, false, split, stream);
-    this.launchRouteQuant(ids, wts, logits, xq, xs, xd, b, t, E, K, H, stream);
-  }
   launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
     mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);
   }

@@ -71,7 +71,6 @@ export type DeviceApi = Pick<
   | 'launchQuantize'
   | 'launchDequantize'
   | 'launchRouteQuant'
-  | 'launchRouteHead'
   | 'launchExpertUp'
   | 'launchExpertDown'
   | 'launchMoeCombine'

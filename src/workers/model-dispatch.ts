@@ -30,16 +30,7 @@ const STEP_KERNELS: ReadonlySet<number> = new Set([
   Op.RouteQuant,
   Op.LatentQuery,
   Op.MoeCombineNorm,
-  Op.RouteHead,
 ]);
-
-type MergeArgs = [DevicePtr, DevicePtr, DevicePtr, DevicePtr, DevicePtr, number, number, number, number];
-
-/** The merge's h, wts, ids, lo, hi, splitE, t, K, H at args[i..], as both merge ops carry them. */
-function mergeArgs(a: Float64Array, i: number): MergeArgs {
-  const p = (k: number): DevicePtr => asDevicePtr(a[i + k]!);
-  return [p(0), p(1), p(2), p(3), p(4), a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!];
-}
 
 /**
  * Programmatic dependent launch between the step's kernels (cu/pdl.cuh): a model kernel may start
@@ -218,27 +209,6 @@ export function executeModelOp(
         pdl,
       );
       return true;
-    case Op.RouteHead: {
-      const p = (k: number): DevicePtr => asDevicePtr(a[i + k]!);
-      dev.launchRouteHead(
-        p(0),
-        p(1),
-        p(2),
-        p(3),
-        p(4),
-        p(5),
-        p(6),
-        p(7),
-        a[i + 8]!,
-        a[i + 9]!,
-        a[i + 10]!,
-        a[i + 11]!,
-        a[i + 12]!,
-        stream,
-        pdl,
-      );
-      return true;
-    }
     case Op.Dequantize:
       dev.launchDequantize(
         asDevicePtr(a[i]!),
@@ -284,10 +254,36 @@ export function executeModelOp(
       );
       return true;
     case Op.MoeCombine:
-      dev.launchMoeCombine(...mergeArgs(a, i), stream, pdl);
+      dev.launchMoeCombine(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.MoeCombineNorm:
-      dev.launchMoeCombineNorm(...mergeArgs(a, i), asDevicePtr(a[i + 9]!), asDevicePtr(a[i + 10]!), stream, pdl);
+      dev.launchMoeCombineNorm(
+        asDevicePtr(a[i]!),
+        asDevicePtr(a[i + 1]!),
+        asDevicePtr(a[i + 2]!),
+        asDevicePtr(a[i + 3]!),
+        asDevicePtr(a[i + 4]!),
+        a[i + 5]!,
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        asDevicePtr(a[i + 9]!),
+        asDevicePtr(a[i + 10]!),
+        stream,
+        pdl,
+      );
       return true;
     case Op.Argmax:
       dev.launchArgmax(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, a[i + 3]!, stream, pdl);

@@ -96,11 +96,9 @@ export enum Op {
   LatentQuery = 40,
   /** h, wts, ids, lo, hi, splitE, t, K, H, out, gain: MoeCombine, then out = rmsnorm(h, gain). */
   MoeCombineNorm = 41,
-  /** ids, wts, logits, xq, xs, xd, b, wr, t, E, K, H, split: the router's Gemv and RouteQuant in one launch. */
-  RouteHead = 42,
 }
 
-export const OP_COUNT = 43;
+export const OP_COUNT = 42;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

@@ -584,66 +584,6 @@ describe('model kernels on one GPU', function () {
     }
   });
 
-  it('route_head: logits, ids, weights, scales, codes and the dequantized rows bit-identical to gemv (split 8 and the default) then route_quant (t = 1 to 8, E = 32 and 6 in one launch, 100 past a tile; misaligned b and Wr)', () => {
-    for (const [t, E, K, H, split] of [
-      [1, 32, 8, 4096, 8],
-      [2, 32, 8, 4096, 8],
-      [3, 6, 2, 640, 8],
-      [5, 32, 8, 1024, 0],
-      [8, 32, 8, 4096, 8],
-      [4, 100, 9, 512, 8],
-    ] as const) {
-      const nb = (t * H) / F.QUANT_BLOCK;
-      const x = randF(t * H, 2);
-      if (t > 2) x.fill(0, H, H + 128);
-      const bp = put(x),
-        wr = genMatrix(H, E, 45, 1 / Math.sqrt(H));
-      const outs = (): readonly [DevicePtr, DevicePtr, DevicePtr, DevicePtr, DevicePtr, DevicePtr] =>
-        [out(t * E * 4), out(t * K * 4), out(t * K * 4), out(t * H), out(nb * 4), out(t * H * 4)] as const;
-      const read = (o: ReturnType<typeof outs>) =>
-        [
-          down(Float32Array, o[0], t * E),
-          down(Int32Array, o[1], t * K),
-          down(Float32Array, o[2], t * K),
-          down(Uint8Array, o[3], t * H),
-          down(Float32Array, o[4], nb),
-          down(Float32Array, o[5], t * H),
-        ] as const;
-      const apart = outs();
-      b.launchGemv(apart[0], E, bp, H, wr, E, H, E, t, false, split, s);
-      b.launchRouteQuant(apart[1], apart[2], apart[0], apart[3], apart[4], apart[5], bp, t, E, K, H, s);
-      const want = read(apart);
-      const names = ['logits', 'ids', 'weights', 'codes', 'scales', 'dequantized'];
-      const wrm = alloc(H * E * 2 + 16);
-      b.memcpyAsync(ptrAdd(wrm, 2), wr, H * E * 2, s);
-      const bm = ptrAdd(put(new Float32Array(t * H + 1)), 4);
-      up(bm, x);
-      for (const [bIn, wIn, what] of [
-        [bp, wr, 'aligned'],
-        [bm, wr, 'misaligned b'],
-        [bp, ptrAdd(wrm, 2), 'misaligned Wr (the two launches)'],
-      ] as const) {
-        const o = outs();
-        b.launchRouteHead(o[1], o[2], o[0], o[3], o[4], o[5], bIn, wIn, t, E, K, H, split, s);
-        const got = read(o);
-        for (let k = 0; k < got.length; k++)
-          sameBits(got[k]!, want[k]!, `route_head t=${t} E=${E} K=${K} H=${H} split=${split}, ${what}: ${names[k]}`);
-      }
-      freeAll();
-    }
-    check(
-      (() => {
-        try {
-          b.launchRouteHead(out(4), out(4), out(4), out(128), out(4), out(512), out(512), out(64), 1, 4, 5, 128, 8, s);
-          return false;
-        } catch (e) {
-          return /launchRouteHead: K \(5\) must be <= E \(4\)/.test((e as Error).message);
-        }
-      })(),
-      () => 'route_head with K > E: expected a refusal naming K and E',
-    );
-  });
-
   it('moe_combine: bit-exact to the slot-order f32 sum plus the residual, experts split between lo and hi at splitE', () => {
     const t = 3,
       K = 4,

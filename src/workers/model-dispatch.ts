@@ -32,6 +32,14 @@ const STEP_KERNELS: ReadonlySet<number> = new Set([
   Op.MoeCombineNorm,
 ]);
 
+type MergeArgs = [DevicePtr, DevicePtr, DevicePtr, DevicePtr, DevicePtr, number, number, number, number];
+
+/** The merge's h, wts, ids, lo, hi, splitE, t, K, H at args[i..], as both merge ops carry them. */
+function mergeArgs(a: Float64Array, i: number): MergeArgs {
+  const p = (k: number): DevicePtr => asDevicePtr(a[i + k]!);
+  return [p(0), p(1), p(2), p(3), p(4), a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!];
+}
+
 /**
  * Programmatic dependent launch between the step's kernels (cu/pdl.cuh): a model kernel may start
  * while the kernel before it drains only when that kernel is itself one of them. After anything
@@ -254,36 +262,10 @@ export function executeModelOp(
       );
       return true;
     case Op.MoeCombine:
-      dev.launchMoeCombine(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        asDevicePtr(a[i + 3]!),
-        asDevicePtr(a[i + 4]!),
-        a[i + 5]!,
-        a[i + 6]!,
-        a[i + 7]!,
-        a[i + 8]!,
-        stream,
-        pdl,
-      );
+      dev.launchMoeCombine(...mergeArgs(a, i), stream, pdl);
       return true;
     case Op.MoeCombineNorm:
-      dev.launchMoeCombineNorm(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        asDevicePtr(a[i + 3]!),
-        asDevicePtr(a[i + 4]!),
-        a[i + 5]!,
-        a[i + 6]!,
-        a[i + 7]!,
-        a[i + 8]!,
-        asDevicePtr(a[i + 9]!),
-        asDevicePtr(a[i + 10]!),
-        stream,
-        pdl,
-      );
+      dev.launchMoeCombineNorm(...mergeArgs(a, i), asDevicePtr(a[i + 9]!), asDevicePtr(a[i + 10]!), stream, pdl);
       return true;
     case Op.Argmax:
       dev.launchArgmax(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, a[i + 3]!, stream, pdl);

@@ -32,12 +32,24 @@ const STEP_KERNELS: ReadonlySet<number> = new Set([
   Op.MoeCombineNorm,
 ]);
 
+/** Argument j of a record, an address (the ring carries every argument as an f64). */
+const ptr = (a: Float64Array, j: number): DevicePtr => asDevicePtr(a[j]!);
+
 type MergeArgs = [DevicePtr, DevicePtr, DevicePtr, DevicePtr, DevicePtr, number, number, number, number];
 
 /** The merge's h, wts, ids, lo, hi, splitE, t, K, H at args[i..], as both merge ops carry them. */
 function mergeArgs(a: Float64Array, i: number): MergeArgs {
-  const p = (k: number): DevicePtr => asDevicePtr(a[i + k]!);
-  return [p(0), p(1), p(2), p(3), p(4), a[i + 5]!, a[i + 6]!, a[i + 7]!, a[i + 8]!];
+  return [
+    ptr(a, i),
+    ptr(a, i + 1),
+    ptr(a, i + 2),
+    ptr(a, i + 3),
+    ptr(a, i + 4),
+    a[i + 5]!,
+    a[i + 6]!,
+    a[i + 7]!,
+    a[i + 8]!,
+  ];
 }
 
 /**
@@ -82,39 +94,22 @@ export function executeModelOp(
       const n = a[i + 1]!;
       const values: number[] = [];
       for (let k = 0; k < n; k++) values.push(a[i + 2 + k]!);
-      dev.launchSetI32(asDevicePtr(a[i]!), values, stream, pdl);
+      dev.launchSetI32(ptr(a, i), values, stream, pdl);
       return true;
     }
     case Op.Embed:
-      dev.launchEmbed(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        a[i + 3]!,
-        a[i + 4]!,
-        a[i + 5]!,
-        stream,
-        pdl,
-      );
+      dev.launchEmbed(ptr(a, i), ptr(a, i + 1), ptr(a, i + 2), a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
       return true;
     case Op.Rmsnorm:
-      dev.launchRmsnorm(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        a[i + 3]!,
-        a[i + 4]!,
-        stream,
-        pdl,
-      );
+      dev.launchRmsnorm(ptr(a, i), ptr(a, i + 1), ptr(a, i + 2), a[i + 3]!, a[i + 4]!, stream, pdl);
       return true;
     case Op.Gemv:
       dev.launchGemv(
-        asDevicePtr(a[i]!),
+        ptr(a, i),
         a[i + 1]!,
-        asDevicePtr(a[i + 2]!),
+        ptr(a, i + 2),
         a[i + 3]!,
-        asDevicePtr(a[i + 4]!),
+        ptr(a, i + 4),
         a[i + 5]!,
         a[i + 6]!,
         a[i + 7]!,
@@ -127,9 +122,9 @@ export function executeModelOp(
       return true;
     case Op.CacheWrite:
       dev.launchCacheWrite(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
+        ptr(a, i),
+        ptr(a, i + 1),
+        ptr(a, i + 2),
         a[i + 3]!,
         a[i + 4]!,
         a[i + 5]!,
@@ -141,15 +136,15 @@ export function executeModelOp(
       return true;
     case Op.MlaAttention:
       dev.launchMlaAttention(
-        asDevicePtr(a[i]!),
+        ptr(a, i),
         a[i + 1]!,
-        asDevicePtr(a[i + 2]!),
+        ptr(a, i + 2),
         a[i + 3]!,
-        asDevicePtr(a[i + 4]!),
+        ptr(a, i + 4),
         a[i + 5]!,
-        asDevicePtr(a[i + 6]!),
-        asDevicePtr(a[i + 7]!),
-        asDevicePtr(a[i + 8]!),
+        ptr(a, i + 6),
+        ptr(a, i + 7),
+        ptr(a, i + 8),
         a[i + 9]!,
         a[i + 10]!,
         a[i + 11]!,
@@ -160,37 +155,20 @@ export function executeModelOp(
       );
       return true;
     case Op.Router:
-      dev.launchRouter(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        a[i + 3]!,
-        a[i + 4]!,
-        a[i + 5]!,
-        stream,
-        pdl,
-      );
+      dev.launchRouter(ptr(a, i), ptr(a, i + 1), ptr(a, i + 2), a[i + 3]!, a[i + 4]!, a[i + 5]!, stream, pdl);
       return true;
     case Op.Quantize:
-      dev.launchQuantize(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        a[i + 3]!,
-        a[i + 4]!,
-        stream,
-        pdl,
-      );
+      dev.launchQuantize(ptr(a, i), ptr(a, i + 1), ptr(a, i + 2), a[i + 3]!, a[i + 4]!, stream, pdl);
       return true;
     case Op.LatentQuery:
       dev.launchLatentQuery(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        asDevicePtr(a[i + 3]!),
-        asDevicePtr(a[i + 4]!),
+        ptr(a, i),
+        ptr(a, i + 1),
+        ptr(a, i + 2),
+        ptr(a, i + 3),
+        ptr(a, i + 4),
         a[i + 5]!,
-        asDevicePtr(a[i + 6]!),
+        ptr(a, i + 6),
         a[i + 7]!,
         a[i + 8]!,
         a[i + 9]!,
@@ -202,13 +180,13 @@ export function executeModelOp(
       return true;
     case Op.RouteQuant:
       dev.launchRouteQuant(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        asDevicePtr(a[i + 3]!),
-        asDevicePtr(a[i + 4]!),
-        asDevicePtr(a[i + 5]!),
-        asDevicePtr(a[i + 6]!),
+        ptr(a, i),
+        ptr(a, i + 1),
+        ptr(a, i + 2),
+        ptr(a, i + 3),
+        ptr(a, i + 4),
+        ptr(a, i + 5),
+        ptr(a, i + 6),
         a[i + 7]!,
         a[i + 8]!,
         a[i + 9]!,
@@ -218,23 +196,15 @@ export function executeModelOp(
       );
       return true;
     case Op.Dequantize:
-      dev.launchDequantize(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        a[i + 3]!,
-        a[i + 4]!,
-        stream,
-        pdl,
-      );
+      dev.launchDequantize(ptr(a, i), ptr(a, i + 1), ptr(a, i + 2), a[i + 3]!, a[i + 4]!, stream, pdl);
       return true;
     case Op.ExpertUp:
       dev.launchExpertUp(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        asDevicePtr(a[i + 3]!),
-        asDevicePtr(a[i + 4]!),
+        ptr(a, i),
+        ptr(a, i + 1),
+        ptr(a, i + 2),
+        ptr(a, i + 3),
+        ptr(a, i + 4),
         a[i + 5]!,
         a[i + 6]!,
         a[i + 7]!,
@@ -247,10 +217,10 @@ export function executeModelOp(
       return true;
     case Op.ExpertDown:
       dev.launchExpertDown(
-        asDevicePtr(a[i]!),
-        asDevicePtr(a[i + 1]!),
-        asDevicePtr(a[i + 2]!),
-        asDevicePtr(a[i + 3]!),
+        ptr(a, i),
+        ptr(a, i + 1),
+        ptr(a, i + 2),
+        ptr(a, i + 3),
         a[i + 4]!,
         a[i + 5]!,
         a[i + 6]!,
@@ -265,10 +235,10 @@ export function executeModelOp(
       dev.launchMoeCombine(...mergeArgs(a, i), stream, pdl);
       return true;
     case Op.MoeCombineNorm:
-      dev.launchMoeCombineNorm(...mergeArgs(a, i), asDevicePtr(a[i + 9]!), asDevicePtr(a[i + 10]!), stream, pdl);
+      dev.launchMoeCombineNorm(...mergeArgs(a, i), ptr(a, i + 9), ptr(a, i + 10), stream, pdl);
       return true;
     case Op.Argmax:
-      dev.launchArgmax(asDevicePtr(a[i]!), asDevicePtr(a[i + 1]!), a[i + 2]!, a[i + 3]!, stream, pdl);
+      dev.launchArgmax(ptr(a, i), ptr(a, i + 1), a[i + 2]!, a[i + 3]!, stream, pdl);
       return true;
     case Op.ToMailbox: {
       const offset = a[i + 1]!,
@@ -284,7 +254,7 @@ export function executeModelOp(
           `ToMailbox: [${offset}, +${bytes}) is outside this rank's ${mailbox.bytes}-byte mailbox (RuntimeOptions.mailboxBytes)`,
         );
       }
-      dev.memcpyAsync(asDevicePtr(mailbox.devicePtr + offset), asDevicePtr(a[i]!), bytes, stream);
+      dev.memcpyAsync(asDevicePtr(mailbox.devicePtr + offset), ptr(a, i), bytes, stream);
       return true;
     }
     default:

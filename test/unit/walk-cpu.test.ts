@@ -100,7 +100,13 @@ describe('the decode walk on the CPU reference devices', function () {
     }
   });
 
-  it('wo allreduce stays within relative L2 1e-5 of the model under teacher forcing', async () => {
+  // The two partial sums round differently from the model's one sum (relative L2 ~1.5e-7 a step).
+  // Now and then an element of the MoE input lies within that rounding of a midpoint between two
+  // e4m3 codes (docs/model.md), and the two round it to neighbouring codes: the step moves by up to
+  // ~1e-4 (a scan of 256 start pairs: median 1.5e-7, four pairs past 1e-5, the worst 7.2e-5). So,
+  // as in the replicated walk's test: every step within 1e-3 (a wrong sum, a lost half of `wo`, is
+  // O(1)), and the median step within 1e-5 (a systematic loss lands near 1e-3 on every step).
+  it('wo allreduce stays within rounding of the model under teacher forcing: every step within relative L2 1e-3, the median within 1e-5', async () => {
     const t = 2;
     const start = Array.from({ length: t }, () => randomInt(0, 256));
     const ref = reference(t, start);
@@ -112,10 +118,10 @@ describe('the decode walk on the CPU reference devices', function () {
     });
     try {
       const got = await walk(s, start, [start, ...ref.next.slice(0, -1)]);
-      for (let i = 0; i < STEPS; i++) {
-        const e = relL2(got.hidden[i]!, ref.hidden[i]!);
-        assert.ok(e <= 1e-5, `step ${i}: relative L2 ${e}`);
-      }
+      const errs = ref.hidden.map((h, i) => relL2(got.hidden[i]!, h));
+      for (const [i, e] of errs.entries()) assert.ok(e <= 1e-3, `start ${start}, step ${i}: relative L2 ${e}`);
+      const median = [...errs].sort((x, y) => x - y)[STEPS >> 1]!;
+      assert.ok(median <= 1e-5, `start ${start}: median relative L2 ${median} (by step: ${errs.join(' ')})`);
     } finally {
       await s.close();
     }

@@ -13,6 +13,11 @@
 # after the last target (memcheck's leaks, at exit) is counted as "at exit". Printed, and kept in
 # OUT_DIR/summary.txt: one verdict line per tool, then a line per target. An "Internal Sanitizer
 # Error" (the tool lost track of something) is named with the target it came in.
+#
+# The targets first run without a sanitizer (OUT_DIR/native.log), and every tool's run then gets
+# the same seed, so the same start tokens, and holds each walk to the native run's bits: the walk
+# is deterministic, so a tool that changed what a kernel computed shows as a target that failed
+# (test/sanitize/native-bits.ts). SANITIZE_SEED replays a run's starts; the seed is printed.
 # Exits 1 when a tool reports anything or a target fails, 2 when it cannot run.
 set -uo pipefail
 out=${1:-sanitize-logs}
@@ -36,7 +41,8 @@ done
 }
 "$cs" --version | tail -1 > "$out/version.txt" 2>&1
 summary="$out/summary.txt"
-echo "sanitize: $(cat "$out/version.txt"), $gpus GPU(s), targets: ${*:-all}" | tee "$summary"
+seed=${SANITIZE_SEED:-$(((RANDOM << 15) | RANDOM))}
+echo "sanitize: $(cat "$out/version.txt"), $gpus GPU(s), targets: ${*:-all}, SANITIZE_SEED=$seed" | tee "$summary"
 status=0
 
 # Reports per target: a line "========= <Capitalised>..." starts one, except the tool's own
@@ -71,13 +77,21 @@ attribute() { # log
     }' "$1"
 }
 
+timeout --signal=INT --kill-after=30 "${SANITIZE_TIMEOUT:-300}" node "$runner" --seed "$seed" "$@" \
+  > "$out/native.log" 2>&1
+rc=$?
+ok=$(grep -c '^sanitize-target [^ ]* ok' "$out/native.log")
+echo "sanitize: native (no tool): exit $rc; $ok target(s) ok" | tee -a "$summary"
+attribute "$out/native.log" | tee -a "$summary"
+[ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] || status=1
+
 for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
   log="$out/$tool.log"
   extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   timeout --signal=INT --kill-after=30 "${SANITIZE_TIMEOUT:-300}" \
     "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 100 \
-    node "$runner" "$@" > "$log" 2>&1
+    node "$runner" --seed "$seed" --native "$out/native.log" "$@" > "$log" 2>&1
   rc=$?
   said=$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | sed 's/^========= //' | tr '\n' ' ')
   lost=$(grep -c 'Internal Sanitizer Error' "$log")
@@ -90,9 +104,10 @@ for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     124) verdict="timed out after ${SANITIZE_TIMEOUT:-300} s" ;;
     *) verdict="exit $rc" ;;
   esac
+  [ $((ok + failed)) -gt 0 ] || verdict="$verdict, no target ran"
   [ "$lost" -eq 0 ] || verdict="$verdict, lost track $lost time(s)"
   [ "$failed" -eq 0 ] || verdict="$verdict, $failed target(s) failed"
-  [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$lost" -eq 0 ] || status=1
+  [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$lost" -eq 0 ] && [ $((ok + failed)) -gt 0 ] || status=1
   echo "sanitize: $tool: $verdict; ${said:-no summary line}; $ok target(s) ok" | tee -a "$summary"
   attribute "$log" | tee -a "$summary"
 done

@@ -1,6 +1,6 @@
 /** The decode config file: defaults, per-layer transports, and errors that name the path. */
 import { strict as assert } from 'node:assert';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -105,12 +105,16 @@ describe('decode config', () => {
 
   it('names the file when it is missing or not JSON', () => {
     const dir = mkdtempSync(join(tmpdir(), 'memra-cfg-'));
-    const broken = join(dir, 'broken.json');
-    writeFileSync(broken, '{ "wo": ');
-    assert.throws(() => loadDecodeConfig(broken), new RegExp(`${broken}: \\$: is not valid JSON`));
-    assert.throws(
-      () => loadDecodeConfig(join(dir, 'missing.json')),
-      new RegExp(`${join(dir, 'missing.json')}: \\$: no such file: tried ${join(dir, 'missing.json')}$`),
-    );
+    try {
+      const broken = join(dir, 'broken.json');
+      writeFileSync(broken, '{ "wo": ');
+      assert.throws(() => loadDecodeConfig(broken), new RegExp(`${broken}: \\$: is not valid JSON`));
+      assert.throws(
+        () => loadDecodeConfig(join(dir, 'missing.json')),
+        new RegExp(`${join(dir, 'missing.json')}: \\$: no such file: tried ${join(dir, 'missing.json')}$`),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

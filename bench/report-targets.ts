@@ -12,7 +12,7 @@ export type StoredResults = Pick<NamedResults, 'file'> & {
   data: Pick<NamedResults['data'], 'suite' | 'date' | 'rows'>;
 };
 
-interface Found {
+export interface Found {
   row: Row;
   file: string;
 }
@@ -44,7 +44,7 @@ function bestByTransport(files: StoredResults[], suite: string, pick: (r: Row) =
     .sort((a, b) => a.row.median - b.row.median);
 }
 
-interface Line {
+export interface Line {
   target: string;
   goal: string;
   measured: string;
@@ -52,7 +52,7 @@ interface Line {
   from: string;
 }
 
-function line(
+export function line(
   target: string,
   goal: string,
   found: Found[] | undefined,
@@ -258,8 +258,13 @@ export function targetLines(files: StoredResults[]): Line[] {
 }
 
 export function targetsTable(files: StoredResults[]): string {
+  return linesTable(targetLines(files));
+}
+
+/** The targets table's layout, for any list of lines. */
+export function linesTable(lines: Line[]): string {
   const out = ['| target | goal | measured (medians) | met | results |', '| --- | --- | --- | --- | --- |'];
-  for (const l of targetLines(files))
+  for (const l of lines)
     out.push(
       `| ${l.target} | ${l.goal} | ${l.measured} | ${l.met === undefined ? '—' : l.met ? '**yes**' : 'no'} | ${l.from} |`,
     );

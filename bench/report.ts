@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { renderBenchReport } from './report-html.js';
 import { joinsTable, rowsTable, summaryTable, variantsTable } from './report-tables.js';
 import { targetsTable } from './report-targets.js';
+import { rooflineTargetsTable } from './report-roofline-targets.js';
 import { kernelTable, rooflineTable } from './report-roofline.js';
 import { reliabilityChecksTable, reliabilityTable } from './report-reliability.js';
 import type { NamedResults } from './results-types.js';
@@ -37,6 +38,7 @@ export const SECTIONS: Section[] = [
   { doc: 'README.md', name: 'reliability', render: (f) => reliabilityTable(f) },
   { doc: 'docs/reliability.md', name: 'reliability-checks', render: (f) => reliabilityChecksTable(f) },
   { doc: 'docs/performance.md', name: 'targets', render: (f) => targetsTable(twoGpu(f)) },
+  { doc: 'docs/performance.md', name: 'roofline-targets', render: (f) => rooflineTargetsTable(f) },
   { doc: 'docs/performance.md', name: 'decode', render: (f) => variantsTable(ofSuite('decode')(f)) },
   { doc: 'docs/performance.md', name: 'ep', render: (f) => variantsTable(ofSuite('ep')(f)) },
   { doc: 'docs/performance.md', name: 'joins', render: (f) => joinsTable(ofSuite('joins')(f)) },

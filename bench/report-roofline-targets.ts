@@ -1,0 +1,71 @@
+/**
+ * The one-GPU decode targets (docs/performance.md): each step case's share of its floor
+ * (`rooflinePct`, bench/decode-roofline.ts) against its goal, from the newest one-GPU file that
+ * measured the case. They are one GPU's goals, so two-GPU and loopback files do not count.
+ */
+import { type Found, type Line, line, linesTable, type StoredResults } from './report-targets.js';
+import { byDateThenName } from './newest-results.js';
+import type { Row } from './results-types.js';
+
+type Labelled = StoredResults & { data: { machine?: { label?: string; loopback?: boolean } } };
+
+/** One GPU of its own: a label `1x<GPU>`, not a loopback run. */
+export function isOneGpuResults(f: Labelled): boolean {
+  const m = f.data.machine;
+  return m?.loopback !== true && /^1x[^-]*$/.test(m?.label ?? '');
+}
+
+interface Case {
+  target: string;
+  /** The least share of the floor, in percent. */
+  goal: number;
+  pick: (r: Row) => boolean;
+}
+
+const deviceStep = (r: Row): boolean => r.op === 'step' && r.metric === 'device' && r.rooflinePct !== undefined;
+const graph = (r: Row): boolean => deviceStep(r) && r.transport === 'unsharded+graph';
+
+export const ROOFLINE_CASES: Case[] = [
+  {
+    target: 'decode step, step graph, t = 1, positions 0-63',
+    goal: 90,
+    pick: (r) => graph(r) && r.t === 1 && r.positions === '0-63',
+  },
+  {
+    target: 'decode step, step graph, t = 1, position 4000',
+    goal: 88,
+    pick: (r) => graph(r) && r.t === 1 && r.positions === '4000',
+  },
+  { target: 'decode step, step graph, t = 8', goal: 85, pick: (r) => graph(r) && r.t === 8 },
+  {
+    target: 'decode step, eager, t = 1',
+    goal: 80,
+    pick: (r) => deviceStep(r) && r.transport === 'unsharded' && r.t === 1,
+  },
+];
+
+function newestCase(files: Labelled[], pick: (r: Row) => boolean): Found | undefined {
+  const sorted = files
+    .filter((f) => (f.data.suite === 'decode' || f.data.suite === 'roofline') && isOneGpuResults(f))
+    .sort(byDateThenName);
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const row = sorted[i]!.data.rows.find(pick);
+    if (row) return { row, file: sorted[i]!.file };
+  }
+  return undefined;
+}
+
+export function rooflineTargetLines(files: Labelled[]): Line[] {
+  return ROOFLINE_CASES.map((c) =>
+    line(
+      c.target,
+      `≥ ${c.goal}% of the floor`,
+      [newestCase(files, c.pick)].filter((f): f is Found => f !== undefined),
+      ([f]) =>
+        `${f!.row.rooflinePct!.toFixed(1)}% (${f!.row.median.toFixed(2)} ms against ${f!.row.floorMs!.toFixed(2)} ms)`,
+      ([f]) => f!.row.rooflinePct! >= c.goal,
+    ),
+  );
+}
+
+export const rooflineTargetsTable = (files: Labelled[]): string => linesTable(rooflineTargetLines(files));

@@ -21,6 +21,8 @@
 #   reliability  `npm run soak` sized to about 150 s (20,000 steps on one GPU and 2,000 a loopback
 #           row, 100 and 20 open/close cycles, each fault 4 times, 1,000 invalid inputs) into
 #           soak-<machine>-<date>.json, then `npm run sanitize` (every tool over every target)
+#   sanitize  `npm run sanitize` alone, every tool over every target, racecheck last with the most
+#           time (over every target it runs past 110 s)
 #   smoke   the LL server probe (build it first, here: nvcc -O2 -std=c++17 -arch=sm_90 -I. -o
 #           build/probes/ll-server-probe scripts/probes/ll-server-probe.cu cu/tp_ll_server.cu), the
 #           node diagnostic (scripts/probes/ll-server-node.mjs) and
@@ -51,10 +53,10 @@ while [ $# -gt 0 ]; do
   case $1 in
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
-    core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|reliability|probe|smoke|\
+    core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|reliability|sanitize|probe|smoke|\
       ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
     *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu," \
-         "loopback-bench, reliability, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
+         "loopback-bench, reliability, sanitize, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -120,6 +122,9 @@ for phase in "${phases[@]}"; do
         node --expose-gc --min-semi-space-size=1 --max-semi-space-size=1 \
         dist/bench/soak/main.js --steps 20000 --cycles 100 --faults 4 --time-limit 150 --out "$logs"
       step sanitize 300 bash scripts/sanitize.sh "$logs/sanitize" ;;
+    sanitize)
+      step sanitize 560 env SANITIZE_TOOLS="memcheck synccheck initcheck racecheck" SANITIZE_TIMEOUT=360 \
+        bash scripts/sanitize.sh "$logs/sanitize" ;;
     loopback-bench)
       step bench-ring 80 node dist/bench/main.js ring --loopback --out "$logs"
       step bench-joins 300 node dist/bench/main.js joins --loopback --out "$logs"

@@ -21,6 +21,12 @@ export function isTwoGpuResults(f: Labelled): boolean {
   return gpus !== null && Number(gpus[1]) >= 2;
 }
 
+/** One GPU of its own: a label `1x<GPU>`, not a loopback run (both ranks on one card). */
+export function isOneGpuResults(f: Labelled): boolean {
+  const m = f.data.machine;
+  return m?.loopback !== true && /^1x[^-]*$/.test(m?.label ?? '');
+}
+
 /** The label a file is shown under when it is not a two-GPU one. */
 export function machineLabel(f: Labelled): string {
   return f.data.machine?.label ?? 'unlabelled';

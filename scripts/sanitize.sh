@@ -7,9 +7,10 @@
 #   npm run sanitize [-- OUT_DIR [TARGET...]]     (default OUT_DIR: ./sanitize-logs)
 #
 # Each tool runs once over every target, in one process (a tool's start-up is most of its cost),
-# bounded by SANITIZE_TIMEOUT seconds (default 300); SANITIZE_TOOLS picks tools (default all
-# four). Its full output goes to OUT_DIR/<tool>.log; each report there is counted against the
-# target it came during (the targets print `sanitize-target NAME begin/ok/FAILED`), and a report
+# bounded by SANITIZE_TIMEOUT seconds (default 300) and by what is left of SANITIZE_DEADLINE
+# seconds for the whole (default none); SANITIZE_TOOLS picks tools, in order (default all four).
+# Its full output goes to OUT_DIR/<tool>.log; each report there is counted against the target it
+# came during (the targets print `sanitize-target NAME begin/ok/FAILED`), and a report
 # after the last target (memcheck's leaks, at exit) is counted as "at exit". Printed, and kept in
 # OUT_DIR/summary.txt: one verdict line per tool, then a line per target. An "Internal Sanitizer
 # Error" (the tool lost track of something) is named with the target it came in.
@@ -42,6 +43,14 @@ done
 "$cs" --version | tail -1 > "$out/version.txt" 2>&1
 summary="$out/summary.txt"
 seed=${SANITIZE_SEED:-$(((RANDOM << 15) | RANDOM))}
+[[ $seed =~ ^[0-9]+$ ]] && [ "$seed" -lt 4294967296 ] ||
+  { echo "sanitize: SANITIZE_SEED must be an integer in [0, 2^32), got '$seed'" >&2; exit 2; }
+# The whole run's bound: SANITIZE_DEADLINE seconds, else the bound scripts/gpu-session.sh gave
+# its step (STEP_BOUND), else none.
+deadline=${SANITIZE_DEADLINE:-${STEP_BOUND:-}}
+[ -z "$deadline" ] || [[ $deadline =~ ^[0-9]+$ ]] ||
+  { echo "sanitize: SANITIZE_DEADLINE must be whole seconds, got '$deadline'" >&2; exit 2; }
+end=${deadline:+$((SECONDS + deadline))}
 echo "sanitize: $(cat "$out/version.txt"), $gpus GPU(s), targets: ${*:-all}, SANITIZE_SEED=$seed" | tee "$summary"
 status=0
 
@@ -77,21 +86,19 @@ attribute() { # log
     }' "$1"
 }
 
-timeout --signal=INT --kill-after=30 "${SANITIZE_TIMEOUT:-300}" node "$runner" --seed "$seed" "$@" \
-  > "$out/native.log" 2>&1
-rc=$?
-ok=$(grep -c '^sanitize-target [^ ]* ok' "$out/native.log")
-echo "sanitize: native (no tool): exit $rc; $ok target(s) ok" | tee -a "$summary"
-attribute "$out/native.log" | tee -a "$summary"
-[ "$rc" -eq 0 ] && [ "$ok" -gt 0 ] || status=1
-
-for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
-  log="$out/$tool.log"
-  extra=()
-  [ "$tool" = memcheck ] && extra=(--leak-check full)
-  timeout --signal=INT --kill-after=30 "${SANITIZE_TIMEOUT:-300}" \
-    "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 100 \
-    node "$runner" --seed "$seed" --native "$out/native.log" "$@" > "$log" 2>&1
+# One run (the native one, or a tool's) to LOG, bounded by SANITIZE_TIMEOUT and by what is left
+# of SANITIZE_DEADLINE (less the 30 s a timed-out run may take to stop), judged and summarised:
+# a run with too little time left is skipped and counts against the whole.
+run() { # label log command...
+  local label=$1 log=$2 bound=${SANITIZE_TIMEOUT:-300} rc verdict said lost failed ok
+  shift 2
+  if [ -n "$end" ] && [ $((end - SECONDS - 40)) -lt "$bound" ]; then bound=$((end - SECONDS - 40)); fi
+  if [ "$bound" -lt 20 ]; then
+    echo "sanitize: $label: skipped, $((end - SECONDS)) s left of the run's ${deadline} s bound" | tee -a "$summary"
+    status=1
+    return
+  fi
+  timeout --signal=INT --kill-after=30 "$bound" "$@" > "$log" 2>&1
   rc=$?
   said=$(grep -E '^========= (ERROR SUMMARY|RACECHECK SUMMARY)' "$log" | sed 's/^========= //' | tr '\n' ' ')
   lost=$(grep -c 'Internal Sanitizer Error' "$log")
@@ -101,14 +108,24 @@ for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     0) verdict=clean ;;
     99) verdict="reported errors" ;;
     1) verdict="a target failed" ;;
-    124) verdict="timed out after ${SANITIZE_TIMEOUT:-300} s" ;;
+    124) verdict="timed out after $bound s" ;;
     *) verdict="exit $rc" ;;
   esac
-  [ $((ok + failed)) -gt 0 ] || verdict="$verdict, no target ran"
+  [ $((ok + failed)) -gt 0 ] || verdict="$verdict, no target ran (its last line: $(tail -1 "$log"))"
   [ "$lost" -eq 0 ] || verdict="$verdict, lost track $lost time(s)"
   [ "$failed" -eq 0 ] || verdict="$verdict, $failed target(s) failed"
   [ "$rc" -eq 0 ] && [ "$failed" -eq 0 ] && [ "$lost" -eq 0 ] && [ $((ok + failed)) -gt 0 ] || status=1
-  echo "sanitize: $tool: $verdict; ${said:-no summary line}; $ok target(s) ok" | tee -a "$summary"
+  # A tool prints a summary line; the native run has none to miss.
+  [ "$1" = node ] || said=${said:-no summary line}
+  echo "sanitize: $label: $verdict; ${said:+$said; }$ok target(s) ok" | tee -a "$summary"
   attribute "$log" | tee -a "$summary"
+}
+
+run "native (no tool)" "$out/native.log" node "$runner" --seed "$seed" "$@"
+for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+  extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  run "$tool" "$out/$tool.log" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 100 \
+    node "$runner" --seed "$seed" --native "$out/native.log" "$@"
 done
 exit $status

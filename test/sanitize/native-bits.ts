@@ -1,13 +1,13 @@
 /**
  * The decode walk is deterministic: from one start token it gives the same bits every run, and
- * its layouts, eager or from the step graph, give the same bits as each other. So a walk under a
- * compute-sanitizer tool must give exactly the bits it gives without one. The oracle's bound
- * cannot say that: the oracle rounds differently, and one e4m3 flip of the MoE input early in a
- * short run moves every later step (docs/model.md), so a median over four steps is the flip's
- * whatever the tool does. scripts/sanitize.sh runs the targets natively first, with the seed the
- * tools then get, and each tool's run holds every walk to the native run's digest.
+ * its transports, eager or from the step graph, give the same bits as each other. So a walk under
+ * a compute-sanitizer tool must give exactly the bits it gives without one. The oracle cannot say
+ * that: it rounds differently, and where an element of the MoE input sits within that rounding
+ * of a midpoint between two e4m3 codes (docs/model.md's quantization), the two pick neighbouring
+ * codes and the step moves by up to ~2e-3. scripts/sanitize.sh runs the targets natively first,
+ * with the seed the tools then get, and each tool's run holds every walk to the native digests.
  *
- * The record is the target's `ok` line: each walk in it says `bits XXXXXXXX`, in the order run.
+ * The record is the target's `ok` line: each walk in it says `NAME: start ..., bits XXXXXXXX`.
  */
 import { readFileSync } from 'node:fs';
 
@@ -22,23 +22,26 @@ export function hiddenBits(hidden: readonly Float32Array[]): string {
 }
 
 const OK = /^sanitize-target (\S+) ok: (.*)$/;
-const BITS = /\bbits ([0-9a-f]{8})\b/g;
+const WALK = /([^;:]+): start [^;]*?\bbits ([0-9a-f]{8})\b/g;
 
-/** Each target's digests, in order, from a runner's output; targets that failed are absent. */
-export function parseNativeBits(log: string): Map<string, string[]> {
-  const out = new Map<string, string[]>();
+interface Walk {
+  name: string;
+  bits: string;
+}
+
+const walksOf = (text: string): Walk[] => [...text.matchAll(WALK)].map((m) => ({ name: m[1]!.trim(), bits: m[2]! }));
+
+/** Each target's walks, in order, from a runner's output; targets that failed are absent. */
+export function parseNativeBits(log: string): Map<string, Walk[]> {
+  const out = new Map<string, Walk[]>();
   for (const line of log.split('\n')) {
     const m = OK.exec(line);
-    if (m)
-      out.set(
-        m[1]!,
-        [...m[2]!.matchAll(BITS)].map((b) => b[1]!),
-      );
+    if (m) out.set(m[1]!, walksOf(m[2]!));
   }
   return out;
 }
 
-export function readNativeBits(path: string): Map<string, string[]> {
+export function readNativeBits(path: string): Map<string, Walk[]> {
   let log: string;
   try {
     log = readFileSync(path, 'utf8');
@@ -49,16 +52,23 @@ export function readNativeBits(path: string): Map<string, string[]> {
 }
 
 /**
- * Refuses, by walk, a target whose digests are not the native run's. A target the native run did
- * not finish has nothing to be held to: that is said, not refused (its own checks still ran).
+ * What holding `target`'s walks to the native run's found, for its `ok` line ('' for a target
+ * with no walks, the transports); refuses, naming each walk and both digests, where bits differ.
+ * A target the native run did not finish has nothing to be held to: that is said, not refused
+ * (its own checks still ran).
  */
-export function checkNativeBits(target: string, okLine: string, native: Map<string, string[]>): string {
+export function checkNativeBits(target: string, okText: string, native: Map<string, Walk[]>): string {
+  const got = walksOf(okText);
+  if (got.length === 0) return '';
   const want = native.get(target);
   if (want === undefined) return 'no native run to compare with';
-  const got = [...okLine.matchAll(BITS)].map((b) => b[1]!);
-  if (got.length !== want.length)
-    throw new Error(`${got.length} walk(s) here against ${want.length} in the native run: not the same targets`);
-  const differ = got.flatMap((g, i) => (g === want[i] ? [] : [`walk ${i + 1}: ${g}, natively ${want[i]}`]));
+  if (got.length !== want.length || got.some((g, i) => g.name !== want[i]!.name))
+    throw new Error(
+      `walks ${got.map((g) => g.name).join(', ')} here against ${want.map((w) => w.name).join(', ') || 'none'} in the native run`,
+    );
+  const differ = got.flatMap((g, i) =>
+    g.bits === want[i]!.bits ? [] : [`${g.name}: ${g.bits}, natively ${want[i]!.bits}`],
+  );
   if (differ.length > 0) throw new Error(`hidden-state bits differ from the native run: ${differ.join('; ')}`);
   return `the native run's bits (${got.length} walk(s))`;
 }

@@ -4,7 +4,8 @@
  * files never stand in, and a case no file measured says so.
  */
 import { strict as assert } from 'node:assert';
-import { isOneGpuResults, ROOFLINE_CASES, rooflineTargetLines } from '../../bench/report-roofline-targets.js';
+import { ROOFLINE_CASES, rooflineTargetLines } from '../../bench/report-roofline-targets.js';
+import { isOneGpuResults } from '../../bench/results-machine.js';
 import type { Row } from '../../bench/results-types.js';
 
 type Step = { transport: string; t: number; positions: string; median: number; floorMs: number; metric?: string };
@@ -20,9 +21,12 @@ describe('bench report: the one-GPU decode targets', () => {
     const two = file('decode-2x', '2026-12-01', '2xH200', [
       step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 3.2, floorMs: 3.15 }),
     ]);
-    const loop = file('decode-lb', '2026-12-01', '1xH200-loopback', two.data.rows, true);
-    assert.ok(!isOneGpuResults(two) && !isOneGpuResults(loop));
-    const lines = rooflineTargetLines([two, loop]);
+    // Loopback by its flag, and by its label alone.
+    const loop = file('decode-lb', '2026-12-01', '1xH200', two.data.rows, true);
+    const labelled = file('decode-lb2', '2026-12-01', '1xH200-loopback', two.data.rows);
+    assert.ok(![two, loop, labelled].some(isOneGpuResults));
+    assert.ok(isOneGpuResults(file('decode-1x', '2026-12-01', '1xH200', [])));
+    const lines = rooflineTargetLines([two, loop, labelled]);
     assert.equal(lines.length, ROOFLINE_CASES.length);
     for (const l of lines) assert.deepEqual([l.measured, l.met], ['not measured yet', undefined]);
   });
@@ -33,9 +37,11 @@ describe('bench report: the one-GPU decode targets', () => {
       step({ transport: 'unsharded+graph', t: 8, positions: '0-15', median: 9.0, floorMs: 8.2 }),
     ]);
     const young = file('decode-1x-b', '2026-12-01', '1xH200', [
+      // The host row first: the device row must still be the one taken.
+      step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 3.3, floorMs: 3.15, metric: 'host' }),
       step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.43, floorMs: 3.15 }),
-      step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.5, floorMs: 3.15, metric: 'host' }),
       step({ transport: 'unsharded+graph', t: 1, positions: '4000', median: 3.5, floorMs: 3.2 }),
+      step({ transport: 'unsharded', t: 1, positions: '4000', median: 3.3, floorMs: 3.2 }),
       step({ transport: 'unsharded', t: 1, positions: '0-63', median: 3.9, floorMs: 3.15 }),
     ]);
     const [t1, p4000, t8, eager] = rooflineTargetLines([young, old]);

@@ -34,18 +34,24 @@ describe('the sanitize runner (CPU reference)', function () {
   });
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('a seed replays every start and every bit; the walks of one start give one digest', async () => {
+  it('a seed replays every start and every bit, another seed draws others; the walks of one start give one digest', async () => {
     const seed = randomInt(0, 2 ** 31);
     const a = await runner(['--seed', String(seed), ...TARGETS]);
     const b = await runner(['--seed', String(seed), ...TARGETS]);
-    assert.equal(a.rc, 0, a.lines.join('\n'));
+    const c = await runner(['--seed', String(seed + 1), 'unsharded']);
+    for (const r of [a, b, c]) assert.equal(r.rc, 0, r.lines.join('\n'));
     assert.equal(a.lines[0], `sanitize-run seed ${seed}`);
     assert.deepEqual(okLines(b.lines), okLines(a.lines));
-    const bits = parseNativeBits(a.lines.join('\n'));
-    assert.deepEqual([...bits.keys()], TARGETS);
-    assert.equal(bits.get('walk@loopback')!.length, 4, 'll and push, eager and from the step graph');
-    assert.equal(new Set(bits.get('walk@loopback')).size, 1, 'one start, one digest');
-    const [t1, g1, t4, g4] = bits.get('unsharded')!;
+    const batchStart = (lines: string[]): string => /tiny t=4: start ([\d,]+),/.exec(okLines(lines).join('\n'))![1]!;
+    assert.notEqual(batchStart(c.lines), batchStart(a.lines), 'four tokens of 256 drawn again alike');
+    const walks = parseNativeBits(a.lines.join('\n'));
+    assert.deepEqual([...walks.keys()], TARGETS);
+    assert.deepEqual(
+      walks.get('walk@loopback')!.map((w) => w.name),
+      ['ll', 'll+graph', 'push', 'push+graph'],
+    );
+    assert.equal(new Set(walks.get('walk@loopback')!.map((w) => w.bits)).size, 1, 'one start, one digest');
+    const [t1, g1, t4, g4] = walks.get('unsharded')!.map((w) => w.bits);
     assert.ok(t1 === g1 && t4 === g4 && t1 !== t4, 'eager and graph agree at each t; t = 1 and 4 differ');
   });
 
@@ -58,9 +64,10 @@ describe('the sanitize runner (CPU reference)', function () {
     assert.equal(held.rc, 0, held.lines.join('\n'));
     for (const l of okLines(held.lines)) assert.match(l, /; the native run's bits \(4 walk\(s\)\)$/);
 
-    const want = parseNativeBits(native.lines.join('\n')).get('unsharded')!;
-    const flipped = (Number.parseInt(want[2]!, 16) ^ 1).toString(16).padStart(8, '0');
-    writeFileSync(path, native.lines.join('\n').replace(`bits ${want[2]}`, `bits ${flipped}`));
+    const want = parseNativeBits(native.lines.join('\n')).get('unsharded')![2]!;
+    assert.equal(want.name, 'tiny t=4');
+    const flipped = (Number.parseInt(want.bits, 16) ^ 1).toString(16).padStart(8, '0');
+    writeFileSync(path, native.lines.join('\n').replace(`bits ${want.bits}`, `bits ${flipped}`));
     const off = await runner(['--seed', String(seed), '--native', path, ...TARGETS]);
     assert.equal(off.rc, 1);
     assert.ok(
@@ -69,18 +76,33 @@ describe('the sanitize runner (CPU reference)', function () {
     );
     const failed = off.lines.find((l) => l.startsWith('sanitize-target unsharded FAILED'));
     assert.ok(failed, off.lines.join('\n'));
-    assert.ok(failed.includes(`walk 3: ${want[2]}, natively ${flipped}`), failed);
+    assert.ok(failed.includes(`tiny t=4: ${want.bits}, natively ${flipped}`), failed);
   });
 
-  it('a target the native run did not finish is said, not refused; a different count of walks is refused', () => {
+  it('holds the transports to nothing, and says so by silence', async () => {
+    const native = new Map([['transports@loopback', []]]);
+    assert.equal(checkNativeBits('transports@loopback', 'host 24 ops, peer 24 ops', native), '');
+  });
+
+  it('a target the native run did not finish is said, not refused; other walks are refused', () => {
     const native = parseNativeBits(
       [
         'sanitize-target walk@loopback FAILED: something',
-        'sanitize-target unsharded ok: a: bits 0000000a; b: bits 0000000b',
+        'sanitize-target unsharded ok: a: start 1, bits 0000000a; b: start 1, bits 0000000b',
       ].join('\n'),
     );
-    assert.equal(checkNativeBits('walk@loopback', 'x: bits 00000001', native), 'no native run to compare with');
-    assert.throws(() => checkNativeBits('unsharded', 'a: bits 0000000a', native), /1 walk\(s\) here against 2/);
+    assert.equal(
+      checkNativeBits('walk@loopback', 'x: start 3, bits 00000001', native),
+      'no native run to compare with',
+    );
+    assert.throws(
+      () => checkNativeBits('unsharded', 'a: start 1, bits 0000000a', native),
+      /walks a here against a, b in the native run/,
+    );
+    assert.throws(
+      () => checkNativeBits('unsharded', 'a: start 1, bits 0000000a; c: start 1, bits 0000000b', native),
+      /walks a, c here against a, b/,
+    );
   });
 
   it('refuses a bad seed and an unreadable native log by name', async () => {

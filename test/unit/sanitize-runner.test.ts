@@ -66,7 +66,7 @@ describe('the sanitize runner (CPU reference)', function () {
 
     const want = parseNativeBits(native.lines.join('\n')).get('unsharded')![2]!;
     assert.equal(want.name, 'tiny t=4');
-    const flipped = (Number.parseInt(want.bits, 16) ^ 1).toString(16).padStart(8, '0');
+    const flipped = ((Number.parseInt(want.bits, 16) ^ 1) >>> 0).toString(16).padStart(8, '0');
     writeFileSync(path, native.lines.join('\n').replace(`bits ${want.bits}`, `bits ${flipped}`));
     const off = await runner(['--seed', String(seed), '--native', path, ...TARGETS]);
     assert.equal(off.rc, 1);

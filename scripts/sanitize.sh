@@ -27,9 +27,18 @@ mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
 runner="$root/dist/test/sanitize/run.js"
 [ -f "$runner" ] || { echo "sanitize: $runner is missing: run npm run build first" >&2; exit 2; }
-gpus=$(node -e "import('$root/dist/src/runtime/binding.js')
-  .then(b => console.log(b.loadBinding().deviceCount())).catch(() => console.log(0))")
-[ "${gpus:-0}" -ge 1 ] || { echo "sanitize: no CUDA device is visible; compute-sanitizer needs one" >&2; exit 2; }
+# SANITIZE_BACKEND=cpu runs the targets on the CPU reference: a test of this script, not of the
+# kernels (test/unit/sanitize-script.test.ts runs it so, under a stand-in for the tool).
+backend=${SANITIZE_BACKEND:-cuda}
+case $backend in
+  cuda)
+    gpus=$(node -e "import('$root/dist/src/runtime/binding.js')
+      .then(b => console.log(b.loadBinding().deviceCount())).catch(() => console.log(0))")
+    [ "${gpus:-0}" -ge 1 ] || { echo "sanitize: no CUDA device is visible; compute-sanitizer needs one" >&2; exit 2; }
+    where="$gpus GPU(s)" ;;
+  cpu) where="the CPU reference" ;;
+  *) echo "sanitize: SANITIZE_BACKEND must be cuda or cpu, got '$backend'" >&2; exit 2 ;;
+esac
 # On PATH, else where the CUDA toolkit puts it.
 cs=$(command -v compute-sanitizer || true)
 for c in "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" /usr/local/cuda/compute-sanitizer/compute-sanitizer \
@@ -51,7 +60,7 @@ deadline=${SANITIZE_DEADLINE:-${STEP_BOUND:-}}
 [ -z "$deadline" ] || [[ $deadline =~ ^[0-9]+$ ]] ||
   { echo "sanitize: SANITIZE_DEADLINE must be whole seconds, got '$deadline'" >&2; exit 2; }
 end=${deadline:+$((SECONDS + deadline))}
-echo "sanitize: $(cat "$out/version.txt"), $gpus GPU(s), targets: ${*:-all}, SANITIZE_SEED=$seed" | tee "$summary"
+echo "sanitize: $(cat "$out/version.txt"), $where, targets: ${*:-all}, SANITIZE_SEED=$seed" | tee "$summary"
 status=0
 
 # Reports per target: a line "========= <Capitalised>..." starts one, except the tool's own
@@ -121,11 +130,11 @@ run() { # label log command...
   attribute "$log" | tee -a "$summary"
 }
 
-run "native (no tool)" "$out/native.log" node "$runner" --seed "$seed" "$@"
+run "native (no tool)" "$out/native.log" node "$runner" --backend "$backend" --seed "$seed" "$@"
 for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
   extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   run "$tool" "$out/$tool.log" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 100 \
-    node "$runner" --seed "$seed" --native "$out/native.log" "$@"
+    node "$runner" --backend "$backend" --seed "$seed" --native "$out/native.log" "$@"
 done
 exit $status

@@ -2,12 +2,16 @@
 // back-to-back launches (no timing event between two launches): what each costs the step, free
 // of the decode bench kernel table's per-launch event overhead. The attention is timed at several
 // positions, whole and as its two kernels, and under other head groupings of its tile kernel.
+// `--once P` makes one attention call at position P and times nothing, for Nsight Compute
+// (ncu --clock-control none -k regex:mla_ build/probes/step-kernels-probe --once 1023).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. scripts/probes/step-kernels-probe.cu cu/model.cu \
-//        cu/model_moe.cu cu/model_gemv.cu cu/model_weights.cu -o build/probes/step-kernels-probe
+//        cu/model_moe.cu cu/model_gemv.cu cu/model_weights.cu cu/model_attention_short.cu \
+//        -o build/probes/step-kernels-probe
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cu/model_attention.cu"
@@ -55,7 +59,7 @@ T* Zeros(size_t n) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const uint32_t H = 4096, N = 32, R = 512, Dv = 128, P = 4096, E = 32, K = 8;
@@ -67,6 +71,14 @@ int main() {
   float* work = Zeros<float>(memra_mla_workspace_bytes(1, N, P, R) / 4);
   MemraMlaArgs a{u, N * Dv, q, N * R, cache, uint64_t(P) * R, pos, wuv, work, 1, N, P, R, Dv};
   const Workspace ws = MakeWorkspace(work, 1, N, P, R);
+  if (argc == 3 && std::string(argv[1]) == "--once") {
+    const int p = std::atoi(argv[2]);
+    CHECK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
+    CHECK(memra_mla_attention(&a, s));
+    CHECK(cudaStreamSynchronize(s));
+    std::printf("one attention call at position %d\n", p);
+    return 0;
+  }
   for (int p : {0, 15, 63, 1023, 3999}) {
     CHECK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
     const double whole = PerLaunch(s, [&] { CHECK(memra_mla_attention(&a, s)); });

@@ -39,6 +39,8 @@
 #           variant builds there first), in rounds (MEMRA_AB_ROUNDS, default 2), each round this
 #           build first, into ab-this-R and ab-NAME-R: changes to the LL kernels against their
 #           base on one machine, in one run
+#   ab-roofline  the same for the one-GPU decode against its floor (the roofline suite), into
+#           ab-roofline-this-R and ab-roofline-NAME-R: changes to the model kernels against their base
 #   ab-serve  the ll joins bench once with the LL server's host rows left out
 #           (MEMRA_JOINS_LL_SERVER=off), into ab-serve-off: do the server's earlier grids change
 #           the device rows after them? (compare with the ab-this rounds of the same run)
@@ -54,9 +56,10 @@ while [ $# -gt 0 ]; do
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
     core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|reliability|sanitize|probe|smoke|\
-      ab-ll|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
+      ab-ll|ab-roofline|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
     *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu," \
-         "loopback-bench, reliability, sanitize, probe, smoke, ab-ll, ab-serve, graph-ops or phases)" >&2; exit 2 ;;
+         "loopback-bench, reliability, sanitize, probe, smoke, ab-ll, ab-roofline, ab-serve, graph-ops" \
+         "or phases)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -83,6 +86,26 @@ step() { # name seconds command...
   grep -E -e "passing|failing|pending|Error|exit|wrote|SUMMARY|chose:|tokens/s" \
     -e "^  [0-9]+\) |^(held|FAILED) |^sanitize: " "$logs/$name.log" | tail -24
   return $rc
+}
+# ab_rounds PREFIX SECONDS SUITE-ARGS...: the bench on this build and on each build/ab/NAME.node,
+# in rounds (MEMRA_AB_ROUNDS, default 2), this build first, into PREFIX-this-R and PREFIX-NAME-R.
+# The runtime loads build/Release/memra.node, so each variant takes its place for its runs; a
+# trap would not outlive `timeout`, so the swap back follows every variant's run.
+ab_rounds() {
+  local prefix=$1 secs=$2 i v name
+  shift 2
+  local variants=(build/ab/*.node)
+  [ -e "${variants[0]}" ] || { echo "== $prefix: no build/ab/*.node: skipped"; return; }
+  cp build/Release/memra.node build/ab-this.node
+  for ((i = 1; i <= ${MEMRA_AB_ROUNDS:-2}; i++)); do
+    step "$prefix-this-$i" "$secs" node dist/bench/main.js "$@" --out "$logs/$prefix-this-$i"
+    for v in "${variants[@]}"; do
+      name=$(basename "$v" .node)
+      cp "$v" build/Release/memra.node
+      step "$prefix-$name-$i" "$secs" node dist/bench/main.js "$@" --out "$logs/$prefix-$name-$i"
+      cp build/ab-this.node build/Release/memra.node
+    done
+  done
 }
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$logs/gpus.txt" 2>&1
 nvidia-smi topo -m >> "$logs/gpus.txt" 2>&1
@@ -142,20 +165,9 @@ for phase in "${phases[@]}"; do
         done
       done ;;
     ab-ll)
-      # The runtime loads build/Release/memra.node, so each variant takes its place for its runs;
-      # a trap would not outlive `timeout`, so the swap back follows every variant's run.
-      variants=(build/ab/*.node)
-      [ -e "${variants[0]}" ] || { echo "== ab-ll: no build/ab/*.node: skipped"; continue; }
-      cp build/Release/memra.node build/ab-this.node
-      for ((i = 1; i <= ${MEMRA_AB_ROUNDS:-2}; i++)); do
-        step "ab-this-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-this-$i"
-        for v in "${variants[@]}"; do
-          name=$(basename "$v" .node)
-          cp "$v" build/Release/memra.node
-          step "ab-$name-$i" 60 node dist/bench/main.js joins --transports ll --out "$logs/ab-$name-$i"
-          cp build/ab-this.node build/Release/memra.node
-        done
-      done ;;
+      ab_rounds ab 60 joins --transports ll ;;
+    ab-roofline)
+      ab_rounds ab-roofline 90 roofline ;;
     ab-serve)
       MEMRA_JOINS_LL_SERVER=off step ab-serve-off 60 node dist/bench/main.js joins --transports ll \
         --out "$logs/ab-serve-off" ;;

@@ -218,7 +218,7 @@ __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint1
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
 // kStage (full threads only): x from this warp's staged chunks xs (StageX, the lanes of `mask`).
-template <int T, int M, int CW, bool kWide, bool kStage, bool kFull>
+template <int T, int M, int CW, bool kWide, bool kStage, bool kFull, unsigned U>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
@@ -252,7 +252,6 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       if constexpr (kStage) return xs[s * q + i];
       return LoadX4(xr[s] + at * kChunk);
     };
-    constexpr unsigned U = kBatchChunks<CW, M, T>;
     uint32_t i = 0;
     // Not unrolled further: one batch is all the registers a thread should hold in flight.
 #pragma unroll 1
@@ -290,7 +289,8 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 // of every block of the cluster must reach it (no early return once a cluster has started it);
 // a block may call it again (the grouped experts' passes) once it has returned. kStage: the
 // launch gives it kSplitY * T * XChunksPerWarp(K, split) float4s of dynamic shared memory.
-template <int T, int M, int CW, bool kWide, bool kStage, class Epi>
+// U: chunks a thread loads before their FMAs (kBatchChunks, unless a probe picks another).
+template <int T, int M, int CW, bool kWide, bool kStage, unsigned U = kBatchChunks<CW, M, T>, class Epi>
 __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
@@ -327,11 +327,11 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kStage, true>(acc, xr, w, ldw, K, rank * kSplitY + ty,
-                                                      split * kSplitY, n, xs, q, mask);
+      AccumulateChunks<T, M, CW, kWide, kStage, true, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                         split * kSplitY, n, xs, q, mask);
     } else {
-      AccumulateChunks<T, M, CW, kWide, kStage, false>(acc, xr, w, ldw, K, rank * kSplitY + ty,
-                                                       split * kSplitY, n, xs, q, mask);
+      AccumulateChunks<T, M, CW, kWide, kStage, false, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                          split * kSplitY, n, xs, q, mask);
     }
   }
   // A thread that loaded nothing still stores below; the one-time wait is free for the others.
@@ -395,7 +395,7 @@ struct StoreRows {
   }
 };
 
-template <int T, int CW, bool kAccumulate, bool kWide, bool kStage>
+template <int T, int CW, bool kAccumulate, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
          const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
@@ -405,8 +405,8 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const float* xr[T];
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = x + uint64_t(s) * ldx;
-  GemvTile<T, 1, CW, kWide, kStage>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split,
-                                   StoreRows<kAccumulate>{out, ldo});
+  GemvTile<T, 1, CW, kWide, kStage, U>(xr, w, ldw, K, cols, (blockIdx.x / split) * kWarpCols * CW, split,
+                                      StoreRows<kAccumulate>{out, ldo});
 }
 
 // ---- the attention's two input products in one launch ----
@@ -546,7 +546,7 @@ struct SiluGateUp {
   }
 };
 
-template <int T, int CW, bool kPerSlot, bool kWide, bool kStage>
+template <int T, int CW, bool kPerSlot, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_up(float* __restrict__ act, const float* __restrict__ xd,
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
@@ -569,7 +569,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       xr[s] = xd + (q / K) * H;
       epi.act[s] = b + s < g.n ? act + q * F : nullptr;
     }
-    GemvTile<T, 2, CW, kWide, kStage>(xr, w, F, H, F, col0, split, epi);
+    GemvTile<T, 2, CW, kWide, kStage, U>(xr, w, F, H, F, col0, split, epi);
   }
 }
 
@@ -581,7 +581,7 @@ struct StoreContrib {
   }
 };
 
-template <int T, int CW, bool kPerSlot, bool kWide, bool kStage>
+template <int T, int CW, bool kPerSlot, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
@@ -605,7 +605,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       xr[s] = act + q * F;
       epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
     }
-    GemvTile<T, 1, CW, kWide, kStage>(xr, w, H, F, H, col0, split, epi);
+    GemvTile<T, 1, CW, kWide, kStage, U>(xr, w, H, F, H, col0, split, epi);
   }
 }
 
@@ -684,12 +684,12 @@ struct GemvArgs {
   uint32_t K, cols;
 };
 
-template <int T, int CW, bool kAccumulate = false>
+template <int T, int CW, bool kAccumulate = false, unsigned U = kBatchChunks<CW, 1, T>>
 cudaError_t GemvLaunch(const GemvArgs& a, bool wide, unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   bool stage;
   const size_t smem = GemvSmem<1, T, CW>(a.K, split, &stage);
-  return LaunchTiles(MEMRA_PICK4(gemv, T, CW, kAccumulate), a.cols, CW, 1, split, smem,
+  return LaunchTiles(MEMRA_PICK4(gemv, T, CW, kAccumulate, U), a.cols, CW, 1, split, smem,
                      granted[MEMRA_PICK4_AT], stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw, a.K,
                      a.cols, split);
 }
@@ -723,15 +723,23 @@ struct ExpertUpArgs {
   uint32_t e0, nE, K, H, F;
 };
 
+// Chunks a thread of expert_up loads before their FMAs. Passes of four rows at CW 4 take three,
+// not the one kBatchChunks shrinks to at 32 accumulators: a chunk of the two matrices is 16
+// registers, so three fit beside the accumulators (ptxas: 128 registers, 8 bytes spilled). The
+// experts of `bench` at t = 8: 218.4 us at one, 202.7 at two, 198.9 at three
+// (`scripts/probes/gemv-sweep.cu` with `batch`, which times the production layouts under others).
+template <int CW, int T>
+constexpr unsigned kExpertUpBatch = T == 4 && CW == 4 ? 3 : kBatchChunks<CW, 2, T>;
+
 // grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
 // One pass of one row (T = 1) is the t = 1 launch: slot y is block row y (SlotGroup).
-template <int T, int CW>
+template <int T, int CW, unsigned U = kExpertUpBatch<CW, T>>
 cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, unsigned groups,
                            unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   bool stage;
   const size_t smem = GemvSmem<2, T, CW>(a.H, split, &stage);
-  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1), a.F, CW, T == 1 ? slots : groups, split,
+  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U), a.F, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split);
 }
@@ -744,13 +752,13 @@ struct ExpertDownArgs {
   uint32_t e0, nE, K, H, F;
 };
 
-template <int T, int CW>
+template <int T, int CW, unsigned U = kBatchChunks<CW, 1, T>>
 cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots, unsigned groups,
                              unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   bool stage;
   const size_t smem = GemvSmem<1, T, CW>(a.F, split, &stage);
-  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1), a.H, CW, T == 1 ? slots : groups, split,
+  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U), a.H, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split);
 }

@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     w[k] = live && r < R ? __ldg(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv)) : make_uint4(0, 0, 0, 0);
   }
 
-  PdlWait();
   PdlLaunchDependents();
+  PdlWait();
   float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv + d0;
   const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) {

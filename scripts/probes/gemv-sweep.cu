@@ -302,33 +302,8 @@ void SweepExpertBatch(cudaStream_t s, Timer& tm, uint32_t t, uint32_t nE, uint32
   (run(std::integral_constant<unsigned, Us>{}), ...);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  Timer tm;
-  ReadFloor(s, tm);
-  if (argc > 2 && std::string(argv[2]) == "batch") {
-    // The production layouts of bench's products, and Wo's others, under other batches.
-    SweepBatch<2, 4, 8, 16, 24>(s, tm, "Wo", 4096, 4096, 2);
-    SweepBatch<4, 2, 4, 8, 12>(s, tm, "Wo", 4096, 4096, 4);
-    SweepBatch<8, 2, 4, 8>(s, tm, "Wo", 4096, 4096, 8);
-    SweepBatch<8, 2, 4, 6, 8>(s, tm, "Wq", 4096, 16384, 2);
-    SweepBatch<8, 2, 4, 8>(s, tm, "Wvocab", 4096, 32768, 2);
-    SweepBatch<2, 4, 8, 16>(s, tm, "Wr", 4096, 32, 8);
-    SweepExpertBatch<1, 4, 8, 1, 2, 4, 6>(s, tm, 1, 32, 8, 4096, 1536);
-    SweepExpertBatch<4, 4, 8, 1, 2, 3>(s, tm, 8, 32, 8, 4096, 1536);
-    SweepExpertBatch<4, 4, 8, 1, 2, 3>(s, tm, 4, 32, 8, 4096, 1536);
-    SweepExpertBatch<2, 8, 8, 1, 2>(s, tm, 2, 32, 8, 4096, 1536);
-    gJson += "\n]\n";
-    if (FILE* f = std::fopen(argv[1], "w")) {
-      std::fputs(gJson.c_str(), f);
-      std::fclose(f);
-    }
-    std::printf("done\n");
-    return 0;
-  }
+// Every split and CW of bench's products and experts.
+void SweepLayouts(cudaStream_t s, Timer& tm) {
   SweepGemv<1>(s, tm, "Wq", 4096, 16384);
   SweepGemv<1>(s, tm, "Wq half", 4096, 8192);
   SweepGemv<1>(s, tm, "Wo", 4096, 4096);
@@ -343,6 +318,34 @@ int main(int argc, char** argv) {
   SweepExperts<2>(s, tm, 8, 32, 8, 4096, 1536);
   SweepExperts<4>(s, tm, 8, 32, 8, 4096, 1536);
   SweepExperts<4>(s, tm, 4, 32, 8, 4096, 1536);
+}
+
+// The production layouts of bench's products, and Wo's others, under other batches.
+void SweepBatches(cudaStream_t s, Timer& tm) {
+  SweepBatch<2, 4, 8, 16, 24>(s, tm, "Wo", 4096, 4096, 2);
+  SweepBatch<4, 2, 4, 8, 12>(s, tm, "Wo", 4096, 4096, 4);
+  SweepBatch<8, 2, 4, 8>(s, tm, "Wo", 4096, 4096, 8);
+  SweepBatch<8, 2, 4, 6, 8>(s, tm, "Wq", 4096, 16384, 2);
+  SweepBatch<8, 2, 4, 8>(s, tm, "Wvocab", 4096, 32768, 2);
+  SweepBatch<2, 4, 8, 16>(s, tm, "Wr", 4096, 32, 8);
+  SweepExpertBatch<1, 4, 8, 1, 2, 4, 6>(s, tm, 1, 32, 8, 4096, 1536);
+  SweepExpertBatch<4, 4, 8, 1, 2, 3>(s, tm, 8, 32, 8, 4096, 1536);
+  SweepExpertBatch<4, 4, 8, 1, 2, 3>(s, tm, 4, 32, 8, 4096, 1536);
+  SweepExpertBatch<2, 8, 8, 1, 2>(s, tm, 2, 32, 8, 4096, 1536);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  Timer tm;
+  ReadFloor(s, tm);
+  if (argc > 2 && std::string(argv[2]) == "batch") {
+    SweepBatches(s, tm);
+  } else {
+    SweepLayouts(s, tm);
+  }
   gJson += "\n]\n";
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");

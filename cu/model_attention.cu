@@ -6,8 +6,8 @@
 //   mla_partial  grid (tiles, t, head groups): a tile's C cache rows into shared memory, then per
 //                head its C scores, their max m, the sum l of exp(s - m) and the unnormalized
 //                o = sum exp(s - m) * cache_j, into the workspace;
-//   mla_combine  grid (heads, t): M = max m_i, o = sum_i exp(m_i - M) o_i / sum_i exp(m_i - M) l_i,
-//                then u = o @ Wuv[n].
+//   mla_combine  grid (heads x a cluster of 4, t): M = max m_i, o = sum_i exp(m_i - M) o_i / sum_i
+//                exp(m_i - M) l_i, then u = o @ Wuv[n], each block a quarter of r and of u.
 // Every order depends only on R and the position count (the slice rule, cu/model.h), never on
 // nh, the head's index or t, so rank r's heads are bit-identical to the same heads of an
 // unsharded call:
@@ -18,11 +18,13 @@
 //          increasing r, added in p order.
 // A call whose P is at most memra_mla_short_positions(R) takes one kernel that makes the same
 // steps (cu/model_attention_short.cu): at a short context the two kernels are mostly fixed cost.
+#include <cooperative_groups.h>
 #include <math.h>
 #include <stdint.h>
 
 #include <atomic>
 
+#include "cu/cp_async.cuh"
 #include "cu/launch.cuh"
 #include "cu/mla_parts.cuh"
 #include "cu/model.h"
@@ -50,7 +52,7 @@ constexpr unsigned kPartialWarps = 8;
 constexpr unsigned kPartialThreads = kPartialWarps * 32;
 constexpr unsigned kCombineThreads = 512;
 constexpr unsigned kUPass = 256;   // d's per pass through the partials' shared memory
-constexpr unsigned kUPrefetch = 8; // Wuv rows a thread loads before the partial kernel is done
+constexpr unsigned kUPrefetch = 16; // Wuv rows a thread loads before the partial kernel is done
 constexpr unsigned kCacheWriteThreads = 256;
 // A padded cache row in shared memory: R + 4 floats, so the 8 lanes of a quarter-warp reading
 // one float4 each of 8 consecutive rows land on 8 distinct bank groups (R % 32 == 0).
@@ -86,20 +88,19 @@ __global__ void cache_write(float* __restrict__ cache, const float* __restrict__
   }
 }
 
-// rows x R floats from global src (row stride R) into shared dst (row stride dstRow), as float4
-// when kVec (src 16-byte aligned; R and dstRow are multiples of 4). The cache and the queries are
-// the step's own (LoadFresh). Unrolled so a thread has many loads in flight: the staging is a
-// round trip to memory every block pays before any arithmetic (at a short context, all of it).
+// rows x R floats from global src (row stride R) into shared dst (row stride dstRow). kVec (src
+// 16-byte aligned; R and dstRow multiples of 4): 16-byte cp.async copies, every one of the
+// thread's in flight at once, landed by WaitCopiesToShared() (cu/cp_async.cuh); otherwise loads
+// of the step's own data (LoadFresh), unrolled so a thread keeps many in flight. The staging is
+// a round trip to memory every block pays before any arithmetic (at a short context, all of it).
 template <bool kVec>
 __device__ __forceinline__ void Stage(float* dst, uint32_t dstRow, const float* src, uint32_t rows,
                                       uint32_t R) {
   if (kVec) {
     const uint32_t quads = R / 4, n = rows * quads;
-#pragma unroll 16
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
       const uint32_t r = i / quads, qd = i - r * quads;
-      *reinterpret_cast<float4*>(dst + r * dstRow + 4 * qd) =
-          LoadFresh(reinterpret_cast<const float4*>(src + uint64_t(r) * R) + qd);
+      memra_cu::CopyToShared16(dst + r * dstRow + 4 * qd, src + uint64_t(r) * R + 4 * qd);
     }
   } else {
     const uint32_t n = rows * R;
@@ -181,9 +182,11 @@ __device__ __forceinline__ void TiledScores(const float* sc, uint32_t rowF, cons
 // One tile of positions for HPW heads a warp, kPartialWarps warps a block; a lane keeps QPL
 // float4 of each of its heads' o. Dynamic shared memory: the tile's C padded cache rows, then
 // the block's queries [HPW * kPartialWarps][R].
+// The block's tile of row s for heads hb0 .. (hb0 < nh); every thread of the block calls it, once
+// PdlWait() has returned, and the kernel ends when it does.
 template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
-__global__ void __launch_bounds__(kPartialThreads)
-    mla_partial(MemraMlaArgs a, Workspace ws) {
+__device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
+                                            uint32_t hb0) {
   constexpr unsigned RG = 32 / C;  // lanes one position's score is split over
   constexpr unsigned HB = HPW * kPartialWarps;
   extern __shared__ float4 smem4[];
@@ -191,12 +194,8 @@ __global__ void __launch_bounds__(kPartialThreads)
   float* sc = reinterpret_cast<float*>(smem4);
   float* sq = sc + C * rowF;
   float* sS = sq + HB * rowQ;
-  const uint32_t tile = blockIdx.x, s = blockIdx.y, hb0 = blockIdx.z * HB;
   const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
-  // Positions, queries and the cache are all written by the kernels before this one.
-  PdlWait();
-  PdlLaunchDependents();
   const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u
   const uint32_t np = uint32_t(p) + 1, j0 = tile * C;
@@ -207,6 +206,7 @@ __global__ void __launch_bounds__(kPartialThreads)
   const float* kv = a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * R;
   Stage<kVec>(sc, rowF, kv, nv, R);
   Stage<kVec>(sq, rowQ, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
+  if (kVec) memra_cu::WaitCopiesToShared();
   // Heads past nh read zeros, never what an earlier block left in shared memory.
   for (uint32_t i = nhB * rowQ + tid; i < HB * rowQ; i += kPartialThreads) sq[i] = 0.0f;
   __syncthreads();
@@ -297,32 +297,110 @@ __global__ void __launch_bounds__(kPartialThreads)
   }
 }
 
-// One head of one row. Dynamic shared memory: o[R], then u's partials [kUParts][min(Dv, kUPass)],
-// then the tiles' weights w[tiles].
+template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
+__global__ void __launch_bounds__(kPartialThreads) mla_partial(MemraMlaArgs a, Workspace ws) {
+  // Positions, queries and the cache are all written by the kernels before this one.
+  PdlWait();
+  PdlLaunchDependents();
+  PartialTile<C, HPW, QPL, kVec>(a, ws, blockIdx.x, blockIdx.y, blockIdx.z * HPW * kPartialWarps);
+}
+
+// R <= 512 with more than 8 heads: grid (tiles, t, groups of 8 heads). A row whose tiles, in
+// groups of 8 heads, are at most fitBlocks blocks takes 8 heads a block; past that, 16 (the
+// even z blocks; the odd ones leave), which share each cache tile between twice the heads. The
+// grid is fixed by P, the tiles a row has are not: on bench, 8 heads a block took the tile kernel
+// at position 1023 (128 blocks) 20.5 -> 15.6 us, but at 3999 (500 blocks) 21.6 -> 30.5
+// (scripts/probes/step-kernels-probe.cu). Which block takes which heads changes no sum.
 template <bool kVec>
-__global__ void __launch_bounds__(kCombineThreads)
-    mla_combine(MemraMlaArgs a, Workspace ws, uint32_t pass) {
+__global__ void __launch_bounds__(kPartialThreads) mla_partial_fit(MemraMlaArgs a, Workspace ws, uint32_t fitBlocks) {
+  PdlWait();
+  PdlLaunchDependents();
+  const uint32_t s = blockIdx.y, z = blockIdx.z;
+  const int32_t p = LoadFresh(a.pos + s);
+  if (p < 0 || uint32_t(p) >= a.P) return;
+  const uint64_t blocks8 = uint64_t(uint32_t(p) / 32 + 1) * ((a.nh + 7) / 8);
+  if (blocks8 <= fitBlocks) {
+    PartialTile<32, 1, 4, kVec>(a, ws, blockIdx.x, s, 8 * z);
+  } else if (z % 2 == 0) {
+    PartialTile<32, 2, 4, kVec>(a, ws, blockIdx.x, s, 8 * z);
+  }
+}
+
+// The combine of one head of one row is a cluster of kCombineBlocks blocks: block b sums the
+// tiles for its quarter of r (rq of them) and makes its quarter of u's d's (dq). One block a head
+// ran each o[r]'s chain over the tiles as a round trip to L2 every 16 tiles, on 32 SMs (bench at
+// position 3999: 125 tiles, 11.3 us); here every tile partial of the block's r's is staged first
+// (one round trip), and the four blocks share o through distributed shared memory before u.
+// Every block computes the same max and l (the same fixed order over kCombineThreads), so where
+// a sum lands changes none of the orders above.
+//
+// A block's Wuv columns (R x dq bf16, 32 KB on bench) are copied into shared memory before the
+// wait, where they fit: held in registers instead they took the 128 a thread of one 512-thread
+// block an SM, and with one block an SM a grid of 32 clusters of four is two waves (an H200 holds
+// 30 such clusters at once; the probe's combine took 15 us at any position).
+constexpr unsigned kCombineBlocks = 4;
+constexpr uint32_t kCombineStage = 16384;        // floats of staged tile partials a pass (64 KB)
+constexpr uint32_t kCombineWuvBytes = 48 * 1024;  // the most of Wuv a block stages
+
+struct CombineShape {
+  uint32_t rq, dq;      // r's and d's a block (multiples of 4 and of kUGroup)
+  uint32_t stageTiles;  // tiles a pass stages
+  uint32_t pass;        // d's a pass through part[]
+  uint32_t wuvStaged;   // 1: the block's Wuv columns are in shared memory (16-byte loads only)
+};
+
+CombineShape MakeCombineShape(const MemraMlaArgs& a, const Workspace& ws, bool vecW) {
+  CombineShape c;
+  c.rq = (a.R + 4 * kCombineBlocks - 1) / (4 * kCombineBlocks) * 4;
+  c.dq = (a.Dv + kUGroup * kCombineBlocks - 1) / (kUGroup * kCombineBlocks) * kUGroup;
+  const uint32_t fit = kCombineStage / c.rq;
+  c.stageTiles = ws.tiles < fit ? ws.tiles : (fit > 0 ? fit : 1);
+  c.pass = c.dq < kUPass ? c.dq : kUPass;
+  c.wuvStaged = vecW && uint64_t(a.R) * c.dq * sizeof(uint16_t) <= kCombineWuvBytes;
+  return c;
+}
+
+// Floats of dynamic shared memory: the staged Wuv columns [R][dq] bf16 (wuvStaged), the staged
+// partials [stageTiles][rq], the block's o [rq], the whole o [R], u's partials [kUParts][pass],
+// then the tiles' weights w[tiles].
+__host__ __device__ inline size_t WuvStageFloats(const MemraMlaArgs& a, const CombineShape& c) {
+  return c.wuvStaged ? size_t(a.R) * c.dq / 2 : 0;
+}
+
+size_t CombineSmemFloats(const MemraMlaArgs& a, const Workspace& ws, const CombineShape& c) {
+  return WuvStageFloats(a, c) + size_t(c.stageTiles) * c.rq + c.rq + ((a.R + 3) & ~3u) + size_t(kUParts) * c.pass +
+         ((ws.tiles + 15) & ~15u);
+}
+
+// Two blocks an SM (64 registers a thread): the grid's clusters in one wave.
+template <bool kVec>
+__global__ void __launch_bounds__(kCombineThreads, 2)
+    mla_combine(MemraMlaArgs a, Workspace ws, CombineShape c) {
+  namespace cg = cooperative_groups;
   extern __shared__ float4 smem4[];
   __shared__ float scratch[kCombineThreads / 32];
-  const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x, s = blockIdx.y;
-  float* osh = reinterpret_cast<float*>(smem4);
+  const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x / kCombineBlocks, s = blockIdx.y;
+  const uint32_t b = blockIdx.x % kCombineBlocks;  // the cluster's blocks are consecutive in x
+  uint16_t* wsm = reinterpret_cast<uint16_t*>(smem4);
+  float* stage = reinterpret_cast<float*>(smem4) + WuvStageFloats(a, c);
+  float* ol = stage + size_t(c.stageTiles) * c.rq;
+  float* osh = ol + c.rq;
   float* part = osh + ((R + 3) & ~3u);
-  float* wsh = part + kUParts * pass;
+  float* wsh = part + kUParts * c.pass;
   const unsigned tid = threadIdx.x;
-  float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv;
-  const uint16_t* wn = a.wuv + uint64_t(n) * R * Dv;
+  const uint32_t r0 = b * c.rq < R ? b * c.rq : R, nr = R - r0 < c.rq ? R - r0 : c.rq;
+  const uint32_t d0 = b * c.dq < Dv ? b * c.dq : Dv, nd = Dv - d0 < c.dq ? Dv - d0 : c.dq;
+  float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv + d0;
+  const uint16_t* wn = a.wuv + uint64_t(n) * R * Dv + d0;
 
-  // This thread's first Wuv rows, loaded while mla_partial still runs (weights: pdl.cuh).
-  const uint32_t nd0 = Dv < kUPass ? Dv : kUPass, dg0 = (nd0 + kUGroup - 1) / kUGroup;
-  const uint32_t item0 = tid < dg0 * kUParts ? tid : 0;
-  const uint32_t g0 = item0 % dg0, part0 = item0 / dg0, dl0 = g0 * kUGroup;
-  const bool wide0 = kVec && nd0 - dl0 >= kUGroup;
-  uint4 pre[kUPrefetch];
-#pragma unroll
-  for (unsigned k = 0; k < kUPrefetch; ++k) {
-    const uint32_t r = part0 + k * kUParts;
-    pre[k] = (wide0 && r < R) ? __ldg(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv + dl0))
-                              : make_uint4(0, 0, 0, 0);
+  // The block's Wuv columns, copied while mla_partial still runs (weights: pdl.cuh); the first
+  // WaitCopiesToShared below lands them with the staged partials (there is always one pass).
+  if (c.wuvStaged) {
+    const uint32_t rowChunks = nd / kUGroup;
+    for (uint32_t i = tid; i < R * rowChunks; i += kCombineThreads) {
+      const uint32_t r = i / rowChunks, k = i - r * rowChunks;
+      memra_cu::CopyToShared16(wsm + r * c.dq + k * kUGroup, wn + uint64_t(r) * Dv + k * kUGroup);
+    }
   }
 
   PdlWait();
@@ -330,8 +408,10 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) {
     // A position the cache cannot hold: poison this head's output (the host checks positions
-    // before a step; this is the device's last guard).
-    for (uint32_t d = tid; d < Dv; d += kCombineThreads) un[d] = __int_as_float(0x7fc00000);
+    // before a step; this is the device's last guard). Every block of the cluster leaves here,
+    // its Wuv copies landed first (they write this block's shared memory).
+    for (uint32_t d = tid; d < nd; d += kCombineThreads) un[d] = __int_as_float(0x7fc00000);
+    memra_cu::WaitCopiesToShared();
     return;
   }
   const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
@@ -350,44 +430,57 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   // BlockSumFixed's barriers also publish the weights each thread just stored.
   const float L = memra_model::BlockSumFixed<kCombineThreads>(lsum, scratch);
-  for (uint32_t r = tid; r < R; r += kCombineThreads) {
-    float o = 0.0f;
-    const float* src = ws.o + ws.Index(s, 0, n, a.nh) * R + r;
-    const uint64_t step = uint64_t(a.nh) * R;
-#pragma unroll 16
-    for (uint32_t i = 0; i < tiles; ++i) o = fmaf(wsh[i], LoadFresh(src + i * step), o);
-    osh[r] = __fdiv_rn(o, L);
-  }
-  __syncthreads();
 
-  // u over (group of 8 d, r partial), kUPass d's at a time; the partials go to part.
-  const uint32_t stride = nd0;  // one partial's row in part
-  for (uint32_t d0 = 0; d0 < Dv; d0 += kUPass) {
-    const uint32_t nd = Dv - d0 < kUPass ? Dv - d0 : kUPass;
-    const uint32_t dg = (nd + kUGroup - 1) / kUGroup;
+  // o[r0 + tid] over the tiles in increasing order, stageTiles of them staged at a time: R and
+  // r0 are multiples of 4 and the workspace 16-byte aligned, so every row copies as float4s.
+  const float* src = ws.o + ws.Index(s, 0, n, a.nh) * R + r0;
+  const uint64_t step = uint64_t(a.nh) * R;
+  const uint32_t rowQuads = nr / 4;
+  float o = 0.0f;
+  for (uint32_t t0 = 0; t0 < tiles; t0 += c.stageTiles) {
+    const uint32_t nt = tiles - t0 < c.stageTiles ? tiles - t0 : c.stageTiles;
+    for (uint32_t i = tid; i < nt * rowQuads; i += kCombineThreads) {
+      const uint32_t ti = i / rowQuads, qd = i - ti * rowQuads;
+      memra_cu::CopyToShared16(stage + ti * nr + 4 * qd, src + (t0 + ti) * step + 4 * qd);
+    }
+    memra_cu::WaitCopiesToShared();
+    __syncthreads();
+    if (tid < nr) {
+#pragma unroll 8
+      for (uint32_t i = 0; i < nt; ++i) o = fmaf(wsh[t0 + i], stage[i * nr + tid], o);
+    }
+    // The next pass overwrites the stage.
+    __syncthreads();
+  }
+  if (tid < nr) ol[tid] = __fdiv_rn(o, L);
+  // Every block's quarter of o, into the whole o here; the second barrier keeps each block's ol
+  // alive until the others have read it.
+  cg::this_cluster().sync();
+  for (uint32_t r = tid; r < R; r += kCombineThreads) {
+    osh[r] = cg::this_cluster().map_shared_rank(ol, r / c.rq)[r % c.rq];
+  }
+  cg::this_cluster().sync();
+
+  // u over (group of 8 d, r partial), c.pass d's at a time; the partials go to part.
+  const uint32_t stride = nd < c.pass ? nd : c.pass;  // one partial's row in part
+  for (uint32_t e0 = 0; e0 < nd; e0 += c.pass) {
+    const uint32_t ne = nd - e0 < c.pass ? nd - e0 : c.pass;
+    const uint32_t dg = (ne + kUGroup - 1) / kUGroup;
     for (uint32_t i = tid; i < dg * kUParts; i += kCombineThreads) {
       const uint32_t g = i % dg, prt = i / dg, dl = g * kUGroup;
-      const uint32_t left = nd - dl;
-      const bool fromPre = d0 == 0 && i == tid && wide0;
+      const uint32_t left = ne - dl;
       float acc[kUGroup] = {};
-      uint32_t r = prt;
-      if (fromPre) {
-#pragma unroll
-        for (unsigned k = 0; k < kUPrefetch; ++k, r += kUParts) {
-          if (r < R) {
-            const uint32_t wv[4] = {pre[k].x, pre[k].y, pre[k].z, pre[k].w};
-            Fma8(osh[r], wv, acc);
-          }
-        }
-      }
-#pragma unroll 8
-      for (; r < R; r += kUParts) {
-        const uint16_t* w = wn + uint64_t(r) * Dv + d0 + dl;
+#pragma unroll 4
+      for (uint32_t r = prt; r < R; r += kUParts) {
         uint32_t wv[kUGroup / 2];
-        if (kVec && left >= kUGroup) {
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(w));
+        if (c.wuvStaged) {
+          const uint4 v = *reinterpret_cast<const uint4*>(wsm + r * c.dq + e0 + dl);
+          wv[0] = v.x, wv[1] = v.y, wv[2] = v.z, wv[3] = v.w;
+        } else if (kVec && left >= kUGroup) {
+          const uint4 v = __ldg(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv + e0 + dl));
           wv[0] = v.x, wv[1] = v.y, wv[2] = v.z, wv[3] = v.w;
         } else {
+          const uint16_t* w = wn + uint64_t(r) * Dv + e0 + dl;
 #pragma unroll
           for (unsigned e = 0; e < kUGroup / 2; ++e) {
             const uint32_t lo = 2 * e < left ? __ldg(w + 2 * e) : 0u;
@@ -403,14 +496,20 @@ __global__ void __launch_bounds__(kCombineThreads)
       }
     }
     __syncthreads();
-    for (uint32_t d = tid; d < nd; d += kCombineThreads) {
+    for (uint32_t d = tid; d < ne; d += kCombineThreads) {
       float v = part[d];
 #pragma unroll
       for (unsigned k = 1; k < kUParts; ++k) v = __fadd_rn(v, part[k * stride + d]);
-      un[d0 + d] = v;
+      un[e0 + d] = v;
     }
     __syncthreads();
   }
+}
+
+// Dynamic shared memory of a tile of C positions for HB heads (PartialTile's layout).
+template <unsigned C, unsigned HB>
+size_t PartialSmem(uint32_t R) {
+  return (size_t(C) * (R + kRowPad) + size_t(HB) * QueryRow<C, HB>(R) + (C == 32 ? HB * 32 : 0)) * sizeof(float);
 }
 
 template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
@@ -418,28 +517,42 @@ cudaError_t LaunchPartial(const MemraMlaArgs& a, const Workspace& ws, cudaStream
   static std::atomic<size_t> granted{0};
   auto kernel = mla_partial<C, HPW, QPL, kVec>;
   constexpr unsigned HB = HPW * kPartialWarps;
-  const size_t smem =
-      (size_t(C) * (a.R + kRowPad) + size_t(HB) * QueryRow<C, HB>(a.R) + (C == 32 ? HB * 32 : 0)) * sizeof(float);
+  const size_t smem = PartialSmem<C, HB>(a.R);
   const cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   const dim3 grid(ws.tiles, a.t, (a.nh + HB - 1) / HB);
   return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws);
 }
 
+// mla_partial_fit, 8 heads a block while a row's blocks fit one an SM.
+template <bool kVec>
+cudaError_t LaunchPartialFit(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
+  static std::atomic<size_t> granted{0};
+  auto kernel = mla_partial_fit<kVec>;
+  const size_t s8 = PartialSmem<32, 8>(a.R), s16 = PartialSmem<32, 16>(a.R);
+  const size_t smem = s8 > s16 ? s8 : s16;
+  cudaError_t err = AllowSmem(kernel, smem, granted);
+  if (err != cudaSuccess) return err;
+  int dev = 0, sms = 0;
+  err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(ws.tiles, a.t, (a.nh + 7) / 8);
+  return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws, uint32_t(sms));
+}
+
 template <bool kVec>
 cudaError_t LaunchCombine(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
   static std::atomic<size_t> granted{0};
   auto kernel = mla_combine<kVec>;
-  const uint32_t pass = a.Dv < kUPass ? a.Dv : kUPass;
-  // The tiles' weights are read by an unrolled loop the compiler may vectorize: room for a whole
-  // group of 16 past the last (memcheck: a 16-byte read past the end at one tile).
-  const size_t smem = (size_t((a.R + 3) & ~3u) + size_t(kUParts) * pass + ((ws.tiles + 15) & ~15u)) * sizeof(float);
+  const CombineShape c = MakeCombineShape(a, ws, kVec);
+  const size_t smem = CombineSmemFloats(a, ws, c) * sizeof(float);
   const cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   // Always dependent on mla_partial: it waits for it before reading the workspace.
   const int was = memra_model_set_pdl(1);
-  const cudaError_t launched =
-      LaunchModelKernel(kernel, dim3(a.nh, a.t), dim3(kCombineThreads), smem, 1, stream, a, ws, pass);
+  const cudaError_t launched = LaunchModelKernel(kernel, dim3(a.nh * kCombineBlocks, a.t), dim3(kCombineThreads),
+                                                 smem, kCombineBlocks, stream, a, ws, c);
   memra_model_set_pdl(was);
   return launched;
 }
@@ -471,7 +584,7 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   const MemraMlaArgs& a = *args;
   if (a.t == 0 || a.nh == 0 || a.Dv == 0) return cudaSuccess;
   if (a.t > MEMRA_MODEL_MAX_ROWS || a.P == 0 || a.P > MEMRA_MODEL_MAX_POSITIONS || a.R == 0 ||
-      a.R > MEMRA_MODEL_MAX_LATENT || a.R % 4 != 0 || a.nh > uint32_t(INT32_MAX) ||
+      a.R > MEMRA_MODEL_MAX_LATENT || a.R % 4 != 0 || a.nh > uint32_t(INT32_MAX) / kCombineBlocks ||
       a.slotStride < uint64_t(a.P) * a.R || !memra_cu::Aligned(a.work, 16)) {
     return cudaErrorInvalidValue;
   }
@@ -484,13 +597,14 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   if (a.P <= memra_mla::ShortPositions(a.R) && vecIn && vecW) return memra_mla::LaunchShort(a, stream);
   cudaError_t err;
   if (a.R <= 512) {
-    // Sixteen heads a block (two a warp) or, for fewer heads, eight: a block's time grows with its
+    // Eight heads a block (one a warp) while the row's blocks fit the SMs, then sixteen (two a
+    // warp; mla_partial_fit), or for eight heads or fewer, eight: a block's time grows with its
     // heads, so 32 heads in one block left the step's short contexts to one SM, and 8 a block
     // re-read each cache tile four times at long ones (bench, one tile at position 63: 23.6 us
     // for 32 heads a block, 16.8 for 16, 12.5 for 8; at 3999: 25.0, 22.9, 33.9;
     // scripts/probes/step-kernels-probe.cu).
     if (a.nh > 8) {
-      err = vecIn ? LaunchPartial<32, 2, 4, true>(a, ws, stream) : LaunchPartial<32, 2, 4, false>(a, ws, stream);
+      err = vecIn ? LaunchPartialFit<true>(a, ws, stream) : LaunchPartialFit<false>(a, ws, stream);
     } else {
       err = vecIn ? LaunchPartial<32, 1, 4, true>(a, ws, stream) : LaunchPartial<32, 1, 4, false>(a, ws, stream);
     }

@@ -853,7 +853,7 @@ describe('model kernels on one GPU', function () {
     return worst;
   }
 
-  it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads; head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
+  it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads (8 and 16 heads a tile block); head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
     const t = 3,
       nh = 4,
       R = 64,
@@ -1004,6 +1004,45 @@ describe('model kernels on one GPU', function () {
       Dv,
     );
     sameBits(u5, u4.subarray(33 * Dv, 36 * Dv), 'mla_attention heads [33, 36) vs 40 heads');
+
+    // 40 heads over a long context: the tile kernel takes 8 heads a block while a row's blocks fit
+    // the SMs (row 0: 4 tiles, 20 blocks) and 16 past that (row 1: 63 tiles, 315 blocks); each row
+    // within 1e-5 of f64, and heads [33, 36) alone (8 heads a block throughout) bit-identical.
+    const t6 = 2,
+      P6 = 2000,
+      pos6 = [100, P6 - 1];
+    const c6 = randF(t6 * P6 * R4),
+      q6 = randF(t6 * nh4 * R4, 2);
+    const c6p = put(c6),
+      q6p = put(q6),
+      p6 = out(16);
+    b.launchSetI32(p6, pos6, s);
+    const u6 = attend(t6, nh4, nh4 * Dv, q6p, nh4 * R4, c6p, 0, 1, P6, R4, p6, w4, Dv);
+    attentionError(u6, nh4 * Dv, t6, nh4, 0, q6, nh4 * R4, c6, 0, 1, P6, R4, pos6, wv4, Dv).within(
+      1e-5,
+      `mla_attention ${nh4} heads at positions ${pos6.join(', ')} vs f64`,
+    );
+    const u7 = attend(
+      t6,
+      3,
+      3 * Dv,
+      ptrAdd(q6p, 33 * R4 * 4),
+      nh4 * R4,
+      c6p,
+      0,
+      1,
+      P6,
+      R4,
+      p6,
+      ptrAdd(w4, 33 * R4 * Dv * 2),
+      Dv,
+    );
+    for (let r = 0; r < t6; r++)
+      sameBits(
+        u7.subarray(r * 3 * Dv, (r + 1) * 3 * Dv),
+        u6.subarray(r * nh4 * Dv + 33 * Dv, r * nh4 * Dv + 36 * Dv),
+        `mla_attention heads [33, 36) vs 40 heads, row ${r} at position ${pos6[r]}`,
+      );
 
     const P2 = 65536,
       R2 = 512,

@@ -5,7 +5,8 @@
 //
 //   mla_partial  grid (tiles, t, head groups): a tile's C cache rows into shared memory, then per
 //                head its C scores, their max m, the sum l of exp(s - m) and the unnormalized
-//                o = sum exp(s - m) * cache_j, into the workspace;
+//                o = sum exp(s - m) * cache_j, into the workspace (mla_partial_fit: the head
+//                group's size picked by the row's position);
 //   mla_combine  grid (heads x a cluster of 4, t): M = max m_i, o = sum_i exp(m_i - M) o_i / sum_i
 //                exp(m_i - M) l_i, then u = o @ Wuv[n], each block a quarter of r and of u.
 // Every order depends only on R and the position count (the slice rule, cu/model.h), never on
@@ -362,14 +363,16 @@ CombineShape MakeCombineShape(const MemraMlaArgs& a, const Workspace& ws, bool v
 
 // Floats of dynamic shared memory: the staged Wuv columns [R][dq] bf16 (wuvStaged), the staged
 // partials [stageTiles][rq], the block's o [rq], the whole o [R], u's partials [kUParts][pass],
-// then the tiles' weights w[tiles].
+// then the tiles' weights w[tiles] and their l[tiles], each rounded up to 16 floats: the o loop
+// reads the weights unrolled, which the compiler may vectorize (memcheck once saw a 16-byte read
+// past the end of a single tile's weight).
 __host__ __device__ inline size_t WuvStageFloats(const MemraMlaArgs& a, const CombineShape& c) {
   return c.wuvStaged ? size_t(a.R) * c.dq / 2 : 0;
 }
 
 size_t CombineSmemFloats(const MemraMlaArgs& a, const Workspace& ws, const CombineShape& c) {
   return WuvStageFloats(a, c) + size_t(c.stageTiles) * c.rq + c.rq + ((a.R + 3) & ~3u) + size_t(kUParts) * c.pass +
-         ((ws.tiles + 15) & ~15u);
+         2 * size_t((ws.tiles + 15) & ~15u);
 }
 
 // Two blocks an SM (64 registers a thread): the grid's clusters in one wave.
@@ -387,6 +390,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
   float* osh = ol + c.rq;
   float* part = osh + ((R + 3) & ~3u);
   float* wsh = part + kUParts * c.pass;
+  float* lsh = wsh + ((ws.tiles + 15) & ~15u);
   const unsigned tid = threadIdx.x;
   const uint32_t r0 = b * c.rq < R ? b * c.rq : R, nr = R - r0 < c.rq ? R - r0 : c.rq;
   const uint32_t d0 = b * c.dq < Dv ? b * c.dq : Dv, nd = Dv - d0 < c.dq ? Dv - d0 : c.dq;
@@ -416,33 +420,42 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
   }
   const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
 
-  float mx = -INFINITY;
-  for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
-    mx = fmaxf(mx, LoadFresh(ws.ml + 2 * ws.Index(s, i, n, a.nh)));
-  }
-  mx = memra_model::BlockReduceFixed<kCombineThreads>(mx, scratch, MaxF());
-  float lsum = 0.0f;
-  for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
-    const uint64_t at = ws.Index(s, i, n, a.nh);
-    const float w = expf(__fsub_rn(LoadFresh(ws.ml + 2 * at), mx));
-    wsh[i] = w;
-    lsum = __fadd_rn(lsum, __fmul_rn(w, LoadFresh(ws.ml + 2 * at + 1)));
-  }
-  // BlockSumFixed's barriers also publish the weights each thread just stored.
-  const float L = memra_model::BlockSumFixed<kCombineThreads>(lsum, scratch);
-
   // o[r0 + tid] over the tiles in increasing order, stageTiles of them staged at a time: R and
-  // r0 are multiples of 4 and the workspace 16-byte aligned, so every row copies as float4s.
+  // r0 are multiples of 4 and the workspace 16-byte aligned, so every row copies as float4s. The
+  // first pass is in flight while the max and l are made.
   const float* src = ws.o + ws.Index(s, 0, n, a.nh) * R + r0;
   const uint64_t step = uint64_t(a.nh) * R;
   const uint32_t rowQuads = nr / 4;
-  float o = 0.0f;
-  for (uint32_t t0 = 0; t0 < tiles; t0 += c.stageTiles) {
+  const auto stageFrom = [&](uint32_t t0) {
     const uint32_t nt = tiles - t0 < c.stageTiles ? tiles - t0 : c.stageTiles;
     for (uint32_t i = tid; i < nt * rowQuads; i += kCombineThreads) {
       const uint32_t ti = i / rowQuads, qd = i - ti * rowQuads;
       memra_cu::CopyToShared16(stage + ti * nr + 4 * qd, src + (t0 + ti) * step + 4 * qd);
     }
+  };
+  stageFrom(0);
+
+  // Each tile's (m, l) read once, as a pair: m into wsh (its weight replaces it), l into lsh.
+  float mx = -INFINITY;
+  for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
+    const float2 ml = LoadFresh(reinterpret_cast<const float2*>(ws.ml) + ws.Index(s, i, n, a.nh));
+    wsh[i] = ml.x;
+    lsh[i] = ml.y;
+    mx = fmaxf(mx, ml.x);
+  }
+  mx = memra_model::BlockReduceFixed<kCombineThreads>(mx, scratch, MaxF());
+  float lsum = 0.0f;
+  for (uint32_t i = tid; i < tiles; i += kCombineThreads) {
+    const float w = expf(__fsub_rn(wsh[i], mx));
+    wsh[i] = w;
+    lsum = __fadd_rn(lsum, __fmul_rn(w, lsh[i]));
+  }
+  // BlockSumFixed's barriers also publish the weights each thread just stored.
+  const float L = memra_model::BlockSumFixed<kCombineThreads>(lsum, scratch);
+
+  float o = 0.0f;
+  for (uint32_t t0 = 0; t0 < tiles; t0 += c.stageTiles) {
+    const uint32_t nt = tiles - t0 < c.stageTiles ? tiles - t0 : c.stageTiles;
     memra_cu::WaitCopiesToShared();
     __syncthreads();
     if (tid < nr) {
@@ -451,6 +464,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
     }
     // The next pass overwrites the stage.
     __syncthreads();
+    if (t0 + c.stageTiles < tiles) stageFrom(t0 + c.stageTiles);
   }
   if (tid < nr) ol[tid] = __fdiv_rn(o, L);
   // Every block's quarter of o, into the whole o here; the second barrier keeps each block's ol

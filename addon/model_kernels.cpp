@@ -277,6 +277,40 @@ void RequireLayer(Napi::Env env, const char* fn, uint32_t layer, uint32_t L) {
   }
 }
 
+// normOut = rmsnorm(x, gain), then out = normOut @ W (the router's split), in one launch.
+Napi::Value LaunchNormGemv(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* fn = "launchNormGemv";
+  float* normOut = F32(info, 0, fn, "normOut");
+  float* out = F32(info, 1, fn, "out");
+  const uint64_t ldo = ReadSafeUint(info, 2, fn, "ldo");
+  const float* x = F32(info, 3, fn, "x");
+  const uint16_t* gain = Bf16(info, 4, fn, "gain");
+  const uint16_t* w = Bf16(info, 5, fn, "w");
+  const uint64_t ldw = ReadSafeUint(info, 6, fn, "ldw");
+  // The mean divides by K as an f32, exact only up to 2^24.
+  const uint32_t K = static_cast<uint32_t>(ReadIntInRange(info, 7, fn, "K", 1, 1 << 24));
+  const uint32_t cols = static_cast<uint32_t>(ReadIntInRange(info, 8, fn, "cols", 1, MEMRA_MODEL_NORM_GEMV_MAX_COLS));
+  const uint32_t t = Rows(info, 9, fn);
+  if (cols > ldw) {
+    ThrowShape(env, fn, "cols (" + Num(cols) + ") must be <= ldw (" + Num(ldw) + "): W's rows would overlap");
+  }
+  if (cols > ldo) {
+    ThrowShape(env, fn, "cols (" + Num(cols) + ") must be <= ldo (" + Num(ldo) + "): output rows would overlap");
+  }
+  RequireSafeProduct(env, fn, "W (K x ldw)", {K, ldw, 2});
+  RequireSafeProduct(env, fn, "x (t x K)", {t, K, 4});
+  RequireSafeProduct(env, fn, "out (t x ldo)", {t, ldo, 4});
+  cudaStream_t s;
+  const int device = Bound(env, info, 10, fn, &s);
+  const PdlScope pdl(info, 11, fn);
+  MEMRA_CUDA_CHECK(env, device, memra_norm_gemv(normOut, out, ldo, x, gain, w, ldw, K, cols, t, s),
+                   std::string(fn) + "(normOut=" + Hex(normOut) + ", out=" + Hex(out) + ", ldo=" + Num(ldo) +
+                       ", x=" + Hex(x) + ", w=" + Hex(w) + ", ldw=" + Num(ldw) + ", K=" + Num(K) +
+                       ", cols=" + Num(cols) + ", t=" + Num(t) + ", stream=" + Hex(s) + ")");
+  return env.Undefined();
+}
+
 Napi::Value LaunchCacheWrite(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "launchCacheWrite";
@@ -597,6 +631,7 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchEmbed", LaunchEmbed},
       {"launchRmsnorm", LaunchRmsnorm},
       {"launchGemv", LaunchGemv},
+      {"launchNormGemv", LaunchNormGemv},
       {"launchCacheWrite", LaunchCacheWrite},
       {"launchLatentQuery", LaunchLatentQuery},
       {"launchMlaAttention", LaunchMlaAttention},

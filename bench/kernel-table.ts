@@ -58,6 +58,10 @@ function kernelBytes(
     }
     case 'Rmsnorm':
       return ['rmsnorm', a[3]! * a[4]! * 2 * f32 + a[4]! * 2];
+    case 'NormGemv': {
+      const [K, cols, t] = [a[7]!, a[8]!, a[9]!];
+      return [`rmsnorm+gemv ${matrixName(cfg, K, cols)}`, K * (cols + 1) * 2 + t * (3 * K + cols) * f32];
+    }
     case 'LatentQuery': {
       const [K, R, qcols, t] = [a[7]!, a[8]!, a[9]!, a[10]!];
       return ['latent_query (Wdkv, Wq)', K * (R + qcols) * 2 + t * (K + R + qcols) * f32];

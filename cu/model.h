@@ -84,6 +84,15 @@ cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint64_t ldx,
                        const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
                        int accumulate, uint32_t split, cudaStream_t stream);
 
+// normOut[s] = rmsnorm(x[s], gain) (memra_rmsnorm's bits), then out[s * ldo + j] = normOut[s] @ W
+// for j < cols (memra_gemv's bits at split 8), in one launch: the MoE norm and the router's
+// product. x and normOut are [t][K]; 1 <= cols <= MEMRA_MODEL_NORM_GEMV_MAX_COLS (one column tile
+// of the split-8 product), K <= 2^24, else cudaErrorInvalidValue. normOut must not overlap x or out.
+#define MEMRA_MODEL_NORM_GEMV_MAX_COLS 64
+cudaError_t memra_norm_gemv(float* normOut, float* out, uint64_t ldo, const float* x, const uint16_t* gain,
+                            const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
+                            cudaStream_t stream);
+
 // The attention's input products in one launch, for rows s < t of a [t][K]: c = a @ Wdkv (R
 // columns) stored at cache[s * slotStride + pos[s] * R + r] (`cache`: this layer's rows of slot 0;
 // a row whose pos[s] is outside [0, P) stores no c), and q[s * qcols + j] = a @ Wq (qcols columns,

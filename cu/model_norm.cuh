@@ -34,10 +34,12 @@ __device__ __forceinline__ void NormGains(float (&g)[kNormHeld], const uint16_t*
 
 // BlockSumFixed<kNormThreads> over a cluster of kBlocks blocks of kNormThreads / kBlocks threads:
 // each warp's butterfly, then the 32 warp totals in order (warp w of block r is the norm's warp
-// r * warps + w), read by every block from the others' shared memory. warpTotals: this block's
-// kNormThreads / kBlocks / 32 floats of shared memory. Every thread of the cluster calls it.
+// r * warps + w), read by every block from the others' shared memory. A block may hold several
+// such norms side by side, one a row: `group` g is its threads [g * kNormThreads / kBlocks, ...),
+// its totals at warpTotals[g * warps, ...). warpTotals: a float of shared memory a warp of the
+// block. Every thread of the cluster calls it.
 template <unsigned kBlocks>
-__device__ __forceinline__ float ClusterSum(float v, float* warpTotals) {
+__device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned group = 0) {
   constexpr unsigned kWarps = kNormThreads / kBlocks / 32;
   namespace cg = cooperative_groups;
 #pragma unroll
@@ -47,7 +49,7 @@ __device__ __forceinline__ float ClusterSum(float v, float* warpTotals) {
   float total = 0.0f;
 #pragma unroll
   for (unsigned w = 0; w < kNormThreads / 32; ++w) {
-    const float x = cg::this_cluster().map_shared_rank(warpTotals, w / kWarps)[w % kWarps];
+    const float x = cg::this_cluster().map_shared_rank(warpTotals, w / kWarps)[group * kWarps + w % kWarps];
     total = w == 0 ? x : __fadd_rn(total, x);
   }
   // No block may leave (or reuse its totals) while another still reads them.

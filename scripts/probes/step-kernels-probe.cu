@@ -108,13 +108,14 @@ int main(int argc, char** argv) {
   const double quant = PerLaunch(s, [&] { CHECK(memra_quantize(xq, xs, h, 1, H, s)); });
   uint16_t* wr = Weights(size_t(H) * E, 4, 0.015f);
   const double wr8 = PerLaunch(s, [&] { CHECK(memra_gemv(logits, E, h, H, wr, E, H, E, 1, 0, 8, s)); });
+  const double normWr = PerLaunch(s, [&] { CHECK(memra_norm_gemv(b, logits, E, h, g, wr, E, H, E, 1, s)); });
   float* contrib = Randoms(size_t(K) * H);
   const double comb = PerLaunch(s, [&] { CHECK(memra_moe_combine(h, wts, ids, contrib, contrib, E, 1, K, H, s)); });
   const int32_t one[1] = {7};
   const double empty = PerLaunch(s, [&] { CHECK(memra_set_i32(pos + 4, 1, one, s)); });
   std::printf("rmsnorm %.2f us; route_quant %.2f (router %.2f, quantize %.2f); gemv Wr split 8 %.2f; "
-              "moe_combine %.2f; set_i32 (a launch) %.2f\n",
-              norm, rq, router, quant, wr8, comb, empty);
+              "rmsnorm and gemv Wr in one launch %.2f; moe_combine %.2f; set_i32 (a launch) %.2f\n",
+              norm, rq, router, quant, wr8, normWr, comb, empty);
   std::printf("done\n");
   return 0;
 }

@@ -14,14 +14,7 @@ import type { ModelOps } from './model-ops.js';
 import type { Ownership, RankWeights } from './device-weights.js';
 import { contribAt, packAt, positionsAt, type Buffers } from './walk-buffers.js';
 import { routesAt } from './walk-mailbox.js';
-
-/**
- * The router's product has E columns (a tile or two): its K rows cut over the most blocks a
- * cluster takes, so it spreads over several SMs (bench: 3.8 us against 6.2 at the default two,
- * scripts/probes/gemv-sweep.cu). Every wider matrix takes memra_gemv's default for its K. The
- * split fixes the sum's order: every rank that routes uses this one, as the unsharded walk does.
- */
-const ROUTER_SPLIT = 8;
+import { NORM_GEMV_MAX_COLS, ROUTER_SPLIT } from './router-product.js';
 
 export class LayerPieces {
   /** Set for the step being enqueued: rank 0 copies each layer's routes into its mailbox. */
@@ -113,8 +106,12 @@ export class LayerPieces {
       b = this.bufs[r]!,
       lw = this.weights[r]!.layers[l]!,
       p = packAt(b, this.cfg, t);
-    o.rmsnorm(b.hNorm, b.hAndPositions, lw.g2, t, H);
-    o.gemv(b.logitsE, E, b.hNorm, H, lw.wr, E, H, E, t, false, ROUTER_SPLIT);
+    if (E <= NORM_GEMV_MAX_COLS) {
+      o.normGemv(b.hNorm, b.logitsE, E, b.hAndPositions, lw.g2, lw.wr, E, H, E, t);
+    } else {
+      o.rmsnorm(b.hNorm, b.hAndPositions, lw.g2, t, H);
+      o.gemv(b.logitsE, E, b.hNorm, H, lw.wr, E, H, E, t, false, ROUTER_SPLIT);
+    }
     o.routeQuant(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.hNorm, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation && r === 0) o.toMailbox(p.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);

@@ -81,6 +81,21 @@ export class ModelOps {
   rmsnorm(out: number, input: number, gain: number, t: number, H: number): number {
     return this.put(Op.Rmsnorm, out, input, gain, t, H);
   }
+  /** normOut = rmsnorm(x, gain), then out = normOut @ w at the router's split, in one launch. */
+  normGemv(
+    normOut: number,
+    out: number,
+    ldo: number,
+    x: number,
+    gain: number,
+    w: number,
+    ldw: number,
+    K: number,
+    cols: number,
+    t: number,
+  ): number {
+    return this.put(Op.NormGemv, normOut, out, ldo, x, gain, w, ldw, K, cols, t);
+  }
   gemv(
     out: number,
     ldo: number,

@@ -376,6 +376,25 @@ export interface NativeBinding {
     pdl?: boolean,
   ): void;
   /**
+   * normOut = rmsnorm(x, gain) (launchRmsnorm's bits), then out = normOut @ w (launchGemv's at
+   * split 8), in one launch: the MoE norm and the router's product. 1 <= cols <= 64 (one column
+   * tile of that product); x and normOut are [t][K].
+   */
+  launchNormGemv(
+    normOut: DevicePtr,
+    out: DevicePtr,
+    ldo: number,
+    x: DevicePtr,
+    gain: DevicePtr,
+    w: DevicePtr,
+    ldw: number,
+    K: number,
+    cols: number,
+    t: number,
+    stream: StreamHandle,
+    pdl?: boolean,
+  ): void;
+  /**
    * c = a @ Wdkv into this layer's cache rows at each row's position (slot s at cache + s *
    * slotStride floats), and q = a @ Wq beside it, in one launch: what launchGemv, launchCacheWrite
    * and launchGemv give apart, bit for bit.

@@ -7,6 +7,7 @@
  * It is the oracle GPU results are compared with and what CI runs, not a speed path.
  */
 import { mlaShortPositions, mlaWorkspaceBytes } from '../decode/mla-workspace.js';
+import { NORM_GEMV_MAX_COLS } from '../decode/router-product.js';
 import * as mk from './cpu-model-kernels.js';
 import type { DeviceApi } from './device-api.js';
 import {
@@ -707,6 +708,27 @@ export class CpuDevice implements DeviceApi {
     if (!Number.isInteger(split) || split < 0 || split > 8)
       throw new TypeError(`launchGemv: argument 'split' must be an integer in [0, 8], got ${split}`);
     mk.gemv(this.kernel('launchGemv', stream), out, ldo, x, ldx, w, ldw, K, cols, t, accumulate);
+  }
+  launchNormGemv(
+    normOut: number,
+    out: number,
+    ldo: number,
+    x: number,
+    gain: number,
+    w: number,
+    ldw: number,
+    K: number,
+    cols: number,
+    t: number,
+    stream: number,
+  ): void {
+    if (!Number.isInteger(cols) || cols < 1 || cols > NORM_GEMV_MAX_COLS)
+      throw new TypeError(
+        `launchNormGemv: argument 'cols' must be an integer in [1, ${NORM_GEMV_MAX_COLS}], got ${cols}`,
+      );
+    // The two kernels' work in their order: on the GPU one launch gives the same bits.
+    mk.rmsnormRows(this.kernel('launchNormGemv', stream), normOut, x, gain, t, K);
+    mk.gemv(this.kernel('launchNormGemv', stream), out, ldo, normOut, K, w, ldw, K, cols, t, false);
   }
   launchLatentQuery(
     q: number,

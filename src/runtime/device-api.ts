@@ -62,6 +62,7 @@ export type DeviceApi = Pick<
   | 'launchEmbed'
   | 'launchRmsnorm'
   | 'launchGemv'
+  | 'launchNormGemv'
   | 'launchCacheWrite'
   | 'launchLatentQuery'
   | 'launchMlaAttention'

@@ -30,6 +30,7 @@ const STEP_KERNELS: ReadonlySet<number> = new Set([
   Op.RouteQuant,
   Op.LatentQuery,
   Op.MoeCombineNorm,
+  Op.NormGemv,
 ]);
 
 /** Argument j of a record, an address (the ring carries every argument as an f64). */
@@ -233,6 +234,22 @@ export function executeModelOp(
       return true;
     case Op.MoeCombine:
       dev.launchMoeCombine(...mergeArgs(a, i), stream, pdl);
+      return true;
+    case Op.NormGemv:
+      dev.launchNormGemv(
+        ptr(a, i),
+        ptr(a, i + 1),
+        a[i + 2]!,
+        ptr(a, i + 3),
+        ptr(a, i + 4),
+        ptr(a, i + 5),
+        a[i + 6]!,
+        a[i + 7]!,
+        a[i + 8]!,
+        a[i + 9]!,
+        stream,
+        pdl,
+      );
       return true;
     case Op.MoeCombineNorm:
       dev.launchMoeCombineNorm(...mergeArgs(a, i), ptr(a, i + 9), ptr(a, i + 10), stream, pdl);

@@ -96,9 +96,11 @@ export enum Op {
   LatentQuery = 40,
   /** h, wts, ids, lo, hi, splitE, t, K, H, out, gain: MoeCombine, then out = rmsnorm(h, gain). */
   MoeCombineNorm = 41,
+  /** normOut, out, ldo, x, gain, w, ldw, K, cols, t: Rmsnorm, then the router's Gemv of it. */
+  NormGemv = 42,
 }
 
-export const OP_COUNT = 42;
+export const OP_COUNT = 43;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

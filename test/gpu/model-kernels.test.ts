@@ -647,6 +647,44 @@ describe('model kernels on one GPU', function () {
     }
   });
 
+  it('norm_gemv: the norm and the product bit-identical to rmsnorm, then gemv at split 8 (t = 1 to 8; K = 4096, 1000 and 9216, past the held elements; 32, 7 and 64 columns, a column slice, narrow loads); 0 and 65 columns refused by name', () => {
+    for (const [t, K, cols, ldw, c0] of [
+      [1, 4096, 32, 32, 0],
+      [8, 4096, 32, 32, 0],
+      [3, 1000, 7, 7, 0],
+      [5, 4096, 64, 64, 0],
+      [2, 9216, 32, 32, 0],
+      [4, 4096, 17, 40, 5],
+      [6, 4096, 32, 32, 0],
+      [7, 1000, 33, 33, 0],
+    ] as Array<[number, number, number, number, number]>) {
+      const x = put(randF(t * K, 3)),
+        gp = alloc(K * 2),
+        wp = genMatrix(K, ldw, 951 + t, 1 / Math.sqrt(K)),
+        w = ptrAdd(wp, c0 * 2);
+      b.launchGenWeights(gp, u64().toString(), 10, 0, 1, K, 0, K, 1, 0, s);
+      const n1 = out(t * K * 4),
+        n2 = out(t * K * 4),
+        o1 = out(t * cols * 4),
+        o2 = out(t * cols * 4);
+      b.launchRmsnorm(n1, x, gp, t, K, s);
+      b.launchGemv(o1, cols, n1, K, w, ldw, K, cols, t, false, 8, s);
+      b.launchNormGemv(n2, o2, cols, x, gp, w, ldw, K, cols, t, s);
+      const at = `norm_gemv t=${t} K=${K} cols=${cols} at column ${c0} of ${ldw}`;
+      sameBits(down(Float32Array, n2, t * K), down(Float32Array, n1, t * K), `${at}: the norm`);
+      sameBits(down(Float32Array, o2, t * cols), down(Float32Array, o1, t * cols), `${at}: the product`);
+      freeAll();
+    }
+    const x = put(randF(4096)),
+      g = alloc(4096 * 2),
+      w = genMatrix(4096, 128, 960);
+    for (const cols of [0, 65])
+      assert.throws(() => b.launchNormGemv(out(4096 * 4), out(128 * 4), 128, x, g, w, 128, 4096, cols, 1, s), {
+        name: 'TypeError',
+        message: /launchNormGemv: argument 'cols'/,
+      });
+  });
+
   it('argmax: the lowest index on ties, NaN never wins (an all-NaN row gives 0), -0 == +0, +inf', () => {
     const V = 1000,
       t = 6;

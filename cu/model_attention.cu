@@ -53,7 +53,6 @@ constexpr unsigned kPartialWarps = 8;
 constexpr unsigned kPartialThreads = kPartialWarps * 32;
 constexpr unsigned kCombineThreads = 512;
 constexpr unsigned kUPass = 256;   // d's per pass through the partials' shared memory
-constexpr unsigned kUPrefetch = 16; // Wuv rows a thread loads before the partial kernel is done
 constexpr unsigned kCacheWriteThreads = 256;
 // A padded cache row in shared memory: R + 4 floats, so the 8 lanes of a quarter-warp reading
 // one float4 each of 8 consecutive rows land on 8 distinct bank groups (R % 32 == 0).
@@ -180,11 +179,10 @@ __device__ __forceinline__ void TiledScores(const float* sc, uint32_t rowF, cons
   }
 }
 
-// One tile of positions for HPW heads a warp, kPartialWarps warps a block; a lane keeps QPL
-// float4 of each of its heads' o. Dynamic shared memory: the tile's C padded cache rows, then
-// the block's queries [HPW * kPartialWarps][R].
-// The block's tile of row s for heads hb0 .. (hb0 < nh); every thread of the block calls it, once
-// PdlWait() has returned, and the kernel ends when it does.
+// One tile of positions (`tile`) of row s for HPW heads a warp from head hb0 (< nh), kPartialWarps
+// warps a block; a lane keeps QPL float4 of each of its heads' o. Dynamic shared memory: the
+// tile's C padded cache rows, then the block's queries [HPW * kPartialWarps][R]. Every thread of
+// the block calls it, once PdlWait() has returned, and the kernel ends when it does.
 template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
 __device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
                                             uint32_t hb0) {

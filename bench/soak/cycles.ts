@@ -12,7 +12,7 @@ import type { BackendKind } from '../../src/runtime/device-api.js';
 import type { Deadline } from './budget.js';
 import { finish, fmtBytes, noneWrong, resourceChecks, warmUp, warmUpText, type LoopResult } from './loop-result.js';
 import { median, stepChecked, type Reference } from './reference.js';
-import { deviceBase, sessionDeviceUsed, snapshot } from './resources.js';
+import { closingSnapshot, deviceBase, sessionDeviceUsed, snapshot } from './resources.js';
 import { RssSeries, flatRss, rssTrend } from './rss.js';
 import { openVariant, variantName, type Variant } from './variants.js';
 
@@ -84,7 +84,7 @@ export async function cycles(
   } catch (e) {
     error = `cycle ${ran}: ${(e as Error).message}`;
   }
-  const end = snapshot(await deviceBase(spec.backend).catch(() => NaN));
+  const end = await closingSnapshot(await deviceBase(spec.backend).catch(() => NaN), start.threads);
   series.add(ran, end.rssBytes);
   return finish({
     loop: 'cycles',

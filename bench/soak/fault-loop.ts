@@ -10,7 +10,7 @@ import { liveWorkers } from '../../src/workers/worker-handle.js';
 import type { Deadline } from './budget.js';
 import { finish, fmtBytes, resourceChecks, rssNote, type Check, type LoopResult } from './loop-result.js';
 import { stepChecked, type Reference } from './reference.js';
-import { deviceBase, snapshot } from './resources.js';
+import { closingSnapshot, deviceBase, snapshot } from './resources.js';
 import { openVariant, variantName, type Variant } from './variants.js';
 
 /** One repetition's finding: held or not, with a figure where there is one (ms). */
@@ -86,7 +86,7 @@ export async function faultLoop(
   } catch (e) {
     notes.push(`the session after the last repetition: ${(e as Error).message}`);
   }
-  const end = snapshot(await deviceBase(spec.backend).catch(() => NaN));
+  const end = await closingSnapshot(await deviceBase(spec.backend).catch(() => NaN), start.threads);
   const checks: Check[] = [...tally].map(([name, t]) => ({
     name,
     value: `${t.held} of ${t.of}${t.worstMs !== undefined ? `, worst ${t.worstMs.toFixed(0)} ms` : ''}`,

@@ -13,7 +13,7 @@ import type { Deadline } from './budget.js';
 import { finish, noneWrong, resourceChecks, rssNote, type LoopResult } from './loop-result.js';
 import { invalidCase } from './invalid-inputs.js';
 import { stepChecked, type Reference } from './reference.js';
-import { deviceBase, snapshot } from './resources.js';
+import { closingSnapshot, deviceBase, snapshot } from './resources.js';
 import { openVariant, variantName, type Variant } from './variants.js';
 
 const VALID_EVERY = 50;
@@ -84,7 +84,7 @@ export async function invalidInputs(
   } finally {
     await s.close();
   }
-  const end = snapshot(await deviceBase(spec.backend).catch(() => NaN));
+  const end = await closingSnapshot(await deviceBase(spec.backend).catch(() => NaN), start.threads);
   const refused = ran - fail.accepted;
   return finish({
     loop: 'invalid input',

@@ -72,7 +72,8 @@ export function sameCount(name: string, start: number, end: number): Check {
 /**
  * Threads no more than at the start: the start snapshot may count a thread of the loop before
  * that is still ending (seen on a 2-core CI runner: 12 -> 11 over the invalid-input loop); a
- * thread left behind is what leaks.
+ * thread left behind is what leaks. The end snapshot waits for ending threads (resources.ts
+ * closingSnapshot).
  */
 export function noMoreThreads(start: number, end: number): Check {
   return { name: 'threads', value: `${start} → ${end}`, limit: 'none added', pass: end <= start };

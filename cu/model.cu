@@ -1,7 +1,7 @@
 // The synthetic model's row-wise kernels: a step's inputs (set_i32, embed), the norm, and the
-// greedy pick (argmax). The matrix products are in model_gemv.cu, attention in
-// model_attention.cu, routing and the fp8 round trip in model_moe.cu, weights in
-// model_weights.cu.
+// greedy pick (argmax). The matrix products are built on cu/gemv_tile.cuh (model_gemv.cu,
+// model_latent_query.cu, model_experts.cu, model_norm_gemv.cu), attention in model_attention.cu,
+// routing and the fp8 round trip in model_moe.cu, weights in model_weights.cu.
 #include <math.h>
 #include <stdint.h>
 

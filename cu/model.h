@@ -76,7 +76,7 @@ cudaError_t memra_rmsnorm(float* out, const float* in, const uint16_t* gain, uin
 // at column 0 of the slice (a column slice of a wider matrix passes ldw = the full width). With
 // `accumulate`, out[s * ldo + j] = f32(out[s * ldo + j] + sum) instead: a residual add fused into
 // the product (one rounding, as a separate y += 1 * x would give). out must not overlap x. The
-// sum's order depends on K and `split` alone (cu/model_gemv.cu): the blocks a column's K rows are
+// sum's order depends on K and `split` alone (cu/gemv_tile.cuh): the blocks a column's K rows are
 // cut over, 1 to 8, or 0 for the default of K (2048 rows a block). Give every slice of one matrix
 // the same split; a narrow matrix wants more (the walk's choice per matrix). Products are fused
 // (fmaf), which the oracle allows (f32-ops.ts: FMA differs by rounding only).

@@ -1,6 +1,6 @@
 // The MoE's small kernels: routing, the fp8 round trip of the expert input (what crosses the EP
 // link), and the slot-order merge with the residual. The expert FFN itself is a gemv
-// (model_gemv.cu). The merge and the fp8 scales are the points where the sharded walk must agree
+// (model_experts.cu). The merge and the fp8 scales are the points where the sharded walk must agree
 // with the unsharded one bit for bit, so each f32 operation there is one explicit rounding, as
 // f32-ops.ts spells it.
 #include <math.h>

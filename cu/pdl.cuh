@@ -13,7 +13,7 @@
 //   - weights may be loaded before it: nothing writes them while steps run (memra_gen_weights
 //     runs between steps, and the worker never marks the launch after it as dependent).
 //
-// The products (cu/model_gemv.cu) and the short attention (cu/model_attention_short.cu) let the
+// The products (cu/gemv_tile.cuh) and the short attention (cu/model_attention_short.cu) let the
 // next kernel launch (PdlLaunchDependents) first thing, before their own wait, so its blocks are
 // resident and loading their weights as early as SMs free up: for the short attention, one H200,
 // `npm run bench -- roofline` against it waiting first, the step graph at t = 1 4.44 -> 4.39 ms,
@@ -22,7 +22,7 @@
 // after its own wait (in at least one block: expert_down's blocks without a group leave before
 // it), so the whole chain before it is complete too. The other kernels wait first. expert_up
 // must, because of what the kernel after it reads before its wait: expert_down reads the router's
-// ids there, two kernels back (cu/model_gemv.cu). The rest were measured: rmsnorm and route_quant
+// ids there, two kernels back (cu/model_experts.cu). The rest were measured: rmsnorm and route_quant
 // launching early made the step at position 4000 5.46 -> 6.10 ms (t = 1 4.44 -> 4.38), the tiled
 // attention's two kernels made position 1024 5.29 -> 6.04; moe_combine_norm was not measured
 // alone.

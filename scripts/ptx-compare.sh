@@ -8,8 +8,8 @@
 #
 # A side is a git revision, `.` (the work tree; HEAD's default) or a directory of .ptx files from
 # an earlier run (PTX_KEEP=DIR keeps each side's PTX under DIR/base and DIR/head).
-# Prints per file the kernels whose body is unchanged and the bodies found on one side only;
-# exits 1 when any body differs.
+# Prints per file the kernels whose body is unchanged, those whose body moved to or from another
+# file (a split file), and the bodies found on one side only; exits 1 when any body differs.
 set -euo pipefail
 base=${1:?usage: scripts/ptx-compare.sh BASE [HEAD]}
 head=${2:-.}
@@ -56,20 +56,43 @@ def digest(body):
     text = ''.join(body)
     text = re.sub(r'_Z[\w$]+', 'NAME', text)  # mangled names: the kernel's own, its params, shared variables
     text = re.sub(r'\$L__\w+', 'LABEL', text)
+    text = re.sub(r'__local_depot\d+', 'DEPOT', text)  # numbered in the order of the file's kernels
     text = re.sub(r'//.*', '', text)
+    # A static __shared__ array is declared at module scope or, once its function has external
+    # linkage (a template in a named namespace), demoted into the one kernel that uses it: where
+    # it is declared changes no instruction.
+    text = re.sub(r'(?m)^\s*\.shared\s[^;]*;\s*$', '', text)
+    text = re.sub(r'\n\s*\n', '\n', text)
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 a_dir, b_dir = sys.argv[1:]
+files = sorted(set(os.listdir(a_dir)) | set(os.listdir(b_dir)))
+side_a = {f: {n: digest(t) for n, t in funcs(os.path.join(a_dir, f)).items()} for f in files}
+side_b = {f: {n: digest(t) for n, t in funcs(os.path.join(b_dir, f)).items()} for f in files}
+
+def where(side, h):
+    """The files of a side that hold a body: a kernel moved to another file keeps its body."""
+    return sorted(f for f, hs in side.items() if h in hs.values())
+
 differ = 0
-for f in sorted(set(os.listdir(a_dir)) | set(os.listdir(b_dir))):
-    ha = {n: digest(t) for n, t in funcs(os.path.join(a_dir, f)).items()}
-    hb = {n: digest(t) for n, t in funcs(os.path.join(b_dir, f)).items()}
+for f in files:
+    ha, hb = side_a[f], side_b[f]
     only_a = sorted(n for n, h in ha.items() if h not in hb.values())
     only_b = sorted(n for n, h in hb.items() if h not in ha.values())
+    moved_out = [n for n in only_a if where(side_b, ha[n])]
+    moved_in = [n for n in only_b if where(side_a, hb[n])]
     same = len(ha) - len(only_a)
-    print(f'{f}: {same} of {len(ha)} unchanged' + (', {} new'.format(len(only_b)) if only_b else ''))
-    for n in only_a: print(f'  before only: {n}')
-    for n in only_b: print(f'  after only:  {n}')
-    differ += len(only_a) + len(only_b)
+    notes = [f'{len(moved_out)} moved out'] if moved_out else []
+    notes += [f'{len(moved_in)} moved in'] if moved_in else []
+    new = len(only_b) - len(moved_in)
+    notes += [f'{new} new'] if new else []
+    print(f'{f}: {same} of {len(ha)} unchanged' + ''.join(', ' + n for n in notes))
+    for n in only_a:
+        if n in moved_out: continue
+        print(f'  before only: {n}')
+    for n in only_b:
+        if n in moved_in: continue
+        print(f'  after only:  {n}')
+    differ += len(only_a) - len(moved_out) + new
 sys.exit(1 if differ else 0)
 PY

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cu/model_experts.cu"
 #include "cu/model_gemv.cu"
 #include "cu/kernels.h"
 #include "scripts/probes/probe_cuda.h"

@@ -9,7 +9,8 @@
 //     or with evict-first loads (__ldcs) between the prefetch and the product.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I. scripts/probes/l2-prefetch-probe.cu cu/model.cu \
-//        cu/model_moe.cu cu/model_gemv.cu cu/model_attention.cu cu/model_weights.cu \
+//        cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
+//        cu/model_norm_gemv.cu cu/model_attention.cu cu/model_weights.cu \
 //        -o build/probes/l2-prefetch-probe
 #include <algorithm>
 #include <cstdio>

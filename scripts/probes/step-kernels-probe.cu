@@ -7,8 +7,8 @@
 // (ncu --clock-control none -k regex:mla_ build/probes/step-kernels-probe --once 1023).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. scripts/probes/step-kernels-probe.cu cu/model.cu \
-//        cu/model_moe.cu cu/model_gemv.cu cu/model_weights.cu cu/model_attention_short.cu \
-//        -o build/probes/step-kernels-probe
+//        cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
+//        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention_short.cu -o build/probes/step-kernels-probe
 #include <algorithm>
 #include <cstdio>
 #include <random>

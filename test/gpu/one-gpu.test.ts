@@ -55,7 +55,7 @@ describe('one GPU', function () {
   // t = 1 bound exactly, and its rows to the oracle's only within a flip (below), since more rows
   // are more chances of one: t = 4 and 8 runs saw medians of 1.2e-4 and 3e-4 with every row
   // equal to its t = 1 run. From t = 3 the experts run in passes of four slots, and past 16
-  // accumulators a thread the products keep part[] in dynamic shared memory (cu/model_gemv.cu).
+  // accumulators a thread the products keep part[] in dynamic shared memory (cu/gemv_tile.cuh).
   for (const t of [1, 3, 4, 8]) {
     // An fp8 code of the MoE input that lands within f32 rounding of a midpoint between two codes
     // rounds one way here and the other on the CPU (test/gpu/decode.test.ts): on small one such

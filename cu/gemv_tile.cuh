@@ -1,0 +1,370 @@
+// The column-tile product every matrix-vector kernel of the model is built on: memra_gemv
+// (cu/model_gemv.cu), the attention's two input products (cu/model_latent_query.cu), the expert
+// FFN halves, the matrix picked per slot on the device (cu/model_experts.cu), and the MoE norm
+// with the router's product (cu/model_norm_gemv.cu). How a launch lays it over the GPU is in
+// cu/gemv_launch.cuh.
+//
+// THE SLICE RULE is what shapes these kernels. An output column's value must not depend on which
+// slice of columns (cols, ldw, the rank's half), which experts, or how many rows t a call
+// carries. So the summation of each output is fixed by K and the matrix's split S alone (memra_gemv
+// takes S from its caller, one per matrix; the expert and attention-input kernels fix their own):
+//   - k is cut into chunks of 4 consecutive rows; chunk c belongs to partial p = c mod P, with
+//     P = kSplitY * S partials; a partial accumulates its chunks in increasing k (fmaf);
+//   - the kSplitY partials of one block are added in y order, then the S block totals in
+//     cluster-rank order.
+// Which block or thread computes a column, how many columns a thread owns, whether weights
+// load 16, 8, 4 or 2 bytes at a time and x as float4, and the batch t all leave that order
+// alone (the tests hold t = 1..8, column slices at odd offsets and the EP halves to it, bit for
+// bit).
+//
+// Layout: a block is 32 x-threads, each owning CW adjacent columns (CW = 8, 4 or 2: a warp reads
+// 512, 256 or 128 contiguous bytes of a weight row), by 16 y-threads. The S blocks of a
+// cluster share a column tile and split its partials, so a narrow matrix (Wdkv: 512 columns, the
+// router: E) still spreads over many SMs; the cluster's blocks meet in distributed shared
+// memory, with no workspace and no second launch. Each weight is read once for all t rows.
+//
+// With t > 1 rows, x is staged in shared memory, each warp its own chunks (every lane of a warp
+// reads the same x), once the previous kernel has finished: a chunk's FMAs then read T float4s
+// from shared memory, not T round trips to L2 (x may not go through L1: cu/pdl.cuh's
+// LoadFresh). At t = 1, and where the chunks would not fit, x is read from L2. The values, and so
+// the sums, are the same either way.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cu/pdl.cuh"
+
+namespace memra_tile {
+
+namespace cg = cooperative_groups;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
+
+constexpr unsigned kWarpCols = 32;     // x-threads: a warp spans one tile's columns
+constexpr unsigned kSplitY = 16;       // y-threads: partials per block
+constexpr unsigned kGemvThreads = kWarpCols * kSplitY;
+constexpr unsigned kChunk = 4;         // consecutive k rows per chunk
+
+// Chunks a thread loads before their FMAs: 16 loads of 16 bytes (CW 8), of 8 bytes (CW 4), or
+// 32 of 4 bytes (CW 2), halved for two matrices. A decode gemv is a single wave of short-lived
+// blocks, so what it costs is the number of memory round trips a thread makes in a row: with
+// ~8 chunks a thread this is two or one. The kernels declare one block an SM (launch bounds) so
+// that ptxas keeps these loads in flight instead of trading them for occupancy.
+//
+// Past 16 accumulators a thread (more rows or columns than the first tiles took), the batch
+// shrinks in proportion, so that accumulators and loads in flight stay within the same registers.
+template <int CW, int M, int T>
+constexpr unsigned kBatchChunks = ((CW == 2 ? 8 : 4) / M) / (M * T * CW > 16 ? M * T * CW / 16 : 1) > 0
+                                      ? ((CW == 2 ? 8 : 4) / M) / (M * T * CW > 16 ? M * T * CW / 16 : 1)
+                                      : 1;
+
+// CW adjacent bf16 weights of one row, kept packed (two to a word) until their FMAs.
+template <int CW>
+struct WRow {
+  uint32_t w[CW / 2];
+};
+
+__device__ __forceinline__ float Lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float Hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// The n (<= CW) weights at p, zeros past them. kFull (n == CW, known at compile time): no
+// bounds tests, so a batch of these is straight-line loads. kWide: one 2*CW-byte load (the
+// launcher proved the alignment); otherwise one 2-byte load each. Same words either way.
+template <int CW, bool kWide, bool kFull>
+__device__ __forceinline__ WRow<CW> LoadRow(const uint16_t* p, unsigned n) {
+  WRow<CW> r;
+  if constexpr (kWide && kFull) {
+    if constexpr (CW == 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+      r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+    } else if constexpr (CW == 4) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+      r.w[0] = v.x, r.w[1] = v.y;
+    } else {
+      r.w[0] = __ldg(reinterpret_cast<const unsigned int*>(p));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < CW / 2; ++i) {
+      const uint32_t lo = (kFull || 2u * i < n) ? __ldg(p + 2 * i) : 0u;
+      const uint32_t hi = (kFull || 2u * i + 1 < n) ? __ldg(p + 2 * i + 1) : 0u;
+      r.w[i] = lo | (hi << 16);
+    }
+  }
+  return r;
+}
+
+// x[0..3] from L2, a float4 when p is 16-byte aligned. x is the previous kernel's output:
+// LoadFresh (cu/pdl.cuh).
+__device__ __forceinline__ float4 LoadX4(const float* p) {
+  using memra_cu::LoadFresh;
+  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) return LoadFresh(reinterpret_cast<const float4*>(p));
+  return make_float4(LoadFresh(p), LoadFresh(p + 1), LoadFresh(p + 2), LoadFresh(p + 3));
+}
+
+// A thread's accumulators (M matrices x T rows x CW columns): 64 leave room, in the 128
+// registers one 512-thread block an SM allows, for a batch of loads in flight (kBatchChunks).
+constexpr int kMaxAccumulators = 64;
+
+// part[] (GemvTile: every thread's accumulators, for the sums over y) needs 2 KB an accumulator
+// a thread: static while it fits the 48 KB a block has without asking, dynamic past 32 KB.
+template <int M, int T, int CW>
+constexpr bool kDynamicPart = M * T * CW > 16;
+
+template <int M, int T, int CW>
+__host__ __device__ constexpr size_t PartBytes() {
+  return kDynamicPart<M, T, CW> ? size_t(kSplitY) * M * T * kWarpCols * CW * sizeof(float) : 0;
+}
+
+// Shared-memory float4s of one warp's staged x: row s's i-th chunk of the warp at [s * q + i].
+// q: the most chunks a warp of the launch takes (XChunksPerWarp).
+__host__ __device__ constexpr uint32_t XChunksPerWarp(uint32_t K, unsigned split) {
+  return (K / kChunk + kSplitY * split - 1) / (kSplitY * split);
+}
+
+// The chunks first, first + stride, ... < full of every row into xs, by the lanes of `mask`
+// (those of this warp that will read them), which then meet. Called once PdlWait() has returned.
+template <int T>
+__device__ __forceinline__ void StageX(float4* xs, uint32_t q, const float* const (&xr)[T],
+                                       uint64_t first, uint32_t stride, uint64_t full,
+                                       unsigned mask) {
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned li = __popc(mask & ((1u << lane) - 1)), nl = __popc(mask);
+  const uint32_t mine = first < full ? uint32_t((full - first + stride - 1) / stride) : 0;
+#pragma unroll
+  for (int s = 0; s < T; ++s) {
+    for (uint32_t i = li; i < mine; i += nl) xs[s * q + i] = LoadX4(xr[s] + (first + uint64_t(i) * stride) * kChunk);
+  }
+  __syncwarp(mask);
+}
+
+// acc[m][s][*] += xv * row k of W_m (wv[m]): one FMA into each accumulator. Every path below
+// goes through here, so each accumulator sees its products in increasing k whichever path ran.
+template <int T, int M, int CW>
+__device__ __forceinline__ void FmaRowWeights(float (&acc)[M][T][CW], float xv, int s,
+                                              const WRow<CW> (&wv)[M]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int i = 0; i < CW / 2; ++i) {
+      acc[m][s][2 * i] = fmaf(xv, Lo(wv[m].w[i]), acc[m][s][2 * i]);
+      acc[m][s][2 * i + 1] = fmaf(xv, Hi(wv[m].w[i]), acc[m][s][2 * i + 1]);
+    }
+  }
+}
+
+template <int T, int M, int CW>
+__device__ __forceinline__ void Fma4(float (&acc)[M][T][CW], const float4& x4, int s,
+                                     const WRow<CW> (&wv)[kChunk][M]) {
+  const float xv[kChunk] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+  for (unsigned r = 0; r < kChunk; ++r) FmaRowWeights<T, M, CW>(acc, xv[r], s, wv[r]);
+}
+
+// Row k alone, for every x row: the clipped thread and the short tail, where batching the loads
+// buys nothing.
+template <int T, int M, int CW, bool kWide, bool kFull>
+__device__ __forceinline__ void FmaRow(float (&acc)[M][T][CW], const float* const (&xr)[T],
+                                       const uint16_t* const (&w)[M], uint64_t k, uint64_t ldw,
+                                       unsigned n) {
+  WRow<CW> wv[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) wv[m] = LoadRow<CW, kWide, kFull>(w[m] + k * ldw, n);
+#pragma unroll
+  for (int s = 0; s < T; ++s) FmaRowWeights<T, M, CW>(acc, memra_cu::LoadFresh(xr[s] + k), s, wv);
+}
+
+// One chunk's 4 rows of M matrices.
+template <int M, int CW, bool kWide, bool kFull>
+__device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint16_t* const (&w)[M],
+                                          uint64_t row0, uint64_t ldw, unsigned n) {
+#pragma unroll
+  for (unsigned r = 0; r < kChunk; ++r) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) wv[r][m] = LoadRow<CW, kWide, kFull>(w[m] + (row0 + r) * ldw, n);
+  }
+}
+
+// acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
+// in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
+// (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
+// kStage (full threads only): x from this warp's staged chunks xs (StageX, the lanes of `mask`).
+template <int T, int M, int CW, bool kWide, bool kStage, bool kFull, unsigned U>
+__device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
+                                                 const float* const (&xr)[T],
+                                                 const uint16_t* const (&w)[M], uint64_t ldw,
+                                                 uint32_t K, uint32_t first, uint32_t stride,
+                                                 unsigned n, float4* xs, uint32_t q,
+                                                 unsigned mask) {
+  const uint64_t full = K / kChunk;
+  uint64_t c = first;
+  // The first batch of weights is loaded before the previous kernel has finished (pdl.cuh); x is
+  // read only after PdlWait().
+  bool waited = false;
+  if constexpr (!kFull) {
+    PdlWait();
+    waited = true;
+    // The clipped thread (at most one a launch): a row at a time, same order. Its guarded
+    // 2-byte loads batched would need many more registers, and registers are allocated for the
+    // whole kernel, so they would cost every thread.
+#pragma unroll 1
+    for (; c < full; c += stride) {
+#pragma unroll 1
+      for (unsigned r = 0; r < kChunk; ++r) FmaRow<T, M, CW, kWide, false>(acc, xr, w, c * kChunk + r, ldw, n);
+    }
+  } else {
+    const auto wait = [&] {
+      PdlWait();
+      if constexpr (kStage) StageX<T>(xs, q, xr, first, stride, full, mask);
+      waited = true;
+    };
+    // x of the chunk at c, the thread's i-th.
+    const auto x4 = [&](int s, uint64_t at, uint32_t i) {
+      if constexpr (kStage) return xs[s * q + i];
+      return LoadX4(xr[s] + at * kChunk);
+    };
+    uint32_t i = 0;
+    // Not unrolled further: one batch is all the registers a thread should hold in flight.
+#pragma unroll 1
+    for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride, i += U) {
+      WRow<CW> wv[U][kChunk][M];
+#pragma unroll
+      for (unsigned u = 0; u < U; ++u) {
+        LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
+      }
+      if (!waited) wait();
+#pragma unroll
+      for (unsigned u = 0; u < U; ++u) {
+#pragma unroll
+        for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c + u * stride, i + u), s, wv[u]);
+      }
+    }
+#pragma unroll 1
+    for (; c < full; c += stride, ++i) {
+      WRow<CW> wv[kChunk][M];
+      LoadChunk<M, CW, kWide, kFull>(wv, w, c * kChunk, ldw, n);
+      if (!waited) wait();
+#pragma unroll
+      for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c, i), s, wv);
+    }
+  }
+  if (!waited) PdlWait();
+  if (K % kChunk != 0 && full >= first && (full - first) % stride == 0) {
+    for (uint32_t k = uint32_t(full) * kChunk; k < K; ++k) FmaRow<T, M, CW, kWide, kFull>(acc, xr, w, k, ldw, n);
+  }
+}
+
+// One block's share of one column tile: T rows of x (xr[s], each K floats) times M matrices
+// (W[m] points at column 0 of the slice, row stride ldw), columns [col0, col0 + 32 * CW) clipped
+// to cols. Calls epi(s, j, v) with v[m] = the finished sum, on cluster rank 0 only. Every thread
+// of every block of the cluster must reach it (no early return once a cluster has started it);
+// a block may call it again (the grouped experts' passes) once it has returned. kStage: the
+// launch gives it kSplitY * T * XChunksPerWarp(K, split) float4s of dynamic shared memory.
+// U: chunks a thread loads before their FMAs (kBatchChunks, unless a probe picks another).
+template <int T, int M, int CW, bool kWide, bool kStage, unsigned U = kBatchChunks<CW, M, T>, class Epi>
+__device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
+                                         const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
+                                         uint32_t cols, uint32_t col0, unsigned split,
+                                         const Epi& epi) {
+  static_assert(M * T * CW <= kMaxAccumulators, "accumulators within a thread's registers");
+  constexpr unsigned kTile = kWarpCols * CW, kRows = M * T;
+  // part[y][m * T + s][c] at part[(y * kRows + m * T + s) * kTile + c]: static up to 32 KB, past
+  // it at the start of the launch's dynamic shared memory (PartBytes), the staged x after it.
+  extern __shared__ float4 gemvSmem[];
+  float* part;
+  if constexpr (kDynamicPart<M, T, CW>) {
+    part = reinterpret_cast<float*>(gemvSmem);
+  } else {
+    __shared__ float staticPart[kSplitY * kRows * kTile];
+    part = staticPart;
+  }
+  const unsigned tid = threadIdx.x, tx = tid % kWarpCols, ty = tid / kWarpCols;
+  const unsigned rank = split > 1 ? cg::this_cluster().block_rank() : 0;
+
+  const uint32_t q = XChunksPerWarp(K, split);
+  float4* const xs = gemvSmem + PartBytes<M, T, CW>() / sizeof(float4) + uint64_t(ty) * T * q;
+
+  float acc[M][T][CW] = {};
+  const uint32_t j = col0 + CW * tx;
+  // The lanes of this warp that take the batched path, and so read the warp's staged x.
+  const unsigned mask = __ballot_sync(0xffffffffu, j < cols && cols - j >= CW);
+  if (j < cols) {
+    const unsigned n = cols - j < CW ? cols - j : CW;
+    const float* xr[T];
+#pragma unroll
+    for (int s = 0; s < T; ++s) xr[s] = xrow[s];
+    const uint16_t* w[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) w[m] = W[m] + j;
+    // Only the last thread of the last tile can have fewer than CW columns.
+    if (n == CW) {
+      AccumulateChunks<T, M, CW, kWide, kStage, true, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                         split * kSplitY, n, xs, q, mask);
+    } else {
+      AccumulateChunks<T, M, CW, kWide, kStage, false, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                          split * kSplitY, n, xs, q, mask);
+    }
+  }
+  // A thread that loaded nothing still stores below; the one-time wait is free for the others.
+  PdlWait();
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+#pragma unroll
+      for (int i = 0; i < CW; ++i) part[(ty * kRows + m * T + s) * kTile + CW * tx + i] = acc[m][s][i];
+    }
+  }
+  __syncthreads();
+  // This block's total per (matrix, row, column): its partials in y order, left in part[0].
+  for (unsigned o = tid; o < kRows * kTile; o += kGemvThreads) {
+    float a = part[o];
+#pragma unroll
+    for (unsigned y = 1; y < kSplitY; ++y) a = __fadd_rn(a, part[y * kRows * kTile + o]);
+    part[o] = a;
+  }
+  if (split > 1) {
+    cg::this_cluster().sync();
+  } else {
+    __syncthreads();
+  }
+  if (rank == 0) {
+    for (unsigned o = tid; o < T * kTile; o += kGemvThreads) {
+      const unsigned s = o / kTile, c = o % kTile;
+      if (col0 + c >= cols) continue;
+      float v[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float a = part[(m * T + s) * kTile + c];
+        for (unsigned b = 1; b < split; ++b) {
+          const float* remote = cg::this_cluster().map_shared_rank(part, b);
+          a = __fadd_rn(a, remote[(m * T + s) * kTile + c]);
+        }
+        v[m] = a;
+      }
+      epi(s, col0 + c, v);
+    }
+  }
+  // Rank 0 reads the others' shared memory: they must not exit before it is done. Alone, the
+  // block still must not overwrite part[] in a next pass before the epilogue has read it.
+  if (split > 1) {
+    cg::this_cluster().sync();
+  } else {
+    __syncthreads();
+  }
+}
+
+// The plain epilogue: row s's column j into out (stride ldo), or added to what is there.
+template <bool kAccumulate>
+struct StoreRows {
+  float* out;
+  uint64_t ldo;
+  __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
+    float* o = out + uint64_t(s) * ldo + j;
+    *o = kAccumulate ? __fadd_rn(memra_cu::LoadFresh(o), v[0]) : v[0];
+  }
+};
+
+}  // namespace memra_tile

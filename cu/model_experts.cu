@@ -1,0 +1,298 @@
+// The expert FFN halves, memra_expert_up and memra_expert_down: the column-tile product
+// (cu/gemv_tile.cuh) with the matrix picked per slot on the device, grouped by expert.
+//
+// Block row y of a launch is group y: the y-th smallest owned expert some slot names, with the
+// slots naming it in slot order. Its blocks stream that expert's weights once and apply them to
+// T of the group's slots a pass (ExpertRows). Which slot lands in which pass changes no sum, so
+// an output is the same whatever the grouping (the slice rule).
+#include <stdint.h>
+
+#include <atomic>
+
+#include "cu/gemv_launch.cuh"
+#include "cu/gemv_tile.cuh"
+#include "cu/model.h"
+
+namespace {
+
+using namespace memra_tile;  // the tile and its launcher, whose instances this file holds
+
+// The expert FFN's first half streams two matrices a block: 4096 rows each (H = 4096: one block
+// a tile) measured best (W1 and W3 of `bench` at t = 1: 55.2 us at 2048 rows, 49.1 at 4096).
+constexpr unsigned kExpertUpRows = 4096;
+
+constexpr unsigned kMaxSlots = MEMRA_MODEL_MAX_ROWS * MEMRA_MODEL_MAX_TOPK;
+constexpr unsigned kMaskWords = MEMRA_MODEL_MAX_EXPERTS / 32;
+
+struct ExpertGroup {
+  uint64_t local;         // the expert's index among this rank's nE
+  unsigned n;             // slots naming it
+  const uint16_t* slots;  // their indices s * K + k, increasing (shared memory)
+};
+
+// Every thread of the block calls it (it holds barriers); every block of a cluster gets the same
+// answer, so a cluster returns whole when its group is empty.
+__device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint32_t e0,
+                          uint32_t nE, ExpertGroup* group) {
+  __shared__ uint32_t present[kMaskWords];
+  __shared__ uint16_t list[kMaxSlots];
+  __shared__ int32_t chosen;
+  __shared__ unsigned count;
+  const unsigned tid = threadIdx.x;
+  for (unsigned i = tid; i < kMaskWords; i += blockDim.x) present[i] = 0;
+  __syncthreads();
+  for (unsigned q = tid; q < slots; q += blockDim.x) {
+    const int64_t e = int64_t(memra_cu::LoadFresh(ids + q)) - int64_t(e0);
+    if (e >= 0 && e < int64_t(nE)) atomicOr(&present[e / 32], 1u << (e % 32));
+  }
+  __syncthreads();
+  if (tid == 0) {
+    unsigned g = blockIdx.y;
+    int32_t found = -1;
+    for (unsigned w = 0; w < (nE + 31) / 32 && found < 0; ++w) {
+      uint32_t m = present[w];
+      const unsigned c = __popc(m);
+      if (g >= c) {
+        g -= c;
+        continue;
+      }
+      for (unsigned k = 0; k < g; ++k) m &= m - 1;
+      found = int32_t(w * 32 + __ffs(m) - 1);
+    }
+    chosen = found;
+  }
+  __syncthreads();
+  if (chosen < 0) return false;
+  if (tid < 32) {
+    unsigned n = 0;
+    for (unsigned base = 0; base < slots; base += 32) {
+      const unsigned q = base + tid;
+      const bool match = q < slots && int64_t(memra_cu::LoadFresh(ids + q)) - int64_t(e0) == chosen;
+      const uint32_t m = __ballot_sync(0xffffffffu, match);
+      if (match) list[n + __popc(m & ((1u << tid) - 1))] = uint16_t(q);
+      n += __popc(m);
+    }
+    if (tid == 0) count = n;
+  }
+  __syncthreads();
+  *group = {uint64_t(chosen), count, list};
+  return true;
+}
+
+// At t = 1 a valid routing names each expert once: block row y is slot y alone, as owned or
+// not, with no grouping pass (its barriers and reads would be the whole kernel's latency).
+__device__ __forceinline__ bool SlotGroup(const int32_t* __restrict__ ids, uint32_t e0, uint32_t nE,
+                                          ExpertGroup* group) {
+  __shared__ uint16_t slot;
+  const int64_t e = int64_t(memra_cu::LoadFresh(ids + blockIdx.y)) - int64_t(e0);
+  if (e < 0 || e >= int64_t(nE)) return false;
+  slot = uint16_t(blockIdx.y);
+  *group = {uint64_t(e), 1, &slot};
+  return true;
+}
+
+template <int T>
+struct SiluGateUp {
+  float* act[T];  // each row's slot row, null for a pass's unused rows
+  // f32-ops.ts: silu(g) = f32(g / f32(1 + f32(exp(-g)))), then f32(silu * up).
+  __device__ void operator()(unsigned s, uint32_t f, const float (&v)[2]) const {
+    if (act[s] == nullptr) return;
+    const float g = v[0];
+    const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
+    act[s][f] = __fmul_rn(silu, v[1]);
+  }
+};
+
+template <int T, int CW, bool kPerSlot, unsigned U, bool kWide, bool kStage>
+__global__ void __launch_bounds__(kGemvThreads, 1)
+    expert_up(float* __restrict__ act, const float* __restrict__ xd,
+              const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
+              const uint16_t* __restrict__ w3, uint32_t e0, uint32_t nE, uint32_t K, uint32_t H,
+              uint32_t F, unsigned slots, unsigned split) {
+  // Which expert's weights to read is itself the router's output.
+  PdlWait();
+  PdlLaunchDependents();
+  ExpertGroup g;
+  if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
+  const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
+  const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
+  for (unsigned b = 0; b < g.n; b += T) {
+    const float* xr[T];
+    SiluGateUp<T> epi;
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = xd + (q / K) * H;
+      epi.act[s] = b + s < g.n ? act + q * F : nullptr;
+    }
+    GemvTile<T, 2, CW, kWide, kStage, U>(xr, w, F, H, F, col0, split, epi);
+  }
+}
+
+template <int T>
+struct StoreContrib {
+  float* contrib[T];  // each row's slot row, null for a pass's unused rows
+  __device__ void operator()(unsigned s, uint32_t i, const float (&v)[1]) const {
+    if (contrib[s] != nullptr) contrib[s][i] = v[0];
+  }
+};
+
+template <int T, int CW, bool kPerSlot, unsigned U, bool kWide, bool kStage>
+__global__ void __launch_bounds__(kGemvThreads, 1)
+    expert_down(float* __restrict__ contrib, const float* __restrict__ act,
+                const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
+                uint32_t nE, uint32_t K, uint32_t H, uint32_t F, unsigned slots, unsigned split) {
+  // Only act is expert_up's: the ids are read before the wait, so the first batch of W2 is in
+  // flight when expert_up finishes (GemvTile waits after loading it). They were written two
+  // kernels back (the router), and this grid can start only once every block of expert_up has
+  // returned from its own PdlWait, which waits for that kernel to complete: they are in L2.
+  PdlLaunchDependents();
+  ExpertGroup g;
+  if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
+  const uint16_t* const w[1] = {w2 + g.local * F * H};
+  const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
+  for (unsigned b = 0; b < g.n; b += T) {
+    const float* xr[T];
+    StoreContrib<T> epi;
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = act + q * F;
+      epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
+    }
+    GemvTile<T, 1, CW, kWide, kStage, U>(xr, w, H, F, H, col0, split, epi);
+  }
+}
+
+bool ExpertArgsOk(uint32_t t, uint32_t K) {
+  return t <= MEMRA_MODEL_MAX_ROWS && K <= MEMRA_MODEL_MAX_TOPK;
+}
+
+struct ExpertUpArgs {
+  float* act;
+  const float* xd;
+  const int32_t* ids;
+  const uint16_t *w1, *w3;
+  uint32_t e0, nE, K, H, F;
+};
+
+// Chunks a thread of expert_up loads before their FMAs. Passes of four rows at CW 4 take three,
+// not the one kBatchChunks shrinks to at 32 accumulators: a chunk of the two matrices is 16
+// registers, so three fit beside the accumulators (ptxas: 128 registers, 8 bytes spilled). The
+// experts of `bench` at t = 8: 218.4 us at one, 202.7 at two, 198.9 at three
+// (`scripts/probes/gemv-sweep.cu` with `batch`, which times the production layouts under others).
+template <int CW, int T>
+constexpr unsigned kExpertUpBatch = T == 4 && CW == 4 ? 3 : kBatchChunks<CW, 2, T>;
+
+// grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
+// One pass of one row (T = 1) is the t = 1 launch: slot y is block row y (SlotGroup).
+template <int T, int CW, unsigned U = kExpertUpBatch<CW, T>>
+cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, unsigned groups,
+                           unsigned split, cudaStream_t stream) {
+  static std::atomic<size_t> granted[4];
+  bool stage;
+  const size_t smem = GemvSmem<2, T, CW>(a.H, split, &stage);
+  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U), a.F, CW, T == 1 ? slots : groups, split,
+                     smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
+                     a.nE, a.K, a.H, a.F, slots, split);
+}
+
+struct ExpertDownArgs {
+  float* contrib;
+  const float* act;
+  const int32_t* ids;
+  const uint16_t* w2;
+  uint32_t e0, nE, K, H, F;
+};
+
+template <int T, int CW, unsigned U = kBatchChunks<CW, 1, T>>
+cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots, unsigned groups,
+                             unsigned split, cudaStream_t stream) {
+  static std::atomic<size_t> granted[4];
+  bool stage;
+  const size_t smem = GemvSmem<1, T, CW>(a.F, split, &stage);
+  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U), a.H, CW, T == 1 ? slots : groups, split,
+                     smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
+                     a.nE, a.K, a.H, a.F, slots, split);
+}
+
+// Rows a pass of a group takes: one at t = 1 (no grouping), then up to four (a valid routing
+// gives an expert at most t slots, about tK/E of them on average: at t = 8 with E = 32 and K = 8,
+// two, and three or four for a third of the experts). A group past one pass re-reads its weights,
+// from HBM by then: passes of two made `bench`'s experts at t = 8 stream at 2.7 TB/s.
+constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : (t == 2 ? 2 : 4); }
+
+// The launch for passes of T rows at the widest CW that keeps SMs busy (PickCw). The first half
+// at T = 4 stops at CW 4: at 8 its 64 accumulators and two matrices' loads spill (ptxas -v).
+template <int T>
+constexpr int ExpertUpCwMax = T >= 4 ? 4 : CwMax(T, 2);
+
+template <int T>
+cudaError_t ExpertUpRows(const ExpertUpArgs& a, unsigned slots, unsigned groups, unsigned split,
+                         cudaStream_t stream) {
+  const auto ok = [](int c, const void* p) {
+    const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
+    return WideOk(g.w1, g.F, c) && WideOk(g.w3, g.F, c);
+  };
+  const int cw = PickCw(ExpertUpCwMax<T>, ok, &a, a.F, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if constexpr (ExpertUpCwMax<T> >= 8) {
+    if (cw == 8) return ExpertUpLaunch<T, 8>(a, wide, slots, groups, split, stream);
+  }
+  if constexpr (ExpertUpCwMax<T> >= 4) {
+    if (cw == 4) return ExpertUpLaunch<T, 4>(a, wide, slots, groups, split, stream);
+  }
+  return ExpertUpLaunch<T, 2>(a, wide, slots, groups, split, stream);
+}
+
+template <int T>
+cudaError_t ExpertDownRows(const ExpertDownArgs& a, unsigned slots, unsigned groups,
+                           unsigned split, cudaStream_t stream) {
+  const auto ok = [](int c, const void* p) {
+    const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
+    return WideOk(g.w2, g.H, c);
+  };
+  const int cw = PickCw(CwMax(T, 1), ok, &a, a.H, uint64_t(split) * groups);
+  const bool wide = ok(cw, &a);
+  if constexpr (CwMax(T, 1) >= 8) {
+    if (cw == 8) return ExpertDownLaunch<T, 8>(a, wide, slots, groups, split, stream);
+  }
+  if constexpr (CwMax(T, 1) >= 4) {
+    if (cw == 4) return ExpertDownLaunch<T, 4>(a, wide, slots, groups, split, stream);
+  }
+  return ExpertDownLaunch<T, 2>(a, wide, slots, groups, split, stream);
+}
+
+}  // namespace
+
+extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids,
+                                       const uint16_t* w1, const uint16_t* w3, uint32_t e0,
+                                       uint32_t nE, uint32_t t, uint32_t K, uint32_t H,
+                                       uint32_t F, cudaStream_t stream) {
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
+  if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
+  const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F};
+  const unsigned split = Split(H, kExpertUpRows), slots = t * K, groups = slots < nE ? slots : nE;
+  switch (ExpertRows(t)) {
+    case 1: return ExpertUpRows<1>(a, slots, groups, split, stream);
+    case 2: return ExpertUpRows<2>(a, slots, groups, split, stream);
+    default: return ExpertUpRows<4>(a, slots, groups, split, stream);
+  }
+}
+
+extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
+                                         const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
+                                         uint32_t K, uint32_t H, uint32_t F,
+                                         cudaStream_t stream) {
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
+  if (t == 0 || K == 0 || H == 0 || nE == 0) return cudaSuccess;
+  const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F};
+  const unsigned split = Split(F), slots = t * K, groups = slots < nE ? slots : nE;
+  switch (ExpertRows(t)) {
+    case 1: return ExpertDownRows<1>(a, slots, groups, split, stream);
+    case 2: return ExpertDownRows<2>(a, slots, groups, split, stream);
+    default: return ExpertDownRows<4>(a, slots, groups, split, stream);
+  }
+}

@@ -126,6 +126,9 @@ __host__ __device__ constexpr uint32_t XChunksPerWarp(uint32_t K, unsigned split
 
 // The chunks first, first + stride, ... < full of every row into xs, by the lanes of `mask`
 // (those of this warp that will read them), which then meet. Called once PdlWait() has returned.
+// A chunk's T rows are loaded before any of them is stored. With a loop a row, each row's store
+// waited for its load before the next row's load issued: T round trips to L2 in series after the
+// wait (the step graph at t = 8 13.07 -> 12.76 ms, `bash scripts/gpu-session.sh ab-roofline`).
 template <int T>
 __device__ __forceinline__ void StageX(float4* xs, uint32_t q, const float* const (&xr)[T],
                                        uint64_t first, uint32_t stride, uint64_t full,
@@ -133,9 +136,13 @@ __device__ __forceinline__ void StageX(float4* xs, uint32_t q, const float* cons
   const unsigned lane = threadIdx.x % 32;
   const unsigned li = __popc(mask & ((1u << lane) - 1)), nl = __popc(mask);
   const uint32_t mine = first < full ? uint32_t((full - first + stride - 1) / stride) : 0;
+  for (uint32_t i = li; i < mine; i += nl) {
+    const uint64_t at = (first + uint64_t(i) * stride) * kChunk;
+    float4 v[T];
 #pragma unroll
-  for (int s = 0; s < T; ++s) {
-    for (uint32_t i = li; i < mine; i += nl) xs[s * q + i] = LoadX4(xr[s] + (first + uint64_t(i) * stride) * kChunk);
+    for (int s = 0; s < T; ++s) v[s] = LoadX4(xr[s] + at);
+#pragma unroll
+    for (int s = 0; s < T; ++s) xs[s * q + i] = v[s];
   }
   __syncwarp(mask);
 }

@@ -44,6 +44,22 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+// acc += e_jj * row jj of a tile's cache rows (c4: the first row's quad, rows quads apart) over
+// jj < nv, in increasing jj. The N rows are loaded at once, past nv re-reading the last, so that
+// none waits on a branch (unrolled by 8, a full tile's were four round trips to L2 in series); N
+// is the smallest of 8, 16, 32 that holds nv, so a short tile reads little more than it needs.
+template <unsigned N>
+__device__ __forceinline__ void TileO(float4& acc, const float4* c4, uint32_t quads, uint32_t nv,
+                                      const float* e) {
+  float4 c[N];
+#pragma unroll
+  for (uint32_t jj = 0; jj < N; ++jj) c[jj] = LoadFresh(c4 + uint64_t(jj < nv ? jj : nv - 1) * quads);
+#pragma unroll
+  for (uint32_t jj = 0; jj < N; ++jj) {
+    if (jj < nv) Axpy4(e[jj], c[jj], acc);
+  }
+}
+
 // grid (nh, ceil(Dv / kDBlock), t): head blockIdx.x's columns [64 y, 64 y + 64) of row z's u.
 __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   __shared__ float4 sq4[kMaxR / 4];         // the head's query
@@ -70,28 +86,40 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   PdlLaunchDependents();
   PdlWait();
   float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv + d0;
+  // The query's quad (R <= 4 kThreads: one a thread) and the position in one round trip: the
+  // query's address does not depend on the position.
+  const uint32_t quads = R / 4;
+  const float4* q4 = reinterpret_cast<const float4*>(a.q + uint64_t(s) * a.ldq + uint64_t(n) * R);
+  const float4 qv = tid < quads ? LoadFresh(q4 + tid) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   const int32_t p = LoadFresh(a.pos + s);
   if (p < 0 || uint32_t(p) >= a.P) {
     // Outside what this call covers: poison, as the tiled form does (the host checks first).
     for (uint32_t d = tid; d < nd; d += kThreads) un[d] = __int_as_float(0x7fc00000);
     return;
   }
-  const uint32_t np = uint32_t(p) + 1, tiles = (np + 31) / 32, quads = R / 4;
+  const uint32_t np = uint32_t(p) + 1, tiles = (np + 31) / 32;
   const float* kv = a.cache + uint64_t(s) * a.slotStride;
-  const float4* q4 = reinterpret_cast<const float4*>(a.q + uint64_t(s) * a.ldq + uint64_t(n) * R);
-  for (uint32_t i = tid; i < quads; i += kThreads) sq4[i] = LoadFresh(q4 + i);
+  if (tid < quads) sq4[tid] = qv;
   __syncthreads();
 
   // Scores as TiledScores makes them: lane (j, g) chains r group g (float4 g + 4m, increasing
-  // m), then the four groups by a xor butterfly; s_j = that / sqrt(R), a true division.
+  // m), then the four groups by a xor butterfly; s_j = that / sqrt(R), a true division. A lane's
+  // R / 16 cache loads are all issued before the chain (unrolled to kMaxR's count, the ones past
+  // R re-reading the last, so that none waits on a branch): unrolled by 8 they were four round
+  // trips to L2 in series.
   const float sqrtR = __fsqrt_rn(static_cast<float>(R));
   for (uint32_t j0 = warp * 8; j0 < np; j0 += kWarps * 8) {
     const uint32_t j = j0 + lane / 4, g = lane % 4;
     float acc = 0.0f;
     if (j < np) {
       const float4* c4 = reinterpret_cast<const float4*>(kv + uint64_t(j) * R);
-#pragma unroll 8
-      for (uint32_t m = 0; m < R / 16; ++m) acc = Dot4(sq4[g + 4 * m], LoadFresh(c4 + g + 4 * m), acc);
+      float4 c[kMaxR / 16];
+#pragma unroll
+      for (uint32_t m = 0; m < kMaxR / 16; ++m) c[m] = LoadFresh(c4 + g + 4 * (m < R / 16 ? m : R / 16 - 1));
+#pragma unroll
+      for (uint32_t m = 0; m < kMaxR / 16; ++m) {
+        if (m < R / 16) acc = Dot4(sq4[g + 4 * m], c[m], acc);
+      }
     }
     acc = __fadd_rn(acc, __shfl_xor_sync(kFull, acc, 1));
     acc = __fadd_rn(acc, __shfl_xor_sync(kFull, acc, 2));
@@ -118,8 +146,13 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     const uint32_t nv = np - j0 < 32 ? np - j0 : 32;
     const float4* c4 = reinterpret_cast<const float4*>(kv + uint64_t(j0) * R) + qd;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-    for (uint32_t jj = 0; jj < nv; ++jj) Axpy4(sS[j0 + jj], LoadFresh(c4 + uint64_t(jj) * quads), acc);
+    if (nv > 16) {
+      TileO<32>(acc, c4, quads, nv, sS + j0);
+    } else if (nv > 8) {
+      TileO<16>(acc, c4, quads, nv, sS + j0);
+    } else {
+      TileO<8>(acc, c4, quads, nv, sS + j0);
+    }
     so4[i][qd] = acc;
   }
   if (warp == 0) {
@@ -162,6 +195,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
 }
 
 static_assert(kTiles <= kWarps && kTiles <= 32, "a warp a tile; the tiles' weights in one warp");
+static_assert(kMaxR / 4 <= kThreads, "the query's quads, one a thread");
 
 }  // namespace
 

@@ -352,7 +352,10 @@ Napi::Value LaunchMlaAttention(const Napi::CallbackInfo& info) {
   a.P = static_cast<uint32_t>(ReadIntInRange(info, 11, fn, "P", 1, MEMRA_MODEL_MAX_POSITIONS));
   a.R = static_cast<uint32_t>(ReadIntInRange(info, 12, fn, "R", 1, MEMRA_MODEL_MAX_LATENT));
   a.Dv = ReadU32(info, 13, fn, "Dv");
-  if (a.R % 4 != 0) ThrowShape(env, fn, "R (" + Num(a.R) + ") must be a multiple of 4");
+  if (a.R % 16 != 0) {
+    ThrowShape(env, fn, "R (" + Num(a.R) + ") must be a multiple of 16: a position's score is four lanes' sums of " +
+                            "R / 16 float4s");
+  }
   if (uint64_t(a.nh) * a.R > a.ldq) {
     ThrowShape(env, fn, "nh * R (" + Num(a.nh) + " * " + Num(a.R) + ") must be <= ldq (" +
                             Num(a.ldq) + "): a row of q holds the nh heads' R-wide queries");

@@ -121,7 +121,7 @@ cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, 
 // alone, so a head's u is the same whatever heads, rows or t a call carries. The softmax is the
 // flash form (each tile's exps against its own max, rescaled once), which rounds differently from
 // docs/model.md's two-pass form; the oracle comparison is within rounding. P <= MEMRA_MODEL_MAX_POSITIONS,
-// R <= MEMRA_MODEL_MAX_LATENT, R % 4 == 0. A row whose pos[s] is outside [0, P) writes NaN into
+// R <= MEMRA_MODEL_MAX_LATENT, R % 16 == 0. A row whose pos[s] is outside [0, P) writes NaN into
 // its heads' u (and reads no cache).
 typedef struct MemraMlaArgs {
   float* u;              // [t][ldu] f32: head n's Dv outputs at n * Dv (nh * Dv <= ldu)

@@ -591,12 +591,14 @@ extern "C" cudaError_t memra_cache_write(float* cache, const float* c, const int
                            c, pos, layer, L, P, R);
 }
 
+// R % 16: a position's score is four lanes' sums of R / 16 float4s each (TiledScores, and the
+// short form's scores), so a remainder would go unsummed.
 extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_t stream) {
   if (args == nullptr) return cudaErrorInvalidValue;
   const MemraMlaArgs& a = *args;
   if (a.t == 0 || a.nh == 0 || a.Dv == 0) return cudaSuccess;
   if (a.t > MEMRA_MODEL_MAX_ROWS || a.P == 0 || a.P > MEMRA_MODEL_MAX_POSITIONS || a.R == 0 ||
-      a.R > MEMRA_MODEL_MAX_LATENT || a.R % 4 != 0 || a.nh > uint32_t(INT32_MAX) / kCombineBlocks ||
+      a.R > MEMRA_MODEL_MAX_LATENT || a.R % 16 != 0 || a.nh > uint32_t(INT32_MAX) / kCombineBlocks ||
       a.slotStride < uint64_t(a.P) * a.R || !memra_cu::Aligned(a.work, 16)) {
     return cudaErrorInvalidValue;
   }

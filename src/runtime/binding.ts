@@ -430,6 +430,7 @@ export interface NativeBinding {
   /**
    * Absorbed MLA attention (cu/model.h MemraMlaArgs): `cache` points at this layer's rows of slot
    * 0, slot s's at `cache + s * slotStride` floats; `work` holds mlaWorkspaceBytes(t, nh, P, R).
+   * R is a multiple of 16 (a RangeError otherwise).
    */
   launchMlaAttention(
     u: DevicePtr,

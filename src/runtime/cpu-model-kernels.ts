@@ -213,6 +213,12 @@ export function mlaAttention(
   Dv: number,
 ): void {
   checkRows('launchMlaAttention', t);
+  // The GPU's contract (cu/model_attention.cu): its lanes sum a score in float4s, four lanes a
+  // position, so R must fill them.
+  if (!Number.isInteger(R) || R < 16 || R % 16 !== 0)
+    throw new RangeError(
+      `launchMlaAttention: R (${R}) must be a multiple of 16: a position's score is four lanes' sums of R / 16 float4s`,
+    );
   if (slotStride < P * R)
     throw new RangeError(`launchMlaAttention: slotStride (${slotStride}) must be >= P * R (${P} * ${R})`);
   const p = m.i32('pos', pos, t, R_),

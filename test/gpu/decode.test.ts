@@ -282,8 +282,12 @@ describe(`the model on the GPU (sharded on ${PAIR_NAME})`, function () {
           // start, bit-identical to the unsharded one (held above for every transport; a second
           // session cannot bind the device the loopback pair holds). On bench (30 layers) the
           // first flip feeds the next layers' quantization and the cache, and the error settles
-          // near e4m3's own scale (median 5e-3 over 16 steps, 2026-11-30): one draw, a bound ten
-          // times that.
+          // near e4m3's own scale: one draw, its median within ten times the 5e-3 seen (2026-11-30),
+          // and every step within 0.2, three times e4m3's step of 1/16. The worst of a draw's steps
+          // spreads far more than its median (sixteen draws over six full GPU suites, ten of this
+          // test's and six of the replicated walk's: medians 2e-3 to 1.7e-2, worst steps 4e-3 to
+          // 5.5e-2), so a bound of 5e-2 on every step failed one draw of the sixteen with no
+          // kernel changed; a lost half of `wo` or a sum in lower precision is still O(1).
           const allreduceErrs = async (from: number[], want: Run): Promise<number[]> => {
             await s.setConfig(configWith('ll', 'allreduce'));
             const ar = await run(s, from, steps, [from, ...want.next.slice(0, -1)]);
@@ -302,11 +306,16 @@ describe(`the model on the GPU (sharded on ${PAIR_NAME})`, function () {
             console.log(
               `      ${preset} t=${t}: wo allreduce, draw ${d}: relative L2 median ${median(errs).toExponential(2)}, worst ${worst.toExponential(2)}, ${over} of ${steps} steps over 1e-5; by step: ${errs.map((e) => e.toExponential(1)).join(' ')}`,
             );
-            const bound = preset === 'small' ? 1e-2 : 5e-2;
+            const bound = preset === 'small' ? 1e-2 : 2e-1;
             assert.ok(
               worst <= bound,
               `wo allreduce, draw ${d}: a step at relative L2 ${worst.toExponential(2)} > ${bound}: beyond e4m3's rounding`,
             );
+            if (preset !== 'small')
+              assert.ok(
+                median(errs) <= 5e-2,
+                `wo allreduce, draw ${d}: median relative L2 ${median(errs).toExponential(2)} > 5e-2: beyond e4m3's rounding`,
+              );
           }
           console.log(
             `      ${preset} t=${t}: weights per GPU ${s

@@ -1175,6 +1175,19 @@ describe('model kernels on one GPU', function () {
       sameBits(at(cp, ptrAdd(qm, 4), Ps), want, `mla_attention R=${R}, misaligned q at P=${Ps}`);
       freeAll();
     }
+    // A latent width the score lanes cannot fill (R % 16 != 0) is refused before any launch.
+    for (const R of [4, 20, 100]) {
+      const u = out(64 * 4),
+        cp = out(8 * R * 4),
+        pp = out(16),
+        work = out(b.mlaWorkspaceBytes(1, 1, 8, R));
+      assert.throws(
+        () => b.launchMlaAttention(u, 64, cp, R, cp, 8 * R, pp, cp, work, 1, 1, 8, R, 8, s),
+        { name: 'RangeError', message: new RegExp(`launchMlaAttention: R \\(${R}\\) must be a multiple of 16`) },
+        `R = ${R}`,
+      );
+      freeAll();
+    }
   });
 
   it('expert_up / expert_down: within 1e-4 / 2e-6 of f64; an EP half bit-identical to the full launch, its unowned slots untouched', () => {

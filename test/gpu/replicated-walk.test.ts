@@ -128,7 +128,10 @@ describe(`the replicated walk on the GPU (${PAIR_NAME})`, function () {
             .join(' / ')} GiB`,
         );
         if (preset === 'small') assert.ok(median <= 1e-5, `wo allreduce: median relative L2 ${median} > 1e-5`);
-        else assert.ok(worst <= 5e-2, `wo allreduce: a step at relative L2 ${worst}: beyond e4m3's rounding`);
+        else {
+          assert.ok(median <= 5e-2, `wo allreduce: median relative L2 ${median}: beyond e4m3's rounding`);
+          assert.ok(worst <= 2e-1, `wo allreduce: a step at relative L2 ${worst}: beyond e4m3's rounding`);
+        }
       } finally {
         await s.close();
       }

@@ -66,13 +66,13 @@ inline int PickCw(int cwMax, bool (*wideOk)(int, const void*), const void* ctx, 
 // KB a block may have, room left for the kernels' static shared memory (FindGroup's lists).
 constexpr size_t kSmemBudget = 200 * 1024;
 
-// Dynamic shared memory of a launch of T rows of M matrices at CW: part[] (PartBytes) and, where
-// it fits the budget, staged x (`stage`). At T = 1 x is read from L2: one float4 of x a chunk
-// costs less than the staging's wait at the start (scripts/probes/gemv-sweep.cu: Wo 12.2 us
-// staged, 11.6 not).
-template <int M, int T, int CW>
+// Dynamic shared memory of a launch of T rows of M matrices at CW: part[] (PartBytes, kDyn as the
+// kernel's GemvTile takes it) and, where it fits the budget, staged x (`stage`). At T = 1 x is
+// read from L2: one float4 of x a chunk costs less than the staging's wait at the start
+// (scripts/probes/gemv-sweep.cu: Wo 12.2 us staged, 11.6 not).
+template <int M, int T, int CW, bool kDyn = kDynamicPart<M, T, CW>>
 size_t GemvSmem(uint32_t K, unsigned split, bool* stage) {
-  const size_t part = PartBytes<M, T, CW>();
+  const size_t part = PartBytes<M, T, CW, kDyn>();
   const size_t x = size_t(kSplitY) * T * XChunksPerWarp(K, split) * sizeof(float4);
   *stage = T > 1 && part + x <= kSmemBudget;
   return part + (*stage ? x : 0);

@@ -109,13 +109,15 @@ __device__ __forceinline__ float4 LoadX4(const float* p) {
 constexpr int kMaxAccumulators = 64;
 
 // part[] (GemvTile: every thread's accumulators, for the sums over y) needs 2 KB an accumulator
-// a thread: static while it fits the 48 KB a block has without asking, dynamic past 32 KB.
+// a thread: static while it fits the 48 KB a block has without asking, dynamic past 32 KB. A
+// kernel with tiles of several row counts (the grouped experts' passes) takes every one's part[]
+// dynamic (kDyn), at the same place: their static arrays together would pass the 48 KB.
 template <int M, int T, int CW>
 constexpr bool kDynamicPart = M * T * CW > 16;
 
-template <int M, int T, int CW>
+template <int M, int T, int CW, bool kDyn = kDynamicPart<M, T, CW>>
 __host__ __device__ constexpr size_t PartBytes() {
-  return kDynamicPart<M, T, CW> ? size_t(kSplitY) * M * T * kWarpCols * CW * sizeof(float) : 0;
+  return kDyn ? size_t(kSplitY) * M * T * kWarpCols * CW * sizeof(float) : 0;
 }
 
 // Shared-memory float4s of one warp's staged x: row s's i-th chunk of the warp at [s * q + i].
@@ -270,7 +272,9 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 // a block may call it again (the grouped experts' passes) once it has returned. kStage: the
 // launch gives it kSplitY * T * XChunksPerWarp(K, split) float4s of dynamic shared memory.
 // U: chunks a thread loads before their FMAs (kBatchChunks, unless a probe picks another).
-template <int T, int M, int CW, bool kWide, bool kStage, unsigned U = kBatchChunks<CW, M, T>, class Epi>
+// kDyn: part[] at the start of the dynamic shared memory, whatever its size (PartBytes).
+template <int T, int M, int CW, bool kWide, bool kStage, unsigned U = kBatchChunks<CW, M, T>,
+          bool kDyn = kDynamicPart<M, T, CW>, class Epi>
 __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
@@ -281,7 +285,7 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
   // it at the start of the launch's dynamic shared memory (PartBytes), the staged x after it.
   extern __shared__ float4 gemvSmem[];
   float* part;
-  if constexpr (kDynamicPart<M, T, CW>) {
+  if constexpr (kDyn) {
     part = reinterpret_cast<float*>(gemvSmem);
   } else {
     __shared__ float staticPart[kSplitY * kRows * kTile];
@@ -291,7 +295,7 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
   const unsigned rank = split > 1 ? cg::this_cluster().block_rank() : 0;
 
   const uint32_t q = XChunksPerWarp(K, split);
-  float4* const xs = gemvSmem + PartBytes<M, T, CW>() / sizeof(float4) + uint64_t(ty) * T * q;
+  float4* const xs = gemvSmem + PartBytes<M, T, CW, kDyn>() / sizeof(float4) + uint64_t(ty) * T * q;
 
   float acc[M][T][CW] = {};
   const uint32_t j = col0 + CW * tx;

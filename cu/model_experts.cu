@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "cu/gemv_launch.cuh"
 #include "cu/gemv_tile.cuh"
@@ -91,6 +92,40 @@ __device__ __forceinline__ bool SlotGroup(const int32_t* __restrict__ ids, uint3
   return true;
 }
 
+// Chunks a thread of expert_up loads before their FMAs. Passes of four rows at CW 4 take three,
+// not the one kBatchChunks shrinks to at 32 accumulators: a chunk of the two matrices is 16
+// registers, so three fit beside the accumulators (ptxas: 128 registers, 8 bytes spilled). The
+// experts of `bench` at t = 8: 218.4 us at one, 202.7 at two, 198.9 at three
+// (`scripts/probes/gemv-sweep.cu` with `batch`, which times the production layouts under others).
+template <int CW, int T>
+constexpr unsigned kExpertUpBatch = T == 4 && CW == 4 ? 3 : kBatchChunks<CW, 2, T>;
+
+// A pass of `rows` (1 to T) of a group's slots: f(std::integral_constant<int, R>{}) with R the
+// fewest rows, of 1, 2 and T, that hold them. At t = 4 and 8 an expert has about two slots, so
+// passes of four did about twice the FMAs its slots need, and there the f32 FMAs cost about what
+// the weights' bytes do (docs/performance.md). R changes no sum (the slice rule). A pass of one
+// row reads x from L2, as the t = 1 launch does (GemvSmem: staging one row costs more than it
+// saves). Passes of two rows in a launch of two gained nothing: t = 2 6.40 -> 6.76 ms.
+template <int T, class F>
+__device__ __forceinline__ void WithPassRows(unsigned rows, const F& f) {
+  if constexpr (T >= 4) {
+    if (rows == 1) return f(std::integral_constant<int, 1>{});
+    if (rows == 2) return f(std::integral_constant<int, 2>{});
+  }
+  f(std::integral_constant<int, T>{});
+}
+
+// A shorter pass's chunks in flight: no more than the full pass's U, whose registers the kernel
+// is sized for (its own kBatchChunks, more at fewer accumulators, made ptxas spill more).
+__host__ __device__ constexpr unsigned PassBatch(unsigned passU, unsigned fullU) {
+  return passU < fullU ? passU : fullU;
+}
+
+// The passes' part[]s share the start of the dynamic shared memory wherever a launch has passes
+// of more than one row count (PartBytes: their static arrays together pass 48 KB).
+template <int M, int T, int CW>
+constexpr bool kPassPartDyn = T >= 4 || kDynamicPart<M, T, CW>;
+
 template <int T>
 struct SiluGateUp {
   float* act[T];  // each row's slot row, null for a pass's unused rows
@@ -117,16 +152,21 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
   for (unsigned b = 0; b < g.n; b += T) {
-    const float* xr[T];
-    SiluGateUp<T> epi;
+    WithPassRows<T>(g.n - b, [&](auto rows) {
+      constexpr int R = decltype(rows)::value;
+      const float* xr[R];
+      SiluGateUp<R> epi;
 #pragma unroll
-    for (int s = 0; s < T; ++s) {
-      const unsigned i = b + s < g.n ? b + s : g.n - 1;
-      const uint64_t q = g.slots[i];
-      xr[s] = xd + (q / K) * H;
-      epi.act[s] = b + s < g.n ? act + q * F : nullptr;
-    }
-    GemvTile<T, 2, CW, kWide, kStage, U>(xr, w, F, H, F, col0, split, epi);
+      for (int s = 0; s < R; ++s) {
+        const unsigned i = b + s < g.n ? b + s : g.n - 1;
+        const uint64_t q = g.slots[i];
+        xr[s] = xd + (q / K) * H;
+        epi.act[s] = b + s < g.n ? act + q * F : nullptr;
+      }
+      constexpr unsigned kU = R == T ? U : PassBatch(kExpertUpBatch<CW, R>, U);
+      constexpr bool kS = kStage && R > 1;
+      GemvTile<R, 2, CW, kWide, kS, kU, kPassPartDyn<2, T, CW>>(xr, w, F, H, F, col0, split, epi);
+    });
   }
 }
 
@@ -153,16 +193,21 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const uint16_t* const w[1] = {w2 + g.local * F * H};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
   for (unsigned b = 0; b < g.n; b += T) {
-    const float* xr[T];
-    StoreContrib<T> epi;
+    WithPassRows<T>(g.n - b, [&](auto rows) {
+      constexpr int R = decltype(rows)::value;
+      const float* xr[R];
+      StoreContrib<R> epi;
 #pragma unroll
-    for (int s = 0; s < T; ++s) {
-      const unsigned i = b + s < g.n ? b + s : g.n - 1;
-      const uint64_t q = g.slots[i];
-      xr[s] = act + q * F;
-      epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
-    }
-    GemvTile<T, 1, CW, kWide, kStage, U>(xr, w, H, F, H, col0, split, epi);
+      for (int s = 0; s < R; ++s) {
+        const unsigned i = b + s < g.n ? b + s : g.n - 1;
+        const uint64_t q = g.slots[i];
+        xr[s] = act + q * F;
+        epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
+      }
+      constexpr unsigned kU = R == T ? U : PassBatch(kBatchChunks<CW, 1, R>, U);
+      constexpr bool kS = kStage && R > 1;
+      GemvTile<R, 1, CW, kWide, kS, kU, kPassPartDyn<1, T, CW>>(xr, w, H, F, H, col0, split, epi);
+    });
   }
 }
 
@@ -178,14 +223,6 @@ struct ExpertUpArgs {
   uint32_t e0, nE, K, H, F;
 };
 
-// Chunks a thread of expert_up loads before their FMAs. Passes of four rows at CW 4 take three,
-// not the one kBatchChunks shrinks to at 32 accumulators: a chunk of the two matrices is 16
-// registers, so three fit beside the accumulators (ptxas: 128 registers, 8 bytes spilled). The
-// experts of `bench` at t = 8: 218.4 us at one, 202.7 at two, 198.9 at three
-// (`scripts/probes/gemv-sweep.cu` with `batch`, which times the production layouts under others).
-template <int CW, int T>
-constexpr unsigned kExpertUpBatch = T == 4 && CW == 4 ? 3 : kBatchChunks<CW, 2, T>;
-
 // grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
 // One pass of one row (T = 1) is the t = 1 launch: slot y is block row y (SlotGroup).
 template <int T, int CW, unsigned U = kExpertUpBatch<CW, T>>
@@ -193,7 +230,7 @@ cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, uns
                            unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   bool stage;
-  const size_t smem = GemvSmem<2, T, CW>(a.H, split, &stage);
+  const size_t smem = GemvSmem<2, T, CW, kPassPartDyn<2, T, CW>>(a.H, split, &stage);
   return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U), a.F, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split);
@@ -212,7 +249,7 @@ cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots,
                              unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   bool stage;
-  const size_t smem = GemvSmem<1, T, CW>(a.F, split, &stage);
+  const size_t smem = GemvSmem<1, T, CW, kPassPartDyn<1, T, CW>>(a.F, split, &stage);
   return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U), a.H, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split);

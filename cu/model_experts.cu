@@ -101,15 +101,17 @@ template <int CW, int T>
 constexpr unsigned kExpertUpBatch = T == 4 && CW == 4 ? 3 : kBatchChunks<CW, 2, T>;
 
 // A pass of `rows` (1 to T) of a group's slots: f(std::integral_constant<int, R>{}) with R the
-// fewest rows, of 1, 2 and T, that hold them. At t = 4 and 8 an expert has about two slots, so
-// passes of four did about twice the FMAs its slots need, and there the f32 FMAs cost about what
-// the weights' bytes do (docs/performance.md). R changes no sum (the slice rule). A pass of one
-// row reads x from L2, as the t = 1 launch does (GemvSmem: staging one row costs more than it
-// saves). Passes of two rows in a launch of two gained nothing: t = 2 6.40 -> 6.76 ms.
+// fewest rows, of 1, 2 and T, that hold them. At t = 4 and 8 an expert has about two slots and
+// at t = 2 mostly one, so full passes did up to twice the FMAs its slots need, and at these
+// batches the f32 FMAs cost about what the weights' bytes do (docs/performance.md). R changes no
+// sum (the slice rule). A pass of one row reads x from L2, as the t = 1 launch does (GemvSmem:
+// staging one row cost more than it saved here too, and made t = 2 slower than full passes).
 template <int T, class F>
 __device__ __forceinline__ void WithPassRows(unsigned rows, const F& f) {
-  if constexpr (T >= 4) {
+  if constexpr (T >= 2) {
     if (rows == 1) return f(std::integral_constant<int, 1>{});
+  }
+  if constexpr (T >= 4) {
     if (rows == 2) return f(std::integral_constant<int, 2>{});
   }
   f(std::integral_constant<int, T>{});
@@ -124,7 +126,7 @@ __host__ __device__ constexpr unsigned PassBatch(unsigned passU, unsigned fullU)
 // The passes' part[]s share the start of the dynamic shared memory wherever a launch has passes
 // of more than one row count (PartBytes: their static arrays together pass 48 KB).
 template <int M, int T, int CW>
-constexpr bool kPassPartDyn = T >= 4 || kDynamicPart<M, T, CW>;
+constexpr bool kPassPartDyn = T >= 2 || kDynamicPart<M, T, CW>;
 
 template <int T>
 struct SiluGateUp {

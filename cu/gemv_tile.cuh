@@ -126,6 +126,17 @@ __host__ __device__ constexpr uint32_t XChunksPerWarp(uint32_t K, unsigned split
   return (K / kChunk + kSplitY * split - 1) / (kSplitY * split);
 }
 
+// Where element k of row s goes in the staged x of block `rank` of a launch at `split`, as a float
+// index from the start of the staged x (PartBytes past the dynamic shared memory): chunk c = k / 4
+// is warp ty = c % (kSplitY * split) - kSplitY * rank's i-th, i = c / (kSplitY * split). Only
+// for full chunks (c < K / 4) that belong to the block (0 <= ty < kSplitY).
+__host__ __device__ constexpr uint64_t StagedX(uint64_t k, unsigned s, unsigned rows, uint32_t q, unsigned rank,
+                                               unsigned split) {
+  const uint64_t c = k / kChunk, stride = uint64_t(kSplitY) * split;
+  const uint64_t ty = c % stride - uint64_t(kSplitY) * rank, i = c / stride;
+  return ((ty * rows + s) * q + i) * kChunk + k % kChunk;
+}
+
 // The chunks first, first + stride, ... < full of every row into xs, by the lanes of `mask`
 // (those of this warp that will read them), which then meet. Called once PdlWait() has returned.
 // A chunk's T rows are loaded before any of them is stored. With a loop a row, each row's store
@@ -199,8 +210,9 @@ __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint1
 // acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
-// kStage (full threads only): x from this warp's staged chunks xs (StageX, the lanes of `mask`).
-template <int T, int M, int CW, bool kWide, bool kStage, bool kFull, unsigned U>
+// kStage (full threads only): x from this warp's staged chunks xs (StageX, the lanes of `mask`),
+// or with kStaged from the chunks the kernel itself put there before the call.
+template <int T, int M, int CW, bool kWide, bool kStage, bool kFull, unsigned U, bool kStaged = false>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
@@ -226,7 +238,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
   } else {
     const auto wait = [&] {
       PdlWait();
-      if constexpr (kStage) StageX<T>(xs, q, xr, first, stride, full, mask);
+      if constexpr (kStage && !kStaged) StageX<T>(xs, q, xr, first, stride, full, mask);
       waited = true;
     };
     // x of the chunk at c, the thread's i-th.
@@ -273,8 +285,10 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 // launch gives it kSplitY * T * XChunksPerWarp(K, split) float4s of dynamic shared memory.
 // U: chunks a thread loads before their FMAs (kBatchChunks, unless a probe picks another).
 // kDyn: part[] at the start of the dynamic shared memory, whatever its size (PartBytes).
+// kStaged (with kStage): the kernel has already put every full chunk of x where StageX would
+// (StagedX), and the block has met since; the rows' tails and a clipped thread still read xrow.
 template <int T, int M, int CW, bool kWide, bool kStage, unsigned U = kBatchChunks<CW, M, T>,
-          bool kDyn = kDynamicPart<M, T, CW>, class Epi>
+          bool kDyn = kDynamicPart<M, T, CW>, bool kStaged = false, class Epi>
 __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
@@ -311,8 +325,8 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kStage, true, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
-                                                         split * kSplitY, n, xs, q, mask);
+      AccumulateChunks<T, M, CW, kWide, kStage, true, U, kStaged>(acc, xr, w, ldw, K, rank * kSplitY + ty,
+                                                                  split * kSplitY, n, xs, q, mask);
     } else {
       AccumulateChunks<T, M, CW, kWide, kStage, false, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                           split * kSplitY, n, xs, q, mask);

@@ -255,8 +255,11 @@ __global__ void __launch_bounds__(kMergeThreads)
   float held[kNormHeld], g[kNormHeld];
   const unsigned nt = (blockIdx.x % kMergeBlocks) * kMergeThreads + threadIdx.x;  // the norm's thread
   NormGains(g, gain, m.H, nt);
-  PdlWait();
-  PdlLaunchDependents();
+  // The row's weights and ids before the wait, as expert_down reads its ids (cu/pdl.cuh): they are
+  // the router's, older than the experts between it and this merge, and this grid starts only once
+  // every block of the kernel ahead has started, which that kernel did only after the one ahead of
+  // it let it... back to expert_up, which lets the next kernel start only once its own wait has
+  // returned, after the router finished. After the wait: the contributions and h, one round trip.
   const uint64_t s = blockIdx.x / kMergeBlocks;
   if (threadIdx.x < m.K) {
     const uint64_t q = s * m.K + threadIdx.x;
@@ -264,6 +267,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     sc[threadIdx.x] = (int64_t(LoadFresh(m.ids + q)) < int64_t(m.splitE) ? m.lo : m.hi) + q * m.H;
   }
   __syncthreads();
+  PdlWait();
+  PdlLaunchDependents();
   // Merge's sum for each held element: slot order, f32(w * c) then one rounded add.
   float moe[kNormHeld];
 #pragma unroll

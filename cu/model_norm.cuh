@@ -57,6 +57,29 @@ __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned
   return total;
 }
 
+// Thread j's partial sum of squares: held[m] = v[NormIndex(j, m)] for m < kHeld, rest(i) = v[i]
+// past them. Both loops run in increasing i, so any kHeld gives the same bits: a kernel that
+// holds fewer elements a thread (memra_norm_gemv) sums in the order memra_rmsnorm does.
+template <unsigned kHeld, class Rest>
+__device__ __forceinline__ float NormSquares(const float (&held)[kHeld], const Rest& rest, uint32_t H, unsigned j) {
+  float ss = 0.0f;
+#pragma unroll
+  for (unsigned m = 0; m < kHeld; ++m) {
+    if (NormIndex(j, m) < H) ss = __fadd_rn(ss, __fmul_rn(held[m], held[m]));
+  }
+  for (uint64_t i = j + uint64_t(kHeld) * kNormThreads; i < H; i += kNormThreads) {
+    const float v = rest(i);
+    ss = __fadd_rn(ss, __fmul_rn(v, v));
+  }
+  return ss;
+}
+
+// The divisor of a row whose squares sum to ss, one rounding per operation: mean = ss / H (H
+// exact in f32 below 2^24), r = sqrt(mean + 1e-6f); an element is then (h / r) * g.
+__device__ __forceinline__ float NormScale(float ss, uint32_t H) {
+  return __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
+}
+
 // o = rmsnorm(v) for one row, by its thread j: held[m] = v[NormIndex(j, m)], rest(i) = v[i] for i >= kNormRest (H
 // past 8192). Every thread of the block (or cluster) calls it.
 // sum(v): the block's (or cluster's) fixed-order total of every thread's v.
@@ -64,20 +87,7 @@ template <class Rest, class Sum>
 __device__ __forceinline__ void NormRow(float* o, const float (&held)[kNormHeld], const float (&g)[kNormHeld],
                                         const Rest& rest, const uint16_t* __restrict__ gain, uint32_t H,
                                         const Sum& sum, unsigned j) {
-  // Both loops run in increasing i: the held elements, then the rest.
-  float ss = 0.0f;
-#pragma unroll
-  for (unsigned m = 0; m < kNormHeld; ++m) {
-    if (NormIndex(j, m) < H) ss = __fadd_rn(ss, __fmul_rn(held[m], held[m]));
-  }
-  for (uint64_t i = j + kNormRest; i < H; i += kNormThreads) {
-    const float v = rest(i);
-    ss = __fadd_rn(ss, __fmul_rn(v, v));
-  }
-  ss = sum(ss);
-  // One rounding per operation: mean = ss / H (H exact in f32 below 2^24), r = sqrt(mean + 1e-6f),
-  // out = (h / r) * g.
-  const float r = __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(H)), 1e-6f));
+  const float r = NormScale(sum(NormSquares(held, rest, H, j)), H);
 #pragma unroll
   for (unsigned m = 0; m < kNormHeld; ++m) {
     if (NormIndex(j, m) < H) o[NormIndex(j, m)] = __fmul_rn(__fdiv_rn(held[m], r), g[m]);

@@ -1,10 +1,17 @@
 // memra_norm_gemv: the MoE norm, then the router's product of it, in one launch (the boundary
-// between the two was a launch and a drain of their own in every layer). The product's cluster of
-// kNormSplit blocks is also the norm's (cu/model_norm.cuh ClusterSum): the norm's thread j of row
-// group g is thread 128 g + j % 128 of block j / 128, four rows a round. Each block writes its
-// elements of the norm, the cluster meets, then every block reads the rows back from L2 for its
-// share of the product: memra_rmsnorm's bits, then memra_gemv's at split 8.
+// between the two was a launch and a drain of their own in every layer). The product is one
+// cluster of kNormSplit blocks, split 8 (memra_gemv's bits at split 8).
+//
+// The norm is made by every block of the cluster for every row, redundantly: a row's 16 KB (at
+// H = 4096) come from L2 in one round trip, where meeting the cluster to share its sum cost two
+// cluster barriers, and a third before the product could read the normed rows back from L2. Each
+// thread stands in for kNormThreads / kGemvThreads of memra_rmsnorm's threads (the same elements,
+// the same butterfly, the warp totals in the same order: its bits). A block then norms only the
+// elements its share of the product reads, stores them into normOut (its share of it) and, where
+// they fit, straight into the product's staged x, so the product starts without another trip.
 #include <stdint.h>
+
+#include <atomic>
 
 #include "cu/gemv_launch.cuh"
 #include "cu/gemv_tile.cuh"
@@ -16,56 +23,115 @@ namespace {
 using namespace memra_tile;  // the tile and its launcher, whose instances this file holds
 
 constexpr unsigned kNormSplit = 8;
-constexpr unsigned kNormOwners = memra_model::kNormThreads / kNormSplit;  // a norm's threads a block
-constexpr unsigned kNormGroups = kGemvThreads / kNormOwners;              // rows a round
+constexpr unsigned kStandIns = memra_model::kNormThreads / kGemvThreads;  // norm threads a thread
+static_assert(kStandIns * kGemvThreads == memra_model::kNormThreads, "whole norm warps a thread's warp");
+constexpr unsigned kNormWarps = memra_model::kNormThreads / 32;
+// Elements of a norm thread held from the first round trip: H up to 4096 (the rest, in the same
+// order, one at a time: memra_model::NormSquares). Eight rows of them fit the registers.
+constexpr unsigned kHeld = 4;
+// Rows of K a block's share of the product reads, in runs of kShareRun: chunk c (4 rows) is
+// block (c / kSplitY) % kNormSplit's (GemvTile's chunks first + i * stride at split 8).
+constexpr unsigned kShareRun = kSplitY * kChunk;
+constexpr unsigned kShareStride = kShareRun * kNormSplit;
 
-template <int T, int CW, unsigned U, bool kWide>
+// The e-th of thread tid's elements of the block's share, K or past it when there is none.
+__device__ __forceinline__ uint64_t ShareIndex(unsigned rank, unsigned tid, unsigned e) {
+  const uint64_t idx = tid + uint64_t(e) * kGemvThreads;
+  return (idx / kShareRun) * kShareStride + rank * kShareRun + idx % kShareRun;
+}
+
+// kStaged: the normed share goes into the product's staged x (the launch gave it the room).
+template <int T, int CW, unsigned U, bool kWide, bool kStaged>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     norm_gemv(float* normOut, float* __restrict__ out, uint64_t ldo, const float* x,
               const uint16_t* __restrict__ gain, const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K,
               uint32_t cols) {
   using namespace memra_model;
   using memra_cu::LoadFresh;
-  __shared__ float warpTotals[kGemvThreads / 32];
-  const unsigned rank = cg::this_cluster().block_rank();
-  const unsigned group = threadIdx.x / kNormOwners, j = rank * kNormOwners + threadIdx.x % kNormOwners;
-  float g[kNormHeld];
-  NormGains(g, gain, K, j);
+  __shared__ float warpTotals[T][kNormWarps];
+  __shared__ float scale[T];
+  const unsigned rank = cg::this_cluster().block_rank(), tid = threadIdx.x, lane = tid % 32;
   // This thread's rows of W, on their way into L2 while the norm runs (weights: pdl.cuh): the
-  // product's loads come after the norm's meeting, where a plain product loads before its wait.
-  const uint32_t col = CW * (threadIdx.x % kWarpCols);
+  // product's loads come after the norm, where a plain product loads before its wait.
+  const uint32_t col = CW * (tid % kWarpCols);
   if (col < cols) {
     const uint32_t stride = kNormSplit * kSplitY;
-    for (uint64_t c = rank * kSplitY + threadIdx.x / kWarpCols; c < K / kChunk; c += stride) {
+    for (uint64_t c = rank * kSplitY + tid / kWarpCols; c < K / kChunk; c += stride) {
 #pragma unroll
       for (unsigned r = 0; r < kChunk; ++r) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(W + (c * kChunk + r) * ldw + col));
       }
     }
   }
+  // The gain of this thread's first share element: a weight, so before the wait.
+  const uint64_t k0 = ShareIndex(rank, tid, 0);
+  const float g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
   PdlWait();
   PdlLaunchDependents();
-  for (unsigned s0 = 0; s0 < unsigned(T); s0 += kNormGroups) {
-    const unsigned s = s0 + group;
-    const auto sum = [&](float v) { return ClusterSum<kNormSplit>(v, warpTotals, group); };
-    if (s < unsigned(T)) {
-      const float* h = x + uint64_t(s) * K;
-      float held[kNormHeld];
+  // Every row's held elements and first share element in one round trip.
+  float held[T][kStandIns][kHeld], h0[T];
 #pragma unroll
-      for (unsigned m = 0; m < kNormHeld; ++m) held[m] = NormIndex(j, m) < K ? LoadFresh(h + NormIndex(j, m)) : 0.0f;
-      NormRow(normOut + uint64_t(s) * K, held, g, [h](uint64_t i) { return LoadFresh(h + i); }, gain, K, sum, j);
-    } else {
-      sum(0.0f);  // a round's spare group still meets the cluster
+  for (int s = 0; s < T; ++s) {
+    const float* h = x + uint64_t(s) * K;
+#pragma unroll
+    for (unsigned v = 0; v < kStandIns; ++v) {
+      const unsigned j = tid + v * kGemvThreads;
+#pragma unroll
+      for (unsigned m = 0; m < kHeld; ++m) held[s][v][m] = NormIndex(j, m) < K ? LoadFresh(h + NormIndex(j, m)) : 0.0f;
+    }
+    h0[s] = k0 < K ? LoadFresh(h + k0) : 0.0f;
+  }
+#pragma unroll
+  for (int s = 0; s < T; ++s) {
+    const float* h = x + uint64_t(s) * K;
+#pragma unroll
+    for (unsigned v = 0; v < kStandIns; ++v) {
+      const unsigned j = tid + v * kGemvThreads;
+      float ss = NormSquares(held[s][v], [h](uint64_t i) { return LoadFresh(h + i); }, K, j);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+      if (lane == 0) warpTotals[s][j / 32] = ss;
     }
   }
-  // The rows' elements, each stored by its owner, visible to the whole cluster (the barrier
-  // releases and acquires at cluster scope; the product reads them from L2, LoadFresh).
-  cg::this_cluster().sync();
+  __syncthreads();
+  // BlockSumFixed's order: the warp totals one after another.
+  if (tid < unsigned(T)) {
+    float total = warpTotals[tid][0];
+    for (unsigned w = 1; w < kNormWarps; ++w) total = __fadd_rn(total, warpTotals[tid][w]);
+    scale[tid] = NormScale(total, K);
+  }
+  __syncthreads();
+  extern __shared__ float4 gemvSmem[];
+  float* const staged = reinterpret_cast<float*>(gemvSmem) + PartBytes<1, T, CW>() / sizeof(float);
+  const uint32_t q = XChunksPerWarp(K, kNormSplit);
+  const uint64_t full = uint64_t(K / kChunk) * kChunk;
+  // Each element of the share into normOut and, for a full chunk, into the staged x.
+  const auto put = [&](int s, uint64_t k, float v) {
+    normOut[uint64_t(s) * K + k] = v;
+    if constexpr (kStaged) {
+      if (k < full) staged[StagedX(k, s, T, q, rank, kNormSplit)] = v;
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < T; ++s) {
+    const float r = scale[s];
+    if (k0 < K) put(s, k0, __fmul_rn(__fdiv_rn(h0[s], r), g0));
+    for (unsigned e = 1;; ++e) {
+      const uint64_t k = ShareIndex(rank, tid, e);
+      if (k >= K) break;
+      put(s, k, __fmul_rn(__fdiv_rn(LoadFresh(x + uint64_t(s) * K + k), r), Bf16ToF32(gain[k])));
+    }
+  }
+  // The share, stored by this block's threads, visible to all of them: in shared memory, and in
+  // L2 for what the product still reads from normOut (a row's tail, a clipped thread, or all of
+  // it when nothing is staged).
+  __syncthreads();
   const uint16_t* const w[1] = {W};
   const float* xr[T];
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = normOut + uint64_t(s) * K;
-  GemvTile<T, 1, CW, kWide, false, U>(xr, w, ldw, K, cols, 0, kNormSplit, StoreRows<false>{out, ldo});
+  GemvTile<T, 1, CW, kWide, kStaged, U, kDynamicPart<1, T, CW>, kStaged>(xr, w, ldw, K, cols, 0, kNormSplit,
+                                                                        StoreRows<false>{out, ldo});
 }
 
 struct NormGemvArgs {
@@ -78,12 +144,20 @@ struct NormGemvArgs {
   uint32_t K, cols;
 };
 
-// One cluster: cols fit one tile at CW 2, the width PickCw gives a product this narrow.
+// One cluster: cols fit one tile at CW 2, the width PickCw gives a product this narrow. The normed
+// share goes into the product's staged x where that fits the budget (any K of a real model).
 template <int T>
 cudaError_t NormGemvRows(const NormGemvArgs& a, cudaStream_t stream) {
   constexpr unsigned U = kBatchChunks<2, 1, T>;
-  auto kernel = WideOk(a.W, a.ldw, 2) ? norm_gemv<T, 2, U, true> : norm_gemv<T, 2, U, false>;
-  return LaunchModelKernel(kernel, dim3(kNormSplit), dim3(kGemvThreads), 0, kNormSplit, stream, a.normOut, a.out,
+  static std::atomic<size_t> granted[4];
+  const size_t smem = PartBytes<1, T, 2>() +
+                      size_t(kSplitY) * T * XChunksPerWarp(a.K, kNormSplit) * sizeof(float4);
+  const bool wide = WideOk(a.W, a.ldw, 2), stage = smem <= kSmemBudget;
+  auto kernel = MEMRA_PICK4(norm_gemv, T, 2, U);
+  const size_t bytes = stage ? smem : PartBytes<1, T, 2>();
+  const cudaError_t err = memra_cu::AllowSmem(kernel, bytes, granted[MEMRA_PICK4_AT]);
+  if (err != cudaSuccess) return err;
+  return LaunchModelKernel(kernel, dim3(kNormSplit), dim3(kGemvThreads), bytes, kNormSplit, stream, a.normOut, a.out,
                            a.ldo, a.x, a.gain, a.W, a.ldw, a.K, a.cols);
 }
 

@@ -647,10 +647,14 @@ describe('model kernels on one GPU', function () {
     }
   });
 
-  it('norm_gemv: the norm and the product bit-identical to rmsnorm, then gemv at split 8 (t = 1 to 8; K = 4096, 1000 and 9216, past the held elements; 32, 7 and 64 columns, a column slice, narrow loads); 0 and 65 columns refused by name', () => {
+  it('norm_gemv: the norm and the product bit-identical to rmsnorm, then gemv at split 8 (t = 1 to 8; K = 4096, 1000 and 9216, past the held elements; K = 1001 and 4099, a row tail past the staged chunks; K = 65536, too long to stage; 32, 7 and 64 columns, a column slice, narrow loads); 0 and 65 columns refused by name', () => {
     for (const [t, K, cols, ldw, c0] of [
       [1, 4096, 32, 32, 0],
       [8, 4096, 32, 32, 0],
+      [3, 1001, 32, 32, 0],
+      [8, 4099, 19, 19, 0],
+      [8, 65536, 32, 32, 0],
+      [1, 65536, 5, 40, 3],
       [3, 1000, 7, 7, 0],
       [5, 4096, 64, 64, 0],
       [2, 9216, 32, 32, 0],

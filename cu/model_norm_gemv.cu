@@ -2,13 +2,14 @@
 // between the two was a launch and a drain of their own in every layer). The product is one
 // cluster of kNormSplit blocks, split 8 (memra_gemv's bits at split 8).
 //
-// The norm is made by every block of the cluster for every row, redundantly: a row's 16 KB (at
-// H = 4096) come from L2 in one round trip, where meeting the cluster to share its sum cost two
-// cluster barriers, and a third before the product could read the normed rows back from L2. Each
-// thread stands in for kNormThreads / kGemvThreads of memra_rmsnorm's threads (the same elements,
-// the same butterfly, the warp totals in the same order: its bits). A block then norms only the
-// elements its share of the product reads, stores them into normOut (its share of it) and, where
-// they fit, straight into the product's staged x, so the product starts without another trip.
+// The norm costs no cluster meeting of its own. Each thread stands in for kNormThreads /
+// kGemvThreads of memra_rmsnorm's threads (the same elements, the same butterfly, the warp totals
+// in the same order: its bits), so one block makes a row's whole sum. With one row (t = 1) every
+// block of the cluster norms it, redundantly: its 16 KB (at H = 4096) come from L2 in one round
+// trip, where meeting the cluster to share the sum cost two cluster barriers and a third before
+// the product could read the normed row back from L2; a block stores the elements its share of
+// the product reads, straight into the product's staged x too, so the product starts without
+// another trip. With several rows, block r norms row r and the cluster meets once.
 #include <stdint.h>
 
 #include <atomic>
@@ -27,7 +28,7 @@ constexpr unsigned kStandIns = memra_model::kNormThreads / kGemvThreads;  // nor
 static_assert(kStandIns * kGemvThreads == memra_model::kNormThreads, "whole norm warps a thread's warp");
 constexpr unsigned kNormWarps = memra_model::kNormThreads / 32;
 // Elements of a norm thread held from the first round trip: H up to 4096 (the rest, in the same
-// order, one at a time: memra_model::NormSquares). Eight rows of them fit the registers.
+// order, one at a time: memra_model::NormSquares).
 constexpr unsigned kHeld = 4;
 // Rows of K a block's share of the product reads, in runs of kShareRun: chunk c (4 rows) is
 // block (c / kSplitY) % kNormSplit's (GemvTile's chunks first + i * stride at split 8).
@@ -40,17 +41,49 @@ __device__ __forceinline__ uint64_t ShareIndex(unsigned rank, unsigned tid, unsi
   return (idx / kShareRun) * kShareStride + rank * kShareRun + idx % kShareRun;
 }
 
-// kStaged: the normed share goes into the product's staged x (the launch gave it the room).
-template <int T, int CW, unsigned U, bool kWide, bool kStaged>
+// A norm thread's sum of squares, reduced over the block in memra_rmsnorm's order: its warp's
+// butterfly into warpTotals[j / 32], which the caller adds in order once the block has met.
+template <class Rest>
+__device__ __forceinline__ void NormWarpTotal(const float (&held)[kHeld], const Rest& rest, uint32_t K, unsigned j,
+                                              float* warpTotals) {
+  float ss = memra_model::NormSquares(held, rest, K, j);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+  if (j % 32 == 0) warpTotals[j / 32] = ss;
+}
+
+// The block's warp totals of rows [0, n), one after another (BlockSumFixed's order), into each
+// row's divisor; every thread then meets the others.
+__device__ __forceinline__ void RowScales(const float (*warpTotals)[kNormWarps], float* scale, unsigned n,
+                                          uint32_t K) {
+  __syncthreads();
+  if (threadIdx.x < n) {
+    float total = warpTotals[threadIdx.x][0];
+    for (unsigned w = 1; w < kNormWarps; ++w) total = __fadd_rn(total, warpTotals[threadIdx.x][w]);
+    scale[threadIdx.x] = memra_model::NormScale(total, K);
+  }
+  __syncthreads();
+}
+
+// One row (T = 1): every block norms it and stores its share, which with kStage also goes
+// straight into the product's staged x. Several: block r norms row r alone (T <= kNormSplit),
+// stores it whole, and the cluster meets before the product reads the rows from L2 (staged by
+// StageX with kStage). Every block norming every row held T * 8 elements a thread in flight: at
+// t = 8 the launch took 27 us a layer against 12 a row a block (the kernel table, eager); at t = 2
+// and 4 the two ways measured the same (`bash scripts/gpu-session.sh ab-roofline`, three rounds).
+template <int T, int CW, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     norm_gemv(float* normOut, float* __restrict__ out, uint64_t ldo, const float* x,
               const uint16_t* __restrict__ gain, const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K,
               uint32_t cols) {
   using namespace memra_model;
   using memra_cu::LoadFresh;
-  __shared__ float warpTotals[T][kNormWarps];
-  __shared__ float scale[T];
-  const unsigned rank = cg::this_cluster().block_rank(), tid = threadIdx.x, lane = tid % 32;
+  constexpr bool kOwnRow = T > 1;
+  constexpr int kRows = kOwnRow ? 1 : T;  // rows this block norms
+  static_assert(!kOwnRow || T <= int(kNormSplit), "a row a block");
+  __shared__ float warpTotals[kRows][kNormWarps];
+  __shared__ float scale[kRows];
+  const unsigned rank = cg::this_cluster().block_rank(), tid = threadIdx.x;
   // This thread's rows of W, on their way into L2 while the norm runs (weights: pdl.cuh): the
   // product's loads come after the norm, where a plain product loads before its wait.
   const uint32_t col = CW * (tid % kWarpCols);
@@ -63,75 +96,115 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       }
     }
   }
-  // The gain of this thread's first share element: a weight, so before the wait.
-  const uint64_t k0 = ShareIndex(rank, tid, 0);
-  const float g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
-  PdlWait();
-  PdlLaunchDependents();
-  // Every row's held elements and first share element in one round trip.
-  float held[T][kStandIns][kHeld], h0[T];
-#pragma unroll
-  for (int s = 0; s < T; ++s) {
+  const auto rest = [](const float* h) { return [h](uint64_t i) { return LoadFresh(h + i); }; };
+  if constexpr (kOwnRow) {
+    const unsigned s = rank;
     const float* h = x + uint64_t(s) * K;
+    float g[kStandIns][kHeld], held[kStandIns][kHeld];
 #pragma unroll
     for (unsigned v = 0; v < kStandIns; ++v) {
-      const unsigned j = tid + v * kGemvThreads;
 #pragma unroll
-      for (unsigned m = 0; m < kHeld; ++m) held[s][v][m] = NormIndex(j, m) < K ? LoadFresh(h + NormIndex(j, m)) : 0.0f;
+      for (unsigned m = 0; m < kHeld; ++m) {
+        const uint64_t i = NormIndex(tid + v * kGemvThreads, m);
+        g[v][m] = i < K ? Bf16ToF32(gain[i]) : 0.0f;  // weights: before the wait
+      }
     }
-    h0[s] = k0 < K ? LoadFresh(h + k0) : 0.0f;
-  }
+    PdlWait();
+    PdlLaunchDependents();
+    if (s < unsigned(T)) {
 #pragma unroll
-  for (int s = 0; s < T; ++s) {
-    const float* h = x + uint64_t(s) * K;
+      for (unsigned v = 0; v < kStandIns; ++v) {
 #pragma unroll
-    for (unsigned v = 0; v < kStandIns; ++v) {
-      const unsigned j = tid + v * kGemvThreads;
-      float ss = NormSquares(held[s][v], [h](uint64_t i) { return LoadFresh(h + i); }, K, j);
+        for (unsigned m = 0; m < kHeld; ++m) {
+          const uint64_t i = NormIndex(tid + v * kGemvThreads, m);
+          held[v][m] = i < K ? LoadFresh(h + i) : 0.0f;
+        }
+      }
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
-      if (lane == 0) warpTotals[s][j / 32] = ss;
+      for (unsigned v = 0; v < kStandIns; ++v) {
+        NormWarpTotal(held[v], rest(h), K, tid + v * kGemvThreads, warpTotals[0]);
+      }
     }
-  }
-  __syncthreads();
-  // BlockSumFixed's order: the warp totals one after another.
-  if (tid < unsigned(T)) {
-    float total = warpTotals[tid][0];
-    for (unsigned w = 1; w < kNormWarps; ++w) total = __fadd_rn(total, warpTotals[tid][w]);
-    scale[tid] = NormScale(total, K);
-  }
-  __syncthreads();
-  extern __shared__ float4 gemvSmem[];
-  float* const staged = reinterpret_cast<float*>(gemvSmem) + PartBytes<1, T, CW>() / sizeof(float);
-  const uint32_t q = XChunksPerWarp(K, kNormSplit);
-  const uint64_t full = uint64_t(K / kChunk) * kChunk;
-  // Each element of the share into normOut and, for a full chunk, into the staged x.
-  const auto put = [&](int s, uint64_t k, float v) {
-    normOut[uint64_t(s) * K + k] = v;
-    if constexpr (kStaged) {
-      if (k < full) staged[StagedX(k, s, T, q, rank, kNormSplit)] = v;
-    }
-  };
+    RowScales(warpTotals, scale, s < unsigned(T) ? 1 : 0, K);
+    if (s < unsigned(T)) {
+      const float r = scale[0];
+      float* o = normOut + uint64_t(s) * K;
 #pragma unroll
-  for (int s = 0; s < T; ++s) {
-    const float r = scale[s];
-    if (k0 < K) put(s, k0, __fmul_rn(__fdiv_rn(h0[s], r), g0));
-    for (unsigned e = 1;; ++e) {
-      const uint64_t k = ShareIndex(rank, tid, e);
-      if (k >= K) break;
-      put(s, k, __fmul_rn(__fdiv_rn(LoadFresh(x + uint64_t(s) * K + k), r), Bf16ToF32(gain[k])));
+      for (unsigned v = 0; v < kStandIns; ++v) {
+        const unsigned j = tid + v * kGemvThreads;
+#pragma unroll
+        for (unsigned m = 0; m < kHeld; ++m) {
+          if (NormIndex(j, m) < K) o[NormIndex(j, m)] = __fmul_rn(__fdiv_rn(held[v][m], r), g[v][m]);
+        }
+        for (uint64_t i = j + uint64_t(kHeld) * kNormThreads; i < K; i += kNormThreads) {
+          o[i] = __fmul_rn(__fdiv_rn(LoadFresh(h + i), r), Bf16ToF32(gain[i]));
+        }
+      }
     }
+    // Every row, stored by its block, visible to the whole cluster (the barrier releases and
+    // acquires at cluster scope; the product reads them from L2, LoadFresh).
+    cg::this_cluster().sync();
+  } else {
+    // The gain of this thread's first share element: a weight, so before the wait.
+    const uint64_t k0 = ShareIndex(rank, tid, 0);
+    const float g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
+    PdlWait();
+    PdlLaunchDependents();
+    // Every row's held elements and first share element in one round trip.
+    float held[T][kStandIns][kHeld], h0[T];
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const float* h = x + uint64_t(s) * K;
+#pragma unroll
+      for (unsigned v = 0; v < kStandIns; ++v) {
+#pragma unroll
+        for (unsigned m = 0; m < kHeld; ++m) {
+          const uint64_t i = NormIndex(tid + v * kGemvThreads, m);
+          held[s][v][m] = i < K ? LoadFresh(h + i) : 0.0f;
+        }
+      }
+      h0[s] = k0 < K ? LoadFresh(h + k0) : 0.0f;
+    }
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+#pragma unroll
+      for (unsigned v = 0; v < kStandIns; ++v) {
+        NormWarpTotal(held[s][v], rest(x + uint64_t(s) * K), K, tid + v * kGemvThreads, warpTotals[s]);
+      }
+    }
+    RowScales(warpTotals, scale, T, K);
+    extern __shared__ float4 gemvSmem[];
+    float* const staged = reinterpret_cast<float*>(gemvSmem) + PartBytes<1, T, CW>() / sizeof(float);
+    const uint32_t q = XChunksPerWarp(K, kNormSplit);
+    const uint64_t full = uint64_t(K / kChunk) * kChunk;
+    // Each element of the share into normOut and, for a full chunk, into the staged x.
+    const auto put = [&](int s, uint64_t k, float v) {
+      normOut[uint64_t(s) * K + k] = v;
+      if constexpr (kStage) {
+        if (k < full) staged[StagedX(k, s, T, q, rank, kNormSplit)] = v;
+      }
+    };
+#pragma unroll
+    for (int s = 0; s < T; ++s) {
+      const float r = scale[s];
+      if (k0 < K) put(s, k0, __fmul_rn(__fdiv_rn(h0[s], r), g0));
+      for (unsigned e = 1;; ++e) {
+        const uint64_t k = ShareIndex(rank, tid, e);
+        if (k >= K) break;
+        put(s, k, __fmul_rn(__fdiv_rn(LoadFresh(x + uint64_t(s) * K + k), r), Bf16ToF32(gain[k])));
+      }
+    }
+    // The share, stored by this block's threads, visible to all of them: in shared memory, and in
+    // L2 for what the product still reads from normOut (a row's tail, a clipped thread, or all of
+    // it when nothing is staged).
+    __syncthreads();
   }
-  // The share, stored by this block's threads, visible to all of them: in shared memory, and in
-  // L2 for what the product still reads from normOut (a row's tail, a clipped thread, or all of
-  // it when nothing is staged).
-  __syncthreads();
   const uint16_t* const w[1] = {W};
   const float* xr[T];
 #pragma unroll
   for (int s = 0; s < T; ++s) xr[s] = normOut + uint64_t(s) * K;
-  GemvTile<T, 1, CW, kWide, kStaged, U, kDynamicPart<1, T, CW>, kStaged>(xr, w, ldw, K, cols, 0, kNormSplit,
-                                                                        StoreRows<false>{out, ldo});
+  GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStage && !kOwnRow>(
+      xr, w, ldw, K, cols, 0, kNormSplit, StoreRows<false>{out, ldo});
 }
 
 struct NormGemvArgs {
@@ -144,17 +217,17 @@ struct NormGemvArgs {
   uint32_t K, cols;
 };
 
-// One cluster: cols fit one tile at CW 2, the width PickCw gives a product this narrow. The normed
-// share goes into the product's staged x where that fits the budget (any K of a real model).
+// One cluster: cols fit one tile at CW 2, the width PickCw gives a product this narrow. x goes
+// through shared memory where that fits the budget (any K of a real model).
 template <int T>
 cudaError_t NormGemvRows(const NormGemvArgs& a, cudaStream_t stream) {
   constexpr unsigned U = kBatchChunks<2, 1, T>;
   static std::atomic<size_t> granted[4];
-  const size_t smem = PartBytes<1, T, 2>() +
-                      size_t(kSplitY) * T * XChunksPerWarp(a.K, kNormSplit) * sizeof(float4);
-  const bool wide = WideOk(a.W, a.ldw, 2), stage = smem <= kSmemBudget;
+  const size_t staged = PartBytes<1, T, 2>() +
+                        size_t(kSplitY) * T * XChunksPerWarp(a.K, kNormSplit) * sizeof(float4);
+  const bool wide = WideOk(a.W, a.ldw, 2), stage = staged <= kSmemBudget;
   auto kernel = MEMRA_PICK4(norm_gemv, T, 2, U);
-  const size_t bytes = stage ? smem : PartBytes<1, T, 2>();
+  const size_t bytes = stage ? staged : PartBytes<1, T, 2>();
   const cudaError_t err = memra_cu::AllowSmem(kernel, bytes, granted[MEMRA_PICK4_AT]);
   if (err != cudaSuccess) return err;
   return LaunchModelKernel(kernel, dim3(kNormSplit), dim3(kGemvThreads), bytes, kNormSplit, stream, a.normOut, a.out,

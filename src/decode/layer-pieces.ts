@@ -14,7 +14,7 @@ import type { ModelOps } from './model-ops.js';
 import type { Ownership, RankWeights } from './device-weights.js';
 import { contribAt, packAt, positionsAt, type Buffers } from './walk-buffers.js';
 import { routesAt } from './walk-mailbox.js';
-import { NORM_GEMV_MAX_COLS, NORM_GEMV_MAX_ROWS, ROUTER_SPLIT } from './router-product.js';
+import { NORM_GEMV_MAX_COLS, ROUTER_SPLIT } from './router-product.js';
 
 export class LayerPieces {
   /** Set for the step being enqueued: rank 0 copies each layer's routes into its mailbox. */
@@ -106,7 +106,7 @@ export class LayerPieces {
       b = this.bufs[r]!,
       lw = this.weights[r]!.layers[l]!,
       p = packAt(b, this.cfg, t);
-    if (E <= NORM_GEMV_MAX_COLS && t <= NORM_GEMV_MAX_ROWS) {
+    if (E <= NORM_GEMV_MAX_COLS) {
       o.normGemv(b.hNorm, b.logitsE, E, b.hAndPositions, lw.g2, lw.wr, E, H, E, t);
     } else {
       o.rmsnorm(b.hNorm, b.hAndPositions, lw.g2, t, H);

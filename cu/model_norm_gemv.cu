@@ -41,36 +41,42 @@ __device__ __forceinline__ uint64_t ShareIndex(unsigned rank, unsigned tid, unsi
   return (idx / kShareRun) * kShareStride + rank * kShareRun + idx % kShareRun;
 }
 
-// A norm thread's sum of squares, reduced over the block in memra_rmsnorm's order: its warp's
-// butterfly into warpTotals[j / 32], which the caller adds in order once the block has met.
-template <class Rest>
-__device__ __forceinline__ void NormWarpTotal(const float (&held)[kHeld], const Rest& rest, uint32_t K, unsigned j,
-                                              float* warpTotals) {
-  float ss = memra_model::NormSquares(held, rest, K, j);
+// The divisor of row h (its memra_rmsnorm bits), made by this block alone: each thread stands in
+// for kStandIns norm threads, holding their first kHeld elements (held, loaded by the caller in
+// one round trip), each warp's butterfly into warpTotals, then the 32 totals in order once the
+// block has met (BlockSumFixed's order). Every thread of the block calls it; `norms` false: a
+// block with no row, which still meets the others.
+__device__ __forceinline__ float RowScale(const float (&held)[kStandIns][kHeld], const float* h, uint32_t K,
+                                          bool norms) {
+  __shared__ float warpTotals[kNormWarps];
+  __shared__ float scale;
+  if (norms) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
-  if (j % 32 == 0) warpTotals[j / 32] = ss;
-}
-
-// The block's warp totals of rows [0, n), one after another (BlockSumFixed's order), into each
-// row's divisor; every thread then meets the others.
-__device__ __forceinline__ void RowScales(const float (*warpTotals)[kNormWarps], float* scale, unsigned n,
-                                          uint32_t K) {
-  __syncthreads();
-  if (threadIdx.x < n) {
-    float total = warpTotals[threadIdx.x][0];
-    for (unsigned w = 1; w < kNormWarps; ++w) total = __fadd_rn(total, warpTotals[threadIdx.x][w]);
-    scale[threadIdx.x] = memra_model::NormScale(total, K);
+    for (unsigned v = 0; v < kStandIns; ++v) {
+      const unsigned j = threadIdx.x + v * kGemvThreads;
+      float ss = memra_model::NormSquares(held[v], [h](uint64_t i) { return memra_cu::LoadFresh(h + i); }, K, j);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
+      if (j % 32 == 0) warpTotals[j / 32] = ss;
+    }
   }
   __syncthreads();
+  if (norms && threadIdx.x == 0) {
+    float total = warpTotals[0];
+    for (unsigned w = 1; w < kNormWarps; ++w) total = __fadd_rn(total, warpTotals[w]);
+    scale = memra_model::NormScale(total, K);
+  }
+  __syncthreads();
+  return scale;
 }
 
-// One row (T = 1): every block norms it and stores its share, which with kStage also goes
-// straight into the product's staged x. Several: block r norms row r alone (T <= kNormSplit),
-// stores it whole, and the cluster meets before the product reads the rows from L2 (staged by
-// StageX with kStage). Every block norming every row held T * 8 elements a thread in flight: at
-// t = 8 the launch took 27 us a layer against 12 a row a block (the kernel table, eager); at t = 2
-// and 4 the two ways measured the same (`bash scripts/gpu-session.sh ab-roofline`, three rounds).
+// Each block norms one row in one round trip (RowScale). One row (T = 1): every block norms it and
+// stores its share, which with kStage also goes straight into the product's staged x. Several:
+// block r norms row r (T <= kNormSplit), stores it whole, and the cluster meets before the
+// product reads the rows from L2 (staged by StageX with kStage). Every block norming every row
+// held T * 8 elements a thread in flight: at t = 8 the launch took 27 us a layer against 12 a row
+// a block (the kernel table, eager); at t = 2 and 4 the two ways measured the same (`bash
+// scripts/gpu-session.sh ab-roofline`, three rounds).
 template <int T, int CW, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     norm_gemv(float* normOut, float* __restrict__ out, uint64_t ldo, const float* x,
@@ -79,11 +85,11 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   using namespace memra_model;
   using memra_cu::LoadFresh;
   constexpr bool kOwnRow = T > 1;
-  constexpr int kRows = kOwnRow ? 1 : T;  // rows this block norms
   static_assert(!kOwnRow || T <= int(kNormSplit), "a row a block");
-  __shared__ float warpTotals[kRows][kNormWarps];
-  __shared__ float scale[kRows];
   const unsigned rank = cg::this_cluster().block_rank(), tid = threadIdx.x;
+  const unsigned s = kOwnRow ? rank : 0;  // the row this block norms
+  const bool norms = s < unsigned(T);
+  const float* h = x + uint64_t(s) * K;
   // This thread's rows of W, on their way into L2 while the norm runs (weights: pdl.cuh): the
   // product's loads come after the norm, where a plain product loads before its wait.
   const uint32_t col = CW * (tid % kWarpCols);
@@ -96,39 +102,39 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       }
     }
   }
-  const auto rest = [](const float* h) { return [h](uint64_t i) { return LoadFresh(h + i); }; };
+  // The gains of the elements this thread stores first (weights, so before the wait): its held
+  // ones of a whole row, or the first of its share.
+  const uint64_t k0 = ShareIndex(rank, tid, 0);
+  float g[kStandIns][kHeld] = {}, g0 = 0.0f;
   if constexpr (kOwnRow) {
-    const unsigned s = rank;
-    const float* h = x + uint64_t(s) * K;
-    float g[kStandIns][kHeld], held[kStandIns][kHeld];
 #pragma unroll
     for (unsigned v = 0; v < kStandIns; ++v) {
 #pragma unroll
       for (unsigned m = 0; m < kHeld; ++m) {
         const uint64_t i = NormIndex(tid + v * kGemvThreads, m);
-        g[v][m] = i < K ? Bf16ToF32(gain[i]) : 0.0f;  // weights: before the wait
+        g[v][m] = i < K ? Bf16ToF32(gain[i]) : 0.0f;
       }
     }
-    PdlWait();
-    PdlLaunchDependents();
-    if (s < unsigned(T)) {
+  } else {
+    g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
+  }
+  PdlWait();
+  PdlLaunchDependents();
+  // The row's held elements and, for a share, its first element: one round trip.
+  float held[kStandIns][kHeld];
 #pragma unroll
-      for (unsigned v = 0; v < kStandIns; ++v) {
+  for (unsigned v = 0; v < kStandIns; ++v) {
 #pragma unroll
-        for (unsigned m = 0; m < kHeld; ++m) {
-          const uint64_t i = NormIndex(tid + v * kGemvThreads, m);
-          held[v][m] = i < K ? LoadFresh(h + i) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (unsigned v = 0; v < kStandIns; ++v) {
-        NormWarpTotal(held[v], rest(h), K, tid + v * kGemvThreads, warpTotals[0]);
-      }
+    for (unsigned m = 0; m < kHeld; ++m) {
+      const uint64_t i = NormIndex(tid + v * kGemvThreads, m);
+      held[v][m] = norms && i < K ? LoadFresh(h + i) : 0.0f;
     }
-    RowScales(warpTotals, scale, s < unsigned(T) ? 1 : 0, K);
-    if (s < unsigned(T)) {
-      const float r = scale[0];
-      float* o = normOut + uint64_t(s) * K;
+  }
+  const float h0 = !kOwnRow && k0 < K ? LoadFresh(h + k0) : 0.0f;
+  const float r = RowScale(held, h, K, norms);
+  float* o = normOut + uint64_t(s) * K;
+  if constexpr (kOwnRow) {
+    if (norms) {
 #pragma unroll
       for (unsigned v = 0; v < kStandIns; ++v) {
         const unsigned j = tid + v * kGemvThreads;
@@ -145,54 +151,22 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     // acquires at cluster scope; the product reads them from L2, LoadFresh).
     cg::this_cluster().sync();
   } else {
-    // The gain of this thread's first share element: a weight, so before the wait.
-    const uint64_t k0 = ShareIndex(rank, tid, 0);
-    const float g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
-    PdlWait();
-    PdlLaunchDependents();
-    // Every row's held elements and first share element in one round trip.
-    float held[T][kStandIns][kHeld], h0[T];
-#pragma unroll
-    for (int s = 0; s < T; ++s) {
-      const float* h = x + uint64_t(s) * K;
-#pragma unroll
-      for (unsigned v = 0; v < kStandIns; ++v) {
-#pragma unroll
-        for (unsigned m = 0; m < kHeld; ++m) {
-          const uint64_t i = NormIndex(tid + v * kGemvThreads, m);
-          held[s][v][m] = i < K ? LoadFresh(h + i) : 0.0f;
-        }
-      }
-      h0[s] = k0 < K ? LoadFresh(h + k0) : 0.0f;
-    }
-#pragma unroll
-    for (int s = 0; s < T; ++s) {
-#pragma unroll
-      for (unsigned v = 0; v < kStandIns; ++v) {
-        NormWarpTotal(held[s][v], rest(x + uint64_t(s) * K), K, tid + v * kGemvThreads, warpTotals[s]);
-      }
-    }
-    RowScales(warpTotals, scale, T, K);
     extern __shared__ float4 gemvSmem[];
     float* const staged = reinterpret_cast<float*>(gemvSmem) + PartBytes<1, T, CW>() / sizeof(float);
     const uint32_t q = XChunksPerWarp(K, kNormSplit);
     const uint64_t full = uint64_t(K / kChunk) * kChunk;
     // Each element of the share into normOut and, for a full chunk, into the staged x.
-    const auto put = [&](int s, uint64_t k, float v) {
-      normOut[uint64_t(s) * K + k] = v;
+    const auto put = [&](uint64_t k, float v) {
+      o[k] = v;
       if constexpr (kStage) {
-        if (k < full) staged[StagedX(k, s, T, q, rank, kNormSplit)] = v;
+        if (k < full) staged[StagedX(k, 0, T, q, rank, kNormSplit)] = v;
       }
     };
-#pragma unroll
-    for (int s = 0; s < T; ++s) {
-      const float r = scale[s];
-      if (k0 < K) put(s, k0, __fmul_rn(__fdiv_rn(h0[s], r), g0));
-      for (unsigned e = 1;; ++e) {
-        const uint64_t k = ShareIndex(rank, tid, e);
-        if (k >= K) break;
-        put(s, k, __fmul_rn(__fdiv_rn(LoadFresh(x + uint64_t(s) * K + k), r), Bf16ToF32(gain[k])));
-      }
+    if (k0 < K) put(k0, __fmul_rn(__fdiv_rn(h0, r), g0));
+    for (unsigned e = 1;; ++e) {
+      const uint64_t k = ShareIndex(rank, tid, e);
+      if (k >= K) break;
+      put(k, __fmul_rn(__fdiv_rn(LoadFresh(h + k), r), Bf16ToF32(gain[k])));
     }
     // The share, stored by this block's threads, visible to all of them: in shared memory, and in
     // L2 for what the product still reads from normOut (a row's tail, a clipped thread, or all of
@@ -202,7 +176,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const uint16_t* const w[1] = {W};
   const float* xr[T];
 #pragma unroll
-  for (int s = 0; s < T; ++s) xr[s] = normOut + uint64_t(s) * K;
+  for (int i = 0; i < T; ++i) xr[i] = normOut + uint64_t(i) * K;
   GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStage && !kOwnRow>(
       xr, w, ldw, K, cols, 0, kNormSplit, StoreRows<false>{out, ldo});
 }

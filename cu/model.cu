@@ -77,6 +77,7 @@ __global__ void embed(float* __restrict__ out, const uint16_t* __restrict__ emb,
 // by its owner alone, and read (for the sum, then for the output) before that owner writes it.
 __global__ void __launch_bounds__(memra_model::kNormThreads)
     rmsnorm(float* out, const float* in, const uint16_t* __restrict__ gain, uint32_t H) {
+  MEMRA_TRACE_KERNEL(kTraceRmsnorm);
   using namespace memra_model;
   __shared__ float scratch[kNormThreads / 32];
   // A thread's first kNormHeld elements stay in registers between the sum and the output (one

@@ -312,6 +312,7 @@ __global__ void __launch_bounds__(kPartialThreads) mla_partial(MemraMlaArgs a, W
 // (scripts/probes/step-kernels-probe.cu). Which block takes which heads changes no sum.
 template <bool kVec>
 __global__ void __launch_bounds__(kPartialThreads) mla_partial_fit(MemraMlaArgs a, Workspace ws, uint32_t fitBlocks) {
+  MEMRA_TRACE_KERNEL(kTraceMlaPartial);
   PdlWait();
   PdlLaunchDependents();
   const uint32_t s = blockIdx.y, z = blockIdx.z;
@@ -377,6 +378,7 @@ size_t CombineSmemFloats(const MemraMlaArgs& a, const Workspace& ws, const Combi
 template <bool kVec>
 __global__ void __launch_bounds__(kCombineThreads, 2)
     mla_combine(MemraMlaArgs a, Workspace ws, CombineShape c) {
+  MEMRA_TRACE_KERNEL(kTraceMlaCombine);
   namespace cg = cooperative_groups;
   extern __shared__ float4 smem4[];
   __shared__ float scratch[kCombineThreads / 32];

@@ -62,6 +62,7 @@ __device__ __forceinline__ void TileO(float4& acc, const float4* c4, uint32_t qu
 
 // grid (nh, ceil(Dv / kDBlock), t): head blockIdx.x's columns [64 y, 64 y + 64) of row z's u.
 __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
+  MEMRA_TRACE_KERNEL(kTraceMlaShort);
   __shared__ float4 sq4[kMaxR / 4];         // the head's query
   __shared__ float sS[kTiles * 32];         // scores, then exp(s - the tile's max)
   __shared__ float sM[kTiles], sL[kTiles], sW[kTiles], sLsum;

@@ -146,6 +146,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
               const uint16_t* __restrict__ w3, uint32_t e0, uint32_t nE, uint32_t K, uint32_t H,
               uint32_t F, unsigned slots, unsigned split) {
+  MEMRA_TRACE_KERNEL(kTraceExpertUp);
   // Which expert's weights to read is itself the router's output.
   PdlWait();
   PdlLaunchDependents();
@@ -185,6 +186,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
                 uint32_t nE, uint32_t K, uint32_t H, uint32_t F, unsigned slots, unsigned split) {
+  MEMRA_TRACE_KERNEL(kTraceExpertDown);
   // Only act is expert_up's: the ids are read before the wait, so the first batch of W2 is in
   // flight when expert_up finishes (GemvTile waits after loading it). They were written two
   // kernels back (the router), and this grid can start only once every block of expert_up has

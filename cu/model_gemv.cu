@@ -17,6 +17,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     gemv(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
          const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols,
          unsigned split) {
+  MEMRA_TRACE_KERNEL(kTraceGemv);
   PdlLaunchDependents();
   const uint16_t* const w[1] = {W};
   const float* xr[T];

@@ -46,6 +46,7 @@ struct StoreLatentQuery {
 template <int T, int CW, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     latent_query(const LatentQueryArgs a, unsigned latentTiles, unsigned split) {
+  MEMRA_TRACE_KERNEL(kTraceLatentQuery);
   PdlLaunchDependents();
   const unsigned tile = blockIdx.x / split;
   const bool latent = tile < latentTiles;

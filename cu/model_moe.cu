@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(kQuantThreads + 32)
     route_quant(int32_t* __restrict__ ids, float* __restrict__ wts, const float* __restrict__ logits,
                 uint8_t* __restrict__ xq, float* __restrict__ xs, float* __restrict__ xd,
                 const float* __restrict__ b, uint32_t E, uint32_t K, uint32_t H) {
+  MEMRA_TRACE_KERNEL(kTraceRouteQuant);
   PdlWait();
   PdlLaunchDependents();
   const uint32_t s = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -248,6 +249,7 @@ constexpr unsigned kMergeThreads = memra_model::kNormThreads / kMergeBlocks;
 
 __global__ void __launch_bounds__(kMergeThreads)
     moe_combine_norm(Merge m, float* __restrict__ out, const uint16_t* __restrict__ gain) {
+  MEMRA_TRACE_KERNEL(kTraceCombineNorm);
   using namespace memra_model;
   __shared__ float warpTotals[kMergeThreads / 32];
   __shared__ float sw[MEMRA_MODEL_MAX_TOPK];

@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     norm_gemv(float* normOut, float* __restrict__ out, uint64_t ldo, const float* x,
               const uint16_t* __restrict__ gain, const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K,
               uint32_t cols) {
+  MEMRA_TRACE_KERNEL(kTraceNormGemv);
   using namespace memra_model;
   using memra_cu::LoadFresh;
   constexpr bool kOwnRow = T > 1;

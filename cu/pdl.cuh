@@ -36,12 +36,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cu/trace.cuh"
+
 namespace memra_cu {
 
 __device__ __forceinline__ void PdlWait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+  MEMRA_TRACE_WAITED();
 }
 
 // A value some earlier kernel of the step wrote (an activation, a position, a token, the cache,

@@ -1,0 +1,336 @@
+// Where a step's time goes under programmatic dependent launch: `bench`'s 30 layers at t rows as
+// the unsharded walk launches them (latent_query, the attention, Wo with the residual, the MoE
+// norm with the router's product, route_quant, the two expert halves, the merge with the next
+// norm), captured into one CUDA graph with PDL on, as the step graph is, and replayed. Built with
+// -DMEMRA_TRACE, every block of those kernels records when it became resident, when its first
+// PdlWait returned and when it left (cu/trace.cuh), and the probe prints each kernel's share of
+// the chain: `span`, from its wait's release to the next kernel's (what the step pays for it),
+// split into `body` (release to its last block's exit) and `gap` (that exit to the next
+// release: the completion, the flush and the next grid's release), and `lead`, how long its
+// first block was resident before the release. Built without it, the same chain's replay time
+// shows what the records cost.
+//
+//   nvcc -std=c++17 -O3 -arch=sm_90 -DMEMRA_TRACE -I. scripts/probes/step-timeline-probe.cu \
+//        cu/model.cu cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
+//        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention.cu cu/model_attention_short.cu \
+//        -o build/probes/step-timeline-probe
+//   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N]   (default 1:16)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cu/model.h"
+#include "cu/trace.cuh"
+#include "scripts/probes/probe_cuda.h"
+
+#ifdef MEMRA_TRACE
+// Every translation unit's trace symbols (cu/trace.cuh), registered before main.
+struct TraceUnit {
+  const void *records, *capacity, *count;
+  MemraTraceRecord* buffer;
+};
+std::vector<TraceUnit>& TraceUnits() {
+  static std::vector<TraceUnit> units;
+  return units;
+}
+void MemraTraceRegister(const void* records, const void* capacity, const void* count) {
+  TraceUnits().push_back({records, capacity, count, nullptr});
+}
+#endif
+
+namespace {
+
+constexpr uint32_t H = 4096, N = 32, R = 512, Dv = 128, E = 32, K = 8, F = 1536, P = 4096, L = 30;
+
+struct Layer {
+  uint16_t *wq, *wuv, *wdkv, *wo, *wr, *w1, *w3, *w2, *g1, *g2;
+};
+
+uint16_t* Tensor(uint64_t elems, uint32_t l, uint32_t slot, float fanIn, int kind) {
+  uint16_t* w;
+  CHECK(cudaMalloc(&w, elems * 2));
+  const float scale = fanIn > 0 ? float(1.0 / std::sqrt(double(fanIn))) : 0.f;
+  CHECK(memra_gen_weights(w, 0, 16ull * l + slot, 0, 1, elems, 0, elems, kind, scale, 0));
+  return w;
+}
+
+// n floats in [-scale, scale): a million random ones, repeated (the cache is 2 GB at eight rows).
+float* Randoms(size_t n, float scale) {
+  std::vector<float> h(std::min<size_t>(n, 1 << 20));
+  std::mt19937 g(11);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (auto& v : h) v = u(g);
+  float* d;
+  CHECK(cudaMalloc(&d, n * 4));
+  for (size_t at = 0; at < n; at += h.size()) {
+    CHECK(cudaMemcpy(d + at, h.data(), std::min(h.size(), n - at) * 4, cudaMemcpyHostToDevice));
+  }
+  return d;
+}
+
+template <class T>
+T* Buffer(size_t n) {
+  T* p;
+  CHECK(cudaMalloc(&p, n * sizeof(T)));
+  CHECK(cudaMemset(p, 0xff, n * sizeof(T)));
+  return p;
+}
+
+#ifdef MEMRA_TRACE
+const char* TagName(unsigned tag) {
+  switch (tag) {
+    case kTraceLatentQuery: return "latent_query";
+    case kTraceMlaShort: return "mla_short";
+    case kTraceMlaPartial: return "mla_partial";
+    case kTraceMlaCombine: return "mla_combine";
+    case kTraceGemv: return "gemv Wo";
+    case kTraceNormGemv: return "norm_gemv Wr";
+    case kTraceRouteQuant: return "route_quant";
+    case kTraceExpertUp: return "expert_up";
+    case kTraceExpertDown: return "expert_down";
+    case kTraceCombineNorm: return "combine_norm";
+    case kTraceRmsnorm: return "rmsnorm";
+    default: return "?";
+  }
+}
+#endif
+
+struct Instance {
+  unsigned tag = 0, blocks = 0, grid = 0;
+  uint64_t entry = ~0ull, release = ~0ull, exit = 0;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Each case: t rows at one position, "T:POS".
+  std::vector<std::pair<uint32_t, uint32_t>> cases;
+  int replays = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--cases") {
+      for (const char* c = argv[i + 1]; *c;) {
+        char* end;
+        const uint32_t t = std::strtoul(c, &end, 10);
+        if (*end != ':') { std::printf("a case is T:POS, not %s\n", c); return 2; }
+        const uint32_t pos = std::strtoul(end + 1, &end, 10);
+        cases.push_back({t, pos});
+        c = *end == ',' ? end + 1 : end;
+      }
+    } else if (a == "--replays") {
+      replays = std::atoi(argv[i + 1]);
+    } else {
+      std::printf("unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (cases.empty()) cases.push_back({1, 16});
+  for (const auto& [t, pos] : cases) {
+    if (t < 1 || t > MEMRA_MODEL_MAX_ROWS || pos >= P || replays < 1) {
+      std::printf("want 1 <= t <= %d, pos < %u, replays >= 1\n", MEMRA_MODEL_MAX_ROWS, P);
+      return 2;
+    }
+  }
+  constexpr uint32_t kRows = MEMRA_MODEL_MAX_ROWS;
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::vector<Layer> layers(L);
+  for (uint32_t l = 0; l < L; ++l) {
+    Layer& w = layers[l];
+    w.wq = Tensor(uint64_t(H) * N * R, l, 1, H, 0);
+    w.wuv = Tensor(uint64_t(N) * R * Dv, l, 2, R, 0);
+    w.wdkv = Tensor(uint64_t(H) * R, l, 3, H, 0);
+    w.wo = Tensor(uint64_t(N) * Dv * H, l, 4, N * Dv, 0);
+    w.wr = Tensor(uint64_t(H) * E, l, 5, H, 0);
+    w.w1 = Tensor(uint64_t(E) * H * F, l, 6, H, 0);
+    w.w3 = Tensor(uint64_t(E) * H * F, l, 7, H, 0);
+    w.w2 = Tensor(uint64_t(E) * F * H, l, 8, F, 0);
+    w.g1 = Tensor(H, l, 9, 0, 1);
+    w.g2 = Tensor(H, l, 10, 0, 1);
+  }
+  const uint64_t slotStride = uint64_t(L) * P * R;
+  float* h = Randoms(size_t(kRows) * H, 1.f);
+  float* cache = Randoms(size_t(kRows) * slotStride, 0.5f);
+  float *hNorm = Buffer<float>(size_t(kRows) * H), *q = Buffer<float>(size_t(kRows) * N * R);
+  float *u = Buffer<float>(size_t(kRows) * N * Dv), *logits = Buffer<float>(size_t(kRows) * E);
+  int32_t* ids = Buffer<int32_t>(size_t(kRows) * K);
+  float *wts = Buffer<float>(size_t(kRows) * K), *xs = Buffer<float>(size_t(kRows) * H / 128);
+  uint8_t* xq = Buffer<uint8_t>(size_t(kRows) * H);
+  float *xd = Buffer<float>(size_t(kRows) * H), *act = Buffer<float>(size_t(kRows) * K * F);
+  float* contrib = Buffer<float>(size_t(kRows) * K * H);
+  float* work = Buffer<float>(memra_mla_workspace_bytes(kRows, N, P, R) / 4);
+  int32_t* positions = Buffer<int32_t>(kRows);
+#ifdef MEMRA_TRACE
+  const unsigned cap = 1u << 18;
+  for (TraceUnit& u : TraceUnits()) {
+    CHECK(cudaMalloc(&u.buffer, size_t(cap) * sizeof(MemraTraceRecord)));
+    CHECK(cudaMemcpyToSymbol(u.records, &u.buffer, sizeof(u.buffer)));
+    CHECK(cudaMemcpyToSymbol(u.capacity, &cap, sizeof(cap)));
+  }
+#endif
+  for (const auto& c : cases) {
+    const uint32_t t = c.first, pos = c.second;
+    const std::vector<int32_t> ps(t, int32_t(pos));
+    CHECK(cudaMemcpy(positions, ps.data(), t * 4, cudaMemcpyHostToDevice));
+    // The walk's attention bound: the one-kernel form while every row is under it.
+    const uint32_t attendP = pos < memra_mla_short_positions(R) ? memra_mla_short_positions(R) : P;
+
+    const auto step = [&] {
+      memra_model_set_pdl(0);
+      CHECK(memra_rmsnorm(hNorm, h, layers[0].g1, t, H, s));
+      memra_model_set_pdl(1);
+      for (uint32_t l = 0; l < L; ++l) {
+        const Layer& w = layers[l];
+        float* c = cache + uint64_t(l) * P * R;
+        CHECK(memra_latent_query(q, hNorm, w.wdkv, w.wq, c, slotStride, positions, H, R, N * R, t, P, s));
+        const MemraMlaArgs a{u, N * Dv, q, N * R, c, slotStride, positions, w.wuv, work, t, N, attendP, R, Dv};
+        CHECK(memra_mla_attention(&a, s));
+        CHECK(memra_gemv(h, H, u, N * Dv, w.wo, H, N * Dv, H, t, 1, 0, s));
+        CHECK(memra_norm_gemv(hNorm, logits, E, h, w.g2, w.wr, E, H, E, t, s));
+        CHECK(memra_route_quant(ids, wts, logits, xq, xs, xd, hNorm, t, E, K, H, s));
+        CHECK(memra_expert_up(act, xd, ids, w.w1, w.w3, 0, E, t, K, H, F, s));
+        CHECK(memra_expert_down(contrib, act, ids, w.w2, 0, E, t, K, H, F, s));
+        const uint16_t* next = layers[(l + 1) % L].g1;
+        CHECK(memra_moe_combine_norm(h, wts, ids, contrib, contrib, E, t, K, H, hNorm, next, s));
+      }
+      memra_model_set_pdl(0);
+    };
+    step();
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaGetLastError());
+
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    step();
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaStreamSynchronize(s));
+
+#ifdef MEMRA_TRACE
+    // Per chain position (kernel i of a layer), the samples of each measure.
+    std::map<unsigned, std::vector<double>> span, body, gap, lead;
+    std::map<unsigned, unsigned> tagAt, gridAt;
+    unsigned badReplays = 0;
+#endif
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    std::vector<double> ms;
+    for (int r = 0; r < replays; ++r) {
+#ifdef MEMRA_TRACE
+      const unsigned zero = 0;
+      for (const TraceUnit& u : TraceUnits()) {
+        CHECK(cudaMemcpyToSymbolAsync(u.count, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, s));
+      }
+#endif
+      CHECK(cudaEventRecord(e0, s));
+      CHECK(cudaGraphLaunch(ge, s));
+      CHECK(cudaEventRecord(e1, s));
+      CHECK(cudaEventSynchronize(e1));
+      float m;
+      CHECK(cudaEventElapsedTime(&m, e0, e1));
+      ms.push_back(m);
+#ifdef MEMRA_TRACE
+      std::vector<MemraTraceRecord> recs;
+      for (const TraceUnit& u : TraceUnits()) {
+        unsigned n;
+        CHECK(cudaMemcpyFromSymbol(&n, u.count, sizeof(n)));
+        const size_t at = recs.size();
+        recs.resize(at + std::min(n, cap));
+        CHECK(cudaMemcpy(recs.data() + at, u.buffer, (recs.size() - at) * sizeof(MemraTraceRecord),
+                         cudaMemcpyDeviceToHost));
+      }
+      // A kernel's waits all return after the kernel ahead completes and before its own completion
+      // lets the next one's return: in the order of their waits, each kernel's blocks are contiguous.
+      std::vector<MemraTraceRecord> waited;
+      for (const auto& x : recs) if (x.waited != 0) waited.push_back(x);
+      std::sort(waited.begin(), waited.end(), [](auto& a, auto& b) { return a.waited < b.waited; });
+      std::vector<Instance> inst;
+      for (const auto& x : waited) {
+        if (inst.empty() || inst.back().tag != x.tag) inst.push_back(Instance{x.tag, 0, x.blocks});
+        Instance& k = inst.back();
+        ++k.blocks;
+        k.entry = std::min(k.entry, x.entry);
+        k.release = std::min(k.release, x.waited);
+        k.exit = std::max(k.exit, x.exit);
+      }
+      // Blocks that never waited (an expert block with no group) still hold their SM until exit.
+      for (const auto& x : recs) {
+        if (x.waited != 0) continue;
+        for (auto& k : inst) {
+          if (k.tag == x.tag && x.entry >= k.entry && x.entry <= k.exit) { k.exit = std::max(k.exit, x.exit); break; }
+        }
+      }
+      // 8 launches a layer, 9 where the attention takes its two kernels.
+      const size_t perLayer = (inst.size() - 1) / L;
+      if (inst.size() != 1 + perLayer * L || perLayer < 8 || perLayer > 9) {
+        ++badReplays;
+        continue;
+      }
+      for (size_t i = 1; i + 1 < inst.size(); ++i) {
+        const unsigned at = unsigned((i - 1) % perLayer);
+        if ((i - 1) / perLayer == 0) continue;  // layer 0 starts from the uncaptured norm
+        tagAt[at] = inst[i].tag;
+        gridAt[at] = inst[i].grid;
+        span[at].push_back((inst[i + 1].release - inst[i].release) / 1e3);
+        body[at].push_back((double(inst[i].exit) - double(inst[i].release)) / 1e3);
+        gap[at].push_back((double(inst[i + 1].release) - double(inst[i].exit)) / 1e3);
+        lead[at].push_back((double(inst[i].release) - double(inst[i].entry)) / 1e3);
+      }
+#endif
+    }
+    std::printf("bench, t = %u, position %u (attention over %u positions), %u layers: the graph replay %.3f ms "
+                "(median of %d)%s\n",
+                t, pos, attendP, L, Median(ms), replays,
+#ifdef MEMRA_TRACE
+                ", traced"
+#else
+                ", untraced"
+#endif
+    );
+#ifdef MEMRA_TRACE
+    if (badReplays) std::printf("%u replays whose kernels did not group into the chain were left out\n", badReplays);
+    // Weight bytes each kernel must read at t = 1 (the experts: K distinct).
+    const auto wbytes = [](unsigned tag) {
+      switch (tag) {
+        case kTraceLatentQuery: return 2.0 * H * (N * R + R);
+        case kTraceMlaShort: case kTraceMlaCombine: return 2.0 * N * R * Dv;
+        case kTraceGemv: return 2.0 * N * Dv * H;
+        case kTraceNormGemv: return 2.0 * H * E;
+        case kTraceExpertUp: return 2.0 * 2 * K * H * F;
+        case kTraceExpertDown: return 2.0 * K * F * H;
+        default: return 0.0;
+      }
+    };
+    std::printf("%-14s %6s %9s %9s %9s %9s %10s\n", "kernel", "blocks", "span us", "body us", "gap us", "lead us",
+                "span GB/s");
+    double layer = 0;
+    for (const auto& [at, tag] : tagAt) {
+      const double sp = Median(span[at]), b = wbytes(tag);
+      layer += sp;
+      std::printf("%-14s %6u %9.2f %9.2f %9.2f %9.2f %10.0f\n", TagName(tag), gridAt[at], sp, Median(body[at]),
+                  Median(gap[at]), Median(lead[at]), t == 1 && b > 0 ? b / sp / 1e3 : 0.0);
+    }
+    std::printf("a layer: %.2f us of spans (x %u = %.3f ms)\n", layer, L, layer * L / 1e3);
+#endif
+    CHECK(cudaGraphExecDestroy(ge));
+    CHECK(cudaGraphDestroy(g));
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+  }
+  std::printf("done\n");
+  return 0;
+}

@@ -343,6 +343,7 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     }
   }
   __syncthreads();
+  MEMRA_TRACE_MARK(4);
   // This block's total per (matrix, row, column): its partials in y order, left in part[0].
   for (unsigned o = tid; o < kRows * kTile; o += kGemvThreads) {
     float a = part[o];
@@ -355,6 +356,7 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
   } else {
     __syncthreads();
   }
+  MEMRA_TRACE_MARK(5);
   if (rank == 0) {
     for (unsigned o = tid; o < T * kTile; o += kGemvThreads) {
       const unsigned s = o / kTile, c = o % kTile;

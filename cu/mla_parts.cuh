@@ -51,6 +51,27 @@ __device__ __forceinline__ void Fma8(float orr, const uint32_t (&wv)[kUGroup / 2
   }
 }
 
+// Cache rows j = first, first + stride, ... (at most `count`) up to row s's position of this
+// layer into L2, by every thread of the block, while it waits for the kernel ahead
+// (scripts/probes/step-timeline-probe.cu put the short form's scores, the first read of the rows,
+// at 3.6 of its 8.7 us: the rows are mostly out of L2 since the step before). The position is
+// read before the wait, which pdl.cuh otherwise forbids: a prefetch is a hint that puts nothing in
+// a register, so a stale position costs only the wrong rows' bytes, and it is clamped into
+// [0, P) so every address is the slot's. Row p itself is latent_query's, whose store reaches L2
+// over whatever the prefetch brought.
+__device__ __forceinline__ void PrefetchRows(const MemraMlaArgs& a, uint32_t s, uint32_t first, uint32_t stride,
+                                             uint32_t count = 0xffffffffu) {
+  const int32_t p = __ldcg(a.pos + s);
+  if (p < 0 || first > uint32_t(p)) return;
+  const uint32_t last = uint32_t(p) < a.P ? uint32_t(p) : a.P - 1, lines = a.R / 32;  // 128-byte lines
+  const uint32_t all = last < first ? 0 : (last - first) / stride + 1, rows = all < count ? all : count;
+  const char* kv = reinterpret_cast<const char*>(a.cache + uint64_t(s) * a.slotStride);
+  for (uint32_t i = threadIdx.x; i < rows * lines; i += blockDim.x) {
+    const uint64_t j = first + uint64_t(i / lines) * stride;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(kv + (j * a.R) * 4 + (i % lines) * 128));
+  }
+}
+
 // The short form's launch (cu/model_attention_short.cu); the caller has checked the arguments
 // and that a.P <= ShortPositions(a.R) and every load may be 16 bytes wide.
 cudaError_t LaunchShort(const MemraMlaArgs& a, cudaStream_t stream);

@@ -202,9 +202,10 @@ cudaError_t memra_moe_combine(float* h, const float* wts, const int32_t* ids, co
 
 // memra_moe_combine, then out[s] = rmsnorm(h[s], gain) (memra_rmsnorm's bits) in the same launch:
 // the norm that follows a merge when nothing comes between them (the next layer's attention norm,
-// or the final one). out must not overlap h, wts, ids, lo or hi. With PDL on, it reads wts and ids
-// before it waits for the kernel ahead, as memra_expert_down reads ids: they must be older than a
-// kernel that waits before it lets the next start (the walk's expert_up, between router and merge).
+// or the final one). out must not overlap h, wts, ids, lo or hi. With PDL on, it reads wts, ids and
+// h (up to 8192 elements a row) before it waits for the kernel ahead, as memra_expert_down reads
+// ids: they must be older than a kernel that waits before it lets the next start (the walk's
+// expert_up, between the residual and router, and the merge).
 cudaError_t memra_moe_combine_norm(float* h, const float* wts, const int32_t* ids, const float* lo,
                                    const float* hi, uint32_t splitE, uint32_t t, uint32_t K,
                                    uint32_t H, float* out, const uint16_t* gain,

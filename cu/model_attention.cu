@@ -48,6 +48,7 @@ using memra_mla::kUGroup;
 using memra_mla::kUParts;
 using memra_mla::MaxF;
 using memra_mla::PositionTile;
+using memra_mla::PrefetchRows;
 
 constexpr unsigned kPartialWarps = 8;
 constexpr unsigned kPartialThreads = kPartialWarps * 32;
@@ -313,6 +314,8 @@ __global__ void __launch_bounds__(kPartialThreads) mla_partial(MemraMlaArgs a, W
 template <bool kVec>
 __global__ void __launch_bounds__(kPartialThreads) mla_partial_fit(MemraMlaArgs a, Workspace ws, uint32_t fitBlocks) {
   MEMRA_TRACE_KERNEL(kTraceMlaPartial);
+  // The tile's rows, once a tile (its other head groups' blocks read the same).
+  if (blockIdx.z == 0) PrefetchRows(a, blockIdx.y, blockIdx.x * 32, 1, 32);
   PdlWait();
   PdlLaunchDependents();
   const uint32_t s = blockIdx.y, z = blockIdx.z;

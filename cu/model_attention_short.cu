@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     w[k] = live && r < R ? __ldg(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv)) : make_uint4(0, 0, 0, 0);
   }
 
+  PrefetchRows(a, s, blockIdx.x * gridDim.y + blockIdx.y, gridDim.x * gridDim.y);
   PdlLaunchDependents();
   PdlWait();
   float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv + d0;
@@ -102,6 +103,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   const float* kv = a.cache + uint64_t(s) * a.slotStride;
   if (tid < quads) sq4[tid] = qv;
   __syncthreads();
+  MEMRA_TRACE_MARK(0);
 
   // Scores as TiledScores makes them: lane (j, g) chains r group g (float4 g + 4m, increasing
   // m), then the four groups by a xor butterfly; s_j = that / sqrt(R), a true division. A lane's
@@ -127,6 +129,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     if (g == 0 && j < np) sS[j] = __fdiv_rn(acc, sqrtR);
   }
   __syncthreads();
+  MEMRA_TRACE_MARK(1);
 
   // Warp i takes tile i as mla_partial does: its max, the exps and their butterfly sum l.
   if (warp < tiles) {
@@ -139,6 +142,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     if (lane == 0) sM[warp] = mx, sL[warp] = l;
   }
   __syncthreads();
+  MEMRA_TRACE_MARK(2);
 
   // Each tile's o over its positions in increasing j, and, in warp 0, mla_combine's weights
   // exp(m_i - M) and L: with at most 32 tiles its block sum is warp 0's butterfly.
@@ -164,6 +168,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     if (lane == 0) sLsum = lsum;
   }
   __syncthreads();
+  MEMRA_TRACE_MARK(3);
   const float* so = reinterpret_cast<const float*>(so4);
   for (uint32_t r = tid; r < R; r += kThreads) {
     float o = 0.0f;
@@ -171,6 +176,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     osh[r] = __fdiv_rn(o, sLsum);
   }
   __syncthreads();
+  MEMRA_TRACE_MARK(4);
 
   // u: partial prt over r = prt (mod 32) in increasing r, then the partials in order.
   if (live) {
@@ -187,6 +193,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     for (unsigned e = 0; e < kUGroup; ++e) part[prt][dl + e] = acc[e];
   }
   __syncthreads();
+  MEMRA_TRACE_MARK(5);
   for (uint32_t d = tid; d < nd; d += kThreads) {
     float v = part[0][d];
 #pragma unroll

@@ -257,12 +257,19 @@ __global__ void __launch_bounds__(kMergeThreads)
   float held[kNormHeld], g[kNormHeld];
   const unsigned nt = (blockIdx.x % kMergeBlocks) * kMergeThreads + threadIdx.x;  // the norm's thread
   NormGains(g, gain, m.H, nt);
-  // The row's weights and ids before the wait, as expert_down reads its ids (cu/pdl.cuh): they are
-  // the router's, older than the experts between it and this merge, and this grid starts only once
-  // every block of the kernel ahead has started, which that kernel did only after the one ahead of
-  // it let it... back to expert_up, which lets the next kernel start only once its own wait has
-  // returned, after the router finished. After the wait: the contributions and h, one round trip.
+  // The row's weights and ids, and its held elements of h, before the wait, as expert_down reads
+  // its ids (cu/pdl.cuh): they are the router's and the residual's, older than the experts between
+  // them and this merge, and this grid starts only once every block of the kernel ahead has
+  // started, which that kernel did only after the one ahead of it let it... back to expert_up,
+  // which lets the next kernel start only once its own wait has returned, after the router (and
+  // so the residual before it) finished. After the wait: the contributions, one round trip (with
+  // h after it too, the merge took 6.7 us of the launch's 8.7 from its release,
+  // scripts/probes/step-timeline-probe.cu).
   const uint64_t s = blockIdx.x / kMergeBlocks;
+  float* h = m.h + s * m.H;
+  float hv[kNormHeld];
+#pragma unroll
+  for (unsigned j = 0; j < kNormHeld; ++j) hv[j] = NormIndex(nt, j) < m.H ? LoadFresh(h + NormIndex(nt, j)) : 0.0f;
   if (threadIdx.x < m.K) {
     const uint64_t q = s * m.K + threadIdx.x;
     sw[threadIdx.x] = LoadFresh(m.wts + q);
@@ -271,6 +278,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   __syncthreads();
   PdlWait();
   PdlLaunchDependents();
+  MEMRA_TRACE_MARK(1);
   // Merge's sum for each held element: slot order, f32(w * c) then one rounded add.
   float moe[kNormHeld];
 #pragma unroll
@@ -283,13 +291,13 @@ __global__ void __launch_bounds__(kMergeThreads)
       if (NormIndex(nt, j) < m.H) moe[j] = __fadd_rn(moe[j], __fmul_rn(w, LoadFresh(c + NormIndex(nt, j))));
     }
   }
-  float* h = m.h + s * m.H;
 #pragma unroll
   for (unsigned j = 0; j < kNormHeld; ++j) {
     held[j] = 0.0f;
-    if (NormIndex(nt, j) < m.H) h[NormIndex(nt, j)] = held[j] = __fadd_rn(LoadFresh(h + NormIndex(nt, j)), moe[j]);
+    if (NormIndex(nt, j) < m.H) h[NormIndex(nt, j)] = held[j] = __fadd_rn(hv[j], moe[j]);
   }
   for (uint64_t i = nt + kNormRest; i < m.H; i += kNormThreads) m(s, i);
+  MEMRA_TRACE_MARK(0);
   // Past the held ones, this thread reads back what it stored (its own elements).
   NormRow(out + s * m.H, held, g, [h](uint64_t i) { return h[i]; }, gain, m.H,
           [&](float v) { return ClusterSum<kMergeBlocks>(v, warpTotals); }, nt);

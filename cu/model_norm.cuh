@@ -14,6 +14,7 @@
 
 #include "cu/model_bits.cuh"
 #include "cu/model_reduce.cuh"
+#include "cu/trace.cuh"
 
 namespace memra_model {
 
@@ -46,6 +47,7 @@ __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned
   for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (threadIdx.x % 32 == 0) warpTotals[threadIdx.x / 32] = v;
   cg::this_cluster().sync();
+  MEMRA_TRACE_MARK(2);
   float total = 0.0f;
 #pragma unroll
   for (unsigned w = 0; w < kNormThreads / 32; ++w) {
@@ -54,6 +56,7 @@ __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned
   }
   // No block may leave (or reuse its totals) while another still reads them.
   cg::this_cluster().sync();
+  MEMRA_TRACE_MARK(3);
   return total;
 }
 

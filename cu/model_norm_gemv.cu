@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   }
   const float h0 = !kOwnRow && k0 < K ? LoadFresh(h + k0) : 0.0f;
   const float r = RowScale(held, h, K, norms);
+  MEMRA_TRACE_MARK(0);
   float* o = normOut + uint64_t(s) * K;
   if constexpr (kOwnRow) {
     if (norms) {
@@ -174,6 +175,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     // it when nothing is staged).
     __syncthreads();
   }
+  MEMRA_TRACE_MARK(1);
   const uint16_t* const w[1] = {W};
   const float* xr[T];
 #pragma unroll

@@ -14,7 +14,7 @@
 //        cu/model.cu cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
 //        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention.cu cu/model_attention_short.cu \
 //        -o build/probes/step-timeline-probe
-//   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N]   (default 1:16)
+//   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N] [--pdl 0]   (default 1:16)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -102,7 +102,8 @@ const char* TagName(unsigned tag) {
 
 struct Instance {
   unsigned tag = 0, blocks = 0, grid = 0;
-  uint64_t entry = ~0ull, release = ~0ull, exit = 0;
+  uint64_t entry = ~0ull, release = ~0ull, lastRelease = 0, exit = 0;
+  uint64_t marks[kTraceMarks] = {};  // the last block to pass each
 };
 
 double Median(std::vector<double> v) {
@@ -116,7 +117,7 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   // Each case: t rows at one position, "T:POS".
   std::vector<std::pair<uint32_t, uint32_t>> cases;
-  int replays = 20;
+  int replays = 20, pdl = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") {
@@ -130,6 +131,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--replays") {
       replays = std::atoi(argv[i + 1]);
+    } else if (a == "--pdl") {
+      pdl = std::atoi(argv[i + 1]);
     } else {
       std::printf("unknown option %s\n", argv[i]);
       return 2;
@@ -189,7 +192,7 @@ int main(int argc, char** argv) {
     const auto step = [&] {
       memra_model_set_pdl(0);
       CHECK(memra_rmsnorm(hNorm, h, layers[0].g1, t, H, s));
-      memra_model_set_pdl(1);
+      memra_model_set_pdl(pdl);
       for (uint32_t l = 0; l < L; ++l) {
         const Layer& w = layers[l];
         float* c = cache + uint64_t(l) * P * R;
@@ -221,7 +224,8 @@ int main(int argc, char** argv) {
 
 #ifdef MEMRA_TRACE
     // Per chain position (kernel i of a layer), the samples of each measure.
-    std::map<unsigned, std::vector<double>> span, body, gap, lead;
+    std::map<unsigned, std::vector<double>> span, body, gap, lead, spread;
+    std::map<unsigned, std::vector<double>> marks[kTraceMarks];
     std::map<unsigned, unsigned> tagAt, gridAt;
     unsigned badReplays = 0;
 #endif
@@ -265,7 +269,9 @@ int main(int argc, char** argv) {
         ++k.blocks;
         k.entry = std::min(k.entry, x.entry);
         k.release = std::min(k.release, x.waited);
+        k.lastRelease = std::max(k.lastRelease, x.waited);
         k.exit = std::max(k.exit, x.exit);
+        for (unsigned m = 0; m < kTraceMarks; ++m) k.marks[m] = std::max(k.marks[m], x.marks[m]);
       }
       // Blocks that never waited (an expert block with no group) still hold their SM until exit.
       for (const auto& x : recs) {
@@ -289,12 +295,16 @@ int main(int argc, char** argv) {
         body[at].push_back((double(inst[i].exit) - double(inst[i].release)) / 1e3);
         gap[at].push_back((double(inst[i + 1].release) - double(inst[i].exit)) / 1e3);
         lead[at].push_back((double(inst[i].release) - double(inst[i].entry)) / 1e3);
+        spread[at].push_back((double(inst[i].lastRelease) - double(inst[i].release)) / 1e3);
+        for (unsigned m = 0; m < kTraceMarks; ++m) {
+          if (inst[i].marks[m] != 0) marks[m][at].push_back((double(inst[i].marks[m]) - double(inst[i].release)) / 1e3);
+        }
       }
 #endif
     }
     std::printf("bench, t = %u, position %u (attention over %u positions), %u layers: the graph replay %.3f ms "
-                "(median of %d)%s\n",
-                t, pos, attendP, L, Median(ms), replays,
+                "(median of %d)%s%s\n",
+                t, pos, attendP, L, Median(ms), replays, pdl ? "" : ", no PDL",
 #ifdef MEMRA_TRACE
                 ", traced"
 #else
@@ -315,14 +325,23 @@ int main(int argc, char** argv) {
         default: return 0.0;
       }
     };
-    std::printf("%-14s %6s %9s %9s %9s %9s %10s\n", "kernel", "blocks", "span us", "body us", "gap us", "lead us",
-                "span GB/s");
+    // spread: from the first block's release to the last one's.
+    std::printf("%-14s %6s %9s %9s %9s %9s %9s %10s\n", "kernel", "blocks", "span us", "body us", "gap us", "lead us",
+                "spread us", "span GB/s");
     double layer = 0;
     for (const auto& [at, tag] : tagAt) {
       const double sp = Median(span[at]), b = wbytes(tag);
       layer += sp;
-      std::printf("%-14s %6u %9.2f %9.2f %9.2f %9.2f %10.0f\n", TagName(tag), gridAt[at], sp, Median(body[at]),
-                  Median(gap[at]), Median(lead[at]), t == 1 && b > 0 ? b / sp / 1e3 : 0.0);
+      std::printf("%-14s %6u %9.2f %9.2f %9.2f %9.2f %9.2f %10.0f\n", TagName(tag), gridAt[at], sp, Median(body[at]),
+                  Median(gap[at]), Median(lead[at]), Median(spread[at]), t == 1 && b > 0 ? b / sp / 1e3 : 0.0);
+    }
+    // Where each kernel's last block passed its marks (cu/trace.cuh), us after the release.
+    for (const auto& [at, tag] : tagAt) {
+      std::printf("%-14s marks:", TagName(tag));
+      for (unsigned m = 0; m < kTraceMarks; ++m) {
+        if (marks[m].count(at)) std::printf("  %u +%.2f", m, Median(marks[m][at]));
+      }
+      std::printf("\n");
     }
     std::printf("a layer: %.2f us of spans (x %u = %.3f ms)\n", layer, L, layer * L / 1e3);
 #endif

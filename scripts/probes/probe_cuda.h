@@ -22,14 +22,19 @@ static F DriverEntry(const char* name) {
   return reinterpret_cast<F>(p);
 }
 
-// Median device µs of one replay of a CUDA graph captured from `capture()` on s, over `replays`
-// replays each between an event pair; `warm()` runs once first, uncaptured, so that an error
-// surfaces before the capture.
+// n elements of T on the device, every byte of them `byte`.
+template <class T>
+static T* DeviceFilled(size_t n, int byte) {
+  T* p;
+  CHECK(cudaMalloc(&p, n * sizeof(T)));
+  CHECK(cudaMemset(p, byte, n * sizeof(T)));
+  return p;
+}
+
+// What `capture()` enqueues on s, as an instantiated CUDA graph; `warm()` runs once first,
+// uncaptured, so that an error surfaces before the capture.
 template <class Warm, class Capture>
-static double GraphReplayUs(cudaStream_t s, Warm warm, Capture capture, int replays) {
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
+static cudaGraphExec_t CapturedGraph(cudaStream_t s, Warm warm, Capture capture) {
   warm();
   CHECK(cudaStreamSynchronize(s));
   CHECK(cudaGetLastError());
@@ -39,19 +44,33 @@ static double GraphReplayUs(cudaStream_t s, Warm warm, Capture capture, int repl
   capture();
   CHECK(cudaStreamEndCapture(s, &g));
   CHECK(cudaGraphInstantiate(&ge, g, 0));
+  CHECK(cudaGraphDestroy(g));
+  return ge;
+}
+
+// One replay of ge on s between the events a and b: its device ms.
+static float TimedReplayMs(cudaStream_t s, cudaGraphExec_t ge, cudaEvent_t a, cudaEvent_t b) {
+  CHECK(cudaEventRecord(a, s));
+  CHECK(cudaGraphLaunch(ge, s));
+  CHECK(cudaEventRecord(b, s));
+  CHECK(cudaEventSynchronize(b));
+  float ms;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+// Median device µs of one replay of a CUDA graph captured from `capture()` on s (CapturedGraph),
+// over `replays` replays each between an event pair.
+template <class Warm, class Capture>
+static double GraphReplayUs(cudaStream_t s, Warm warm, Capture capture, int replays) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  const cudaGraphExec_t ge = CapturedGraph(s, warm, capture);
   CHECK(cudaGraphLaunch(ge, s));
   std::vector<double> us;
-  for (int r = 0; r < replays; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(ms * 1000.0);
-  }
+  for (int r = 0; r < replays; ++r) us.push_back(TimedReplayMs(s, ge, a, b) * 1000.0);
   CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
   CHECK(cudaEventDestroy(a));
   CHECK(cudaEventDestroy(b));
   std::sort(us.begin(), us.end());

@@ -52,10 +52,7 @@ uint16_t* Weights(size_t elems, uint64_t id, float scale) {
 
 template <class T>
 T* Zeros(size_t n) {
-  T* p;
-  CHECK(cudaMalloc(&p, n * sizeof(T)));
-  CHECK(cudaMemset(p, 0, n * sizeof(T)));
-  return p;
+  return DeviceFilled<T>(n, 0);
 }
 
 }  // namespace

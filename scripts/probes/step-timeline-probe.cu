@@ -73,12 +73,10 @@ float* Randoms(size_t n, float scale) {
   return d;
 }
 
+// Every byte 0xff: NaN where nothing writes.
 template <class T>
 T* Buffer(size_t n) {
-  T* p;
-  CHECK(cudaMalloc(&p, n * sizeof(T)));
-  CHECK(cudaMemset(p, 0xff, n * sizeof(T)));
-  return p;
+  return DeviceFilled<T>(n, 0xff);
 }
 
 #ifdef MEMRA_TRACE
@@ -209,16 +207,7 @@ int main(int argc, char** argv) {
       }
       memra_model_set_pdl(0);
     };
-    step();
-    CHECK(cudaStreamSynchronize(s));
-    CHECK(cudaGetLastError());
-
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    step();
-    CHECK(cudaStreamEndCapture(s, &g));
-    CHECK(cudaGraphInstantiate(&ge, g, 0));
+    const cudaGraphExec_t ge = CapturedGraph(s, step, step);
     for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(ge, s));
     CHECK(cudaStreamSynchronize(s));
 
@@ -240,13 +229,7 @@ int main(int argc, char** argv) {
         CHECK(cudaMemcpyToSymbolAsync(u.count, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, s));
       }
 #endif
-      CHECK(cudaEventRecord(e0, s));
-      CHECK(cudaGraphLaunch(ge, s));
-      CHECK(cudaEventRecord(e1, s));
-      CHECK(cudaEventSynchronize(e1));
-      float m;
-      CHECK(cudaEventElapsedTime(&m, e0, e1));
-      ms.push_back(m);
+      ms.push_back(TimedReplayMs(s, ge, e0, e1));
 #ifdef MEMRA_TRACE
       std::vector<MemraTraceRecord> recs;
       for (const TraceUnit& u : TraceUnits()) {
@@ -346,7 +329,6 @@ int main(int argc, char** argv) {
     std::printf("a layer: %.2f us of spans (x %u = %.3f ms)\n", layer, L, layer * L / 1e3);
 #endif
     CHECK(cudaGraphExecDestroy(ge));
-    CHECK(cudaGraphDestroy(g));
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
   }

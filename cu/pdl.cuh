@@ -11,7 +11,10 @@
 //     token or the cache, and before its first store of any kind (a store before it could land
 //     under a previous kernel still reading that buffer);
 //   - weights may be loaded before it: nothing writes them while steps run (memra_gen_weights
-//     runs between steps, and the worker never marks the launch after it as dependent).
+//     runs between steps, and the worker never marks the launch after it as dependent);
+//   - a prefetch into L2 may be issued before it, even from a position read early (the attention's
+//     cache rows, cu/mla_parts.cuh PrefetchRows): it puts nothing in a register, and L2 is where
+//     every store lands, so a stale hint costs bytes, never a value.
 //
 // The products (cu/gemv_tile.cuh) and the short attention (cu/model_attention_short.cu) let the
 // next kernel launch (PdlLaunchDependents) first thing, before their own wait, so its blocks are
@@ -23,12 +26,11 @@
 // it), so the whole chain before it is complete too. The other kernels wait first. expert_up
 // must, because of what the kernels after it read before their wait: expert_down reads the router's
 // ids there, two kernels back (cu/model_experts.cu), and moe_combine_norm the router's weights and
-// ids and the residual's h, three or more back (cu/model_moe.cu): each starts only once the kernel ahead has started,
-// and so on back to expert_up, which let its successor start only after its own wait. The rest
-// were measured: rmsnorm and route_quant
-// launching early made the step at position 4000 5.46 -> 6.10 ms (t = 1 4.44 -> 4.38), the tiled
-// attention's two kernels made position 1024 5.29 -> 6.04; moe_combine_norm was not measured
-// alone.
+// ids and the residual's h, three or more back (cu/model_moe.cu): each starts only once the kernel
+// ahead has started, and so on back to expert_up, which let its successor start only after its own
+// wait. The rest were measured: rmsnorm and route_quant launching early made the step at position
+// 4000 5.46 -> 6.10 ms (t = 1 4.44 -> 4.38), the tiled attention's two kernels made position
+// 1024 5.29 -> 6.04; moe_combine_norm was not measured alone.
 //
 // Both instructions are no-ops in a kernel launched without the attribute, so the same kernels
 // serve the eager walk, the captured step graph and the probes.

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cu/model.h"
+#include "cu/prefetch_l2.cuh"
 
 namespace memra_mla {
 
@@ -55,9 +56,9 @@ __device__ __forceinline__ void Fma8(float orr, const uint32_t (&wv)[kUGroup / 2
 // layer into L2, by every thread of the block, while it waits for the kernel ahead
 // (scripts/probes/step-timeline-probe.cu put the short form's scores, the first read of the rows,
 // at 3.6 of its 8.7 us: the rows are mostly out of L2 since the step before). The position is
-// read before the wait, which pdl.cuh otherwise forbids: a prefetch is a hint that puts nothing in
-// a register, so a stale position costs only the wrong rows' bytes, and it is clamped into
-// [0, P) so every address is the slot's. Row p itself is latent_query's, whose store reaches L2
+// read before the wait, which pdl.cuh otherwise forbids: it only chooses which lines to prefetch
+// (PrefetchL2 puts nothing in a register), so a stale position costs only the wrong rows' bytes,
+// and it is clamped into [0, P) so every address is the slot's. Row p itself is latent_query's, whose store reaches L2
 // over whatever the prefetch brought.
 __device__ __forceinline__ void PrefetchRows(const MemraMlaArgs& a, uint32_t s, uint32_t first, uint32_t stride,
                                              uint32_t count = 0xffffffffu) {
@@ -68,7 +69,7 @@ __device__ __forceinline__ void PrefetchRows(const MemraMlaArgs& a, uint32_t s, 
   const char* kv = reinterpret_cast<const char*>(a.cache + uint64_t(s) * a.slotStride);
   for (uint32_t i = threadIdx.x; i < rows * lines; i += blockDim.x) {
     const uint64_t j = first + uint64_t(i / lines) * stride;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(kv + (j * a.R) * 4 + (i % lines) * 128));
+    memra_cu::PrefetchL2(kv + (j * a.R) * 4 + (i % lines) * 128);
   }
 }
 

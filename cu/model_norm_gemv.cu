@@ -18,6 +18,7 @@
 #include "cu/gemv_tile.cuh"
 #include "cu/model.h"
 #include "cu/model_norm.cuh"
+#include "cu/prefetch_l2.cuh"
 
 namespace {
 
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     for (uint64_t c = rank * kSplitY + tid / kWarpCols; c < K / kChunk; c += stride) {
 #pragma unroll
       for (unsigned r = 0; r < kChunk; ++r) {
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(W + (c * kChunk + r) * ldw + col));
+        memra_cu::PrefetchL2(W + (c * kChunk + r) * ldw + col);
       }
     }
   }

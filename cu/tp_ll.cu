@@ -4,16 +4,12 @@
 #include <stdint.h>
 
 #include "cu/kernels.h"
+#include "cu/prefetch_l2.cuh"
 #include "cu/tp_ll_chunks.cuh"
 
 namespace {
 
-// A hint that the line holding p will be read soon, into L2 only. L2 is where every SM's view of
-// device memory meets, so a line brought there early cannot make a later load return an older
-// value; a prefetch into L1 could (this SM's L1 is not kept coherent with other SMs' stores).
-__device__ __forceinline__ void PrefetchL2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
+using memra_cu::PrefetchL2;
 
 __global__ void __launch_bounds__(kLlThreads) ll_exchange(LlJob j) {
 #ifdef MEMRA_LL_PHASE_TRACE

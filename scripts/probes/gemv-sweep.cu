@@ -45,14 +45,7 @@ uint16_t* Weights(size_t elems, uint64_t id) {
 }
 
 float* Randoms(size_t n, uint32_t seed) {
-  std::vector<float> h(n);
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (auto& v : h) v = u(g);
-  float* d;
-  CHECK(cudaMalloc(&d, n * 4));
-  CHECK(cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice));
-  return d;
+  return DeviceRandoms(n, 1.f, seed);
 }
 
 std::vector<float> Down(const float* d, size_t n) {

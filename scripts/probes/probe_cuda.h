@@ -4,8 +4,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -20,6 +22,21 @@ static F DriverEntry(const char* name) {
   CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
   if (q != cudaDriverEntryPointSuccess || p == nullptr) { std::printf("FAIL no %s\n", name); std::exit(1); }
   return reinterpret_cast<F>(p);
+}
+
+// n floats on the device, uniform in [-scale, scale) from mt19937(seed): the first `period` of
+// them, repeated (a cache of gigabytes needs no host array its size).
+static float* DeviceRandoms(size_t n, float scale, uint32_t seed, size_t period = SIZE_MAX) {
+  std::vector<float> h(std::min(n, period));
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  for (auto& v : h) v = u(g);
+  float* d;
+  CHECK(cudaMalloc(&d, n * 4));
+  for (size_t at = 0; at < n; at += h.size()) {
+    CHECK(cudaMemcpy(d + at, h.data(), std::min(h.size(), n - at) * 4, cudaMemcpyHostToDevice));
+  }
+  return d;
 }
 
 // n elements of T on the device, every byte of them `byte`.

@@ -11,7 +11,6 @@
 //        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention_short.cu -o build/probes/step-kernels-probe
 #include <algorithm>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -33,14 +32,7 @@ double PerLaunch(cudaStream_t s, Body body) {
 }
 
 float* Randoms(size_t n, float scale = 1.f) {
-  std::vector<float> h(n);
-  std::mt19937 g(3);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  for (auto& v : h) v = u(g);
-  float* d;
-  CHECK(cudaMalloc(&d, n * 4));
-  CHECK(cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice));
-  return d;
+  return DeviceRandoms(n, scale, 3);
 }
 
 uint16_t* Weights(size_t elems, uint64_t id, float scale) {

@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -61,16 +60,7 @@ uint16_t* Tensor(uint64_t elems, uint32_t l, uint32_t slot, float fanIn, int kin
 
 // n floats in [-scale, scale): a million random ones, repeated (the cache is 2 GB at eight rows).
 float* Randoms(size_t n, float scale) {
-  std::vector<float> h(std::min<size_t>(n, 1 << 20));
-  std::mt19937 g(11);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  for (auto& v : h) v = u(g);
-  float* d;
-  CHECK(cudaMalloc(&d, n * 4));
-  for (size_t at = 0; at < n; at += h.size()) {
-    CHECK(cudaMemcpy(d + at, h.data(), std::min(h.size(), n - at) * 4, cudaMemcpyHostToDevice));
-  }
-  return d;
+  return DeviceRandoms(n, scale, 11, size_t(1) << 20);
 }
 
 // Every byte 0xff: NaN where nothing writes.

@@ -56,12 +56,38 @@ __device__ __forceinline__ void RouteWeights(float* __restrict__ wts, float (&se
 // E <= 32: lane l holds element l in a register, read once, so the K picks cost no memory
 // round trip each (7.3 us at E = 32, K = 8 reading x at every pick). The same picks as the scan
 // below: the first untaken index, and the best untaken non-NaN value.
+//
+// Without a NaN among the E, that scan picks the K largest values, a tie to the lower index, in
+// that order: lane l's pick, if any, is its rank, the elements that beat it, which 32 shuffles
+// count at once. The K picks one at a time were each a ballot, a shuffle and a five-step
+// butterfly after the last: the routing warp outlived the rest of route_quant by about 2 us
+// (scripts/probes/step-timeline-probe.cu). With a NaN, the scan a pick at a time.
 __device__ __forceinline__ void RouteRowNarrow(int32_t* __restrict__ ids, float* __restrict__ wts,
                                                const float* __restrict__ x, uint32_t E,
                                                uint32_t K, unsigned lane) {
+  __shared__ float picked[32][MEMRA_MODEL_MAX_TOPK];  // a warp's picks' values, in pick order
   const float v = lane < E ? LoadFresh(x + lane) : 0.0f;
-  bool taken = lane >= E;
   float sel[MEMRA_MODEL_MAX_TOPK];
+  if (!__any_sync(0xffffffffu, lane < E && isnan(v))) {
+    unsigned rank = 0;
+#pragma unroll
+    for (unsigned j = 0; j < 32; ++j) {
+      const float o = __shfl_sync(0xffffffffu, v, j);
+      rank += j < E && (o > v || (o == v && j < lane));
+    }
+    float* const mine = picked[threadIdx.x / 32];
+    if (lane < E && rank < K) {
+      ids[rank] = int32_t(lane);
+      mine[rank] = v;
+    }
+    __syncwarp();
+    if (lane == 0) {
+      for (uint32_t k = 0; k < K; ++k) sel[k] = mine[k];
+      RouteWeights(wts, sel, K);
+    }
+    return;
+  }
+  bool taken = lane >= E;
   for (uint32_t k = 0; k < K; ++k) {
     // K <= E, so an untaken element exists; if the first one is NaN it is the pick.
     const uint32_t first = __ffs(__ballot_sync(0xffffffffu, !taken)) - 1;
@@ -77,10 +103,10 @@ __device__ __forceinline__ void RouteRowNarrow(int32_t* __restrict__ ids, float*
   if (lane == 0) RouteWeights(wts, sel, K);
 }
 
-// Row s's picks and weights, by the 32 lanes of one warp (all of which call it): the scan a pick
-// at a time, lane l over elements l, l + 32, ... (Keeping a lane's elements in a local array, or
-// placing every element at once by its rank, measured slower: 10.5 and 29 us against 7.3 at
-// E = 32, K = 8, scripts/probes/step-kernels-probe.cu.)
+// Row s's picks and weights, by the 32 lanes of one warp (all of which call it): past E = 32 the
+// scan a pick at a time, lane l over elements l, l + 32, ... (Keeping a lane's elements in a
+// local array, or placing every element at once by its rank read from memory, measured slower:
+// 10.5 and 29 us against 7.3 at E = 32, K = 8, scripts/probes/step-kernels-probe.cu.)
 __device__ __forceinline__ void RouteRow(int32_t* __restrict__ ids, float* __restrict__ wts,
                                          const float* __restrict__ x, uint32_t E, uint32_t K,
                                          unsigned lane) {

@@ -501,7 +501,7 @@ describe('model kernels on one GPU', function () {
     sameBits(down(Float32Array, xs, nb), rs, 'quantize, misaligned input: scales');
   });
 
-  it('router: ids equal the oracle topk (ties to the lower index, its NaN rules) and weights within 4 ulp of its softmax', () => {
+  it('router: ids equal the oracle topk (ties to the lower index, ±0 among them, its NaN rules) and weights within 4 ulp of its softmax', () => {
     const t = 4;
     for (const [E, K] of [
       [32, 8],
@@ -511,6 +511,9 @@ describe('model kernels on one GPU', function () {
       [1024, 64],
     ] as const) {
       const lg = randF(t * E, 4);
+      lg[0] = Infinity; // row 0: +inf, and -0 == +0 (a tie: the lower index first)
+      lg[1] = 0;
+      lg[2] = -0;
       lg[E + 3] = lg[E + (9 % E)] = lg[E + 1] = 2.5; // ties in row 1
       lg[2 * E] = NaN; // row 2: a NaN at index 0, which topk admits as its first pick
       lg[3 * E + 2] = NaN; // row 3: a later NaN, which never wins

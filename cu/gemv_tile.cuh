@@ -207,6 +207,25 @@ __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint1
   }
 }
 
+// The rows of this warp's next batch (chunks c + U * stride, ...) asked into L2 while the kernel
+// ahead finishes, one bulk prefetch a row's 32 * CW weights, by lane (u, r, m). Only where the
+// products at four rows and more are bound by their FMAs as much as by their bytes: at t = 8 the
+// chain probe's step 11.98-11.99 -> 11.79-11.81 ms; at t = 1 and 2 it was slower (4.081 -> 4.103,
+// 6.05 -> 6.26), the kernels ahead of the products being latency-bound there.
+template <int M, int CW, unsigned U>
+__device__ __forceinline__ void PrefetchNextBatch(const uint16_t* const (&w)[M], uint64_t c, uint32_t stride,
+                                                  uint64_t full, uint64_t ldw, unsigned mask) {
+  const unsigned lane = threadIdx.x % 32;
+  if (mask != 0xffffffffu || lane >= U * kChunk * M) return;
+  const unsigned m = lane % M, r = (lane / M) % kChunk, u = lane / (M * kChunk);
+  const uint64_t next = c + uint64_t(U + u) * stride;
+  // Row `r` of chunk `next`, from this warp's first column (lane 0's).
+  const uint16_t* p = w[m] - CW * lane + (next * kChunk + r) * ldw;
+  if (next < full && reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(unsigned(kWarpCols * CW * 2)) : "memory");
+  }
+}
+
 // acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
@@ -255,7 +274,10 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       for (unsigned u = 0; u < U; ++u) {
         LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
       }
-      if (!waited) wait();
+      if (!waited) {
+        if constexpr (T >= 4) PrefetchNextBatch<M, CW, U>(w, c, stride, full, ldw, mask);
+        wait();
+      }
 #pragma unroll
       for (unsigned u = 0; u < U; ++u) {
 #pragma unroll

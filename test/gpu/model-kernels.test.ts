@@ -501,7 +501,7 @@ describe('model kernels on one GPU', function () {
     sameBits(down(Float32Array, xs, nb), rs, 'quantize, misaligned input: scales');
   });
 
-  it('router: ids equal the oracle topk (ties to the lower index, ±0 among them, its NaN rules) and weights within 4 ulp of its softmax', () => {
+  it('router: ids equal the oracle topk (ties to the lower index, ±0 among them, its NaN rules) and weights within 6 ulp of its softmax', () => {
     const t = 4;
     for (const [E, K] of [
       [32, 8],
@@ -535,7 +535,10 @@ describe('model kernels on one GPU', function () {
           if (worst.worse(err)) worst.where = `row ${r} slot ${k}: GPU ${g}, oracle ${e}`;
         }
       }
-      worst.within(4, `router E=${E} K=${K}: weights, in ulps`);
+      // CUDA's expf is within 2 ulp, the oracle's exp within half of one: each term, and the sum
+      // every weight is divided by, may differ by 2.5, and the quotient rounds once more (at K = 64
+      // a draw reached 5).
+      worst.within(6, `router E=${E} K=${K}: weights, in ulps`);
     }
   });
 

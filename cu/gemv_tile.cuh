@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "cu/pdl.cuh"
+#include "cu/prefetch_l2.cuh"
 
 namespace memra_tile {
 
@@ -221,9 +222,7 @@ __device__ __forceinline__ void PrefetchNextBatch(const uint16_t* const (&w)[M],
   const uint64_t next = c + uint64_t(U + u) * stride;
   // Row `r` of chunk `next`, from this warp's first column (lane 0's).
   const uint16_t* p = w[m] - CW * lane + (next * kChunk + r) * ldw;
-  if (next < full && reinterpret_cast<uintptr_t>(p) % 16 == 0) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(unsigned(kWarpCols * CW * 2)) : "memory");
-  }
+  if (next < full && reinterpret_cast<uintptr_t>(p) % 16 == 0) memra_cu::PrefetchL2Bulk(p, kWarpCols * CW * 2);
 }
 
 // acc[m][s][i] += x_s[k] * W_m[k][j + i] over this thread's chunks (first, first + stride, ...)

@@ -58,8 +58,8 @@ __device__ __forceinline__ void Fma8(float orr, const uint32_t (&wv)[kUGroup / 2
 // at 3.6 of its 8.7 us: the rows are mostly out of L2 since the step before). The position is
 // read before the wait, which pdl.cuh otherwise forbids: it only chooses which lines to prefetch
 // (PrefetchL2 puts nothing in a register), so a stale position costs only the wrong rows' bytes,
-// and it is clamped into [0, P) so every address is the slot's. Row p itself is latent_query's, whose store reaches L2
-// over whatever the prefetch brought.
+// and it is clamped into [0, P) so every address is the slot's. Row p itself is latent_query's,
+// whose store reaches L2 over whatever the prefetch brought.
 __device__ __forceinline__ void PrefetchRows(const MemraMlaArgs& a, uint32_t s, uint32_t first, uint32_t stride,
                                              uint32_t count = 0xffffffffu) {
   const int32_t p = __ldcg(a.pos + s);

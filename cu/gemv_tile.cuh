@@ -36,6 +36,7 @@
 
 #include "cu/pdl.cuh"
 #include "cu/prefetch_l2.cuh"
+#include "cu/weight_loads.cuh"
 
 namespace memra_tile {
 
@@ -70,27 +71,30 @@ struct WRow {
 __device__ __forceinline__ float Lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float Hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
-// The n (<= CW) weights at p, zeros past them. kFull (n == CW, known at compile time): no
-// bounds tests, so a batch of these is straight-line loads. kWide: one 2*CW-byte load (the
-// launcher proved the alignment); otherwise one 2-byte load each. Same words either way.
+// The n (<= CW) weights at p, zeros past them, each line first out of L2 (cu/weight_loads.cuh).
+// kFull (n == CW, known at compile time): no bounds tests, so a batch of these is straight-line
+// loads. kWide: one 2*CW-byte load (the launcher proved the alignment); otherwise one 2-byte load
+// each. Same words either way.
 template <int CW, bool kWide, bool kFull>
 __device__ __forceinline__ WRow<CW> LoadRow(const uint16_t* p, unsigned n) {
+  using memra_cu::LoadWeights;
+  const uint64_t policy = memra_cu::EvictFirstPolicy();
   WRow<CW> r;
   if constexpr (kWide && kFull) {
     if constexpr (CW == 8) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+      const uint4 v = LoadWeights(reinterpret_cast<const uint4*>(p), policy);
       r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
     } else if constexpr (CW == 4) {
-      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+      const uint2 v = LoadWeights(reinterpret_cast<const uint2*>(p), policy);
       r.w[0] = v.x, r.w[1] = v.y;
     } else {
-      r.w[0] = __ldg(reinterpret_cast<const unsigned int*>(p));
+      r.w[0] = LoadWeights(reinterpret_cast<const uint32_t*>(p), policy);
     }
   } else {
 #pragma unroll
     for (int i = 0; i < CW / 2; ++i) {
-      const uint32_t lo = (kFull || 2u * i < n) ? __ldg(p + 2 * i) : 0u;
-      const uint32_t hi = (kFull || 2u * i + 1 < n) ? __ldg(p + 2 * i + 1) : 0u;
+      const uint32_t lo = (kFull || 2u * i < n) ? LoadWeights(p + 2 * i, policy) : 0u;
+      const uint32_t hi = (kFull || 2u * i + 1 < n) ? LoadWeights(p + 2 * i + 1, policy) : 0u;
       r.w[i] = lo | (hi << 16);
     }
   }

@@ -13,6 +13,7 @@
 #include "cu/mla_parts.cuh"
 #include "cu/model.h"
 #include "cu/pdl.cuh"
+#include "cu/weight_loads.cuh"
 
 namespace memra_mla {
 namespace {
@@ -78,10 +79,12 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   // Weights before the wait (pdl.cuh): this thread's Wuv rows, 16 bytes each.
   const uint16_t* wn = a.wuv + uint64_t(n) * R * Dv + d0 + dl;
   uint4 w[kRowsAThread];
+  const uint64_t policy = memra_cu::EvictFirstPolicy();
 #pragma unroll
   for (unsigned k = 0; k < kRowsAThread; ++k) {
     const uint32_t r = prt + k * kUParts;
-    w[k] = live && r < R ? __ldg(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv)) : make_uint4(0, 0, 0, 0);
+    w[k] = live && r < R ? memra_cu::LoadWeights(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv), policy)
+                         : make_uint4(0, 0, 0, 0);
   }
 
   PrefetchRows(a, s, blockIdx.x * gridDim.y + blockIdx.y, gridDim.x * gridDim.y);

@@ -2,8 +2,9 @@
 // `bench` about 15 GB a step through the card's 50 MB of L2), so no weight line is read again
 // before the next step has pushed it out anyway; at L2's normal priority that stream instead
 // pushes out what the step does read again within microseconds: the activations the next kernel
-// reads, the cache rows, and the kernels' own code (an instruction fetch that misses L2 waits on
-// HBM behind the weights). The values are the same as __ldg's: only the eviction order changes.
+// reads, the cache rows and, likely, the kernels' own code (an instruction fetch that misses L2
+// waits on HBM behind the weights). The values are the same as __ldg's: only the eviction order
+// changes.
 //
 // Found with the chain probe (scripts/probes/step-timeline-probe.cu, five alternating rounds on
 // one H200): the step at t = 1 4.077-4.082 -> 3.959-3.965 ms, position 4000 4.833-4.840 ->

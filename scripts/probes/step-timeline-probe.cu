@@ -14,7 +14,8 @@
 //        cu/model.cu cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
 //        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention.cu cu/model_attention_short.cu \
 //        -o build/probes/step-timeline-probe
-//   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N] [--pdl 0]   (default 1:16)
+//   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N] [--pdl 0] [--wo-split S]
+//   (default 1:16; --wo-split: the split of Wo's K rows, memra_gemv's `split`, 0 for its default)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -105,7 +106,7 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   // Each case: t rows at one position, "T:POS".
   std::vector<std::pair<uint32_t, uint32_t>> cases;
-  int replays = 20, pdl = 1;
+  int replays = 20, pdl = 1, woSplit = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") {
@@ -121,6 +122,8 @@ int main(int argc, char** argv) {
       replays = std::atoi(argv[i + 1]);
     } else if (a == "--pdl") {
       pdl = std::atoi(argv[i + 1]);
+    } else if (a == "--wo-split") {
+      woSplit = std::atoi(argv[i + 1]);
     } else {
       std::printf("unknown option %s\n", argv[i]);
       return 2;
@@ -187,7 +190,7 @@ int main(int argc, char** argv) {
         CHECK(memra_latent_query(q, hNorm, w.wdkv, w.wq, c, slotStride, positions, H, R, N * R, t, P, s));
         const MemraMlaArgs a{u, N * Dv, q, N * R, c, slotStride, positions, w.wuv, work, t, N, attendP, R, Dv};
         CHECK(memra_mla_attention(&a, s));
-        CHECK(memra_gemv(h, H, u, N * Dv, w.wo, H, N * Dv, H, t, 1, 0, s));
+        CHECK(memra_gemv(h, H, u, N * Dv, w.wo, H, N * Dv, H, t, 1, uint32_t(woSplit), s));
         CHECK(memra_norm_gemv(hNorm, logits, E, h, w.g2, w.wr, E, H, E, t, s));
         CHECK(memra_route_quant(ids, wts, logits, xq, xs, xd, hNorm, t, E, K, H, s));
         CHECK(memra_expert_up(act, xd, ids, w.w1, w.w3, 0, E, t, K, H, F, s));
@@ -276,8 +279,8 @@ int main(int argc, char** argv) {
 #endif
     }
     std::printf("bench, t = %u, position %u (attention over %u positions), %u layers: the graph replay %.3f ms "
-                "(median of %d)%s%s\n",
-                t, pos, attendP, L, Median(ms), replays, pdl ? "" : ", no PDL",
+                "(median of %d)%s, Wo split %d%s\n",
+                t, pos, attendP, L, Median(ms), replays, pdl ? "" : ", no PDL", woSplit,
 #ifdef MEMRA_TRACE
                 ", traced"
 #else

@@ -1,0 +1,105 @@
+#!/bin/bash
+# Alternating rounds of the chain probe (step-timeline-probe.cu) over several builds of the model
+# kernels, on one GPU: how docs/performance.md compares a kernel change with the build before.
+#
+#   bash scripts/probes/chain-ab.sh [-r ROUNDS] [-c CASES] [-n REPLAYS] [-a 'PROBE ARGS'] NAME=TREE[:FLAGS] ...
+#
+# TREE: a directory holding cu/ and scripts/probes/ (this checkout is `.`), or a .tar.xz of one,
+# e.g. `git archive REV cu scripts/probes | xz -1 > base.tar.xz` for a revision. FLAGS: extra
+# nvcc flags for that build (`-DMEMRA_TRACE` for the traced timeline, or a macro a tree reads).
+# Each build's translation units compile in parallel into build/probes/chain-ab/NAME; then each
+# round runs every build once, in the order given, so that a card's drift falls on all of them
+# alike. Prints each case's graph replay per build as the min-max of the rounds' medians.
+#
+# Defaults: 5 rounds, cases 1:16,1:1023,1:4000,2:16,4:16,8:16, 30 replays.
+set -euo pipefail
+
+rounds=5 cases=1:16,1:1023,1:4000,2:16,4:16,8:16 replays=30 extra=
+while getopts "r:c:n:a:" o; do
+  case $o in
+    r) rounds=$OPTARG ;;
+    c) cases=$OPTARG ;;
+    n) replays=$OPTARG ;;
+    a) extra=$OPTARG ;;
+    *) echo "usage: $0 [-r ROUNDS] [-c CASES] [-n REPLAYS] [-a 'PROBE ARGS'] NAME=TREE[:FLAGS] ..." >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+if [ $# -eq 0 ]; then
+  echo "$0: name at least one build, NAME=TREE[:FLAGS]" >&2
+  exit 2
+fi
+command -v nvcc > /dev/null || { echo "$0: nvcc not found (this runs where the GPU is)" >&2; exit 2; }
+
+out=build/probes/chain-ab
+mkdir -p "$out"
+names=()
+
+# build NAME TREE FLAGS: the probe and every cu/model*.cu of the tree, one nvcc a unit, then the link.
+build() {
+  local name=$1 tree=$2 flags=$3 dir=$out/$1/src
+  rm -rf "$dir" && mkdir -p "$dir"
+  if [ -d "$tree" ]; then
+    (cd "$tree" && tar cf - cu scripts/probes) | tar xf - -C "$dir"
+  else
+    tar xJf "$tree" -C "$dir"
+  fi
+  local pids=() units
+  units=$(cd "$dir" && ls scripts/probes/step-timeline-probe.cu cu/model*.cu)
+  for u in $units; do
+    # shellcheck disable=SC2086  # FLAGS are words
+    (cd "$dir" && nvcc -std=c++17 -O3 -arch=sm_90 -I. $flags -c "$u" -o "$(basename "$u" .cu).o") &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  (cd "$dir" && nvcc -arch=sm_90 ./*.o -o "../probe" -lcuda)
+}
+
+pids=()
+for spec in "$@"; do
+  name=${spec%%=*} rest=${spec#*=}
+  tree=${rest%%:*} flags=
+  [ "$rest" != "$tree" ] && flags=${rest#*:}
+  if [ "$name" = "$spec" ] || [ -z "$name" ] || [ ! -e "$tree" ]; then
+    echo "$0: '$spec' is not NAME=TREE[:FLAGS] with an existing TREE" >&2
+    exit 2
+  fi
+  names+=("$name")
+  build "$name" "$tree" "$flags" > "$out/$name.build.log" 2>&1 &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    echo "$0: ${names[$i]} did not build ($out/${names[$i]}.build.log):" >&2
+    tail -20 "$out/${names[$i]}.build.log" >&2
+    exit 1
+  fi
+done
+echo "built ${names[*]}"
+
+log=$out/rounds.log
+: > "$log"
+for r in $(seq 1 "$rounds"); do
+  for name in "${names[@]}"; do
+    # shellcheck disable=SC2086  # PROBE ARGS are words
+    "$out/$name/probe" --cases "$cases" --replays "$replays" $extra 2>&1 | sed "s/^/$name | /" >> "$log"
+  done
+  echo "round $r of $rounds done"
+done
+
+# One line a case and build: t, position, then the min-max of the rounds' graph replays (ms).
+awk -F' [|] ' '
+  /the graph replay/ {
+    if (!match($2, /t = [0-9]+, position [0-9]+/)) next
+    c = substr($2, RSTART, RLENGTH)
+    match($2, /graph replay [0-9.]+ ms/)
+    v = substr($2, RSTART + 13, RLENGTH - 16) + 0
+    k = c " | " $1
+    if (!(k in lo) || v < lo[k]) lo[k] = v
+    if (!(k in hi) || v > hi[k]) hi[k] = v
+    if (!(k in seen)) { seen[k] = 1; order[n++] = k }
+  }
+  /differ/ { print }
+  END { for (i = 0; i < n; i++) printf "%s: %.3f-%.3f ms\n", order[i], lo[order[i]], hi[order[i]] }
+' "$log" | sort -t'|' -k1,1 -s
+echo "every round's output: $log"

@@ -82,7 +82,11 @@ log=$out/rounds.log
 for r in $(seq 1 "$rounds"); do
   for name in "${names[@]}"; do
     # shellcheck disable=SC2086  # PROBE ARGS are words
-    "$out/$name/probe" --cases "$cases" --replays "$replays" $extra 2>&1 | sed "s/^/$name | /" >> "$log"
+    if ! "$out/$name/probe" --cases "$cases" --replays "$replays" $extra 2>&1 | sed "s/^/$name | /" >> "$log"; then
+      echo "$0: $name's probe failed in round $r (every round's output: $log):" >&2
+      grep "^$name | " "$log" | tail -5 >&2
+      exit 1
+    fi
   done
   echo "round $r of $rounds done"
 done

@@ -52,7 +52,7 @@ build() {
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  (cd "$dir" && nvcc -arch=sm_90 ./*.o -o "../probe" -lcuda)
+  (cd "$dir" && nvcc -arch=sm_90 ./*.o -o "../probe")
 }
 
 pids=()
@@ -99,9 +99,9 @@ awk -F' [|] ' '
     match($2, /graph replay [0-9.]+ ms/)
     v = substr($2, RSTART + 13, RLENGTH - 16) + 0
     k = c " | " $1
-    if (!(k in lo) || v < lo[k]) lo[k] = v
-    if (!(k in hi) || v > hi[k]) hi[k] = v
-    if (!(k in seen)) { seen[k] = 1; order[n++] = k }
+    if (!(k in lo)) { order[n++] = k; lo[k] = hi[k] = v }
+    if (v < lo[k]) lo[k] = v
+    if (v > hi[k]) hi[k] = v
   }
   /differ/ { print }
   END { for (i = 0; i < n; i++) printf "%s: %.3f-%.3f ms\n", order[i], lo[order[i]], hi[order[i]] }

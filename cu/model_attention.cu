@@ -3,17 +3,20 @@
 // head of a block shares its tile's cache rows, which are read from memory once per step for all
 // of them (the cache is what a long context costs; one block per head re-read it per head).
 //
-//   mla_partial  grid (tiles, t, head groups): a tile's C cache rows into shared memory, then per
-//                head its C scores, their max m, the sum l of exp(s - m) and the unnormalized
-//                o = sum exp(s - m) * cache_j, into the workspace (mla_partial_fit: the head
-//                group's size picked by the row's position);
+//   mla_tiles    grid (blocks, t), R <= 512: a row's (tile of 32 positions, group of HB heads)
+//                items, HB picked by the row's position so that they fit one block an SM; per
+//                item the tile's rows and the group's queries into shared memory, then per head
+//                its scores, their max m, the sum l of exp(s - m) and the unnormalized
+//                o = sum exp(s - m) * cache_j, into the workspace;
+//   mla_partial  grid (tiles, t, heads), R > 512: the same for tiles of 8 positions, a head a block;
 //   mla_combine  grid (heads x a cluster of 4, t): M = max m_i, o = sum_i exp(m_i - M) o_i / sum_i
 //                exp(m_i - M) l_i, then u = o @ Wuv[n], each block a quarter of r and of u.
 // Every order depends only on R and the position count (the slice rule, cu/model.h), never on
-// nh, the head's index or t, so rank r's heads are bit-identical to the same heads of an
-// unsharded call:
+// nh, the head's index, the heads a block holds or t, so rank r's heads are bit-identical to the
+// same heads of an unsharded call:
 //   score: the lane of position j sums its r in increasing float4 groups (fmaf, x y z w), over
-//          the 32 / C lanes that share a position when C < 32, then a xor butterfly of those;
+//          the 32 / C lanes that share a position when C < 32 (at C = 32, four partial sums over
+//          the r groups g = 0..3 mod 4), then a xor butterfly of those;
 //   m: exact in any order; l and the tile's o: positions in increasing j (butterfly for l);
 //   combine: the tiles in increasing order; u: 32 partials over r = p (mod 32), each in
 //          increasing r, added in p order.
@@ -58,13 +61,6 @@ constexpr unsigned kCacheWriteThreads = 256;
 // A padded cache row in shared memory: R + 4 floats, so the 8 lanes of a quarter-warp reading
 // one float4 each of 8 consecutive rows land on 8 distinct bank groups (R % 32 == 0).
 constexpr unsigned kRowPad = 4;
-
-// A query row in shared memory: padded so the 8 lanes of a quarter-warp loading one float4 each
-// of their heads' rows (TiledScores: HT heads apart) land on 8 distinct bank groups.
-template <unsigned C, unsigned HB>
-__host__ __device__ constexpr uint32_t QueryRow(uint32_t R) {
-  return C == 32 ? R + 16 / (HB / kPartialWarps) : R;
-}
 
 // Slot s's cache for `layer`: P positions of R floats.
 __device__ __forceinline__ uint64_t CacheBase(uint32_t s, uint32_t layer, uint32_t L, uint32_t P,
@@ -130,70 +126,223 @@ __host__ __device__ inline Workspace MakeWorkspace(float* work, uint32_t t, uint
   return {work, work + uint64_t(t) * tiles * nh * R, tiles};
 }
 
-// The tile's scores for the block's HB heads, C = 32 positions, into sS[HB][32], by all
-// kPartialWarps warps: warp w takes positions 4w .. 4w + 3, lane (hq, g) heads hq * HT .. + HT
-// (HT = HB / 8) over the r group g (r = 4(g + 4m) + e). A thread's 4 x HT dot products are
-// independent chains fed by 4 + HT shared loads a float4 step, where a lane a position with its
-// heads in a serial chain had one load per 4 FMAs and no parallel chains (28 us a tile of 32
-// heads against about 5 now, scripts/probes/step-kernels-probe.cu). Each score's order is fixed
-// by R: a lane's groups in increasing m (x y z w), then the 4 groups by a xor butterfly.
+// R <= 512: one tile of 32 positions (`tile`) of row s for the HB heads from hb0 (< nh), by the
+// block's kPartialThreads threads (every one calls it, once PdlWait() has returned). Dynamic
+// shared memory (TilesSmem): the tile's 32 padded cache rows, the heads' queries [HB][R], then
+// their scores [HB][32], overwritten by exp(s - m).
+//
+// The block is bound by its shared-memory wavefronts, not its FMAs: a 16-byte shared load costs
+// four wavefronts a warp whether its lanes read 32 addresses or 4, and an SM serves one a cycle
+// while it issues four warp FMAs (Nsight Compute on the tile kernel at position 1023: every
+// LDS.128 four wavefronts, the kernel's 1.4 M of them about 5.5 us an SM, more than all else).
+// So each phase keeps a loaded value in registers for as many FMAs as fit:
+//   scores  warp w: heads w * HA .. + HA, lane (pq, g): positions 4 pq .. 4 pq + 3 over r group g;
+//           a step loads HA + 4 float4 for 16 HA FMAs (one head and four positions a lane were
+//           5 for 16, the most of these wavefronts);
+//   o       lane (qd, half): r group qd of HO heads, a pass; a position loads one float4 of its
+//           row and one of the heads' exps for 4 HO FMAs (one head a lane: 4 rows and a shuffle
+//           for 16).
+// Each sum is the one cu/model_attention.cu's header gives, step for step, so which heads a block
+// holds changes no bit (the test holds the tiles to the one-kernel form's bits).
 template <unsigned HB>
-__device__ __forceinline__ void TiledScores(const float* sc, uint32_t rowF, const float* sq, uint32_t rowQ,
-                                            uint32_t R, float sqrtR, float* sS) {
-  constexpr unsigned HT = HB / kPartialWarps;
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const unsigned g = lane % 4, hq = lane / 4, j0 = warp * 4;
-  float acc[HT][4];
+struct TileHeadsShape {
+  static constexpr unsigned kScoreHeads = HB == 8 ? 2 : HB == 16 ? 4 : 8;  // HA
+  static constexpr unsigned kScoreWarps = HB / kScoreHeads;
+  static constexpr unsigned kOHeads = HB / 2 < 8 ? HB / 2 : 8;  // HO
+  static constexpr unsigned kOPasses = HB / (2 * kOHeads);
+  static_assert(kScoreWarps <= kPartialWarps && 2 * 128 == kPartialThreads, "the phases' lanes");
+};
+
+template <unsigned HB, bool kVec>
+__device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
+                                          uint32_t hb0, uint32_t np) {
+  using Shape = TileHeadsShape<HB>;
+  constexpr unsigned HA = Shape::kScoreHeads, HO = Shape::kOHeads;
+  extern __shared__ float4 smem4[];
+  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad;
+  float* sc = reinterpret_cast<float*>(smem4);
+  float* sq = sc + 32 * rowF;
+  float* sS = sq + HB * R;
+  const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const uint32_t j0 = tile * 32, nv = np - j0 < 32 ? np - j0 : 32;
+  const uint32_t nhB = a.nh - hb0 < HB ? a.nh - hb0 : HB;
+
+  Stage<kVec>(sc, rowF, a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * R, nv, R);
+  Stage<kVec>(sq, R, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
+  if (kVec) memra_cu::WaitCopiesToShared();
+  // Heads past nh read zeros, never what an earlier item left in shared memory. Rows past nv are
+  // stale: their scores are made and never read, and no o reads them.
+  for (uint32_t i = nhB * R + tid; i < HB * R; i += kPartialThreads) sq[i] = 0.0f;
+  __syncthreads();
+  MEMRA_TRACE_MARK(0);
+
+  // Scores: lane (pq, g) chains r group g (float4 g + 4m, increasing m) of its 4 positions and the
+  // warp's HA heads, then the four groups by a xor butterfly (lanes g = 0..3 are adjacent).
+  const float sqrtR = __fsqrt_rn(static_cast<float>(R));
+  if (warp < Shape::kScoreWarps) {
+    const unsigned g = lane % 4, pq = lane / 4, h0 = warp * HA;
+    float acc[HA][4];
 #pragma unroll
-  for (unsigned h = 0; h < HT; ++h) {
+    for (unsigned h = 0; h < HA; ++h) {
 #pragma unroll
-    for (unsigned i = 0; i < 4; ++i) acc[h][i] = 0.0f;
-  }
-  const uint32_t steps = R / 16;
+      for (unsigned i = 0; i < 4; ++i) acc[h][i] = 0.0f;
+    }
+    const float* crow = sc + 4 * pq * rowF;
+    const float* qrow = sq + h0 * R;
 #pragma unroll 2
-  for (uint32_t m = 0; m < steps; ++m) {
-    const uint32_t at = 4 * (g + 4 * m);
-    float4 c[4], q[HT];
+    for (uint32_t m = 0; m < R / 16; ++m) {
+      const uint32_t at = 4 * (g + 4 * m);
+      float4 c[4], q[HA];
 #pragma unroll
-    for (unsigned i = 0; i < 4; ++i) c[i] = *reinterpret_cast<const float4*>(sc + (j0 + i) * rowF + at);
+      for (unsigned i = 0; i < 4; ++i) c[i] = *reinterpret_cast<const float4*>(crow + i * rowF + at);
 #pragma unroll
-    for (unsigned h = 0; h < HT; ++h) q[h] = *reinterpret_cast<const float4*>(sq + (hq * HT + h) * rowQ + at);
+      for (unsigned h = 0; h < HA; ++h) q[h] = *reinterpret_cast<const float4*>(qrow + h * R + at);
 #pragma unroll
-    for (unsigned h = 0; h < HT; ++h) {
+      for (unsigned h = 0; h < HA; ++h) {
 #pragma unroll
-      for (unsigned i = 0; i < 4; ++i) acc[h][i] = Dot4(q[h], c[i], acc[h][i]);
+        for (unsigned i = 0; i < 4; ++i) acc[h][i] = Dot4(q[h], c[i], acc[h][i]);
+      }
+    }
+#pragma unroll
+    for (unsigned o = 1; o < 4; o <<= 1) {
+#pragma unroll
+      for (unsigned h = 0; h < HA; ++h) {
+#pragma unroll
+        for (unsigned i = 0; i < 4; ++i) acc[h][i] = __fadd_rn(acc[h][i], __shfl_xor_sync(0xffffffffu, acc[h][i], o));
+      }
+    }
+    // Lane g stores position 4 pq + g. docs/model.md: s_j = (q . c_j) / sqrt(R), a true division.
+#pragma unroll
+    for (unsigned h = 0; h < HA; ++h) {
+      const float v = g == 0 ? acc[h][0] : g == 1 ? acc[h][1] : g == 2 ? acc[h][2] : acc[h][3];
+      sS[(h0 + h) * 32 + 4 * pq + g] = __fdiv_rn(v, sqrtR);
     }
   }
+  __syncthreads();
+  MEMRA_TRACE_MARK(1);
+
+  // A warp a head, a lane a position: the max, the exps (0 past nv) and their butterfly sum l.
+  for (uint32_t h = warp; h < nhB; h += kPartialWarps) {
+    const float sj = lane < nv ? sS[h * 32 + lane] : -INFINITY;
+    float mx = sj;
 #pragma unroll
-  for (unsigned o = 1; o < 4; o <<= 1) {
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float e = lane < nv ? expf(__fsub_rn(sj, mx)) : 0.0f;
+    float l = e;
 #pragma unroll
-    for (unsigned h = 0; h < HT; ++h) {
-#pragma unroll
-      for (unsigned i = 0; i < 4; ++i) acc[h][i] = __fadd_rn(acc[h][i], __shfl_xor_sync(0xffffffffu, acc[h][i], o));
+    for (int o = 16; o > 0; o >>= 1) l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, o));
+    sS[h * 32 + lane] = e;
+    if (lane == 0) {
+      const uint64_t at = ws.Index(s, tile, hb0 + h, a.nh);
+      ws.ml[2 * at] = mx;
+      ws.ml[2 * at + 1] = l;
     }
   }
-  // Lane g stores position j0 + g of its heads. docs/model.md: s_j = (q . c_j) / sqrt(R), a true division.
+  __syncthreads();
+  MEMRA_TRACE_MARK(2);
+
+  // o over the tile's positions in increasing j, four rows loaded at a time (past nv, the last
+  // again: none is applied).
+  const uint32_t qd = tid % 128;
+  const float4* c4 = reinterpret_cast<const float4*>(sc) + qd;
+  const uint32_t row4 = rowF / 4;
+#pragma unroll 1
+  for (unsigned pass = 0; pass < Shape::kOPasses; ++pass) {
+    const uint32_t hf = (2 * pass + tid / 128) * HO;
+    if (hf >= nhB || qd >= quads) continue;
+    float4 acc[HO];
 #pragma unroll
-  for (unsigned h = 0; h < HT; ++h) {
-    const float v = g == 0 ? acc[h][0] : g == 1 ? acc[h][1] : g == 2 ? acc[h][2] : acc[h][3];
-    sS[(hq * HT + h) * 32 + j0 + g] = __fdiv_rn(v, sqrtR);
+    for (unsigned h = 0; h < HO; ++h) acc[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (uint32_t jb = 0; jb < nv; jb += 4) {
+      float4 c[4];
+#pragma unroll
+      for (unsigned u = 0; u < 4; ++u) c[u] = c4[(jb + u < nv ? jb + u : nv - 1) * row4];
+#pragma unroll
+      for (unsigned h = 0; h < HO; ++h) {
+        const float4 e = *reinterpret_cast<const float4*>(sS + (hf + h) * 32 + jb);
+        Axpy4(e.x, c[0], acc[h]);
+        if (jb + 1 < nv) Axpy4(e.y, c[1], acc[h]);
+        if (jb + 2 < nv) Axpy4(e.z, c[2], acc[h]);
+        if (jb + 3 < nv) Axpy4(e.w, c[3], acc[h]);
+      }
+    }
+#pragma unroll
+    for (unsigned h = 0; h < HO; ++h) {
+      if (hf + h < nhB) {
+        reinterpret_cast<float4*>(ws.o + ws.Index(s, tile, hb0 + hf + h, a.nh) * R)[qd] = acc[h];
+      }
+    }
+  }
+  MEMRA_TRACE_MARK(3);
+}
+
+// Floats of TileHeads' dynamic shared memory at HB heads.
+__host__ __device__ constexpr size_t TilesSmemFloats(uint32_t R, unsigned HB) {
+  return size_t(32) * (R + kRowPad) + size_t(HB) * R + size_t(HB) * 32;
+}
+
+// Heads an item of a row with `tiles` tiles takes: the fewest of 8, 16 and 32 whose items fit
+// `blocks` (a block an SM), else the fewest with the fewest items (bench at position 1023, 32
+// tiles: 8 heads, 128 items; at 3999, 125 tiles: 32, 125 items). A block's time grows with its
+// heads, so more than the items need leaves SMs idle; fewer make a second round of items.
+__device__ __forceinline__ unsigned TileHeadsFor(uint32_t tiles, uint32_t nh, uint32_t blocks) {
+  unsigned best = 8;
+  uint64_t fewest = uint64_t(tiles) * ((nh + 7) / 8);
+  for (unsigned hb = 16; hb <= 32 && fewest > blocks; hb *= 2) {
+    const uint64_t items = uint64_t(tiles) * ((nh + hb - 1) / hb);
+    if (items < fewest) best = hb, fewest = items;
+  }
+  return best;
+}
+
+// R <= 512: grid (blocks, t); block x of row s takes the row's items x, x + blocks, ... (tile-major,
+// HB heads each, TileHeadsFor). The grid is fixed (one block an SM, split over the rows); the
+// items follow the row's position, so a short context leaves blocks idle rather than a long one
+// waiting for a second wave (the tile-by-head grid at position 3999: its second wave of blocks
+// released 13 us after the first, half of the kernel's 23 us).
+template <bool kVec>
+__global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Workspace ws) {
+  MEMRA_TRACE_KERNEL(kTraceMlaPartial);
+  const uint32_t s = blockIdx.y;
+  // Tile x's rows, by block x (its first item's tile whichever the heads, while tiles <= blocks).
+  PrefetchRows(a, s, blockIdx.x * 32, 1, 32);
+  PdlWait();
+  PdlLaunchDependents();
+  const int32_t p = LoadFresh(a.pos + s);
+  if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u
+  const uint32_t np = uint32_t(p) + 1, tiles = (np + 31) / 32;
+  const unsigned hb = TileHeadsFor(tiles, a.nh, gridDim.x);
+  const uint32_t groups = (a.nh + hb - 1) / hb;
+  const uint64_t items = uint64_t(tiles) * groups;
+  for (uint64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    // The item before is done with shared memory.
+    if (w != blockIdx.x) __syncthreads();
+    const uint32_t tile = uint32_t(w / groups), hb0 = uint32_t(w % groups) * hb;
+    if (hb == 8) {
+      TileHeads<8, kVec>(a, ws, tile, s, hb0, np);
+    } else if (hb == 16) {
+      TileHeads<16, kVec>(a, ws, tile, s, hb0, np);
+    } else {
+      TileHeads<32, kVec>(a, ws, tile, s, hb0, np);
+    }
   }
 }
 
-// One tile of positions (`tile`) of row s for HPW heads a warp from head hb0 (< nh), kPartialWarps
-// warps a block; a lane keeps QPL float4 of each of its heads' o. Dynamic shared memory: the
-// tile's C padded cache rows, then the block's queries [HPW * kPartialWarps][R]. Every thread of
-// the block calls it, once PdlWait() has returned, and the kernel ends when it does.
+// R > 512 (TileHeads takes R <= 512): one tile of C < 32 positions (`tile`) of row s for HPW
+// heads a warp from head hb0 (< nh), kPartialWarps warps a block; a lane keeps QPL float4 of each
+// of its heads' o. Dynamic shared memory: the tile's C padded cache rows, then the block's queries
+// [HPW * kPartialWarps][R]. Every thread of the block calls it, once PdlWait() has returned, and
+// the kernel ends when it does.
 template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
 __device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
                                             uint32_t hb0) {
+  static_assert(C < 32, "a tile of 32 positions is TileHeads'");
   constexpr unsigned RG = 32 / C;  // lanes one position's score is split over
   constexpr unsigned HB = HPW * kPartialWarps;
   extern __shared__ float4 smem4[];
-  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad, rowQ = QueryRow<C, HB>(R);
+  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad, rowQ = R;
   float* sc = reinterpret_cast<float*>(smem4);
   float* sq = sc + C * rowF;
-  float* sS = sq + HB * rowQ;
   const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   const int32_t p = LoadFresh(a.pos + s);
@@ -211,21 +360,16 @@ __device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspa
   for (uint32_t i = nhB * rowQ + tid; i < HB * rowQ; i += kPartialThreads) sq[i] = 0.0f;
   __syncthreads();
   const float sqrtR = __fsqrt_rn(static_cast<float>(R));
-  if constexpr (C == 32) {
-    TiledScores<HB>(sc, rowF, sq, rowQ, R, sqrtR, sS);
-    __syncthreads();
-  }
   // A warp whose heads are all past nh has nothing to do (no block barrier follows).
   const unsigned h0 = warp * HPW;
   if (h0 >= nhB) return;
 
-  // Scores, a lane a position: from the tiles above (C = 32), or (C < 32) by the RG lanes of a
-  // position over heads h0 .. h0 + HPW of this warp.
+  // Scores, a lane a position, by the RG lanes of a position over heads h0 .. h0 + HPW of this warp.
   const unsigned j = lane / RG, g = lane % RG;
   float d[HPW];
 #pragma unroll
   for (unsigned h = 0; h < HPW; ++h) d[h] = 0.0f;
-  if (C < 32 && j < nv) {
+  if (j < nv) {
     const float* crow = sc + j * rowF;
 #pragma unroll 4
     for (uint32_t qd = g; qd < quads; qd += RG) {
@@ -245,7 +389,7 @@ __device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspa
   float e[HPW], m[HPW], l[HPW];
 #pragma unroll
   for (unsigned h = 0; h < HPW; ++h) {
-    const float sj = j >= nv ? -INFINITY : C == 32 ? sS[(h0 + h) * 32 + j] : __fdiv_rn(d[h], sqrtR);
+    const float sj = j >= nv ? -INFINITY : __fdiv_rn(d[h], sqrtR);
     float mx = sj;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -303,30 +447,6 @@ __global__ void __launch_bounds__(kPartialThreads) mla_partial(MemraMlaArgs a, W
   PdlWait();
   PdlLaunchDependents();
   PartialTile<C, HPW, QPL, kVec>(a, ws, blockIdx.x, blockIdx.y, blockIdx.z * HPW * kPartialWarps);
-}
-
-// R <= 512 with more than 8 heads: grid (tiles, t, groups of 8 heads). A row whose tiles, in
-// groups of 8 heads, are at most fitBlocks blocks takes 8 heads a block; past that, 16 (the
-// even z blocks; the odd ones leave), which share each cache tile between twice the heads. The
-// grid is fixed by P, the tiles a row has are not: on bench, 8 heads a block took the tile kernel
-// at position 1023 (128 blocks) 20.5 -> 15.6 us, but at 3999 (500 blocks) 21.6 -> 30.5
-// (scripts/probes/step-kernels-probe.cu). Which block takes which heads changes no sum.
-template <bool kVec>
-__global__ void __launch_bounds__(kPartialThreads) mla_partial_fit(MemraMlaArgs a, Workspace ws, uint32_t fitBlocks) {
-  MEMRA_TRACE_KERNEL(kTraceMlaPartial);
-  // The tile's rows, once a tile (its other head groups' blocks read the same).
-  if (blockIdx.z == 0) PrefetchRows(a, blockIdx.y, blockIdx.x * 32, 1, 32);
-  PdlWait();
-  PdlLaunchDependents();
-  const uint32_t s = blockIdx.y, z = blockIdx.z;
-  const int32_t p = LoadFresh(a.pos + s);
-  if (p < 0 || uint32_t(p) >= a.P) return;
-  const uint64_t blocks8 = uint64_t(uint32_t(p) / 32 + 1) * ((a.nh + 7) / 8);
-  if (blocks8 <= fitBlocks) {
-    PartialTile<32, 1, 4, kVec>(a, ws, blockIdx.x, s, 8 * z);
-  } else if (z % 2 == 0) {
-    PartialTile<32, 2, 4, kVec>(a, ws, blockIdx.x, s, 8 * z);
-  }
 }
 
 // The combine of one head of one row is a cluster of kCombineBlocks blocks: block b sums the
@@ -526,7 +646,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
 // Dynamic shared memory of a tile of C positions for HB heads (PartialTile's layout).
 template <unsigned C, unsigned HB>
 size_t PartialSmem(uint32_t R) {
-  return (size_t(C) * (R + kRowPad) + size_t(HB) * QueryRow<C, HB>(R) + (C == 32 ? HB * 32 : 0)) * sizeof(float);
+  return (size_t(C) * (R + kRowPad) + size_t(HB) * R) * sizeof(float);
 }
 
 template <unsigned C, unsigned HPW, unsigned QPL, bool kVec>
@@ -541,21 +661,20 @@ cudaError_t LaunchPartial(const MemraMlaArgs& a, const Workspace& ws, cudaStream
   return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws);
 }
 
-// mla_partial_fit, 8 heads a block while a row's blocks fit one an SM.
+// mla_tiles: one block an SM (its shared memory is sized for 32 heads), the SMs split over the rows.
 template <bool kVec>
-cudaError_t LaunchPartialFit(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
+cudaError_t LaunchTiles(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
   static std::atomic<size_t> granted{0};
-  auto kernel = mla_partial_fit<kVec>;
-  const size_t s8 = PartialSmem<32, 8>(a.R), s16 = PartialSmem<32, 16>(a.R);
-  const size_t smem = s8 > s16 ? s8 : s16;
+  auto kernel = mla_tiles<kVec>;
+  const size_t smem = TilesSmemFloats(a.R, 32) * sizeof(float);
   cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   int dev = 0, sms = 0;
   err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
-  const dim3 grid(ws.tiles, a.t, (a.nh + 7) / 8);
-  return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws, uint32_t(sms));
+  const dim3 grid((uint32_t(sms) + a.t - 1) / a.t, a.t);
+  return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws);
 }
 
 template <bool kVec>
@@ -596,7 +715,7 @@ extern "C" cudaError_t memra_cache_write(float* cache, const float* c, const int
                            c, pos, layer, L, P, R);
 }
 
-// R % 16: a position's score is four lanes' sums of R / 16 float4s each (TiledScores, and the
+// R % 16: a position's score is four lanes' sums of R / 16 float4s each (TileHeads, and the
 // short form's scores), so a remainder would go unsummed.
 extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_t stream) {
   if (args == nullptr) return cudaErrorInvalidValue;
@@ -616,17 +735,7 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   if (a.P <= memra_mla::ShortPositions(a.R) && vecIn && vecW) return memra_mla::LaunchShort(a, stream);
   cudaError_t err;
   if (a.R <= 512) {
-    // Eight heads a block (one a warp) while the row's blocks fit the SMs, then sixteen (two a
-    // warp; mla_partial_fit), or for eight heads or fewer, eight: a block's time grows with its
-    // heads, so 32 heads in one block left the step's short contexts to one SM, and 8 a block
-    // re-read each cache tile four times at long ones (bench, one tile at position 63: 23.6 us
-    // for 32 heads a block, 16.8 for 16, 12.5 for 8; at 3999: 25.0, 22.9, 33.9;
-    // scripts/probes/step-kernels-probe.cu).
-    if (a.nh > 8) {
-      err = vecIn ? LaunchPartialFit<true>(a, ws, stream) : LaunchPartialFit<false>(a, ws, stream);
-    } else {
-      err = vecIn ? LaunchPartial<32, 1, 4, true>(a, ws, stream) : LaunchPartial<32, 1, 4, false>(a, ws, stream);
-    }
+    err = vecIn ? LaunchTiles<true>(a, ws, stream) : LaunchTiles<false>(a, ws, stream);
   } else {
     err = vecIn ? LaunchPartial<8, 1, 16, true>(a, ws, stream) : LaunchPartial<8, 1, 16, false>(a, ws, stream);
   }

@@ -108,11 +108,11 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   __syncthreads();
   MEMRA_TRACE_MARK(0);
 
-  // Scores as TiledScores makes them: lane (j, g) chains r group g (float4 g + 4m, increasing
-  // m), then the four groups by a xor butterfly; s_j = that / sqrt(R), a true division. A lane's
-  // R / 16 cache loads (R % 16 == 0, checked by memra_mla_attention) are all issued before the
-  // chain (unrolled to kMaxR's count, the ones past R re-reading the last, so that none waits on
-  // a branch): unrolled by 8 they were four round trips to L2 in series.
+  // Scores as the tiled form makes them (TileHeads): lane (j, g) chains r group g (float4 g + 4m,
+  // increasing m), then the four groups by a xor butterfly; s_j = that / sqrt(R), a true
+  // division. A lane's R / 16 cache loads (R % 16 == 0, checked by memra_mla_attention) are all
+  // issued before the chain (unrolled to kMaxR's count, the ones past R re-reading the last, so
+  // that none waits on a branch): unrolled by 8 they were four round trips to L2 in series.
   const float sqrtR = __fsqrt_rn(static_cast<float>(R));
   for (uint32_t j0 = warp * 8; j0 < np; j0 += kWarps * 8) {
     const uint32_t j = j0 + lane / 4, g = lane % 4;

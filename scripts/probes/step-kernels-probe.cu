@@ -1,8 +1,7 @@
 // The `bench` step's small and attention kernels at t = 1, each alone, timed from a CUDA graph of
 // back-to-back launches (no timing event between two launches): what each costs the step, free
 // of the decode bench kernel table's per-launch event overhead. The attention is timed at several
-// positions, whole and as its two kernels, and under other head groupings of its tile kernel
-// (and the production one, LaunchPartialFit: one head a warp or two, by the row's tiles).
+// positions, whole and as its two kernels (the tile kernel, mla_tiles, and the combine).
 // `--once P` makes one attention call at position P and times nothing, for Nsight Compute
 // (ncu --clock-control none -k regex:mla_ build/probes/step-kernels-probe --once 1023).
 //
@@ -72,14 +71,10 @@ int main(int argc, char** argv) {
   for (int p : {0, 15, 63, 1023, 3999}) {
     CHECK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
     const double whole = PerLaunch(s, [&] { CHECK(memra_mla_attention(&a, s)); });
-    const double part = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 4, 4, true>(a, ws, s))); });
-    const double part2 = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 2, 4, true>(a, ws, s))); });
-    const double part1 = PerLaunch(s, [&] { CHECK((LaunchPartial<32, 1, 4, true>(a, ws, s))); });
-    const double fit = PerLaunch(s, [&] { CHECK(LaunchPartialFit<true>(a, ws, s)); });
+    const double tiles = PerLaunch(s, [&] { CHECK(LaunchTiles<true>(a, ws, s)); });
     const double comb = PerLaunch(s, [&] { CHECK(LaunchCombine<true>(a, ws, s)); });
-    std::printf("mla_attention at position %4d: %7.2f us "
-                "(tile kernel: 4 heads a warp %6.2f, 2 %6.2f, 1 %6.2f, by the tiles %6.2f; combine %6.2f)\n",
-                p, whole, part, part2, part1, fit, comb);
+    std::printf("mla_attention at position %4d: %7.2f us (tile kernel %6.2f; combine %6.2f)\n", p, whole, tiles,
+                comb);
   }
   // The MoE head and the norms.
   float* h = Randoms(H, 2.f);

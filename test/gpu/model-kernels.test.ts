@@ -901,7 +901,7 @@ describe('model kernels on one GPU', function () {
     return worst;
   }
 
-  it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads (8 and 16 heads a tile block); head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
+  it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads (8, 16 and 32 heads a tile item); head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
     const t = 3,
       nh = 4,
       R = 64,
@@ -1053,12 +1053,13 @@ describe('model kernels on one GPU', function () {
     );
     sameBits(u5, u4.subarray(33 * Dv, 36 * Dv), 'mla_attention heads [33, 36) vs 40 heads');
 
-    // 40 heads over a long context: the tile kernel takes 8 heads a block while a row's blocks fit
-    // the SMs (row 0: 4 tiles, 20 blocks) and 16 past that (row 1: 63 tiles, 315 blocks); each row
-    // within 1e-5 of f64, and heads [33, 36) alone (8 heads a block throughout) bit-identical.
-    const t6 = 2,
+    // 40 heads over a long context: the tile kernel's items take 8 heads while a row's items fit
+    // its share of the blocks (on 132 SMs, 44 a row: row 0, 4 tiles, 20 items), then 16 (row 1, 13
+    // tiles, 39 items), then 32 (row 2, 63 tiles, 126 items, three a block); each row within 1e-5
+    // of f64, and heads [33, 36) alone (8 heads an item throughout) bit-identical.
+    const t6 = 3,
       P6 = 2000,
-      pos6 = [100, P6 - 1];
+      pos6 = [100, 399, P6 - 1];
     const c6 = randF(t6 * P6 * R4),
       q6 = randF(t6 * nh4 * R4, 2);
     const c6p = put(c6),

@@ -139,25 +139,29 @@ __host__ __device__ inline Workspace MakeWorkspace(float* work, uint32_t t, uint
 //   scores  warp w: heads w * HA .. + HA, lane (pq, g): positions 4 pq .. 4 pq + 3 over r group g;
 //           a step loads HA + 4 float4 for 16 HA FMAs (one head and four positions a lane were
 //           5 for 16, the most of these wavefronts);
-//   o       lane (qd, half): r group qd of HO heads, a pass; a position loads one float4 of its
-//           row and one of the heads' exps for 4 HO FMAs (one head a lane: 4 rows and a shuffle
-//           for 16).
+//   o       lane (r group qd, head group): QO r groups of HO heads; four positions load 4 QO
+//           float4 of their rows and HO of the heads' exps for 16 HO QO FMAs (one head a lane: 16
+//           rows and 4 shuffles for 64).
 // Each sum is the one cu/model_attention.cu's header gives, step for step, so which heads a block
 // holds changes no bit (the test holds the tiles to the one-kernel form's bits).
 template <unsigned HB>
 struct TileHeadsShape {
+  // Four warps score: at 32 heads, eight warps of four heads each were slower (the chain probe:
+  // position 4000 4.506-4.515 -> 4.523-4.529 ms, t = 8 at 1023 13.258-13.290 -> 13.330-13.336).
   static constexpr unsigned kScoreHeads = HB == 8 ? 2 : HB == 16 ? 4 : 8;  // HA
   static constexpr unsigned kScoreWarps = HB / kScoreHeads;
   static constexpr unsigned kOHeads = HB / 2 < 8 ? HB / 2 : 8;  // HO
-  static constexpr unsigned kOPasses = HB / (2 * kOHeads);
-  static_assert(kScoreWarps <= kPartialWarps && 2 * 128 == kPartialThreads, "the phases' lanes");
+  static constexpr unsigned kOQuads = HB / kOHeads / 2;          // QO: r groups a lane, 64 apart
+  static constexpr unsigned kOLanes = 128 / kOQuads;             // lanes of a head group
+  static constexpr unsigned kSoftmaxHeads = HB / kPartialWarps;  // heads a warp
+  static_assert(kScoreWarps <= kPartialWarps && HB / kOHeads * kOLanes == kPartialThreads, "the phases' lanes");
 };
 
 template <unsigned HB, bool kVec>
 __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
-                                          uint32_t hb0, uint32_t np) {
+                                          uint32_t hb0, uint32_t np, bool rowsStaged) {
   using Shape = TileHeadsShape<HB>;
-  constexpr unsigned HA = Shape::kScoreHeads, HO = Shape::kOHeads;
+  constexpr unsigned HA = Shape::kScoreHeads, HO = Shape::kOHeads, QO = Shape::kOQuads, HS = Shape::kSoftmaxHeads;
   extern __shared__ float4 smem4[];
   const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad;
   float* sc = reinterpret_cast<float*>(smem4);
@@ -167,7 +171,13 @@ __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace
   const uint32_t j0 = tile * 32, nv = np - j0 < 32 ? np - j0 : 32;
   const uint32_t nhB = a.nh - hb0 < HB ? a.nh - hb0 : HB;
 
-  Stage<kVec>(sc, rowF, a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * R, nv, R);
+  // Rows staged before the wait (mla_tiles) leave the newest, latent_query's, to here.
+  const float* kv = a.cache + uint64_t(s) * a.slotStride;
+  if (!rowsStaged) {
+    Stage<kVec>(sc, rowF, kv + uint64_t(j0) * R, nv, R);
+  } else if (np - 1 < j0 + 32) {
+    Stage<kVec>(sc + (np - 1 - j0) * rowF, rowF, kv + uint64_t(np - 1) * R, 1, R);
+  }
   Stage<kVec>(sq, R, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
   if (kVec) memra_cu::WaitCopiesToShared();
   // Heads past nh read zeros, never what an earlier item left in shared memory. Rows past nv are
@@ -221,55 +231,84 @@ __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace
   __syncthreads();
   MEMRA_TRACE_MARK(1);
 
-  // A warp a head, a lane a position: the max, the exps (0 past nv) and their butterfly sum l.
-  for (uint32_t h = warp; h < nhB; h += kPartialWarps) {
-    const float sj = lane < nv ? sS[h * 32 + lane] : -INFINITY;
-    float mx = sj;
+  // Heads warp + 8k, a lane a position: the max, the exps (0 past nv) and their butterfly sum l,
+  // the HS heads' butterflies interleaved (in series they were a round trip each).
+  float sj[HS], mx[HS], e[HS], l[HS];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    const float e = lane < nv ? expf(__fsub_rn(sj, mx)) : 0.0f;
-    float l = e;
+  for (unsigned k = 0; k < HS; ++k) {
+    sj[k] = lane < nv ? sS[(warp + kPartialWarps * k) * 32 + lane] : -INFINITY;
+    mx[k] = sj[k];
+  }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, o));
-    sS[h * 32 + lane] = e;
-    if (lane == 0) {
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (unsigned k = 0; k < HS; ++k) mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], o));
+  }
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    e[k] = lane < nv ? expf(__fsub_rn(sj[k], mx[k])) : 0.0f;
+    l[k] = e[k];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (unsigned k = 0; k < HS; ++k) l[k] = __fadd_rn(l[k], __shfl_xor_sync(0xffffffffu, l[k], o));
+  }
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    const uint32_t h = warp + kPartialWarps * k;
+    sS[h * 32 + lane] = e[k];
+    if (lane == 0 && h < nhB) {
       const uint64_t at = ws.Index(s, tile, hb0 + h, a.nh);
-      ws.ml[2 * at] = mx;
-      ws.ml[2 * at + 1] = l;
+      ws.ml[2 * at] = mx[k];
+      ws.ml[2 * at + 1] = l[k];
     }
   }
   __syncthreads();
   MEMRA_TRACE_MARK(2);
 
   // o over the tile's positions in increasing j, four rows loaded at a time (past nv, the last
-  // again: none is applied).
-  const uint32_t qd = tid % 128;
+  // again: none is applied). Lane (qd, group): r groups qd + kOLanes k of heads group * HO + i.
+  const uint32_t qd = tid % Shape::kOLanes, hf = tid / Shape::kOLanes * HO;
   const float4* c4 = reinterpret_cast<const float4*>(sc) + qd;
   const uint32_t row4 = rowF / 4;
-#pragma unroll 1
-  for (unsigned pass = 0; pass < Shape::kOPasses; ++pass) {
-    const uint32_t hf = (2 * pass + tid / 128) * HO;
-    if (hf >= nhB || qd >= quads) continue;
-    float4 acc[HO];
+  if (hf < nhB && qd < quads) {
+    float4 acc[HO][QO];
 #pragma unroll
-    for (unsigned h = 0; h < HO; ++h) acc[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (unsigned h = 0; h < HO; ++h) {
+#pragma unroll
+      for (unsigned k = 0; k < QO; ++k) acc[h][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    // A lane's second r group is past R where R < 512: it loads the first again and stores nothing.
+    const uint32_t k1 = qd + Shape::kOLanes < quads ? Shape::kOLanes : 0;
     for (uint32_t jb = 0; jb < nv; jb += 4) {
-      float4 c[4];
+      float4 c[4][QO];
 #pragma unroll
-      for (unsigned u = 0; u < 4; ++u) c[u] = c4[(jb + u < nv ? jb + u : nv - 1) * row4];
+      for (unsigned u = 0; u < 4; ++u) {
+        const uint32_t row = (jb + u < nv ? jb + u : nv - 1) * row4;
+#pragma unroll
+        for (unsigned k = 0; k < QO; ++k) c[u][k] = c4[row + k * k1];
+      }
 #pragma unroll
       for (unsigned h = 0; h < HO; ++h) {
-        const float4 e = *reinterpret_cast<const float4*>(sS + (hf + h) * 32 + jb);
-        Axpy4(e.x, c[0], acc[h]);
-        if (jb + 1 < nv) Axpy4(e.y, c[1], acc[h]);
-        if (jb + 2 < nv) Axpy4(e.z, c[2], acc[h]);
-        if (jb + 3 < nv) Axpy4(e.w, c[3], acc[h]);
+        const float4 ev = *reinterpret_cast<const float4*>(sS + (hf + h) * 32 + jb);
+#pragma unroll
+        for (unsigned k = 0; k < QO; ++k) {
+          Axpy4(ev.x, c[0][k], acc[h][k]);
+          if (jb + 1 < nv) Axpy4(ev.y, c[1][k], acc[h][k]);
+          if (jb + 2 < nv) Axpy4(ev.z, c[2][k], acc[h][k]);
+          if (jb + 3 < nv) Axpy4(ev.w, c[3][k], acc[h][k]);
+        }
       }
     }
 #pragma unroll
     for (unsigned h = 0; h < HO; ++h) {
       if (hf + h < nhB) {
-        reinterpret_cast<float4*>(ws.o + ws.Index(s, tile, hb0 + hf + h, a.nh) * R)[qd] = acc[h];
+        float4* out = reinterpret_cast<float4*>(ws.o + ws.Index(s, tile, hb0 + hf + h, a.nh) * R);
+#pragma unroll
+        for (unsigned k = 0; k < QO; ++k) {
+          if (k == 0 || k1 != 0) out[qd + k * Shape::kOLanes] = acc[h][k];
+        }
       }
     }
   }
@@ -295,35 +334,71 @@ __device__ __forceinline__ unsigned TileHeadsFor(uint32_t tiles, uint32_t nh, ui
   return best;
 }
 
-// R <= 512: grid (blocks, t); block x of row s takes the row's items x, x + blocks, ... (tile-major,
-// HB heads each, TileHeadsFor). The grid is fixed (one block an SM, split over the rows); the
-// items follow the row's position, so a short context leaves blocks idle rather than a long one
-// waiting for a second wave (the tile-by-head grid at position 3999: its second wave of blocks
-// released 13 us after the first, half of the kernel's 23 us).
+// A row's items at position p (< P): tiles x head groups of HB heads, tile-major.
+struct TileItems {
+  uint32_t np, groups;
+  unsigned hb;
+  uint64_t items;
+  __device__ TileItems(uint32_t p, uint32_t nh, uint32_t blocks) : np(p + 1) {
+    const uint32_t tiles = (np + 31) / 32;
+    hb = TileHeadsFor(tiles, nh, blocks);
+    groups = (nh + hb - 1) / hb;
+    items = uint64_t(tiles) * groups;
+  }
+};
+
+// R <= 512: grid (blocks, t); block x of row s takes the row's items x, x + blocks, ... (TileItems).
+// The grid is fixed (one block an SM, split over the rows); the items follow the row's position,
+// so a short context leaves blocks idle rather than a long one waiting for a second wave (the
+// tile-by-head grid at position 3999: its second wave of blocks released 13 us after the first,
+// half of the kernel's 23 us).
+//
+// Before its wait a block stages its first item's cache rows but the newest (pdl.cuh: rows the
+// step does not write), at the position read before the wait. That position was set at the step's
+// start, behind at least one kernel that waits first (the norm ahead of latent_query), so it is
+// final here; a caller whose kernel ahead set it is caught after the wait, and the rows staged
+// for the old position are staged again.
 template <bool kVec>
 __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Workspace ws) {
-  MEMRA_TRACE_KERNEL(kTraceMlaPartial);
-  const uint32_t s = blockIdx.y;
-  // Tile x's rows, by block x (its first item's tile whichever the heads, while tiles <= blocks).
-  PrefetchRows(a, s, blockIdx.x * 32, 1, 32);
+  MEMRA_TRACE_KERNEL(kTraceMlaTiles);
+  extern __shared__ float4 smem4[];
+  __shared__ int32_t early;
+  const uint32_t s = blockIdx.y, R = a.R;
+  const float* kv = a.cache + uint64_t(s) * a.slotStride;
+  // One read for the block, so that every thread takes the same branches below.
+  if (threadIdx.x == 0) early = __ldcg(a.pos + s);
+  __syncthreads();
+  const int32_t pe = early;
+  bool staged = pe >= 0 && uint32_t(pe) < a.P;
+  if (staged) {
+    const TileItems it(uint32_t(pe), a.nh, gridDim.x);
+    staged = blockIdx.x < it.items;
+    const uint32_t j0 = uint32_t(blockIdx.x / it.groups) * 32;
+    if (staged) Stage<kVec>(reinterpret_cast<float*>(smem4), R + kRowPad, kv + uint64_t(j0) * R,
+                            uint32_t(pe) - j0 < 32 ? uint32_t(pe) - j0 : 32, R);
+  }
   PdlWait();
   PdlLaunchDependents();
   const int32_t p = LoadFresh(a.pos + s);
-  if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u
-  const uint32_t np = uint32_t(p) + 1, tiles = (np + 31) / 32;
-  const unsigned hb = TileHeadsFor(tiles, a.nh, gridDim.x);
-  const uint32_t groups = (a.nh + hb - 1) / hb;
-  const uint64_t items = uint64_t(tiles) * groups;
-  for (uint64_t w = blockIdx.x; w < items; w += gridDim.x) {
+  if (staged && p != pe) {
+    // Every copy for the old position lands before any for the new one is issued.
+    if (kVec) memra_cu::WaitCopiesToShared();
+    __syncthreads();
+    staged = false;
+  }
+  if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u (nothing staged)
+  const TileItems it(uint32_t(p), a.nh, gridDim.x);
+  for (uint64_t w = blockIdx.x; w < it.items; w += gridDim.x) {
     // The item before is done with shared memory.
     if (w != blockIdx.x) __syncthreads();
-    const uint32_t tile = uint32_t(w / groups), hb0 = uint32_t(w % groups) * hb;
-    if (hb == 8) {
-      TileHeads<8, kVec>(a, ws, tile, s, hb0, np);
-    } else if (hb == 16) {
-      TileHeads<16, kVec>(a, ws, tile, s, hb0, np);
+    const uint32_t tile = uint32_t(w / it.groups), hb0 = uint32_t(w % it.groups) * it.hb;
+    const bool rows = staged && w == blockIdx.x;
+    if (it.hb == 8) {
+      TileHeads<8, kVec>(a, ws, tile, s, hb0, it.np, rows);
+    } else if (it.hb == 16) {
+      TileHeads<16, kVec>(a, ws, tile, s, hb0, it.np, rows);
     } else {
-      TileHeads<32, kVec>(a, ws, tile, s, hb0, np);
+      TileHeads<32, kVec>(a, ws, tile, s, hb0, it.np, rows);
     }
   }
 }

@@ -15,6 +15,9 @@
 //   - a prefetch into L2 may be issued before it, even from a position read early (the attention's
 //     cache rows, cu/mla_parts.cuh PrefetchRows): it puts nothing in a register, and L2 is where
 //     every store lands, so a stale hint costs bytes, never a value.
+//   - the tiled attention stages cache rows into shared memory before it (cu/model_attention.cu,
+//     mla_tiles): every row but the position's newest was written by an earlier step, and the
+//     position it read early is read again after the wait, the rows staged again if it moved.
 //
 // The products (cu/gemv_tile.cuh) and the short attention (cu/model_attention_short.cu) let the
 // next kernel launch (PdlLaunchDependents) first thing, before their own wait, so its blocks are

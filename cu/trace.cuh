@@ -92,7 +92,7 @@ __device__ __forceinline__ void Mark(unsigned m) {
 enum MemraTraceTag : unsigned {
   kTraceLatentQuery = 1,
   kTraceMlaShort,
-  kTraceMlaPartial,
+  kTraceMlaTiles,
   kTraceMlaCombine,
   kTraceGemv,
   kTraceNormGemv,

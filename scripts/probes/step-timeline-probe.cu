@@ -75,7 +75,7 @@ const char* TagName(unsigned tag) {
   switch (tag) {
     case kTraceLatentQuery: return "latent_query";
     case kTraceMlaShort: return "mla_short";
-    case kTraceMlaPartial: return "mla_partial";
+    case kTraceMlaTiles: return "mla_tiles";
     case kTraceMlaCombine: return "mla_combine";
     case kTraceGemv: return "gemv Wo";
     case kTraceNormGemv: return "norm_gemv Wr";

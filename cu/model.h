@@ -29,8 +29,9 @@ extern "C" {
 // memra_set_i32 carries its values in the launch's parameter space.
 #define MEMRA_MODEL_MAX_I32_VALUES 12
 // memra_mla_attention splits the positions over blocks (flash-decoding): nothing of P lives in
-// shared memory, only its workspace grows with it (memra_mla_workspace_bytes). A lane keeps
-// R / 128 float4 of a head's output in registers, four heads at a time up to R = 512, one above.
+// shared memory, only its workspace grows with it (memra_mla_workspace_bytes). Up to R = 512 a
+// block stages a tile's rows and up to 32 heads' queries; above, a lane keeps R / 128 float4 of a
+// head's output in registers.
 #define MEMRA_MODEL_MAX_POSITIONS 65536
 #define MEMRA_MODEL_MAX_LATENT 2048
 // memra_router keeps a row's taken-flags (E bits, 32 a lane) and its K picks in registers; the
@@ -115,7 +116,9 @@ cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, 
 //   s_j = f32(dot(q_n, cache_j) / sqrtf(R)); o = softmax(s) . cache (f32);
 //   u[s * ldu + n * Dv + d] = sum_r o_r * Wuv[n][r][d].
 // The positions are cut into tiles of memra_mla_position_tile(R); one block takes a tile for up
-// to 32 heads (they share its cache rows, read once), keeps the tile's max, exp-sum and
+// to 32 heads (they share its cache rows, read once; with `pdl` on, it stages the rows below
+// pos[s] before the kernel ahead completes, so those must have been written before the last
+// kernel ahead that waits first, as a step's earlier steps wrote them), keeps the tile's max, exp-sum and
 // unnormalized o per head in `work`, and a second kernel rescales and adds the tiles in tile
 // order, normalizes, and multiplies by Wuv. Every order depends on R and the position count
 // alone, so a head's u is the same whatever heads, rows or t a call carries. The softmax is the

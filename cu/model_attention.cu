@@ -8,7 +8,7 @@
 //                item the tile's rows and the group's queries into shared memory, then per head
 //                its scores, their max m, the sum l of exp(s - m) and the unnormalized
 //                o = sum exp(s - m) * cache_j, into the workspace;
-//   mla_partial  grid (tiles, t, heads), R > 512: the same for tiles of 8 positions, a head a block;
+//   mla_partial  grid (tiles, t, heads / 8), R > 512: the same for tiles of 8 positions, a head a warp;
 //   mla_combine  grid (heads x a cluster of 4, t): M = max m_i, o = sum_i exp(m_i - M) o_i / sum_i
 //                exp(m_i - M) l_i, then u = o @ Wuv[n], each block a quarter of r and of u.
 // Every order depends only on R and the position count (the slice rule, cu/model.h), never on
@@ -51,15 +51,15 @@ using memra_mla::kUGroup;
 using memra_mla::kUParts;
 using memra_mla::MaxF;
 using memra_mla::PositionTile;
-using memra_mla::PrefetchRows;
 
 constexpr unsigned kPartialWarps = 8;
 constexpr unsigned kPartialThreads = kPartialWarps * 32;
 constexpr unsigned kCombineThreads = 512;
 constexpr unsigned kUPass = 256;   // d's per pass through the partials' shared memory
 constexpr unsigned kCacheWriteThreads = 256;
-// A padded cache row in shared memory: R + 4 floats, so the 8 lanes of a quarter-warp reading
-// one float4 each of 8 consecutive rows land on 8 distinct bank groups (R % 32 == 0).
+// A padded cache row in shared memory: R + 4 floats, so rows four apart (TileHeads' scores: a
+// quarter-warp reads the same r groups of two of them) start 16 banks apart where R % 32 == 0
+// (at R % 32 == 16 they share banks: two wavefronts, the same values).
 constexpr unsigned kRowPad = 4;
 
 // Slot s's cache for `layer`: P positions of R floats.
@@ -128,7 +128,7 @@ __host__ __device__ inline Workspace MakeWorkspace(float* work, uint32_t t, uint
 
 // R <= 512: one tile of 32 positions (`tile`) of row s for the HB heads from hb0 (< nh), by the
 // block's kPartialThreads threads (every one calls it, once PdlWait() has returned). Dynamic
-// shared memory (TilesSmem): the tile's 32 padded cache rows, the heads' queries [HB][R], then
+// shared memory (TilesSmemFloats): the tile's 32 padded cache rows, the heads' queries [HB][R], then
 // their scores [HB][32], overwritten by exp(s - m).
 //
 // The block is bound by its shared-memory wavefronts, not its FMAs: a 16-byte shared load costs
@@ -279,7 +279,8 @@ __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace
 #pragma unroll
       for (unsigned k = 0; k < QO; ++k) acc[h][k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    // A lane's second r group is past R where R < 512: it loads the first again and stores nothing.
+    // At 32 heads a lane's second r group is qd + 64, past R / 4 for some lanes where R < 512:
+    // those load their first again and store nothing.
     const uint32_t k1 = qd + Shape::kOLanes < quads ? Shape::kOLanes : 0;
     for (uint32_t jb = 0; jb < nv; jb += 4) {
       float4 c[4][QO];
@@ -595,7 +596,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
   float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv + d0;
   const uint16_t* wn = a.wuv + uint64_t(n) * R * Dv + d0;
 
-  // The block's Wuv columns, copied while mla_partial still runs (weights: pdl.cuh); the first
+  // The block's Wuv columns, copied while the tile kernel still runs (weights: pdl.cuh); the first
   // WaitCopiesToShared below lands them with the staged partials (there is always one pass).
   if (c.wuvStaged) {
     const uint32_t rowChunks = nd / kUGroup;
@@ -736,7 +737,8 @@ cudaError_t LaunchPartial(const MemraMlaArgs& a, const Workspace& ws, cudaStream
   return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws);
 }
 
-// mla_tiles: one block an SM (its shared memory is sized for 32 heads), the SMs split over the rows.
+// mla_tiles: one block an SM (its shared memory is sized for 32 heads), the SMs split over the
+// rows, rounded down so that no block waits for a second wave.
 template <bool kVec>
 cudaError_t LaunchTiles(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
   static std::atomic<size_t> granted{0};
@@ -748,7 +750,7 @@ cudaError_t LaunchTiles(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t
   err = cudaGetDevice(&dev);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   if (err != cudaSuccess) return err;
-  const dim3 grid((uint32_t(sms) + a.t - 1) / a.t, a.t);
+  const dim3 grid(uint32_t(sms) > a.t ? uint32_t(sms) / a.t : 1, a.t);
   return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws);
 }
 
@@ -760,7 +762,7 @@ cudaError_t LaunchCombine(const MemraMlaArgs& a, const Workspace& ws, cudaStream
   const size_t smem = CombineSmemFloats(a, ws, c) * sizeof(float);
   const cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
-  // Always dependent on mla_partial: it waits for it before reading the workspace.
+  // Always dependent on the tile kernel: it waits for it before reading the workspace.
   const int was = memra_model_set_pdl(1);
   const cudaError_t launched = LaunchModelKernel(kernel, dim3(a.nh * kCombineBlocks, a.t), dim3(kCombineThreads),
                                                  smem, kCombineBlocks, stream, a, ws, c);

@@ -38,7 +38,7 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
-// The tiled form's xor butterfly (mla_partial's l, BlockSumFixed's warp step).
+// The tiled form's xor butterfly (TileHeads' l, BlockSumFixed's warp step).
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(kFull, v, o));
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   __syncthreads();
   MEMRA_TRACE_MARK(1);
 
-  // Warp i takes tile i as mla_partial does: its max, the exps and their butterfly sum l.
+  // Warp i takes tile i as TileHeads does: its max, the exps and their butterfly sum l.
   if (warp < tiles) {
     const uint32_t j = warp * 32 + lane;
     const float sj = j < np ? sS[j] : -INFINITY;

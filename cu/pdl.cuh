@@ -8,13 +8,13 @@
 // no kernel of the step writes (the weights) at once; everything else waits in PdlWait(), which
 // returns once the previous grid has completed and its memory is visible. So:
 //   - every model kernel calls PdlWait() before its first read of an activation, a position, a
-//     token or the cache, and before its first store of any kind (a store before it could land
-//     under a previous kernel still reading that buffer);
+//     token or the cache (but for the two cases below), and before its first store of any kind
+//     (a store before it could land under a previous kernel still reading that buffer);
 //   - weights may be loaded before it: nothing writes them while steps run (memra_gen_weights
 //     runs between steps, and the worker never marks the launch after it as dependent);
 //   - a prefetch into L2 may be issued before it, even from a position read early (the attention's
 //     cache rows, cu/mla_parts.cuh PrefetchRows): it puts nothing in a register, and L2 is where
-//     every store lands, so a stale hint costs bytes, never a value.
+//     every store lands, so a stale hint costs bytes, never a value;
 //   - the tiled attention stages cache rows into shared memory before it (cu/model_attention.cu,
 //     mla_tiles): every row but the position's newest was written by an earlier step, and the
 //     position it read early is read again after the wait, the rows staged again if it moved.

@@ -332,8 +332,9 @@ export interface NativeBinding {
   ): void;
   // The step kernels below take an optional `pdl` after their stream: when true, the launch may
   // start before the previous kernel of the stream has finished (programmatic dependent launch,
-  // cu/pdl.cuh); each kernel waits for it before reading anything but weights. Only correct when
-  // the previous work on the stream is itself one of these kernels (the worker tracks that).
+  // cu/pdl.cuh); each kernel waits for it before reading anything but weights (the attention's
+  // cache rows below the position excepted: cu/model.h). Only correct when the previous work on
+  // the stream is itself one of these kernels (the worker tracks that).
   /** dst[i] = values[i] (i32, at most 12): a step's tokens or positions. */
   launchSetI32(dst: DevicePtr, values: readonly number[], stream: StreamHandle, pdl?: boolean): void;
   launchEmbed(

@@ -901,7 +901,7 @@ describe('model kernels on one GPU', function () {
     return worst;
   }
 
-  it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads (8, 16 and 32 heads a tile item); head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
+  it('cache_write and mla_attention (position tiles): within 1e-5 of f64 at every tile edge, at R = 64, 96 and 1024 and 40 heads (8, 16 and 32 heads a tile item, at R = 64 and 384); head slices, t = 1 and misaligned inputs bit-identical; bad positions give NaN and write nothing; 65536 positions within 1e-4', () => {
     const t = 3,
       nh = 4,
       R = 64,
@@ -1056,42 +1056,47 @@ describe('model kernels on one GPU', function () {
     // 40 heads over a long context: the tile kernel's items take 8 heads while a row's items fit
     // its share of the blocks (on 132 SMs, 44 a row: row 0, 4 tiles, 20 items), then 16 (row 1, 13
     // tiles, 39 items), then 32 (row 2, 63 tiles, 126 items, three a block); each row within 1e-5
-    // of f64, and heads [33, 36) alone (8 heads an item throughout) bit-identical.
+    // of f64, and heads [33, 36) alone (8 heads an item throughout) bit-identical. At R = 384 a
+    // 32-head item's lanes hold two r groups for some of its r and one for the rest.
     const t6 = 3,
       P6 = 2000,
       pos6 = [100, 399, P6 - 1];
-    const c6 = randF(t6 * P6 * R4),
-      q6 = randF(t6 * nh4 * R4, 2);
-    const c6p = put(c6),
-      q6p = put(q6),
-      p6 = out(16);
+    const p6 = out(16);
     b.launchSetI32(p6, pos6, s);
-    const u6 = attend(t6, nh4, nh4 * Dv, q6p, nh4 * R4, c6p, 0, 1, P6, R4, p6, w4, Dv);
-    attentionError(u6, nh4 * Dv, t6, nh4, 0, q6, nh4 * R4, c6, 0, 1, P6, R4, pos6, wv4, Dv).within(
-      1e-5,
-      `mla_attention ${nh4} heads at positions ${pos6.join(', ')} vs f64`,
-    );
-    const u7 = attend(
-      t6,
-      3,
-      3 * Dv,
-      ptrAdd(q6p, 33 * R4 * 4),
-      nh4 * R4,
-      c6p,
-      0,
-      1,
-      P6,
-      R4,
-      p6,
-      ptrAdd(w4, 33 * R4 * Dv * 2),
-      Dv,
-    );
-    for (let r = 0; r < t6; r++)
-      sameBits(
-        u7.subarray(r * 3 * Dv, (r + 1) * 3 * Dv),
-        u6.subarray(r * nh4 * Dv + 33 * Dv, r * nh4 * Dv + 36 * Dv),
-        `mla_attention heads [33, 36) vs 40 heads, row ${r} at position ${pos6[r]}`,
+    for (const R6 of [R4, 384]) {
+      const c6 = randF(t6 * P6 * R6),
+        q6 = randF(t6 * nh4 * R6, 2),
+        w6 = R6 === R4 ? w4 : genMatrix(nh4 * R6, Dv, 38, 1 / Math.sqrt(R6));
+      const wv6 = R6 === R4 ? wv4 : widenBf16(down(Uint16Array, w6, nh4 * R6 * Dv));
+      const c6p = put(c6),
+        q6p = put(q6);
+      const u6 = attend(t6, nh4, nh4 * Dv, q6p, nh4 * R6, c6p, 0, 1, P6, R6, p6, w6, Dv);
+      attentionError(u6, nh4 * Dv, t6, nh4, 0, q6, nh4 * R6, c6, 0, 1, P6, R6, pos6, wv6, Dv).within(
+        1e-5,
+        `mla_attention ${nh4} heads at R = ${R6}, positions ${pos6.join(', ')} vs f64`,
       );
+      const u7 = attend(
+        t6,
+        3,
+        3 * Dv,
+        ptrAdd(q6p, 33 * R6 * 4),
+        nh4 * R6,
+        c6p,
+        0,
+        1,
+        P6,
+        R6,
+        p6,
+        ptrAdd(w6, 33 * R6 * Dv * 2),
+        Dv,
+      );
+      for (let r = 0; r < t6; r++)
+        sameBits(
+          u7.subarray(r * 3 * Dv, (r + 1) * 3 * Dv),
+          u6.subarray(r * nh4 * Dv + 33 * Dv, r * nh4 * Dv + 36 * Dv),
+          `mla_attention heads [33, 36) vs 40 heads at R = ${R6}, row ${r} at position ${pos6[r]}`,
+        );
+    }
 
     const P2 = 65536,
       R2 = 512,

@@ -29,6 +29,39 @@ struct MaxF {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
+// Xor butterflies over a warp, every lane left with the same value: the max (exact in any order)
+// and the sum in the order every form of the attention rounds its l in (BlockSumFixed's warp step
+// too). N values at once, their shuffles interleaved so that none waits for another's round trip.
+template <unsigned N>
+__device__ __forceinline__ void WarpMax(float (&v)[N]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (unsigned k = 0; k < N; ++k) v[k] = fmaxf(v[k], __shfl_xor_sync(0xffffffffu, v[k], o));
+  }
+}
+
+template <unsigned N>
+__device__ __forceinline__ void WarpSum(float (&v)[N]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (unsigned k = 0; k < N; ++k) v[k] = __fadd_rn(v[k], __shfl_xor_sync(0xffffffffu, v[k], o));
+  }
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  float a[1] = {v};
+  WarpMax(a);
+  return a[0];
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+  float a[1] = {v};
+  WarpSum(a);
+  return a[0];
+}
+
 __device__ __forceinline__ float Dot4(const float4& a, const float4& b, float d) {
   d = fmaf(a.x, b.x, d);
   d = fmaf(a.y, b.y, d);

@@ -51,6 +51,8 @@ using memra_mla::kUGroup;
 using memra_mla::kUParts;
 using memra_mla::MaxF;
 using memra_mla::PositionTile;
+using memra_mla::WarpMax;
+using memra_mla::WarpSum;
 
 constexpr unsigned kPartialWarps = 8;
 constexpr unsigned kPartialThreads = kPartialWarps * 32;
@@ -239,21 +241,13 @@ __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace
     sj[k] = lane < nv ? sS[(warp + kPartialWarps * k) * 32 + lane] : -INFINITY;
     mx[k] = sj[k];
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-    for (unsigned k = 0; k < HS; ++k) mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffffu, mx[k], o));
-  }
+  WarpMax(mx);
 #pragma unroll
   for (unsigned k = 0; k < HS; ++k) {
     e[k] = lane < nv ? expf(__fsub_rn(sj[k], mx[k])) : 0.0f;
     l[k] = e[k];
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-    for (unsigned k = 0; k < HS; ++k) l[k] = __fadd_rn(l[k], __shfl_xor_sync(0xffffffffu, l[k], o));
-  }
+  WarpSum(l);
 #pragma unroll
   for (unsigned k = 0; k < HS; ++k) {
     const uint32_t h = warp + kPartialWarps * k;
@@ -416,7 +410,7 @@ __device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspa
   constexpr unsigned RG = 32 / C;  // lanes one position's score is split over
   constexpr unsigned HB = HPW * kPartialWarps;
   extern __shared__ float4 smem4[];
-  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad, rowQ = R;
+  const uint32_t R = a.R, quads = R / 4, rowF = R + kRowPad;
   float* sc = reinterpret_cast<float*>(smem4);
   float* sq = sc + C * rowF;
   const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -430,10 +424,10 @@ __device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspa
 
   const float* kv = a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * R;
   Stage<kVec>(sc, rowF, kv, nv, R);
-  Stage<kVec>(sq, rowQ, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
+  Stage<kVec>(sq, R, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
   if (kVec) memra_cu::WaitCopiesToShared();
   // Heads past nh read zeros, never what an earlier block left in shared memory.
-  for (uint32_t i = nhB * rowQ + tid; i < HB * rowQ; i += kPartialThreads) sq[i] = 0.0f;
+  for (uint32_t i = nhB * R + tid; i < HB * R; i += kPartialThreads) sq[i] = 0.0f;
   __syncthreads();
   const float sqrtR = __fsqrt_rn(static_cast<float>(R));
   // A warp whose heads are all past nh has nothing to do (no block barrier follows).
@@ -466,16 +460,10 @@ __device__ __forceinline__ void PartialTile(const MemraMlaArgs& a, const Workspa
 #pragma unroll
   for (unsigned h = 0; h < HPW; ++h) {
     const float sj = j >= nv ? -INFINITY : __fdiv_rn(d[h], sqrtR);
-    float mx = sj;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    m[h] = mx;
-    e[h] = j < nv ? expf(__fsub_rn(sj, mx)) : 0.0f;
+    m[h] = WarpMax(sj);
+    e[h] = j < nv ? expf(__fsub_rn(sj, m[h])) : 0.0f;
     // The sum over positions: one lane of each position contributes; exact zeros elsewhere.
-    float sum = g == 0 ? e[h] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, o));
-    l[h] = sum;
+    l[h] = WarpSum(g == 0 ? e[h] : 0.0f);
   }
 
   // o over the tile's positions in increasing j; lane = float4 group of r.

@@ -32,19 +32,6 @@ constexpr unsigned kDBlock = kThreads / kUParts * kUGroup;
 constexpr unsigned kRowsAThread = kMaxR / kUParts;
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-  return v;
-}
-
-// The tiled form's xor butterfly (TileHeads' l, BlockSumFixed's warp step).
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(kFull, v, o));
-  return v;
-}
-
 // acc += e_jj * row jj of a tile's cache rows (c4: the first row's quad, rows quads apart) over
 // jj < nv, in increasing jj. The N rows are loaded at once, past nv re-reading the last, so that
 // none waits on a branch (unrolled by 8, a full tile's were four round trips to L2 in series); N

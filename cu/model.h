@@ -118,9 +118,9 @@ cudaError_t memra_cache_write(float* cache, const float* c, const int32_t* pos, 
 // The positions are cut into tiles of memra_mla_position_tile(R); one block takes a tile for up
 // to 32 heads (they share its cache rows, read once; with `pdl` on, it stages the rows below
 // pos[s] before the kernel ahead completes, so those must have been written before the last
-// kernel ahead that waits first, as a step's earlier steps wrote them), keeps the tile's max, exp-sum and
-// unnormalized o per head in `work`, and a second kernel rescales and adds the tiles in tile
-// order, normalizes, and multiplies by Wuv. Every order depends on R and the position count
+// kernel ahead that waits first, as a step's earlier steps wrote them), keeps the tile's max,
+// exp-sum and unnormalized o per head in `work`, and a second kernel rescales and adds the tiles
+// in tile order, normalizes, and multiplies by Wuv. Every order depends on R and the position count
 // alone, so a head's u is the same whatever heads, rows or t a call carries. The softmax is the
 // flash form (each tile's exps against its own max, rescaled once), which rounds differently from
 // docs/model.md's two-pass form; the oracle comparison is within rounding. P <= MEMRA_MODEL_MAX_POSITIONS,

@@ -161,7 +161,7 @@ struct TileHeadsShape {
 
 template <unsigned HB, bool kVec>
 __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
-                                          uint32_t hb0, uint32_t np, bool rowsStaged) {
+                                          uint32_t hb0, uint32_t np, uint32_t staged) {
   using Shape = TileHeadsShape<HB>;
   constexpr unsigned HA = Shape::kScoreHeads, HO = Shape::kOHeads, QO = Shape::kOQuads, HS = Shape::kSoftmaxHeads;
   extern __shared__ float4 smem4[];
@@ -173,13 +173,10 @@ __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace
   const uint32_t j0 = tile * 32, nv = np - j0 < 32 ? np - j0 : 32;
   const uint32_t nhB = a.nh - hb0 < HB ? a.nh - hb0 : HB;
 
-  // Rows staged before the wait (mla_tiles) leave the newest, latent_query's, to here.
-  const float* kv = a.cache + uint64_t(s) * a.slotStride;
-  if (!rowsStaged) {
-    Stage<kVec>(sc, rowF, kv + uint64_t(j0) * R, nv, R);
-  } else if (np - 1 < j0 + 32) {
-    Stage<kVec>(sc + (np - 1 - j0) * rowF, rowF, kv + uint64_t(np - 1) * R, 1, R);
-  }
+  // The tile's first `staged` rows are in shared memory already (mla_tiles, before its wait: all
+  // but the newest, latent_query's).
+  const float* kv = a.cache + uint64_t(s) * a.slotStride + uint64_t(j0 + staged) * R;
+  Stage<kVec>(sc + staged * rowF, rowF, kv, nv - staged, R);
   Stage<kVec>(sq, R, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * R, nhB, R);
   if (kVec) memra_cu::WaitCopiesToShared();
   // Heads past nh read zeros, never what an earlier item left in shared memory. Rows past nv are
@@ -364,22 +361,22 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
   if (threadIdx.x == 0) early = __ldcg(a.pos + s);
   __syncthreads();
   const int32_t pe = early;
-  bool staged = pe >= 0 && uint32_t(pe) < a.P;
-  if (staged) {
+  // Rows of the first item's tile below pe (the tile's first `staged`).
+  uint32_t staged = 0;
+  if (pe >= 0 && uint32_t(pe) < a.P) {
     const TileItems it(uint32_t(pe), a.nh, gridDim.x);
-    staged = blockIdx.x < it.items;
     const uint32_t j0 = uint32_t(blockIdx.x / it.groups) * 32;
-    if (staged) Stage<kVec>(reinterpret_cast<float*>(smem4), R + kRowPad, kv + uint64_t(j0) * R,
-                            uint32_t(pe) - j0 < 32 ? uint32_t(pe) - j0 : 32, R);
+    if (blockIdx.x < it.items) staged = uint32_t(pe) - j0 < 32 ? uint32_t(pe) - j0 : 32;
+    Stage<kVec>(reinterpret_cast<float*>(smem4), R + kRowPad, kv + uint64_t(j0) * R, staged, R);
   }
   PdlWait();
   PdlLaunchDependents();
   const int32_t p = LoadFresh(a.pos + s);
-  if (staged && p != pe) {
+  if (p != pe && staged != 0) {
     // Every copy for the old position lands before any for the new one is issued.
     if (kVec) memra_cu::WaitCopiesToShared();
     __syncthreads();
-    staged = false;
+    staged = 0;
   }
   if (p < 0 || uint32_t(p) >= a.P) return;  // mla_combine poisons this row's u (nothing staged)
   const TileItems it(uint32_t(p), a.nh, gridDim.x);
@@ -387,7 +384,7 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     // The item before is done with shared memory.
     if (w != blockIdx.x) __syncthreads();
     const uint32_t tile = uint32_t(w / it.groups), hb0 = uint32_t(w % it.groups) * it.hb;
-    const bool rows = staged && w == blockIdx.x;
+    const uint32_t rows = w == blockIdx.x ? staged : 0;
     if (it.hb == 8) {
       TileHeads<8, kVec>(a, ws, tile, s, hb0, it.np, rows);
     } else if (it.hb == 16) {

@@ -1066,8 +1066,8 @@ describe('model kernels on one GPU', function () {
     for (const R6 of [R4, 384]) {
       const c6 = randF(t6 * P6 * R6),
         q6 = randF(t6 * nh4 * R6, 2),
-        w6 = R6 === R4 ? w4 : genMatrix(nh4 * R6, Dv, 38, 1 / Math.sqrt(R6));
-      const wv6 = R6 === R4 ? wv4 : widenBf16(down(Uint16Array, w6, nh4 * R6 * Dv));
+        w6 = genMatrix(nh4 * R6, Dv, 38, 1 / Math.sqrt(R6));
+      const wv6 = widenBf16(down(Uint16Array, w6, nh4 * R6 * Dv));
       const c6p = put(c6),
         q6p = put(q6);
       const u6 = attend(t6, nh4, nh4 * Dv, q6p, nh4 * R6, c6p, 0, 1, P6, R6, p6, w6, Dv);

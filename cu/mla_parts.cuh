@@ -32,22 +32,27 @@ struct MaxF {
 // Xor butterflies over a warp, every lane left with the same value: the max (exact in any order)
 // and the sum in the order every form of the attention rounds its l in (BlockSumFixed's warp step
 // too). N values at once, their shuffles interleaved so that none waits for another's round trip.
-template <unsigned N>
-__device__ __forceinline__ void WarpMax(float (&v)[N]) {
+struct AddRn {
+  __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
+};
+
+template <unsigned N, class Op>
+__device__ __forceinline__ void WarpButterfly(float (&v)[N], Op op) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
 #pragma unroll
-    for (unsigned k = 0; k < N; ++k) v[k] = fmaxf(v[k], __shfl_xor_sync(0xffffffffu, v[k], o));
+    for (unsigned k = 0; k < N; ++k) v[k] = op(v[k], __shfl_xor_sync(0xffffffffu, v[k], o));
   }
 }
 
 template <unsigned N>
+__device__ __forceinline__ void WarpMax(float (&v)[N]) {
+  WarpButterfly(v, MaxF());
+}
+
+template <unsigned N>
 __device__ __forceinline__ void WarpSum(float (&v)[N]) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-    for (unsigned k = 0; k < N; ++k) v[k] = __fadd_rn(v[k], __shfl_xor_sync(0xffffffffu, v[k], o));
-  }
+  WarpButterfly(v, AddRn());
 }
 
 __device__ __forceinline__ float WarpMax(float v) {

@@ -2,6 +2,7 @@
 // vector width.
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <stdint.h>
 
 namespace memra_cu {
@@ -22,6 +23,15 @@ inline unsigned GridFor(uint64_t work) {
 // that is not is a misaligned access, a sticky error for the whole context.
 inline bool Aligned(const void* p, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
+// The SM count of the calling thread's current device.
+inline cudaError_t CurrentSms(unsigned* sms) {
+  int dev = 0, n = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+  *sms = err == cudaSuccess && n > 0 ? unsigned(n) : 1;
+  return err;
 }
 
 }  // namespace memra_cu

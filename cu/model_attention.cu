@@ -731,11 +731,10 @@ cudaError_t LaunchTiles(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t
   const size_t smem = TilesSmemFloats(a.R, 32) * sizeof(float);
   cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
-  int dev = 0, sms = 0;
-  err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  unsigned sms;
+  err = memra_cu::CurrentSms(&sms);
   if (err != cudaSuccess) return err;
-  const dim3 grid(uint32_t(sms) > a.t ? uint32_t(sms) / a.t : 1, a.t);
+  const dim3 grid(sms > a.t ? sms / a.t : 1, a.t);
   return LaunchModelKernel(kernel, grid, dim3(kPartialThreads), smem, 1, stream, a, ws);
 }
 

@@ -1,9 +1,20 @@
 // Absorbed MLA attention in one kernel, for a call whose positions all fit in a few tiles
 // (a.P <= ShortPositions(R), cu/mla_parts.cuh). At a short context the tiled form's two kernels
 // are mostly fixed cost (a tile kernel on a handful of SMs, then a combine and the Wuv product on
-// 32 blocks), so here one block takes a head's 64 columns of u for one row: it computes the
-// head's scores, each tile's max, exp-sum and o, their combine and its share of u itself,
+// 32 blocks), so here one block takes a head's 64 (or 128) columns of u for one row: it computes
+// the head's scores, each tile's max, exp-sum and o, their combine and its share of u itself,
 // re-reading the few cache rows from L2 where the tiled form shares them through shared memory.
+//
+// A block of 64 columns holds its Wuv rows in registers from before its wait (64 of its 127), so
+// an SM holds two. Past two blocks an SM (`bench`, 32 heads, at t = 5 to 8) the grid ran in two
+// waves, each block of the second starting its chain of round trips only as one of the first
+// left (scripts/probes/step-timeline-probe.cu at t = 8: 512 blocks released over 10.5 us, a
+// span of 18.4 us against 8.4 at t = 1). There a block takes 128 columns, a row's whole head
+// where Dv is 128, so the grid is half as many blocks, one wave, and no head's scores are made
+// twice. Its first 64 columns' Wuv rows are in registers from before the wait, as above; the
+// second 64's come into L2 while it waits and into those registers once the first's are used.
+// Both into registers after o, at t = 8: a span of 13.2 us, 5.4 of it from o to u (every row's
+// block reading its head's 128 KB of Wuv from L2).
 // Each step is the tiled form's, in its order (cu/model_attention.cu's header), so a row's u is
 // bit-identical whichever form a call takes: the test holds the two to that.
 #include <math.h>
@@ -26,9 +37,10 @@ constexpr unsigned kThreads = 256;
 constexpr unsigned kWarps = kThreads / 32;
 constexpr unsigned kMaxR = 512;
 constexpr unsigned kTiles = ShortPositions(kMaxR) / PositionTile(kMaxR);
-// u's columns a block: kUParts partials x 8 groups of kUGroup, one (partial, group) a thread.
-constexpr unsigned kDBlock = kThreads / kUParts * kUGroup;
-// A thread's Wuv rows (r = partial + 32k): all of them at R <= 512, loaded before the wait.
+// u's columns a thread group takes: kUParts partials x 8 groups of kUGroup, one (partial, group)
+// a thread; a block of 128 columns takes two such spans.
+constexpr unsigned kDSpan = kThreads / kUParts * kUGroup;
+// A thread's Wuv rows (r = partial + 32k) for one span: all of them at R <= 512.
 constexpr unsigned kRowsAThread = kMaxR / kUParts;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -48,30 +60,61 @@ __device__ __forceinline__ void TileO(float4& acc, const float4* c4, uint32_t qu
   }
 }
 
-// grid (nh, ceil(Dv / kDBlock), t): head blockIdx.x's columns [64 y, 64 y + 64) of row z's u.
+// acc += o_r * Wuv[r][the thread's 8 columns] for r = prt + 32k, k < kRowsAThread, in increasing r.
+__device__ __forceinline__ void UPartial(const uint4 (&w)[kRowsAThread], const float* osh, uint32_t prt,
+                                        uint32_t R, float (&acc)[kUGroup]) {
+#pragma unroll
+  for (unsigned k = 0; k < kRowsAThread; ++k) {
+    const uint32_t r = prt + k * kUParts;
+    if (r < R) {
+      const uint32_t wv[kUGroup / 2] = {w[k].x, w[k].y, w[k].z, w[k].w};
+      Fma8(osh[r], wv, acc);
+    }
+  }
+}
+
+// A thread's Wuv rows of one span (zeros where it has no columns or r >= R).
+__device__ __forceinline__ void LoadUSpan(uint4 (&w)[kRowsAThread], const uint16_t* wn, bool live, uint32_t prt,
+                                          uint32_t R, uint32_t Dv, uint64_t policy) {
+#pragma unroll
+  for (unsigned k = 0; k < kRowsAThread; ++k) {
+    const uint32_t r = prt + k * kUParts;
+    w[k] = live && r < R ? memra_cu::LoadWeights(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv), policy)
+                         : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// grid (nh, ceil(Dv / kCols), t): head blockIdx.x's columns [kCols y, kCols y + kCols) of row z's
+// u, kCols 64 or 128 (two spans of 64, the second's Wuv rows loaded after o).
+template <unsigned kCols>
 __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
+  static_assert(kCols == kDSpan || kCols == 2 * kDSpan, "one or two spans a block");
   MEMRA_TRACE_KERNEL(kTraceMlaShort);
   __shared__ float4 sq4[kMaxR / 4];         // the head's query
   __shared__ float sS[kTiles * 32];         // scores, then exp(s - the tile's max)
   __shared__ float sM[kTiles], sL[kTiles], sW[kTiles], sLsum;
   __shared__ float4 so4[kTiles][kMaxR / 4]; // each tile's unnormalized o
   __shared__ float osh[kMaxR];              // o, normalized
-  __shared__ float part[kUParts][kDBlock];  // u's partials
-  const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x, d0 = blockIdx.y * kDBlock, s = blockIdx.z;
+  __shared__ float part[kUParts][kCols];    // u's partials
+  const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x, d0 = blockIdx.y * kCols, s = blockIdx.z;
   const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const unsigned grp = tid % (kDBlock / kUGroup), prt = tid / (kDBlock / kUGroup);
-  const uint32_t dl = grp * kUGroup, nd = Dv - d0 < kDBlock ? Dv - d0 : kDBlock;
-  const bool live = dl < nd;  // Dv % 8 == 0: a group is whole or absent
+  const unsigned grp = tid % (kDSpan / kUGroup), prt = tid / (kDSpan / kUGroup);
+  const uint32_t dl = grp * kUGroup, nd = Dv - d0 < kCols ? Dv - d0 : kCols;
+  // Dv % 8 == 0: a group is whole or absent.
+  const auto live = [&](unsigned span) { return span * kDSpan + dl < nd; };
 
-  // Weights before the wait (pdl.cuh): this thread's Wuv rows, 16 bytes each.
+  // Weights before the wait (pdl.cuh): this thread's Wuv rows of the first span, 16 bytes each,
+  // and the second span's rows into L2. With two spans every row's block reads its head's rows,
+  // so they keep L2's normal priority.
   const uint16_t* wn = a.wuv + uint64_t(n) * R * Dv + d0 + dl;
   uint4 w[kRowsAThread];
-  const uint64_t policy = memra_cu::EvictFirstPolicy();
-#pragma unroll
-  for (unsigned k = 0; k < kRowsAThread; ++k) {
-    const uint32_t r = prt + k * kUParts;
-    w[k] = live && r < R ? memra_cu::LoadWeights(reinterpret_cast<const uint4*>(wn + uint64_t(r) * Dv), policy)
-                         : make_uint4(0, 0, 0, 0);
+  constexpr bool kOneSpan = kCols == kDSpan;
+  LoadUSpan(w, wn, live(0), prt, R, Dv, kOneSpan ? memra_cu::EvictFirstPolicy() : memra_cu::EvictNormalPolicy());
+  if constexpr (!kOneSpan) {
+    const uint16_t* rows = a.wuv + uint64_t(n) * R * Dv + d0 + kDSpan;
+    if (nd > kDSpan) {
+      for (uint32_t r = tid; r < R; r += kThreads) memra_cu::PrefetchL2Bulk(rows + uint64_t(r) * Dv, (nd - kDSpan) * 2);
+    }
   }
 
   PrefetchRows(a, s, blockIdx.x * gridDim.y + blockIdx.y, gridDim.x * gridDim.y);
@@ -169,18 +212,15 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   MEMRA_TRACE_MARK(4);
 
   // u: partial prt over r = prt (mod 32) in increasing r, then the partials in order.
-  if (live) {
-    float acc[kUGroup] = {};
 #pragma unroll
-    for (unsigned k = 0; k < kRowsAThread; ++k) {
-      const uint32_t r = prt + k * kUParts;
-      if (r < R) {
-        const uint32_t wv[kUGroup / 2] = {w[k].x, w[k].y, w[k].z, w[k].w};
-        Fma8(osh[r], wv, acc);
-      }
+  for (unsigned span = 0; span < kCols / kDSpan; ++span) {
+    if (span > 0) LoadUSpan(w, wn + span * kDSpan, live(span), prt, R, Dv, memra_cu::EvictNormalPolicy());
+    if (live(span)) {
+      float acc[kUGroup] = {};
+      UPartial(w, osh, prt, R, acc);
+#pragma unroll
+      for (unsigned e = 0; e < kUGroup; ++e) part[prt][span * kDSpan + dl + e] = acc[e];
     }
-#pragma unroll
-    for (unsigned e = 0; e < kUGroup; ++e) part[prt][dl + e] = acc[e];
   }
   __syncthreads();
   MEMRA_TRACE_MARK(5);
@@ -197,9 +237,22 @@ static_assert(kMaxR / 4 <= kThreads, "the query's quads, one a thread");
 
 }  // namespace
 
+// 64 columns a block while its grid fits the SMs in one wave, 128 past that.
 cudaError_t LaunchShort(const MemraMlaArgs& a, cudaStream_t stream) {
-  const dim3 grid(a.nh, (a.Dv + kDBlock - 1) / kDBlock, a.t);
-  return memra_cu::LaunchModelKernel(mla_short, grid, dim3(kThreads), 0, 1, stream, a);
+  unsigned sms;
+  int resident = 0;
+  cudaError_t err = memra_cu::CurrentSms(&sms);
+  if (err == cudaSuccess) {
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, mla_short<kDSpan>, kThreads, 0);
+  }
+  if (err != cudaSuccess) return err;
+  const uint64_t early = uint64_t(a.nh) * ((a.Dv + kDSpan - 1) / kDSpan) * a.t;
+  if (early <= uint64_t(resident) * sms) {
+    const dim3 grid(a.nh, (a.Dv + kDSpan - 1) / kDSpan, a.t);
+    return memra_cu::LaunchModelKernel(mla_short<kDSpan>, grid, dim3(kThreads), 0, 1, stream, a);
+  }
+  const dim3 grid(a.nh, (a.Dv + 2 * kDSpan - 1) / (2 * kDSpan), a.t);
+  return memra_cu::LaunchModelKernel(mla_short<2 * kDSpan>, grid, dim3(kThreads), 0, 1, stream, a);
 }
 
 }  // namespace memra_mla

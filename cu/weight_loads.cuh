@@ -24,6 +24,14 @@ __device__ __forceinline__ uint64_t EvictFirstPolicy() {
   return policy;
 }
 
+// L2's normal priority, for the few weights that several blocks of a launch read (the short
+// attention's late Wuv rows, cu/model_attention_short.cu).
+__device__ __forceinline__ uint64_t EvictNormalPolicy() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
 // Read-only loads through the non-coherent path, as __ldg, with the policy's eviction hint. The
 // asm is volatile so that a load stays under the guard its caller wrote around it: without it
 // the compiler took the statement for a pure function of its operands and hoisted some of the

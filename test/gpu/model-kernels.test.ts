@@ -1206,6 +1206,43 @@ describe('model kernels on one GPU', function () {
     }
   });
 
+  it('mla_attention in one kernel at t = 8 (past two 64-column blocks an SM, on a GPU of under 160 SMs: 128 columns a block): bit-identical to the tiled form, R = 512 and 128, a ragged Dv', () => {
+    const t = 8,
+      Pc = 200;
+    for (const [R, nh, Dv] of [
+      [512, 32, 128],
+      [128, 20, 72],
+    ] as Array<[number, number, number]>) {
+      const Ps = b.mlaShortPositions(R),
+        ldq = nh * R + 4,
+        ldu = nh * Dv + 5;
+      const cp = put(randF(t * Pc * R)),
+        qp = put(randF(t * ldq, 2)),
+        wp = genMatrix(nh * R, Dv, 39, 1 / Math.sqrt(R)),
+        pp = out(t * 4);
+      const at = (P: number): Float32Array => {
+        const u = out(t * ldu * 4);
+        const work = out(b.mlaWorkspaceBytes(t, nh, Pc, R));
+        b.launchMlaAttention(u, ldu, qp, ldq, cp, Pc * R, pp, wp, work, t, nh, P, R, Dv, s);
+        return down(Float32Array, u, t * ldu);
+      };
+      for (const pos of [
+        [0, 1, 31, 32, 63, 64, 100, 127],
+        [127, 96, 65, 33, 2, 50, 17, 126],
+      ]) {
+        b.launchSetI32(pp, pos, s);
+        const short = at(Ps);
+        for (let r = 0; r < t; r++)
+          check(
+            !short.subarray(r * ldu, r * ldu + nh * Dv).some(Number.isNaN),
+            () => `one-kernel attention t=8 R=${R}: NaN in row ${r} at position ${pos[r]}`,
+          );
+        sameBits(short, at(Pc), `mla_attention t=8 R=${R} nh=${nh} Dv=${Dv} positions ${pos}: one kernel vs tiled`);
+      }
+      freeAll();
+    }
+  });
+
   it('expert_up / expert_down: within 1e-4 / 2e-6 of f64; an EP half bit-identical to the full launch, its unowned slots untouched', () => {
     const t = 2,
       K = 3,

@@ -603,6 +603,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
     return;
   }
   const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
+  MEMRA_TRACE_MARK(0);
 
   // o[r0 + tid] over the tiles in increasing order, stageTiles of them staged at a time: R and
   // r0 are multiples of 4 and the workspace 16-byte aligned, so every row copies as float4s. The
@@ -636,6 +637,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
   }
   // BlockSumFixed's barriers also publish the weights each thread just stored.
   const float L = memra_model::BlockSumFixed<kCombineThreads>(lsum, scratch);
+  MEMRA_TRACE_MARK(1);
 
   float o = 0.0f;
   for (uint32_t t0 = 0; t0 < tiles; t0 += c.stageTiles) {
@@ -658,6 +660,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
     osh[r] = cg::this_cluster().map_shared_rank(ol, r / c.rq)[r % c.rq];
   }
   cg::this_cluster().sync();
+  MEMRA_TRACE_MARK(2);
 
   // u over (group of 8 d, r partial), c.pass d's at a time; the partials go to part.
   const uint32_t stride = nd < c.pass ? nd : c.pass;  // one partial's row in part

@@ -37,6 +37,7 @@
 #include "cu/pdl.cuh"
 #include "cu/prefetch_l2.cuh"
 #include "cu/weight_loads.cuh"
+#include "cu/weight_ring.cuh"
 
 namespace memra_tile {
 
@@ -125,6 +126,24 @@ __host__ __device__ constexpr size_t PartBytes() {
   return kDyn ? size_t(kSplitY) * M * T * kWarpCols * CW * sizeof(float) : 0;
 }
 
+// The products at this many rows and more take their weights through a ring of chunks in shared
+// memory (cu/weight_ring.cuh); a build may name another count (-DMEMRA_GEMV_RING_MIN_T=4).
+#ifndef MEMRA_GEMV_RING_MIN_T
+#define MEMRA_GEMV_RING_MIN_T 8
+#endif
+
+// A thread's ring: the chunks (M matrices' kChunk rows of CW weights) that part[] holds for every
+// thread of the block, at most four. It lives in part[] until the block's FMAs are done, so it
+// asks the launch for no shared memory of its own; 0 where part[] is static or holds fewer than
+// two, or the weights are not loaded whole (kWide).
+template <int M, int T, int CW, bool kDyn, bool kWide>
+__host__ __device__ constexpr unsigned RingDepth() {
+  constexpr size_t kSlot = size_t(kGemvThreads) * kChunk * M * 2 * CW;
+  constexpr size_t kHeld = PartBytes<M, T, CW, kDyn>() / kSlot;
+  if constexpr (!kDyn || !kWide || T < MEMRA_GEMV_RING_MIN_T) return 0;
+  return kHeld >= 4 ? 4 : (kHeld >= 2 ? 2 : 0);
+}
+
 // Shared-memory float4s of one warp's staged x: row s's i-th chunk of the warp at [s * q + i].
 // q: the most chunks a warp of the launch takes (XChunksPerWarp).
 __host__ __device__ constexpr uint32_t XChunksPerWarp(uint32_t K, unsigned split) {
@@ -201,6 +220,22 @@ __device__ __forceinline__ void FmaRow(float (&acc)[M][T][CW], const float* cons
   for (int s = 0; s < T; ++s) FmaRowWeights<T, M, CW>(acc, memra_cu::LoadFresh(xr[s] + k), s, wv);
 }
 
+// CW weights of a ring slot, as one shared load of 2*CW bytes.
+template <int CW>
+__device__ __forceinline__ WRow<CW> RingRow(const char* p) {
+  WRow<CW> r;
+  if constexpr (CW == 8) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+  } else if constexpr (CW == 4) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    r.w[0] = v.x, r.w[1] = v.y;
+  } else {
+    r.w[0] = *reinterpret_cast<const uint32_t*>(p);
+  }
+  return r;
+}
+
 // One chunk's 4 rows of M matrices.
 template <int M, int CW, bool kWide, bool kFull>
 __device__ __forceinline__ void LoadChunk(WRow<CW> (&wv)[kChunk][M], const uint16_t* const (&w)[M],
@@ -233,14 +268,17 @@ __device__ __forceinline__ void PrefetchNextBatch(const uint16_t* const (&w)[M],
 // in increasing k, then the short tail chunk if it is this thread's. Whole batches of U chunks
 // (kBatchChunks) are loaded with no branch between the loads, before the first of their FMAs.
 // kStage (full threads only): x from this warp's staged chunks xs (StageX, the lanes of `mask`),
-// or with kStaged from the chunks the kernel itself put there before the call.
-template <int T, int M, int CW, bool kWide, bool kStage, bool kFull, unsigned U, bool kStaged = false>
+// or with kStaged from the chunks the kernel itself put there before the call. kRing (full
+// threads only): the weights come through a ring of that many chunks at `ring` (RingDepth), the
+// same chunks in the same order.
+template <int T, int M, int CW, bool kWide, bool kStage, bool kFull, unsigned U, bool kStaged = false,
+          unsigned kRing = 0>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
                                                  uint32_t K, uint32_t first, uint32_t stride,
                                                  unsigned n, float4* xs, uint32_t q,
-                                                 unsigned mask) {
+                                                 unsigned mask, char* ring = nullptr) {
   const uint64_t full = K / kChunk;
   uint64_t c = first;
   // The first batch of weights is loaded before the previous kernel has finished (pdl.cuh); x is
@@ -269,31 +307,82 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       return LoadX4(xr[s] + at * kChunk);
     };
     uint32_t i = 0;
-    // Not unrolled further: one batch is all the registers a thread should hold in flight.
+    if constexpr (kRing > 0) {
+      // Chunk i of this thread in slot i % kRing; its row r of matrix m at (slot, r, m), the
+      // block's threads side by side, so that a warp's copies and reads are 32 adjacent words.
+      constexpr uint32_t kWord = 2 * CW, kWordsApart = kGemvThreads * kWord;
+      const char* const mine = ring + threadIdx.x * kWord;
+      const uint32_t to = static_cast<uint32_t>(__cvta_generic_to_shared(mine));
+      const uint64_t policy = memra_cu::EvictFirstPolicy();
+      const uint64_t step = uint64_t(stride) * kChunk * ldw;
+      const uint16_t* src[M];
+#pragma unroll
+      for (int m = 0; m < M; ++m) src[m] = w[m] + c * kChunk * ldw;
+      // This thread's chunks not yet asked for (none where K leaves its first chunk out).
+      uint32_t left = c < full ? uint32_t((full - c + stride - 1) / stride) : 0;
+      // The next chunk into slot d, then src at the one after. One group a chunk, empty past the
+      // last, so that all but the newest kRing - 1 groups is always chunk i.
+      const auto issue = [&](unsigned d) {
+        if (left > 0) {
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+            const uint16_t* row = src[m];
+#pragma unroll
+            for (unsigned r = 0; r < kChunk; ++r, row += ldw) {
+              memra_cu::CopyWeightsToShared<kWord>(to + ((d * kChunk + r) * M + m) * kWordsApart, row, policy);
+            }
+          }
+          --left;
+        }
+        memra_cu::CommitCopyGroup();
+#pragma unroll
+        for (int m = 0; m < M; ++m) src[m] += step;
+      };
+#pragma unroll
+      for (unsigned d = 0; d < kRing; ++d) issue(d);
+      wait();
 #pragma unroll 1
-    for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride, i += U) {
-      WRow<CW> wv[U][kChunk][M];
+      for (; c < full; c += stride, ++i) {
+        const unsigned d = i % kRing;
+        memra_cu::WaitCopyGroups<kRing - 1>();
+        WRow<CW> wv[kChunk][M];
 #pragma unroll
-      for (unsigned u = 0; u < U; ++u) {
-        LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
-      }
-      if (!waited) {
-        if constexpr (T >= 4) PrefetchNextBatch<M, CW, U>(w, c, stride, full, ldw, mask);
-        wait();
-      }
+        for (unsigned r = 0; r < kChunk; ++r) {
 #pragma unroll
-      for (unsigned u = 0; u < U; ++u) {
+          for (int m = 0; m < M; ++m) wv[r][m] = RingRow<CW>(mine + ((d * kChunk + r) * M + m) * kWordsApart);
+        }
 #pragma unroll
-        for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c + u * stride, i + u), s, wv[u]);
+        for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c, i), s, wv);
+        // The slot's words are in registers (the FMAs above used them): it may take chunk i + kRing.
+        issue(d);
       }
-    }
+    } else {
+      // Not unrolled further: one batch is all the registers a thread should hold in flight.
 #pragma unroll 1
-    for (; c < full; c += stride, ++i) {
-      WRow<CW> wv[kChunk][M];
-      LoadChunk<M, CW, kWide, kFull>(wv, w, c * kChunk, ldw, n);
-      if (!waited) wait();
+      for (; c + uint64_t(U - 1) * stride < full; c += uint64_t(U) * stride, i += U) {
+        WRow<CW> wv[U][kChunk][M];
 #pragma unroll
-      for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c, i), s, wv);
+        for (unsigned u = 0; u < U; ++u) {
+          LoadChunk<M, CW, kWide, kFull>(wv[u], w, (c + u * stride) * kChunk, ldw, n);
+        }
+        if (!waited) {
+          if constexpr (T >= 4) PrefetchNextBatch<M, CW, U>(w, c, stride, full, ldw, mask);
+          wait();
+        }
+#pragma unroll
+        for (unsigned u = 0; u < U; ++u) {
+#pragma unroll
+          for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c + u * stride, i + u), s, wv[u]);
+        }
+      }
+#pragma unroll 1
+      for (; c < full; c += stride, ++i) {
+        WRow<CW> wv[kChunk][M];
+        LoadChunk<M, CW, kWide, kFull>(wv, w, c * kChunk, ldw, n);
+        if (!waited) wait();
+#pragma unroll
+        for (int s = 0; s < T; ++s) Fma4<T, M, CW>(acc, x4(s, c, i), s, wv);
+      }
     }
   }
   if (!waited) PdlWait();
@@ -320,6 +409,7 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const Epi& epi) {
   static_assert(M * T * CW <= kMaxAccumulators, "accumulators within a thread's registers");
   constexpr unsigned kTile = kWarpCols * CW, kRows = M * T;
+  constexpr unsigned kRing = RingDepth<M, T, CW, kDyn, kWide>();
   // part[y][m * T + s][c] at part[(y * kRows + m * T + s) * kTile + c]: static up to 32 KB, past
   // it at the start of the launch's dynamic shared memory (PartBytes), the staged x after it.
   extern __shared__ float4 gemvSmem[];
@@ -350,8 +440,8 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kStage, true, U, kStaged>(acc, xr, w, ldw, K, rank * kSplitY + ty,
-                                                                  split * kSplitY, n, xs, q, mask);
+      AccumulateChunks<T, M, CW, kWide, kStage, true, U, kStaged, kRing>(
+          acc, xr, w, ldw, K, rank * kSplitY + ty, split * kSplitY, n, xs, q, mask, reinterpret_cast<char*>(gemvSmem));
     } else {
       AccumulateChunks<T, M, CW, kWide, kStage, false, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
                                                           split * kSplitY, n, xs, q, mask);
@@ -359,6 +449,8 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
   }
   // A thread that loaded nothing still stores below; the one-time wait is free for the others.
   PdlWait();
+  // part[] holds the rings: every thread's last chunk read before any partial overwrites them.
+  if constexpr (kRing > 0) __syncthreads();
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll

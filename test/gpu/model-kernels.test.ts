@@ -376,58 +376,59 @@ describe('model kernels on one GPU', function () {
     }
   });
 
-  it('gemv, wide (CW 8 / 4 / 2 tiles): rows equal across t = 1, 2, 4, 8; sampled columns within 2e-6 of f64; t=1 slices equal the full product', () => {
-    const K = 4096,
-      cols = 20000,
+  it('gemv, wide (CW 8 / 4 / 2 tiles): rows equal across t = 1, 2, 4, 8 (K = 4096, 1000, 4099 and 40: chunks a thread past a multiple of the weight ring, a row tail, threads with no chunk); sampled columns within 2e-6 of f64; t=1 slices equal the full product', () => {
+    const cols = 20000,
       ldw = 20008;
-    const wp = genMatrix(K, ldw, 777, 1 / 64);
-    const x = randF(8 * K);
-    const xp = put(x);
-    const outs = new Map<number, Float32Array>();
-    for (const t of [1, 2, 4, 8]) {
-      const op = out(t * cols * 4);
-      b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, false, 0, s);
-      outs.set(t, down(Float32Array, op, t * cols));
-    }
-    const o8 = outs.get(8)!,
-      o1 = outs.get(1)!;
-    for (const t of [1, 2, 4]) {
-      for (let r = 0; r < t; r++)
-        sameBits(
-          outs.get(t)!.subarray(r * cols, (r + 1) * cols),
-          o8.subarray(r * cols, (r + 1) * cols),
-          `wide gemv: t=${t} row ${r} vs t=8 row ${r}`,
-        );
-    }
-    const w = down(Uint16Array, wp, K * ldw); // one download of the whole matrix rather than a column at a time
-    const worst = new Worst();
-    const sampled = [...Array.from({ length: Math.ceil(cols / 997) }, (_, i) => i * 997), cols - 1];
-    for (const j of sampled)
-      for (let r = 0; r < 8; r++) {
-        let acc = 0,
-          mag = 0;
-        for (let k = 0; k < K; k++) {
-          const p = x[r * K + k]! * bf16ToF32(w[k * ldw + j]!);
-          acc += p;
-          mag += Math.abs(p);
-        }
-        if (worst.worse(Math.abs(o8[r * cols + j]! - acc) / mag))
-          worst.where = `row ${r} col ${j}: GPU ${o8[r * cols + j]}, f64 ${acc}`;
+    for (const K of [4096, 1000, 4099, 40]) {
+      const wp = genMatrix(K, ldw, 777 + K, 1 / 64);
+      const x = randF(8 * K);
+      const xp = put(x);
+      const outs = new Map<number, Float32Array>();
+      for (const t of [1, 2, 4, 8]) {
+        const op = out(t * cols * 4);
+        b.launchGemv(op, cols, xp, K, wp, ldw, K, cols, t, false, 0, s);
+        outs.set(t, down(Float32Array, op, t * cols));
       }
-    worst.within(2e-6, `wide gemv K=${K} cols=${cols} t=8 vs f64 (${sampled.length} sampled columns)`);
-    for (const [c0, n] of [
-      [8, 4096],
-      [256, 19744],
-      [4, 300],
-      [1, 1000],
-    ] as const) {
-      const op = out(n * 4);
-      b.launchGemv(op, n, xp, K, ptrAdd(wp, c0 * 2), ldw, K, n, 1, false, 0, s);
-      sameBits(
-        down(Float32Array, op, n),
-        o1.subarray(c0, c0 + n),
-        `wide gemv: slice [${c0}, ${c0 + n}) at t=1 vs the full product`,
-      );
+      const o8 = outs.get(8)!,
+        o1 = outs.get(1)!;
+      for (const t of [1, 2, 4]) {
+        for (let r = 0; r < t; r++)
+          sameBits(
+            outs.get(t)!.subarray(r * cols, (r + 1) * cols),
+            o8.subarray(r * cols, (r + 1) * cols),
+            `wide gemv K=${K}: t=${t} row ${r} vs t=8 row ${r}`,
+          );
+      }
+      const w = down(Uint16Array, wp, K * ldw); // one download of the whole matrix rather than a column at a time
+      const worst = new Worst();
+      const sampled = [...Array.from({ length: Math.ceil(cols / 997) }, (_, i) => i * 997), cols - 1];
+      for (const j of sampled)
+        for (let r = 0; r < 8; r++) {
+          let acc = 0,
+            mag = 0;
+          for (let k = 0; k < K; k++) {
+            const p = x[r * K + k]! * bf16ToF32(w[k * ldw + j]!);
+            acc += p;
+            mag += Math.abs(p);
+          }
+          if (worst.worse(Math.abs(o8[r * cols + j]! - acc) / mag))
+            worst.where = `row ${r} col ${j}: GPU ${o8[r * cols + j]}, f64 ${acc}`;
+        }
+      worst.within(2e-6, `wide gemv K=${K} cols=${cols} t=8 vs f64 (${sampled.length} sampled columns)`);
+      for (const [c0, n] of [
+        [8, 4096],
+        [256, 19744],
+        [4, 300],
+        [1, 1000],
+      ] as const) {
+        const op = out(n * 4);
+        b.launchGemv(op, n, xp, K, ptrAdd(wp, c0 * 2), ldw, K, n, 1, false, 0, s);
+        sameBits(
+          down(Float32Array, op, n),
+          o1.subarray(c0, c0 + n),
+          `wide gemv K=${K}: slice [${c0}, ${c0 + n}) at t=1 vs the full product`,
+        );
+      }
     }
   });
 

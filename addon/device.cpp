@@ -8,6 +8,7 @@
 #include "addon/errors.h"
 #include "addon/process_state.h"
 #include "addon/thread_state.h"
+#include "cu/model.h"
 
 namespace memra {
 
@@ -161,6 +162,18 @@ Napi::Value BindDevice(const Napi::CallbackInfo& info) {
   }
   ts.bound = ordinal;
   ts.loopback = loopback;
+  void* sync = nullptr;
+  cudaError_t syncErr = cudaMalloc(&sync, MEMRA_EXPERT_SYNC_BYTES);
+  if (syncErr == cudaSuccess) {
+    ts.deviceAllocs.insert(sync);
+    syncErr = cudaMemset(sync, 0, MEMRA_EXPERT_SYNC_BYTES);
+  }
+  if (syncErr != cudaSuccess) {
+    // Unbound again, with what the bind took freed: the thread may try another device.
+    ts.ReleaseAll(nullptr);
+    ThrowCudaError(env, syncErr, "cudaMalloc/cudaMemset of the experts' sync words (bindDevice)", ordinal);
+  }
+  ts.expertSync = static_cast<unsigned*>(sync);
   return env.Undefined();
 }
 

@@ -530,7 +530,8 @@ Napi::Value LaunchExpertUp(const Napi::CallbackInfo& info) {
   cudaStream_t s;
   const int device = Bound(env, info, 11, fn, &s);
   const PdlScope pdl(info, 12, fn);
-  MEMRA_CUDA_CHECK(env, device, memra_expert_up(act, xd, ids, w1, w3, e.e0, e.nE, e.t, e.K, e.H, e.F, s),
+  unsigned* sync = ThreadState::Of(env).expertSync;
+  MEMRA_CUDA_CHECK(env, device, memra_expert_up(act, xd, ids, w1, w3, e.e0, e.nE, e.t, e.K, e.H, e.F, sync, s),
                    std::string(fn) + "(act=" + Hex(act) + ", xd=" + Hex(xd) + ", w1=" + Hex(w1) +
                        ", w3=" + Hex(w3) + ", " + e.Describe() + ", stream=" + Hex(s) + ")");
   return env.Undefined();
@@ -547,7 +548,8 @@ Napi::Value LaunchExpertDown(const Napi::CallbackInfo& info) {
   cudaStream_t s;
   const int device = Bound(env, info, 10, fn, &s);
   const PdlScope pdl(info, 11, fn);
-  MEMRA_CUDA_CHECK(env, device, memra_expert_down(contrib, act, ids, w2, e.e0, e.nE, e.t, e.K, e.H, e.F, s),
+  unsigned* sync = ThreadState::Of(env).expertSync;
+  MEMRA_CUDA_CHECK(env, device, memra_expert_down(contrib, act, ids, w2, e.e0, e.nE, e.t, e.K, e.H, e.F, sync, s),
                    std::string(fn) + "(contrib=" + Hex(contrib) + ", act=" + Hex(act) +
                        ", w2=" + Hex(w2) + ", " + e.Describe() + ", stream=" + Hex(s) + ")");
   return env.Undefined();

@@ -104,6 +104,7 @@ cudaError_t ThreadState::ReleaseAll(const char** failedCall) noexcept {
   events.clear();
   streams.clear();
   deviceAllocs.clear();
+  expertSync = nullptr;
   hostAllocs.clear();
   registrations.clear();
   graphs.clear();

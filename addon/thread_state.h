@@ -73,6 +73,10 @@ class ThreadState {
   // Streams this thread began a capture on and has not ended. A device drain is an illegal
   // synchronisation while one of the device's streams is capturing, so teardown ends these first.
   std::unordered_set<cudaStream_t> capturing;
+  // The experts' sync words (cu/model.h, MEMRA_EXPERT_SYNC_BYTES), zeroed at bind and also in
+  // deviceAllocs: each pair of expert launches leaves them zeroed, and a thread runs its model
+  // kernels on one stream at a time, so one set a thread serves every pair it launches.
+  unsigned* expertSync = nullptr;
   // ncclComm_t values (opaque pointers; the type lives in addon/nccl_abi.h).
   std::unordered_set<void*> ncclComms;
   // The LL link's buffers as `llConfigure` set them: the same for every join of the link, so a

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cu/globaltimer.cuh"
 #include "cu/pdl.cuh"
 #include "cu/prefetch_l2.cuh"
 #include "cu/weight_loads.cuh"
@@ -220,6 +221,31 @@ __device__ __forceinline__ void FmaRow(float (&acc)[M][T][CW], const float* cons
   for (int s = 0; s < T; ++s) FmaRowWeights<T, M, CW>(acc, memra_cu::LoadFresh(xr[s] + k), s, wv);
 }
 
+// What a product waits for before it reads x: the grid ahead (PdlWait), or with kReady a word
+// that the grid ahead sets once what this block reads is stored (expert_down's group of
+// expert_up, cu/model_experts.cu), read with acquire by every thread. That grid is resident
+// before this one starts (PDL starts this one only once every block of it has begun), so the
+// word comes; one that has not after about a second means it was not that grid's, and the kernel
+// traps rather than hang the stream or read a half-written x.
+template <bool kReady>
+__device__ __forceinline__ void TileWait(const unsigned* ready) {
+  if constexpr (kReady) {
+    unsigned v = 0;
+    uint64_t deadline = 0;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ready) : "memory");
+      if (v != 0) break;
+      const uint64_t now = GlobalTimerNs();
+      if (deadline == 0) deadline = now + 1000000000ull;
+      if (now > deadline) __trap();
+      __nanosleep(32);
+    }
+    MEMRA_TRACE_WAITED();
+  } else {
+    PdlWait();
+  }
+}
+
 // CW weights of a ring slot, as one shared load of 2*CW bytes.
 template <int CW>
 __device__ __forceinline__ WRow<CW> RingRow(const char* p) {
@@ -272,20 +298,21 @@ __device__ __forceinline__ void PrefetchNextBatch(const uint16_t* const (&w)[M],
 // threads only): the weights come through a ring of that many chunks at `ring` (RingDepth), the
 // same chunks in the same order.
 template <int T, int M, int CW, bool kWide, bool kStage, bool kFull, unsigned U, bool kStaged = false,
-          unsigned kRing = 0>
+          unsigned kRing = 0, bool kReady = false>
 __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
                                                  const float* const (&xr)[T],
                                                  const uint16_t* const (&w)[M], uint64_t ldw,
                                                  uint32_t K, uint32_t first, uint32_t stride,
                                                  unsigned n, float4* xs, uint32_t q,
-                                                 unsigned mask, char* ring = nullptr) {
+                                                 unsigned mask, char* ring = nullptr,
+                                                 const unsigned* ready = nullptr) {
   const uint64_t full = K / kChunk;
   uint64_t c = first;
   // The first batch of weights is loaded before the previous kernel has finished (pdl.cuh); x is
   // read only after PdlWait().
   bool waited = false;
   if constexpr (!kFull) {
-    PdlWait();
+    TileWait<kReady>(ready);
     waited = true;
     // The clipped thread (at most one a launch): a row at a time, same order. Its guarded
     // 2-byte loads batched would need many more registers, and registers are allocated for the
@@ -297,7 +324,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
     }
   } else {
     const auto wait = [&] {
-      PdlWait();
+      TileWait<kReady>(ready);
       if constexpr (kStage && !kStaged) StageX<T>(xs, q, xr, first, stride, full, mask);
       waited = true;
     };
@@ -385,7 +412,7 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
       }
     }
   }
-  if (!waited) PdlWait();
+  if (!waited) TileWait<kReady>(ready);
   if (K % kChunk != 0 && full >= first && (full - first) % stride == 0) {
     for (uint32_t k = uint32_t(full) * kChunk; k < K; ++k) FmaRow<T, M, CW, kWide, kFull>(acc, xr, w, k, ldw, n);
   }
@@ -402,11 +429,11 @@ __device__ __forceinline__ void AccumulateChunks(float (&acc)[M][T][CW],
 // kStaged (with kStage): the kernel has already put every full chunk of x where StageX would
 // (StagedX), and the block has met since; the rows' tails and a clipped thread still read xrow.
 template <int T, int M, int CW, bool kWide, bool kStage, unsigned U = kBatchChunks<CW, M, T>,
-          bool kDyn = kDynamicPart<M, T, CW>, bool kStaged = false, class Epi>
+          bool kDyn = kDynamicPart<M, T, CW>, bool kStaged = false, bool kReady = false, class Epi>
 __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
                                          const uint16_t* const (&W)[M], uint64_t ldw, uint32_t K,
                                          uint32_t cols, uint32_t col0, unsigned split,
-                                         const Epi& epi) {
+                                         const Epi& epi, const unsigned* ready = nullptr) {
   static_assert(M * T * CW <= kMaxAccumulators, "accumulators within a thread's registers");
   constexpr unsigned kTile = kWarpCols * CW, kRows = M * T;
   constexpr unsigned kRing = RingDepth<M, T, CW, kDyn, kWide>();
@@ -440,15 +467,16 @@ __device__ __forceinline__ void GemvTile(const float* const (&xrow)[T],
     for (int m = 0; m < M; ++m) w[m] = W[m] + j;
     // Only the last thread of the last tile can have fewer than CW columns.
     if (n == CW) {
-      AccumulateChunks<T, M, CW, kWide, kStage, true, U, kStaged, kRing>(
-          acc, xr, w, ldw, K, rank * kSplitY + ty, split * kSplitY, n, xs, q, mask, reinterpret_cast<char*>(gemvSmem));
+      AccumulateChunks<T, M, CW, kWide, kStage, true, U, kStaged, kRing, kReady>(
+          acc, xr, w, ldw, K, rank * kSplitY + ty, split * kSplitY, n, xs, q, mask, reinterpret_cast<char*>(gemvSmem),
+          ready);
     } else {
-      AccumulateChunks<T, M, CW, kWide, kStage, false, U>(acc, xr, w, ldw, K, rank * kSplitY + ty,
-                                                          split * kSplitY, n, xs, q, mask);
+      AccumulateChunks<T, M, CW, kWide, kStage, false, U, false, 0, kReady>(
+          acc, xr, w, ldw, K, rank * kSplitY + ty, split * kSplitY, n, xs, q, mask, nullptr, ready);
     }
   }
   // A thread that loaded nothing still stores below; the one-time wait is free for the others.
-  PdlWait();
+  TileWait<kReady>(ready);
   // part[] holds the rings: every thread's last chunk read before any partial overwrites them.
   if constexpr (kRing > 0) __syncthreads();
 #pragma unroll

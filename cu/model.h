@@ -182,19 +182,34 @@ cudaError_t memra_dequantize(float* xd, const uint8_t* xq, const float* xs, uint
 // g / (1 + exp(-g)). Slots owned by the other rank are not written. The slots are grouped by
 // expert on the device, and up to four slots of an expert share one pass over its weights (at
 // t <= 4, every slot: a valid routing names an expert at most once a row).
+//
+// sync (t > 2; unused at t = 1 and 2, may be null there): MEMRA_EXPERT_SYNC_BYTES of device memory,
+// zeroed before its first use and then left to the two kernels: each group's blocks of
+// memra_expert_up count themselves done there, and memra_expert_down's blocks of that group wait
+// for that count instead of for the whole grid, so they start on the SMs expert_up's last wave
+// leaves; its last block of a group zeroes the group's words again. So every memra_expert_up with
+// sync words must be followed, on its stream, by the memra_expert_down with the same words, and
+// two pairs must not share them at once (one set a stream). A memra_expert_down that waits about
+// a second without its group's count traps (the words were not expert_up's).
 cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids, const uint16_t* w1,
                             const uint16_t* w3, uint32_t e0, uint32_t nE, uint32_t t, uint32_t K,
-                            uint32_t H, uint32_t F, cudaStream_t stream);
+                            uint32_t H, uint32_t F, unsigned* sync, cudaStream_t stream);
 
 // Expert FFN, second half: contrib[(s * K + k) * H + i] = act[(s * K + k)] @ W2[e - e0] for the
 // same owned slots (W2 holds nE experts, each [F, H]), grouped the same way. Other slots are not
 // written. For both: K <= MEMRA_MODEL_MAX_TOPK; each output's sum has memra_gemv's order for its
 // K (H, then F). With PDL on (memra_model_set_pdl), memra_expert_down reads ids before it waits
 // for the kernel ahead (only act must be that kernel's): ids must be older, as the walk's
-// expert_up, which waits for the router, makes them.
+// expert_up, which waits for the router, makes them. At t > 2 it waits on sync (above).
 cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
                               const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
-                              uint32_t K, uint32_t H, uint32_t F, cudaStream_t stream);
+                              uint32_t K, uint32_t H, uint32_t F, unsigned* sync,
+                              cudaStream_t stream);
+
+// Groups a launch of the experts can have (slots or experts, whichever is fewer), and the sync
+// words of memra_expert_up and memra_expert_down: three a group.
+#define MEMRA_EXPERT_SYNC_GROUPS (MEMRA_MODEL_MAX_ROWS * MEMRA_MODEL_MAX_TOPK)
+#define MEMRA_EXPERT_SYNC_BYTES (3 * MEMRA_EXPERT_SYNC_GROUPS * 4)
 
 // The MoE merge and residual: for each row s and element i, moe = 0; for k = 0 .. K-1 in slot
 // order, moe = f32(moe + f32(wts[s*K+k] * c)) where c = (ids[s*K+k] < splitE ? lo : hi)

@@ -92,6 +92,53 @@ __device__ __forceinline__ bool SlotGroup(const int32_t* __restrict__ ids, uint3
   return true;
 }
 
+// The experts' sync words (cu/model.h): for group y, done[y] counts expert_up's finished blocks
+// of the group, ready[y] is set by the last of them, seen[y] counts expert_down's blocks, whose
+// last zeroes all three. expert_down's blocks of a group start as expert_up's last wave leaves SMs
+// free, where a grid's wait would hold them until every group is done: at t = 8 expert_up is
+// about 2.5 waves of blocks, and its last ran with half the SMs idle (the chain probe, traced:
+// expert_up 181 us and expert_down 94 a layer against 152 and 76 of bytes; with the groups' own
+// waits the step 11.20 -> 10.48 ms, t = 4 7.51 -> 7.26). At t = 1, one wave, the blocks waiting
+// beside expert_up slowed it (3.965 -> 4.020 ms), and at t = 2 (passes of two rows) the roofline
+// suite's step went 5.93-5.94 -> 6.02-6.04 ms: passes of four rows (t >= 3) wait for their group,
+// the others for the grid.
+template <int T>
+constexpr bool kGroupWait = T >= 4;
+
+struct GroupSync {
+  unsigned *done, *ready, *seen;
+  __device__ explicit GroupSync(unsigned* w)
+      : done(w), ready(w + MEMRA_EXPERT_SYNC_GROUPS), seen(w + 2 * MEMRA_EXPERT_SYNC_GROUPS) {}
+};
+
+// Once this block's act is stored: the last block of group y to finish publishes the group. The
+// fence before each count orders the block's stores before it; the last block's fence after the
+// count orders every counted block's before the mark (the threadfence-reduction pattern). A mark
+// already there was left by an expert_up no expert_down followed: its expert_down would take
+// this launch's group for done before it is, so the launch traps instead.
+__device__ __forceinline__ void SignalGroupDone(unsigned* words, unsigned y) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const GroupSync g(words);
+  __threadfence();
+  if (atomicAdd(&g.done[y], 1u) + 1 == gridDim.x) {
+    g.done[y] = 0;
+    __threadfence();
+    if (atomicExch(&g.ready[y], 1u) != 0) __trap();
+  }
+}
+
+// Once this block of expert_down is past its wait: the group's last clears its ready word.
+__device__ __forceinline__ void ReleaseGroup(unsigned* words, unsigned y) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const GroupSync g(words);
+  if (atomicAdd(&g.seen[y], 1u) + 1 == gridDim.x) {
+    g.ready[y] = 0;
+    g.seen[y] = 0;
+  }
+}
+
 // Chunks a thread of expert_up loads before their FMAs. Passes of four rows at CW 4 take three,
 // not the one kBatchChunks shrinks to at 32 accumulators: a chunk of the two matrices is 16
 // registers, so three fit beside the accumulators (ptxas: 128 registers, 8 bytes spilled). The
@@ -145,7 +192,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_up(float* __restrict__ act, const float* __restrict__ xd,
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
               const uint16_t* __restrict__ w3, uint32_t e0, uint32_t nE, uint32_t K, uint32_t H,
-              uint32_t F, unsigned slots, unsigned split) {
+              uint32_t F, unsigned slots, unsigned split, unsigned* __restrict__ sync) {
   MEMRA_TRACE_KERNEL(kTraceExpertUp);
   // Which expert's weights to read is itself the router's output.
   PdlWait();
@@ -171,6 +218,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       GemvTile<R, 2, CW, kWide, kS, kU, kPassPartDyn<2, T, CW>>(xr, w, F, H, F, col0, split, epi);
     });
   }
+  if constexpr (kGroupWait<T>) SignalGroupDone(sync, blockIdx.y);
 }
 
 template <int T>
@@ -185,7 +233,8 @@ template <int T, int CW, bool kPerSlot, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
-                uint32_t nE, uint32_t K, uint32_t H, uint32_t F, unsigned slots, unsigned split) {
+                uint32_t nE, uint32_t K, uint32_t H, uint32_t F, unsigned slots, unsigned split,
+                unsigned* __restrict__ sync) {
   MEMRA_TRACE_KERNEL(kTraceExpertDown);
   // Only act is expert_up's: the ids are read before the wait, so the first batch of W2 is in
   // flight when expert_up finishes (GemvTile waits after loading it). They were written two
@@ -210,9 +259,11 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
       }
       constexpr unsigned kU = R == T ? U : PassBatch(kBatchChunks<CW, 1, R>, U);
       constexpr bool kS = kStage && R > 1;
-      GemvTile<R, 1, CW, kWide, kS, kU, kPassPartDyn<1, T, CW>>(xr, w, H, F, H, col0, split, epi);
+      GemvTile<R, 1, CW, kWide, kS, kU, kPassPartDyn<1, T, CW>, false, kGroupWait<T>>(
+          xr, w, H, F, H, col0, split, epi, kGroupWait<T> ? GroupSync(sync).ready + blockIdx.y : nullptr);
     });
   }
+  if constexpr (kGroupWait<T>) ReleaseGroup(sync, blockIdx.y);
 }
 
 bool ExpertArgsOk(uint32_t t, uint32_t K) {
@@ -225,6 +276,7 @@ struct ExpertUpArgs {
   const int32_t* ids;
   const uint16_t *w1, *w3;
   uint32_t e0, nE, K, H, F;
+  unsigned* sync;
 };
 
 // grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
@@ -237,7 +289,7 @@ cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, uns
   const size_t smem = GemvSmem<2, T, CW, kPassPartDyn<2, T, CW>>(a.H, split, &stage);
   return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U), a.F, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
-                     a.nE, a.K, a.H, a.F, slots, split);
+                     a.nE, a.K, a.H, a.F, slots, split, a.sync);
 }
 
 struct ExpertDownArgs {
@@ -246,6 +298,7 @@ struct ExpertDownArgs {
   const int32_t* ids;
   const uint16_t* w2;
   uint32_t e0, nE, K, H, F;
+  unsigned* sync;
 };
 
 template <int T, int CW, unsigned U = kBatchChunks<CW, 1, T>>
@@ -256,7 +309,7 @@ cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots,
   const size_t smem = GemvSmem<1, T, CW, kPassPartDyn<1, T, CW>>(a.F, split, &stage);
   return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U), a.H, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
-                     a.nE, a.K, a.H, a.F, slots, split);
+                     a.nE, a.K, a.H, a.F, slots, split, a.sync);
 }
 
 // Rows a pass of a group takes: one at t = 1 (no grouping), then up to four (a valid routing
@@ -311,10 +364,12 @@ cudaError_t ExpertDownRows(const ExpertDownArgs& a, unsigned slots, unsigned gro
 extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_t* ids,
                                        const uint16_t* w1, const uint16_t* w3, uint32_t e0,
                                        uint32_t nE, uint32_t t, uint32_t K, uint32_t H,
-                                       uint32_t F, cudaStream_t stream) {
-  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
+                                       uint32_t F, unsigned* sync, cudaStream_t stream) {
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS || (t > 2 && sync == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
   if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
-  const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F};
+  const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F, sync};
   const unsigned split = Split(H, kExpertUpRows), slots = t * K, groups = slots < nE ? slots : nE;
   switch (ExpertRows(t)) {
     case 1: return ExpertUpRows<1>(a, slots, groups, split, stream);
@@ -325,11 +380,13 @@ extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_
 
 extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const int32_t* ids,
                                          const uint16_t* w2, uint32_t e0, uint32_t nE, uint32_t t,
-                                         uint32_t K, uint32_t H, uint32_t F,
+                                         uint32_t K, uint32_t H, uint32_t F, unsigned* sync,
                                          cudaStream_t stream) {
-  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS) return cudaErrorInvalidValue;
+  if (!ExpertArgsOk(t, K) || nE > MEMRA_MODEL_MAX_EXPERTS || (t > 2 && sync == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
   if (t == 0 || K == 0 || H == 0 || nE == 0) return cudaSuccess;
-  const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F};
+  const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F, sync};
   const unsigned split = Split(F), slots = t * K, groups = slots < nE ? slots : nE;
   switch (ExpertRows(t)) {
     case 1: return ExpertDownRows<1>(a, slots, groups, split, stream);

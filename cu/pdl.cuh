@@ -35,6 +35,13 @@
 // 4000 5.46 -> 6.10 ms (t = 1 4.44 -> 4.38), the tiled attention's two kernels made position
 // 1024 5.29 -> 6.04; moe_combine_norm was not measured alone.
 //
+// One kernel does not wait for the grid ahead: expert_down at t > 2 waits for its group's blocks
+// of expert_up through the experts' sync words (cu/model_experts.cu), so its blocks fill the SMs
+// expert_up's last wave leaves. The chain stays whole: it starts only once every block of
+// expert_up has returned from its own wait, and it completes only once every group it reads has
+// been stored, so what its successor's wait implies is what a grid wait would have, but for
+// expert_up's blocks of empty groups, which store nothing.
+//
 // Both instructions are no-ops in a kernel launched without the attribute, so the same kernels
 // serve the eager walk, the captured step graph and the probes.
 #pragma once

@@ -34,11 +34,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cu/cp_async.cuh"
 #include "cu/globaltimer.cuh"
 #include "cu/pdl.cuh"
 #include "cu/prefetch_l2.cuh"
 #include "cu/weight_loads.cuh"
-#include "cu/weight_ring.cuh"
 
 namespace memra_tile {
 
@@ -128,7 +128,15 @@ __host__ __device__ constexpr size_t PartBytes() {
 }
 
 // The products at this many rows and more take their weights through a ring of chunks in shared
-// memory (cu/weight_ring.cuh); a build may name another count (-DMEMRA_GEMV_RING_MIN_T=4).
+// memory, filled by cp.async (cu/cp_async.cuh): at eight rows a thread holds 64 accumulators,
+// which left registers for one chunk of weights in flight (64 bytes a thread, 32 KB an SM), and
+// each warp waited a round trip to HBM between its batches of FMAs. Copies hold no register while
+// they fly. Each thread reads back only what its own copies wrote, so cp.async.wait_group alone
+// orders a read after its copy, and the loop has no barrier. Found with the chain probe
+// (scripts/probes/step-timeline-probe.cu, traced, t = 8): latent_query 50.0 -> 43.6 us a layer,
+// the step 11.35 -> 11.19 ms. From four rows (two chunks deep, the experts' passes too) it gained
+// 0.04 ms at t = 4 and lost 0.02 at t = 8. A build may name another count
+// (-DMEMRA_GEMV_RING_MIN_T=4).
 #ifndef MEMRA_GEMV_RING_MIN_T
 #define MEMRA_GEMV_RING_MIN_T 8
 #endif

@@ -48,21 +48,26 @@ export function rooflineTable(files: NamedResults[]): string {
   return blocks.join('\n\n') || '(no one-GPU decode results stored yet)';
 }
 
+/** One table a batch size (t = 1, then 8 where the run timed it), each kernel alone, from the newest file. */
 export function kernelTable(files: NamedResults[]): string {
-  const blocks = newestWith(files, (r) => r.op === 'kernel' && (r.t ?? 1) === 1).map(({ label, file, rows }) => {
-    const total = rows.reduce((a, r) => a + r.median, 0);
-    const lines = [
-      `From \`${stem(file)}\` (${label}; t = 1, eager, each kernel alone between an event pair: a few µs each of their own).`,
-      '',
-      '| kernel | launches a step | µs a step | share | GB/s |',
-      '| --- | ---: | ---: | ---: | ---: |',
-    ];
-    for (const r of rows) {
-      lines.push(
-        `| ${r.transport} | ${r.launches} | ${fmt(r.median)} | ${((100 * r.median) / total).toFixed(0)}% | ${fmt(r.gbps!)} |`,
-      );
-    }
-    return lines.join('\n');
+  const blocks = newestWith(files, (r) => r.op === 'kernel').flatMap(({ label, file, rows }) => {
+    const batches = [...new Set(rows.map((r) => r.t ?? 1))].sort((a, b) => a - b);
+    return batches.map((t) => {
+      const mine = rows.filter((r) => (r.t ?? 1) === t);
+      const total = mine.reduce((a, r) => a + r.median, 0);
+      const lines = [
+        `From \`${stem(file)}\` (${label}; t = ${t}, eager, each kernel alone between an event pair: a few µs each of their own).`,
+        '',
+        '| kernel | launches a step | µs a step | share | GB/s |',
+        '| --- | ---: | ---: | ---: | ---: |',
+      ];
+      for (const r of mine) {
+        lines.push(
+          `| ${r.transport} | ${r.launches} | ${fmt(r.median)} | ${((100 * r.median) / total).toFixed(0)}% | ${fmt(r.gbps!)} |`,
+        );
+      }
+      return lines.join('\n');
+    });
   });
   return blocks.join('\n\n') || '(no one-GPU kernel table stored yet)';
 }

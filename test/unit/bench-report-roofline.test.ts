@@ -71,6 +71,8 @@ describe('bench report: the one-GPU roofline and kernel tables', () => {
     }),
     row('kernel', 'expert_up', 300, { unit: 'us', metric: 'device', launches: 30, gbps: 3700 }),
     row('kernel', 'rmsnorm', 100, { unit: 'us', metric: 'device', launches: 61, gbps: 5.4 }),
+    row('kernel', 'expert_up', 900, { unit: 'us', metric: 'device', launches: 30, gbps: 3100, t: 8 }),
+    row('kernel', 'rmsnorm', 300, { unit: 'us', metric: 'device', launches: 61, gbps: 14.5, t: 8 }),
   ]);
 
   it('takes the newest file, its device rows only, each with its own floor and share', () => {
@@ -82,10 +84,14 @@ describe('bench report: the one-GPU roofline and kernel tables', () => {
     ]);
   });
 
-  it('gives each kernel its launches, time, share of the kernels and rate', () => {
+  it('gives each kernel its launches, time, share of the kernels and rate, one table a batch', () => {
     const t = kernelTable([older, newer]).split('\n');
-    assert.match(t[0]!, /^From `decode-1xH200-2026-12-01` \(1xH200; t = 1/);
-    assert.deepEqual(t.slice(4), ['| expert_up | 30 | 300 | 75% | 3700 |', '| rmsnorm | 61 | 100 | 25% | 5.40 |']);
+    const starts = t.flatMap((line, i) => (line.startsWith('From ') ? [i] : []));
+    assert.deepEqual(starts, [0, 7]);
+    assert.match(t[0]!, /^From `decode-1xH200-2026-12-01` \(1xH200; t = 1,/);
+    assert.deepEqual(t.slice(4, 6), ['| expert_up | 30 | 300 | 75% | 3700 |', '| rmsnorm | 61 | 100 | 25% | 5.40 |']);
+    assert.match(t[7]!, /^From `decode-1xH200-2026-12-01` \(1xH200; t = 8,/);
+    assert.deepEqual(t.slice(11), ['| expert_up | 30 | 900 | 75% | 3100 |', '| rmsnorm | 61 | 300 | 25% | 14.5 |']);
   });
 
   it('says so where no file holds the rows', () => {

@@ -9,7 +9,8 @@
 # nvcc flags for that build (`-DMEMRA_TRACE` for the traced timeline, or a macro a tree reads).
 # Each build's translation units compile in parallel into build/probes/chain-ab/NAME; then each
 # round runs every build once, in the order given, so that a card's drift falls on all of them
-# alike. Prints each case's graph replay per build as the min-max of the rounds' medians.
+# alike. Prints each case's graph replay per build as the min-max of the rounds' medians, and each
+# build after the first named as its median of those against the first's (in %).
 #
 # Defaults: 5 rounds, cases 1:16,1:1023,1:4000,2:16,4:16,8:16, 30 replays.
 set -euo pipefail
@@ -91,19 +92,38 @@ for r in $(seq 1 "$rounds"); do
   echo "round $r of $rounds done"
 done
 
-# One line a case and build: t, position, then the min-max of the rounds' graph replays (ms).
+# One line a case and build: t, position, the min-max of the rounds' graph replays (ms), and for
+# every build after the first named, its median of the rounds against the first's.
 awk -F' [|] ' '
+  function median(k,   m, i, j, t, a) {
+    m = cnt[k]
+    for (i = 1; i <= m; i++) a[i] = val[k, i]
+    for (i = 2; i <= m; i++)
+      for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+  }
   /the graph replay/ {
     if (!match($2, /t = [0-9]+, position [0-9]+/)) next
     c = substr($2, RSTART, RLENGTH)
     match($2, /graph replay [0-9.]+ ms/)
     v = substr($2, RSTART + 13, RLENGTH - 16) + 0
     k = c " | " $1
-    if (!(k in lo)) { order[n++] = k; lo[k] = hi[k] = v }
+    if (!(k in lo)) { order[n++] = k; lo[k] = hi[k] = v; caseOf[k] = c; if (!(c in first)) first[c] = k }
     if (v < lo[k]) lo[k] = v
     if (v > hi[k]) hi[k] = v
+    val[k, ++cnt[k]] = v
   }
   /differ/ { print }
-  END { for (i = 0; i < n; i++) printf "%s: %.3f-%.3f ms\n", order[i], lo[order[i]], hi[order[i]] }
+  END {
+    for (i = 0; i < n; i++) {
+      k = order[i]; b = first[caseOf[k]]
+      vs = ""
+      if (k != b) {
+        d = 100 * (median(k) / median(b) - 1)
+        vs = sprintf(" (median %+.2f%% against %s)", d, substr(b, index(b, "| ") + 2))
+      }
+      printf "%s: %.3f-%.3f ms%s\n", k, lo[k], hi[k], vs
+    }
+  }
 ' "$log" | sort -t'|' -k1,1 -s
 echo "every round's output: $log"

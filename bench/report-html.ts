@@ -17,6 +17,7 @@ import { ColourScale } from '../src/profile/colour-scale.js';
 import { esc } from '../src/profile/html-escape.js';
 import { fmtByteSize, fmtFigure, fmtInUnit } from '../src/profile/number-format.js';
 import { barChart, type Bar } from './bar-chart.js';
+import { groupBy } from './group-by.js';
 import { latencyPlot, type LatencySeries } from './latency-plot.js';
 import { byDateThenName, newestLines, type ResultsLine } from './newest-results.js';
 import type { Machine, NamedResults, ResultsFile, Row } from './results-types.js';
@@ -307,14 +308,4 @@ function rowsOf(data: ResultsFile): Row[] {
 function rank(order: string[], name: string): number {
   const i = order.indexOf(name);
   return i < 0 ? order.length : i;
-}
-
-function groupBy<T>(xs: T[], key: (x: T) => string): Map<string, T[]> {
-  const out = new Map<string, T[]>();
-  for (const x of xs) {
-    const k = key(x);
-    if (!out.has(k)) out.set(k, []);
-    out.get(k)!.push(x);
-  }
-  return out;
 }

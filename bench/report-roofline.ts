@@ -3,6 +3,7 @@
  * writes them into the README: from the newest results file of each machine that holds the one-GPU
  * decode rows (bench/decode-roofline.ts, suite `decode` or `roofline`).
  */
+import { groupBy } from './group-by.js';
 import { byDateThenName } from './newest-results.js';
 import { byMachine, fmt } from './report-tables.js';
 import type { NamedResults, Row } from './results-types.js';
@@ -48,26 +49,29 @@ export function rooflineTable(files: NamedResults[]): string {
   return blocks.join('\n\n') || '(no one-GPU decode results stored yet)';
 }
 
+/** Kernel rows of one batch size: launches, time, share of the kernels' time and rate. */
+function kernelBlock(label: string, file: string, t: string, rows: Row[]): string {
+  const total = rows.reduce((a, r) => a + r.median, 0);
+  const lines = [
+    `From \`${stem(file)}\` (${label}; t = ${t}, eager, each kernel alone between an event pair: a few µs each of their own).`,
+    '',
+    '| kernel | launches a step | µs a step | share | GB/s |',
+    '| --- | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of rows) {
+    lines.push(
+      `| ${r.transport} | ${r.launches} | ${fmt(r.median)} | ${((100 * r.median) / total).toFixed(0)}% | ${fmt(r.gbps!)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
 /** One table a batch size (t = 1, then 8 where the run timed it), each kernel alone, from the newest file. */
 export function kernelTable(files: NamedResults[]): string {
-  const blocks = newestWith(files, (r) => r.op === 'kernel').flatMap(({ label, file, rows }) => {
-    const batches = [...new Set(rows.map((r) => r.t ?? 1))].sort((a, b) => a - b);
-    return batches.map((t) => {
-      const mine = rows.filter((r) => (r.t ?? 1) === t);
-      const total = mine.reduce((a, r) => a + r.median, 0);
-      const lines = [
-        `From \`${stem(file)}\` (${label}; t = ${t}, eager, each kernel alone between an event pair: a few µs each of their own).`,
-        '',
-        '| kernel | launches a step | µs a step | share | GB/s |',
-        '| --- | ---: | ---: | ---: | ---: |',
-      ];
-      for (const r of mine) {
-        lines.push(
-          `| ${r.transport} | ${r.launches} | ${fmt(r.median)} | ${((100 * r.median) / total).toFixed(0)}% | ${fmt(r.gbps!)} |`,
-        );
-      }
-      return lines.join('\n');
-    });
-  });
+  const blocks = newestWith(files, (r) => r.op === 'kernel').flatMap(({ label, file, rows }) =>
+    [...groupBy(rows, (r) => String(r.t ?? 1))]
+      .sort(([a], [b]) => Number(a) - Number(b))
+      .map(([t, mine]) => kernelBlock(label, file, t, mine)),
+  );
   return blocks.join('\n\n') || '(no one-GPU kernel table stored yet)';
 }

@@ -95,11 +95,16 @@ done
 # One line a case and build: t, position, the min-max of the rounds' graph replays (ms), and for
 # every build after the first named, its median of the rounds against the first's.
 awk -F' [|] ' '
-  function median(k,   m, i, j, t, a) {
+  # a[1..m]: the replays of build k in increasing order; returns m.
+  function sorted(k, a,   m, i, j, t) {
     m = cnt[k]
     for (i = 1; i <= m; i++) a[i] = val[k, i]
     for (i = 2; i <= m; i++)
       for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+    return m
+  }
+  function median(k,   a, m) {
+    m = sorted(k, a)
     return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
   }
   /the graph replay/ {
@@ -108,21 +113,17 @@ awk -F' [|] ' '
     match($2, /graph replay [0-9.]+ ms/)
     v = substr($2, RSTART + 13, RLENGTH - 16) + 0
     k = c " | " $1
-    if (!(k in lo)) { order[n++] = k; lo[k] = hi[k] = v; caseOf[k] = c; if (!(c in first)) first[c] = k }
-    if (v < lo[k]) lo[k] = v
-    if (v > hi[k]) hi[k] = v
+    if (!(k in cnt)) { order[n++] = k; if (!(c in first)) first[c] = $1 }
     val[k, ++cnt[k]] = v
   }
   /differ/ { print }
   END {
     for (i = 0; i < n; i++) {
-      k = order[i]; b = first[caseOf[k]]
+      k = order[i]; c = substr(k, 1, index(k, " | ") - 1); b = c " | " first[c]
+      m = sorted(k, a)
       vs = ""
-      if (k != b) {
-        d = 100 * (median(k) / median(b) - 1)
-        vs = sprintf(" (median %+.2f%% against %s)", d, substr(b, index(b, "| ") + 2))
-      }
-      printf "%s: %.3f-%.3f ms%s\n", k, lo[k], hi[k], vs
+      if (k != b) vs = sprintf(" (median %+.2f%% against %s)", 100 * (median(k) / median(b) - 1), first[c])
+      printf "%s: %.3f-%.3f ms%s\n", k, a[1], a[m], vs
     }
   }
 ' "$log" | sort -t'|' -k1,1 -s

@@ -10,11 +10,19 @@
 // first block was resident before the release. Built without it, the same chain's replay time
 // shows what the records cost.
 //
+// --noop and --leave-out take kernels out of the chain (attention, wo, norm_gemv, route_quant,
+// merge; a comma list) to bound what shortening them could give: --noop launches in each one's
+// place a block that only waits for the kernel ahead and lets the next one start (its boundary
+// kept, its work gone), --leave-out launches nothing (both gone). Timing only: the step is
+// captured after one whole step, so what a missing kernel would write is that step's, finite, but
+// the digest is another. The trace's grouping expects the whole chain, so take them out untraced.
+//
 //   nvcc -std=c++17 -O3 -arch=sm_90 -DMEMRA_TRACE -I. scripts/probes/step-timeline-probe.cu \
 //        cu/model.cu cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
 //        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention.cu cu/model_attention_short.cu \
 //        -o build/probes/step-timeline-probe
 //   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N] [--pdl 0] [--wo-split S]
+//                                    [--noop K,K,...] [--leave-out K,K,...]
 //   (default 1:16; --wo-split: the split of Wo's K rows, memra_gemv's `split`, 0 for its default)
 #include <algorithm>
 #include <cmath>
@@ -25,6 +33,7 @@
 #include <vector>
 
 #include "cu/model.h"
+#include "cu/pdl.cuh"
 #include "cu/trace.cuh"
 #include "scripts/probes/probe_cuda.h"
 
@@ -95,6 +104,36 @@ struct Instance {
   uint64_t marks[kTraceMarks] = {};  // the last block to pass each
 };
 
+// The kernels --noop and --leave-out name, as bits.
+constexpr const char* kOutNames[] = {"attention", "wo", "norm_gemv", "route_quant", "merge"};
+enum Out : unsigned { kOutAttention = 1, kOutWo = 2, kOutNormGemv = 4, kOutRouteQuant = 8, kOutMerge = 16 };
+
+// A comma list of kOutNames as bits; 0 with a message for a name not among them.
+unsigned ParseOut(const char* list) {
+  unsigned bits = 0;
+  for (const char* c = list; *c;) {
+    const char* end = std::strchr(c, ',');
+    const std::string name(c, end ? size_t(end - c) : std::strlen(c));
+    unsigned bit = 0;
+    for (unsigned k = 0; k < 5; ++k) {
+      if (name == kOutNames[k]) bit = 1u << k;
+    }
+    if (bit == 0) {
+      std::printf("no kernel %s to take out (attention, wo, norm_gemv, route_quant, merge)\n", name.c_str());
+      return 0;
+    }
+    bits |= bit;
+    c = end ? end + 1 : c + name.size();
+  }
+  return bits;
+}
+
+// What --noop puts in a kernel's place: the wait for the kernel ahead, and the next one's start.
+__global__ void noop_kernel() {
+  memra_cu::PdlWait();
+  memra_cu::PdlLaunchDependents();
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -107,6 +146,7 @@ int main(int argc, char** argv) {
   // Each case: t rows at one position, "T:POS".
   std::vector<std::pair<uint32_t, uint32_t>> cases;
   int replays = 20, pdl = 1, woSplit = 0;
+  unsigned noop = 0, leaveOut = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") {
@@ -124,6 +164,10 @@ int main(int argc, char** argv) {
       pdl = std::atoi(argv[i + 1]);
     } else if (a == "--wo-split") {
       woSplit = std::atoi(argv[i + 1]);
+    } else if (a == "--noop" || a == "--leave-out") {
+      const unsigned bits = ParseOut(argv[i + 1]);
+      if (bits == 0) return 2;
+      (a == "--noop" ? noop : leaveOut) |= bits;
     } else {
       std::printf("unknown option %s\n", argv[i]);
       return 2;
@@ -182,7 +226,15 @@ int main(int argc, char** argv) {
     // The walk's attention bound: the one-kernel form while every row is under it.
     const uint32_t attendP = pos < memra_mla_short_positions(R) ? memra_mla_short_positions(R) : P;
 
-    const auto step = [&] {
+    // whole: every kernel, whatever --noop and --leave-out name (the step before the capture).
+    const auto step = [&](bool whole) {
+      const auto kernel = [&](unsigned k, auto launch) {
+        if (whole || !((noop | leaveOut) & k)) {
+          CHECK(launch());
+        } else if (noop & k) {
+          CHECK(memra_cu::LaunchModelKernel(noop_kernel, dim3(1), dim3(32), 0, 1, s));
+        }
+      };
       memra_model_set_pdl(0);
       CHECK(memra_rmsnorm(hNorm, h, layers[0].g1, t, H, s));
       memra_model_set_pdl(pdl);
@@ -191,18 +243,19 @@ int main(int argc, char** argv) {
         float* c = cache + uint64_t(l) * P * R;
         CHECK(memra_latent_query(q, hNorm, w.wdkv, w.wq, c, slotStride, positions, H, R, N * R, t, P, s));
         const MemraMlaArgs a{u, N * Dv, q, N * R, c, slotStride, positions, w.wuv, work, t, N, attendP, R, Dv};
-        CHECK(memra_mla_attention(&a, s));
-        CHECK(memra_gemv(h, H, u, N * Dv, w.wo, H, N * Dv, H, t, 1, uint32_t(woSplit), s));
-        CHECK(memra_norm_gemv(hNorm, logits, E, h, w.g2, w.wr, E, H, E, t, s));
-        CHECK(memra_route_quant(ids, wts, logits, xq, xs, xd, hNorm, t, E, K, H, s));
+        kernel(kOutAttention, [&] { return memra_mla_attention(&a, s); });
+        kernel(kOutWo, [&] { return memra_gemv(h, H, u, N * Dv, w.wo, H, N * Dv, H, t, 1, uint32_t(woSplit), s); });
+        kernel(kOutNormGemv, [&] { return memra_norm_gemv(hNorm, logits, E, h, w.g2, w.wr, E, H, E, t, s); });
+        kernel(kOutRouteQuant, [&] { return memra_route_quant(ids, wts, logits, xq, xs, xd, hNorm, t, E, K, H, s); });
         CHECK(memra_expert_up(act, xd, ids, w.w1, w.w3, 0, E, t, K, H, F, expertSync, s));
         CHECK(memra_expert_down(contrib, act, ids, w.w2, 0, E, t, K, H, F, expertSync, s));
         const uint16_t* next = layers[(l + 1) % L].g1;
-        CHECK(memra_moe_combine_norm(h, wts, ids, contrib, contrib, E, t, K, H, hNorm, next, s));
+        kernel(kOutMerge,
+               [&] { return memra_moe_combine_norm(h, wts, ids, contrib, contrib, E, t, K, H, hNorm, next, s); });
       }
       memra_model_set_pdl(0);
     };
-    const cudaGraphExec_t ge = CapturedGraph(s, step, step);
+    const cudaGraphExec_t ge = CapturedGraph(s, [&] { step(true); }, [&] { step(false); });
     for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(ge, s));
     CHECK(cudaStreamSynchronize(s));
 
@@ -289,6 +342,11 @@ int main(int argc, char** argv) {
                 ", untraced"
 #endif
     );
+    for (unsigned k = 0; k < 5; ++k) {
+      if ((noop | leaveOut) & (1u << k)) {
+        std::printf("  %s %s\n", kOutNames[k], noop & (1u << k) ? "replaced by a waiting block" : "left out");
+      }
+    }
 #ifdef MEMRA_TRACE
     if (badReplays) std::printf("%u replays whose kernels did not group into the chain were left out\n", badReplays);
     // Weight bytes each kernel must read at t = 1 (the experts: K distinct).

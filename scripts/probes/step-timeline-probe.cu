@@ -125,6 +125,7 @@ unsigned ParseOut(const char* list) {
     bits |= bit;
     c = end ? end + 1 : c + name.size();
   }
+  if (bits == 0) std::printf("name a kernel to take out (attention, wo, norm_gemv, route_quant, merge)\n");
   return bits;
 }
 

@@ -104,29 +104,28 @@ struct Instance {
   uint64_t marks[kTraceMarks] = {};  // the last block to pass each
 };
 
-// The kernels --noop and --leave-out name, as bits.
-constexpr const char* kOutNames[] = {"attention", "wo", "norm_gemv", "route_quant", "merge"};
-enum Out : unsigned { kOutAttention = 1, kOutWo = 2, kOutNormGemv = 4, kOutRouteQuant = 8, kOutMerge = 16 };
+// The kernels --noop and --leave-out name: bit k of their masks is kOutNames[k].
+enum Out : unsigned { kOutAttention, kOutWo, kOutNormGemv, kOutRouteQuant, kOutMerge, kOutKernels };
+constexpr const char* kOutNames[kOutKernels] = {"attention", "wo", "norm_gemv", "route_quant", "merge"};
 
-// A comma list of kOutNames as bits; 0 with a message for a name not among them.
+// A comma list of kOutNames as a mask; 0, having said why, for an empty list or another name.
 unsigned ParseOut(const char* list) {
-  unsigned bits = 0;
+  const auto refuse = [](const std::string& why) {
+    std::printf("%s (the kernels:", why.c_str());
+    for (const char* n : kOutNames) std::printf(" %s", n);
+    std::printf(")\n");
+    return 0u;
+  };
+  unsigned mask = 0;
   for (const char* c = list; *c;) {
     const char* end = std::strchr(c, ',');
     const std::string name(c, end ? size_t(end - c) : std::strlen(c));
-    unsigned bit = 0;
-    for (unsigned k = 0; k < 5; ++k) {
-      if (name == kOutNames[k]) bit = 1u << k;
-    }
-    if (bit == 0) {
-      std::printf("no kernel %s to take out (attention, wo, norm_gemv, route_quant, merge)\n", name.c_str());
-      return 0;
-    }
-    bits |= bit;
+    const auto at = std::find(std::begin(kOutNames), std::end(kOutNames), name);
+    if (at == std::end(kOutNames)) return refuse("no kernel " + name + " to take out");
+    mask |= 1u << (at - std::begin(kOutNames));
     c = end ? end + 1 : c + name.size();
   }
-  if (bits == 0) std::printf("name a kernel to take out (attention, wo, norm_gemv, route_quant, merge)\n");
-  return bits;
+  return mask ? mask : refuse("name a kernel to take out");
 }
 
 // What --noop puts in a kernel's place: the wait for the kernel ahead, and the next one's start.
@@ -229,10 +228,10 @@ int main(int argc, char** argv) {
 
     // whole: every kernel, whatever --noop and --leave-out name (the step before the capture).
     const auto step = [&](bool whole) {
-      const auto kernel = [&](unsigned k, auto launch) {
-        if (whole || !((noop | leaveOut) & k)) {
+      const auto kernel = [&](Out k, auto launch) {
+        if (whole || !((noop | leaveOut) >> k & 1)) {
           CHECK(launch());
-        } else if (noop & k) {
+        } else if (noop >> k & 1) {
           CHECK(memra_cu::LaunchModelKernel(noop_kernel, dim3(1), dim3(32), 0, 1, s));
         }
       };
@@ -343,9 +342,9 @@ int main(int argc, char** argv) {
                 ", untraced"
 #endif
     );
-    for (unsigned k = 0; k < 5; ++k) {
-      if ((noop | leaveOut) & (1u << k)) {
-        std::printf("  %s %s\n", kOutNames[k], noop & (1u << k) ? "replaced by a waiting block" : "left out");
+    for (unsigned k = 0; k < kOutKernels; ++k) {
+      if ((noop | leaveOut) >> k & 1) {
+        std::printf("  %s %s\n", kOutNames[k], noop >> k & 1 ? "replaced by a waiting block" : "left out");
       }
     }
 #ifdef MEMRA_TRACE

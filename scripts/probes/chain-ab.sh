@@ -103,10 +103,6 @@ awk -F' [|] ' '
       for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
     return m
   }
-  function median(k,   a, m) {
-    m = sorted(k, a)
-    return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
-  }
   /the graph replay/ {
     if (!match($2, /t = [0-9]+, position [0-9]+/)) next
     c = substr($2, RSTART, RLENGTH)
@@ -119,11 +115,14 @@ awk -F' [|] ' '
   /differ/ { print }
   END {
     for (i = 0; i < n; i++) {
+      k = order[i]; m = sorted(k, a)
+      lo[k] = a[1]; hi[k] = a[m]; med[k] = m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+    }
+    for (i = 0; i < n; i++) {
       k = order[i]; c = substr(k, 1, index(k, " | ") - 1); b = c " | " first[c]
-      m = sorted(k, a)
       vs = ""
-      if (k != b) vs = sprintf(" (median %+.2f%% against %s)", 100 * (median(k) / median(b) - 1), first[c])
-      printf "%s: %.3f-%.3f ms%s\n", k, a[1], a[m], vs
+      if (k != b) vs = sprintf(" (median %+.2f%% against %s)", 100 * (med[k] / med[b] - 1), first[c])
+      printf "%s: %.3f-%.3f ms%s\n", k, lo[k], hi[k], vs
     }
   }
 ' "$log" | sort -t'|' -k1,1 -s

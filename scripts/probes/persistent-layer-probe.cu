@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "cu/prefetch_l2.cuh"
 #include "scripts/probes/probe_cuda.h"
 
 namespace {
@@ -93,27 +94,39 @@ __device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
   return v;
 }
 
-// Barrier `id` among the grid's blocks: the caller (one thread) arrives, then spins until all have.
-__device__ __forceinline__ void GridMeet(uint32_t* counters, uint32_t id) {
-  __threadfence();
-  atomicAdd(counters + id, 1u);
-  while (LoadAcquire(counters + id) < gridDim.x) {
-  }
-}
-
+// Until every block has arrived at barrier `id`.
 __device__ __forceinline__ void GridWait(const uint32_t* counters, uint32_t id) {
   while (LoadAcquire(counters + id) < gridDim.x) {
   }
 }
 
-__device__ __forceinline__ void PrefetchL2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+// Barrier `id` among the grid's blocks: the caller (one thread) arrives, then waits for the rest.
+__device__ __forceinline__ void GridMeet(uint32_t* counters, uint32_t id) {
+  __threadfence();
+  atomicAdd(counters + id, 1u);
+  GridWait(counters, id);
 }
 
-// Tiles of a phase this block takes: b, b + G, ... of ceil(bytes / kTileBytes).
-__device__ __forceinline__ uint32_t TilesOf(uint64_t bytes) {
-  const uint64_t all = (bytes + kTileBytes - 1) / kTileBytes;
-  return all > blockIdx.x ? uint32_t((all - blockIdx.x + gridDim.x - 1) / gridDim.x) : 0;
+__device__ __forceinline__ uint32_t TilesIn(const Phase& ph) {
+  return uint32_t((ph.bytes + kTileBytes - 1) / kTileBytes);
+}
+
+// Tiles of a phase this block takes: b, b + G, ... of TilesIn(ph); the i-th of them is FixedTile(i).
+__device__ __forceinline__ uint32_t TilesOf(const Phase& ph) {
+  const uint32_t all = TilesIn(ph);
+  return all > blockIdx.x ? (all - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+}
+
+__device__ __forceinline__ uint32_t FixedTile(uint32_t i) { return blockIdx.x + i * gridDim.x; }
+
+// Tile `tile` of phase ph: its offset into the layer's weights, and its bytes (the last may be short).
+__device__ __forceinline__ uint64_t TileAt(const Phase& ph, uint32_t tile) {
+  return ph.offset + uint64_t(tile) * kTileBytes;
+}
+
+__device__ __forceinline__ uint32_t TileBytes(const Phase& ph, uint32_t tile) {
+  const uint64_t left = ph.bytes - uint64_t(tile) * kTileBytes;
+  return left < kTileBytes ? uint32_t(left) : kTileBytes;
 }
 
 // counters: two per (layer, phase), zeroed before the launch: the barrier's arrivals, then (at
@@ -143,15 +156,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (warp == kConsumerWarps) {
     // The producer: every tile of every phase in order, gated phases after their barrier.
     if (lane != 0) return;
-    uint32_t n = 0;  // tiles issued so far
+    uint32_t n = 0;  // slots filled so far
+    // Slot n % depth, once the consumers are done with its last use.
+    const auto freeSlot = [&] {
+      const uint32_t d = n % depth, use = n / depth;
+      if (use > 0) MbarWait(&empty[d], (use - 1) & 1);
+      return d;
+    };
+    const auto load = [&](uint32_t d, const uint8_t* w, const Phase& ph, uint32_t tile) {
+      MbarExpect(&full[d], TileBytes(ph, tile));
+      BulkLoad(ring + size_t(d) * kTileBytes, w + TileAt(ph, tile), TileBytes(ph, tile), &full[d]);
+    };
+    uint32_t tilesOf[kMaxPhases];  // this block's fixed tiles of each phase
+    for (int k = 0; k < layer.phases; ++k) tilesOf[k] = TilesOf(layer.phase[k]);
     // With ahead > 0 (fixed tiles): the tiles of this block's sequence up to `ahead` past the one
     // just loaded are asked into L2, so that HBM keeps streaming while the ring is full and the
     // consumers are held by a barrier or a delay; the cursor (layer pl, phase pk, tile pi: place
     // pm in the sequence) stops at a gated phase until this producer has passed that gate. A
     // cursor, because one thread walking the phases with 64-bit divisions for every tile (a first
     // version) cost 1.5 us a tile, and no poll of the gate, since each is a round trip to L2.
-    uint32_t tilesOf[kMaxPhases];
-    for (int k = 0; k < layer.phases; ++k) tilesOf[k] = TilesOf(layer.phase[k].bytes);
     int pl = 0, pk = 0, passed = -1;
     uint32_t pi = 0, pm = 0;
     const auto advance = [&](bool ask) {
@@ -163,9 +186,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const Phase& ph = layer.phase[pk];
       if (barriers && ph.gate >= 0 && pl * layer.phases + ph.gate > passed) return false;
       if (ask) {
-        const uint64_t at = ph.offset + (uint64_t(blockIdx.x) + uint64_t(pi) * gridDim.x) * kTileBytes;
-        const uint64_t left = ph.bytes - (at - ph.offset);
-        PrefetchL2(weights + uint64_t(pl) * layer.bytes + at, left < kTileBytes ? uint32_t(left) : kTileBytes);
+        const uint8_t* w = weights + uint64_t(pl) * layer.bytes;
+        memra_cu::PrefetchL2Bulk(w + TileAt(ph, FixedTile(pi)), TileBytes(ph, FixedTile(pi)));
       }
       ++pi, ++pm;
       return true;
@@ -190,35 +212,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           passed = l * layer.phases + ph.gate;
         }
         if (claim) {
-          const uint32_t all = uint32_t((ph.bytes + kTileBytes - 1) / kTileBytes);
-          for (;; ++n) {
+          for (;;) {
             const uint32_t tile = atomicAdd(claims + l * layer.phases + k, 1u);
-            const uint32_t d = n % depth, use = n / depth;
-            if (use > 0) MbarWait(&empty[d], (use - 1) & 1);
-            if (tile >= all) {
+            const uint32_t d = freeSlot();
+            ++n;
+            if (tile >= TilesIn(ph)) {
               slotTile[d] = -1;
               MbarArrive(&full[d]);  // releases the store above to the consumers' wait
-              ++n;
               break;
             }
             slotTile[d] = int(tile);
-            const uint64_t at = ph.offset + uint64_t(tile) * kTileBytes;
-            const uint64_t left = ph.bytes - (at - ph.offset);
-            const uint32_t bytes = left < kTileBytes ? uint32_t(left) : kTileBytes;
-            MbarExpect(&full[d], bytes);
-            BulkLoad(ring + size_t(d) * kTileBytes, w + at, bytes, &full[d]);
+            load(d, w, ph, tile);
           }
           continue;
         }
-        const uint32_t tiles = TilesOf(ph.bytes);
-        for (uint32_t i = 0; i < tiles; ++i, ++n) {
-          const uint32_t d = n % depth, use = n / depth;
-          if (use > 0) MbarWait(&empty[d], (use - 1) & 1);
-          const uint64_t at = ph.offset + (uint64_t(blockIdx.x) + uint64_t(i) * gridDim.x) * kTileBytes;
-          const uint64_t left = ph.bytes - (at - ph.offset);
-          const uint32_t bytes = left < kTileBytes ? uint32_t(left) : kTileBytes;
-          MbarExpect(&full[d], bytes);
-          BulkLoad(ring + size_t(d) * kTileBytes, w + at, bytes, &full[d]);
+        for (uint32_t i = 0; i < tilesOf[k]; ++i, ++n) {
+          load(freeSlot(), w, ph, FixedTile(i));
           if (ahead > 0) keepAhead(n);
         }
       }
@@ -245,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       } else if (barriers && threadIdx.x == 0) {
         atomicAdd(counters + id, 1u);  // the first phase opens at once
       }
-      const uint32_t tiles = claim ? ~0u : TilesOf(ph.bytes);
+      const uint32_t tiles = claim ? ~0u : TilesOf(ph);
       for (uint32_t i = 0; i < tiles; ++i, ++n) {
         const uint32_t d = n % depth;
         MbarWait(&full[d], (n / depth) & 1);

@@ -10,7 +10,9 @@
 # Each build's translation units compile in parallel into build/probes/chain-ab/NAME; then each
 # round runs every build once, in the order given, so that a card's drift falls on all of them
 # alike. Prints each case's graph replay per build as the min-max of the rounds' medians, and each
-# build after the first named as its median of those against the first's (in %).
+# build after the first named as its median of those against the first's (in %); and each case's
+# residual digest, one line saying whether every build and round agreed (the same sums give the
+# same bits, so a change that keeps every sum's order must leave it alone).
 #
 # Defaults: 5 rounds, cases 1:16,1:1023,1:4000,2:16,4:16,8:16, 30 replays.
 set -euo pipefail
@@ -113,7 +115,24 @@ awk -F' [|] ' '
     val[k, ++cnt[k]] = v
   }
   /differ/ { print }
+  # The residual after each case, as the probe digests it: builds of the same sums agree.
+  / h digest / {
+    if (!match($2, /t = [0-9]+, position [0-9]+/)) next
+    c = substr($2, RSTART, RLENGTH); d = $2; sub(/.* h digest /, "", d)
+    if (!(c in seen)) { dorder[nd++] = c; seen[c] = 1 }
+    if (!((c, d) in dseen)) { dseen[c, d] = 1; digests[c] = digests[c] (digests[c] == "" ? "" : " ") d }
+    if (!((c, $1, d) in bseen)) { bseen[c, $1, d] = 1; bdig[c, $1] = bdig[c, $1] (bdig[c, $1] == "" ? "" : " ") d }
+    if (!((c, $1) in bnamed)) { bnamed[c, $1] = 1; bnames[c] = bnames[c] " " $1 }
+  }
   END {
+    for (i = 0; i < nd; i++) {
+      c = dorder[i]
+      if (index(digests[c], " ") == 0) { printf "%s | digest %s, every build and round\n", c, digests[c]; continue }
+      nb = split(substr(bnames[c], 2), bs, " ")
+      line = ""
+      for (j = 1; j <= nb; j++) line = line (j > 1 ? "; " : "") bs[j] " " bdig[c, bs[j]]
+      printf "%s | digests differ between builds or rounds: %s\n", c, line
+    }
     for (i = 0; i < n; i++) {
       k = order[i]; m = sorted(k, a)
       lo[k] = a[1]; hi[k] = a[m]; med[k] = m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2

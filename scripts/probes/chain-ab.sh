@@ -116,22 +116,25 @@ awk -F' [|] ' '
   }
   /differ/ { print }
   # The residual after each case, as the probe digests it: builds of the same sums agree.
+  # ref: a case's first digest; dig[case | build]: that build's distinct digests.
   / h digest / {
     if (!match($2, /t = [0-9]+, position [0-9]+/)) next
     c = substr($2, RSTART, RLENGTH); d = $2; sub(/.* h digest /, "", d)
-    if (!(c in seen)) { dorder[nd++] = c; seen[c] = 1 }
-    if (!((c, d) in dseen)) { dseen[c, d] = 1; digests[c] = digests[c] (digests[c] == "" ? "" : " ") d }
-    if (!((c, $1, d) in bseen)) { bseen[c, $1, d] = 1; bdig[c, $1] = bdig[c, $1] (bdig[c, $1] == "" ? "" : " ") d }
-    if (!((c, $1) in bnamed)) { bnamed[c, $1] = 1; bnames[c] = bnames[c] " " $1 }
+    if (!(c in ref)) { dorder[nd++] = c; ref[c] = d }
+    if (d != ref[c]) apart[c] = 1
+    k = c " | " $1
+    if (index(dig[k] " ", " " d " ") == 0) dig[k] = dig[k] " " d
   }
   END {
     for (i = 0; i < nd; i++) {
       c = dorder[i]
-      if (index(digests[c], " ") == 0) { printf "%s | digest %s, every build and round\n", c, digests[c]; continue }
-      nb = split(substr(bnames[c], 2), bs, " ")
+      if (!(c in apart)) { printf "%s | digest %s, every build and round\n", c, ref[c]; continue }
       line = ""
-      for (j = 1; j <= nb; j++) line = line (j > 1 ? "; " : "") bs[j] " " bdig[c, bs[j]]
-      printf "%s | digests differ between builds or rounds: %s\n", c, line
+      for (j = 0; j < n; j++) {
+        k = order[j]
+        if (index(k, c " | ") == 1) line = line (line == "" ? "" : ";") " " substr(k, length(c) + 4) dig[k]
+      }
+      printf "%s | digests differ between builds or rounds:%s\n", c, line
     }
     for (i = 0; i < n; i++) {
       k = order[i]; m = sorted(k, a)

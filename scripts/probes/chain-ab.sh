@@ -116,7 +116,8 @@ awk -F' [|] ' '
   }
   /differ/ { print }
   # The residual after each case, as the probe digests it: builds of the same sums agree.
-  # ref: a case's first digest; dig[case | build]: that build's distinct digests.
+  # (No apostrophe in these comments: the program is one single-quoted shell word.)
+  # ref[case]: the first digest seen of a case; dig[case | build]: the distinct digests of that build.
   / h digest / {
     if (!match($2, /t = [0-9]+, position [0-9]+/)) next
     c = substr($2, RSTART, RLENGTH); d = $2; sub(/.* h digest /, "", d)

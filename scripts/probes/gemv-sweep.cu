@@ -20,6 +20,7 @@
 #include "cu/model_gemv.cu"
 #include "cu/kernels.h"
 #include "scripts/probes/probe_cuda.h"
+#include "scripts/probes/read_floor.h"
 
 namespace {
 
@@ -74,22 +75,6 @@ void Record(const std::string& shape, const std::string& variant, double us, dou
                 "%s{\"shape\":\"%s\",\"variant\":\"%s\",\"us\":%.3f,\"gbps\":%.1f,\"pctFloor\":%.2f,\"relL2\":%.2e}",
                 gJson.size() > 1 ? ",\n" : "\n", shape.c_str(), variant.c_str(), us, gbs, 100 * gbs / gReadGBs, err);
   gJson += buf;
-}
-
-void ReadFloor(cudaStream_t s, Timer& tm) {
-  const size_t bytes = size_t(16) << 30;
-  void* p;
-  uint32_t* sink;
-  CHECK(cudaMalloc(&p, bytes));
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaMemsetAsync(p, 0x3c, bytes, s));
-  const double us = tm.PerLaunch(s, [&] {
-    for (int i = 0; i < kLaunches; ++i) CHECK(memra_launch_read_floor(p, bytes, sink, s));
-  });
-  gReadGBs = float(bytes / (us * 1e3));
-  std::printf("read floor: %.0f GB/s (16 GiB, %.0f us)\n", gReadGBs, us);
-  CHECK(cudaFree(p));
-  CHECK(cudaFree(sink));
 }
 
 // A matrix [K x cols] in enough copies that no launch of a graph finds its weights in L2, x for T
@@ -347,7 +332,7 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   Timer tm;
-  ReadFloor(s, tm);
+  gReadGBs = ReadFloorGBs(s, kLaunches, kReplays);
   if (argc > 2 && std::string(argv[2]) == "batch") {
     SweepBatches(s, tm);
   } else {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "cu/pdl.cuh"
+#include "cu/trace.cuh"
 
 namespace memra_mma {
 
@@ -193,6 +194,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     gemv_mma(float* __restrict__ out, uint64_t ldo, const float* __restrict__ x, uint64_t ldx,
              const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K, uint32_t cols) {
   extern __shared__ __align__(16) unsigned char smem[];
+  MEMRA_TRACE_KERNEL(kTraceGemv);  // the traced chain shows it as the `Wo` product it replaces
   PdlLaunchDependents();  // as memra_gemv: the next kernel's blocks may start as these leave SMs
   const cg::cluster_group cl = cg::this_cluster();
   const unsigned S = cl.num_blocks(), rank = cl.block_rank();

@@ -3,8 +3,8 @@
 // (docs/model.md), so this probe splits each f32 of x into three bf16 (hi + mid + lo, which is x
 // exactly: 8 + 8 + 8 significant bits) and multiplies all three against the same weight fragment
 // with mma.sync m16n8k16 (bf16 products are exact in f32; only the accumulation rounds). A
-// block owns CT = 16 MT columns and one cluster rank's K slice; its eight warps take the slice's
-// k16 steps round robin, each through its own cp.async ring of weight tiles in shared memory,
+// block owns CT = 16 MT columns and one cluster rank's K slice; its warps (8, or 16) take the
+// slice's k16 steps round robin, each through its own cp.async ring of weight tiles in shared memory,
 // read with ldmatrix.trans (the A operand is W transposed: 16 columns by 16 k, the B operand x
 // transposed: 16 k by 8 rows). Sums: per warp its steps in increasing k (hi, mid, lo each),
 // then the warps in order, then the cluster's ranks in order: fixed by K and S alone, so a row's
@@ -23,7 +23,6 @@
 //        cu/model_gemv.cu cu/read_floor.cu cu/model_weights.cu -o build/probes/mma-gemv-probe
 //   build/probes/mma-gemv-probe out.json
 #include <cooperative_groups.h>
-#include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdio>

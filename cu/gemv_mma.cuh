@@ -18,14 +18,20 @@
 #include <cooperative_groups.h>
 #include <stdint.h>
 
+#include "cu/cp_async.cuh"
+#include "cu/launch.cuh"
 #include "cu/pdl.cuh"
 #include "cu/trace.cuh"
 
 namespace memra_mma {
 
 namespace cg = cooperative_groups;
+using memra_cu::CommitCopyGroup;
+using memra_cu::CopyToShared16;
 using memra_cu::PdlLaunchDependents;
 using memra_cu::PdlWait;
+using memra_cu::WaitCopiesToShared;
+using memra_cu::WaitCopyGroups;
 
 // Warps a block and slots a warp's ring: the chain probe's A/B sets them (-DMEMRA_MMA_WARPS=8,
 // -DMEMRA_MMA_DEPTH=2) to trade a block's shared memory against its bytes in flight.
@@ -49,6 +55,9 @@ __host__ __device__ constexpr int SlotBytes() {
   return kMmaWBytes + T * kMmaXRow * 4;
 }
 
+// A slot's x, after its weight rows.
+__device__ __forceinline__ float* XOf(unsigned char* slot) { return reinterpret_cast<float*>(slot + kMmaWBytes); }
+
 template <int T>
 __host__ __device__ constexpr size_t MmaSmem() {
   return size_t(kMmaWarps) * kMmaDepth * SlotBytes<T>();
@@ -58,10 +67,6 @@ static_assert(size_t(kMmaWarps) * kMmaDepth * kMmaWBytes >= (kMmaWarps + 1) * kM
 
 __device__ __forceinline__ uint32_t Smem32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void Copy16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(Smem32(dst)), "l"(src) : "memory");
 }
 
 __device__ __forceinline__ uint32_t PackBf16(float a, float b) {
@@ -88,27 +93,34 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// x's 16 k from k of each of the T rows into a slot, four lanes a row.
+// x's 16 k from k of each of the T rows to dst (rows kMmaXRow floats apart), four lanes a row.
 template <int T>
-__device__ __forceinline__ void CopyX(unsigned char* slot, const float* x, uint64_t ldx, uint32_t k, int lane) {
+__device__ __forceinline__ void CopyX(float* dst, const float* x, uint64_t ldx, uint32_t k, int lane) {
   if (lane < 4 * T) {
     const int s = lane / 4, q = lane % 4;
-    Copy16(slot + kMmaWBytes + (s * kMmaXRow + 4 * q) * 4, x + s * ldx + k + 4 * q);
+    CopyToShared16(dst + s * kMmaXRow + 4 * q, x + s * ldx + k + 4 * q);
   }
 }
 
-// One slot's copies: the tile's 16 rows from k (two lanes a row of 128 bytes, eight pieces each),
-// and, once x may be read, x's same 16 k of each row.
+// 16 rows of W from row k, MT m16 tiles (32 MT bytes) from column col0, to dst (rows rowBytes
+// apart): 2 MT copies of 16 bytes a row, MT a lane, adjacent lanes on adjacent bytes of a row.
+template <int MT>
+__device__ __forceinline__ void CopyW(unsigned char* dst, int rowBytes, const uint16_t* W, uint64_t ldw, uint32_t k,
+                                      uint32_t col0, int lane) {
+#pragma unroll
+  for (int p = 0; p < MT; ++p) {
+    const int piece = lane + 32 * p, row = piece / (2 * MT), in = piece % (2 * MT);
+    CopyToShared16(dst + row * rowBytes + in * 16, W + (uint64_t(k) + row) * ldw + col0 + in * 8);
+  }
+}
+
+// One slot's copies, one group: the tile's 16 rows from k and, once x may be read, x's same 16 k.
 template <int T>
 __device__ __forceinline__ void IssueSlot(unsigned char* slot, const uint16_t* W, uint64_t ldw, uint32_t k,
                                           uint32_t col0, const float* x, uint64_t ldx, bool withX, int lane) {
-#pragma unroll
-  for (int p = 0; p < kMmaTiles; ++p) {
-    const int piece = lane + 32 * p, row = piece / (2 * kMmaTiles), in = piece % (2 * kMmaTiles);
-    Copy16(slot + row * kMmaRowBytes + in * 16, W + (uint64_t(k) + row) * ldw + col0 + in * 8);
-  }
-  if (withX) CopyX<T>(slot, x, ldx, k, lane);
-  asm volatile("cp.async.commit_group;" ::: "memory");
+  CopyW<kMmaTiles>(slot, kMmaRowBytes, W, ldw, k, col0, lane);
+  if (withX) CopyX<T>(XOf(slot), x, ldx, k, lane);
+  CommitCopyGroup();
 }
 
 // One k16 step of a lane: its two pairs of x (row xr, zeros for a lane past the rows) split in
@@ -211,42 +223,47 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     if (uint32_t(i) < steps) {
       IssueSlot<T>(ring + i * SlotBytes<T>(), W, ldw, kOf(i), col0, x, ldx, false, lane);
     } else {
-      asm volatile("cp.async.commit_group;" ::: "memory");
+      CommitCopyGroup();
     }
   }
   PdlWait();
-  for (int i = 0; i < kMmaDepth && uint32_t(i) < steps; ++i) CopyX<T>(ring + i * SlotBytes<T>(), x, ldx, kOf(i), lane);
-  asm volatile("cp.async.wait_all;" ::: "memory");
+  for (int i = 0; i < kMmaDepth && uint32_t(i) < steps; ++i) {
+    CopyX<T>(XOf(ring + i * SlotBytes<T>()), x, ldx, kOf(i), lane);
+  }
+  WaitCopiesToShared();
   __syncwarp();
 
   float acc[kMmaTiles][4] = {};
   for (uint32_t i = 0; i < steps; ++i) {
-    asm volatile("cp.async.wait_group %0;" ::"n"(kMmaDepth - 1) : "memory");
+    WaitCopyGroups<kMmaDepth - 1>();
     __syncwarp();  // the other lanes' copies of this slot have landed too
     unsigned char* slot = ring + (i % kMmaDepth) * SlotBytes<T>();
-    MmaStep(acc, slot, kMmaRowBytes, reinterpret_cast<const float*>(slot + kMmaWBytes) + g * kMmaXRow, g < T,
-            lane);
+    MmaStep(acc, slot, kMmaRowBytes, XOf(slot) + g * kMmaXRow, g < T, lane);
     __syncwarp();  // every lane's reads of the slot are done before it is refilled
     if (i + kMmaDepth < steps) {
       IssueSlot<T>(slot, W, ldw, kOf(i + kMmaDepth), col0, x, ldx, true, lane);
     } else {
-      asm volatile("cp.async.commit_group;" ::: "memory");
+      CommitCopyGroup();
     }
   }
-  asm volatile("cp.async.wait_all;" ::: "memory");
+  WaitCopiesToShared();
   __syncthreads();
 
   ReduceStore<T, kMmaTiles, kMmaWarps, kAccumulate>(acc, reinterpret_cast<float*>(smem), cl, out, ldo, cols,
                                                     [&](int mt, int e, int ln) { return TileCol(col0, mt, e, ln); });
 }
 
-// Whether the tensor-core path takes this product: t <= 8 rows, every load 16 bytes wide, the
-// tiles and the warps' steps whole.
+// The widest product the path takes: at `bench`, `Wo` (4096 columns, a rank's half 2048) and not
+// the vocabulary, which it has not been measured on.
+constexpr uint32_t kMmaMaxCols = 4096;
+
+// Whether the tensor-core path takes this product: t <= 8 rows, at most kMmaMaxCols columns, every
+// load 16 bytes wide, the tiles and the warps' steps whole.
 inline bool GemvMmaFits(const void* x, uint64_t ldx, const void* W, uint64_t ldw, uint32_t K, uint32_t cols,
                         uint32_t t, unsigned split) {
-  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  return t >= 1 && t <= 8 && cols % kMmaCols == 0 && split >= 1 && K % (split * 16 * kMmaWarps) == 0 &&
-         aligned(x) && ldx % 4 == 0 && aligned(W) && ldw % 8 == 0;
+  return t >= 1 && t <= 8 && cols <= kMmaMaxCols && cols % kMmaCols == 0 && split >= 1 &&
+         K % (split * 16 * kMmaWarps) == 0 && memra_cu::Aligned(x, 16) && ldx % 4 == 0 &&
+         memra_cu::Aligned(W, 16) && ldw % 8 == 0;
 }
 
 }  // namespace memra_mma

@@ -50,8 +50,28 @@ cudaError_t GemvLaunch(const GemvArgs& a, bool wide, unsigned split, cudaStream_
                      a.cols, split);
 }
 
+#ifdef MEMRA_GEMV_MMA
+// The tensor-core path (cu/gemv_mma.cuh), built only for the chain probe's A/B: docs/performance.md
+// has what it did to the step.
+template <int T, bool kAccumulate>
+cudaError_t GemvMmaRows(const GemvArgs& a, unsigned split, cudaStream_t stream) {
+  static std::atomic<size_t> granted;
+  const auto kernel = memra_mma::gemv_mma<T, kAccumulate>;
+  const size_t smem = memra_mma::MmaSmem<T>();
+  const cudaError_t err = memra_cu::AllowSmem(kernel, smem, granted);
+  if (err != cudaSuccess) return err;
+  return LaunchModelKernel(kernel, dim3(a.cols / memra_mma::kMmaCols * split), dim3(memra_mma::kMmaThreads), smem,
+                           split, stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw, a.K, a.cols);
+}
+#endif
+
 template <int T, bool kAccumulate>
 cudaError_t GemvRows(const GemvArgs& a, unsigned split, cudaStream_t stream) {
+#ifdef MEMRA_GEMV_MMA
+  if (memra_mma::GemvMmaFits(a.x, a.ldx, a.W, a.ldw, a.K, a.cols, T, split)) {
+    return GemvMmaRows<T, kAccumulate>(a, split, stream);
+  }
+#endif
   const int cw = PickCw(
       CwMax(T, 1), [](int c, const void* p) {
         const GemvArgs& g = *static_cast<const GemvArgs*>(p);
@@ -82,36 +102,6 @@ cudaError_t GemvBatch(const GemvArgs& a, uint32_t t, unsigned split, cudaStream_
   }
 }
 
-#ifdef MEMRA_GEMV_MMA
-// The tensor-core path (cu/gemv_mma.cuh), built only for the chain probe's A/B: matrices up to
-// 4096 columns (at `bench`, `Wo` alone), which it multiplied faster than memra_gemv at every t
-// when timed alone; docs/performance.md has what it did to the step.
-template <int T, bool kAccumulate>
-cudaError_t GemvMmaRows(const GemvArgs& a, unsigned split, cudaStream_t stream) {
-  static std::atomic<size_t> granted;
-  const auto kernel = memra_mma::gemv_mma<T, kAccumulate>;
-  const size_t smem = memra_mma::MmaSmem<T>();
-  const cudaError_t err = memra_cu::AllowSmem(kernel, smem, granted);
-  if (err != cudaSuccess) return err;
-  return LaunchModelKernel(kernel, dim3(a.cols / memra_mma::kMmaCols * split), dim3(memra_mma::kMmaThreads), smem,
-                           split, stream, a.out, a.ldo, a.x, a.ldx, a.W, a.ldw, a.K, a.cols);
-}
-
-template <bool kAccumulate>
-cudaError_t GemvMmaBatch(const GemvArgs& a, uint32_t t, unsigned split, cudaStream_t stream) {
-  switch (t) {
-    case 1: return GemvMmaRows<1, kAccumulate>(a, split, stream);
-    case 2: return GemvMmaRows<2, kAccumulate>(a, split, stream);
-    case 3: return GemvMmaRows<3, kAccumulate>(a, split, stream);
-    case 4: return GemvMmaRows<4, kAccumulate>(a, split, stream);
-    case 5: return GemvMmaRows<5, kAccumulate>(a, split, stream);
-    case 6: return GemvMmaRows<6, kAccumulate>(a, split, stream);
-    case 7: return GemvMmaRows<7, kAccumulate>(a, split, stream);
-    case 8: return GemvMmaRows<8, kAccumulate>(a, split, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-#endif
 
 }  // namespace
 
@@ -123,10 +113,5 @@ extern "C" cudaError_t memra_gemv(float* out, uint64_t ldo, const float* x, uint
   if (split > kMaxSplit) return cudaErrorInvalidValue;
   const GemvArgs a{out, ldo, x, ldx, W, ldw, K, cols};
   const unsigned s = split == 0 ? Split(K) : split;
-#ifdef MEMRA_GEMV_MMA
-  if (cols <= 4096 && memra_mma::GemvMmaFits(x, ldx, W, ldw, K, cols, t, s)) {
-    return accumulate ? GemvMmaBatch<true>(a, t, s, stream) : GemvMmaBatch<false>(a, t, s, stream);
-  }
-#endif
   return accumulate ? GemvBatch<true>(a, t, s, stream) : GemvBatch<false>(a, t, s, stream);
 }

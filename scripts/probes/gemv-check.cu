@@ -12,16 +12,10 @@
 #include <vector>
 
 #include "cu/model.h"
+#include "cu/model_bits.cuh"
 #include "scripts/probes/probe_cuda.h"
 
 namespace {
-
-float Bf16(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // K x cols from column colStart of a K x ldw matrix, t rows; returns the number of failures.
 int Check(uint32_t K, uint32_t ldw, uint32_t colStart, uint32_t cols, uint32_t t, uint32_t split) {
@@ -49,7 +43,7 @@ int Check(uint32_t K, uint32_t ldw, uint32_t colStart, uint32_t cols, uint32_t t
     for (uint32_t j = 0; j < cols; ++j) {
       double ref = 0, mag = 0;
       for (uint32_t k = 0; k < K; ++k) {
-        const double p = double(hx[s * ldx + k]) * Bf16(hw[size_t(k) * ldw + colStart + j]);
+        const double p = double(hx[s * ldx + k]) * memra_model::Bf16ToF32(hw[size_t(k) * ldw + colStart + j]);
         ref += p;
         mag += std::fabs(p);
       }

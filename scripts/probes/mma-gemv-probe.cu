@@ -34,6 +34,7 @@
 
 #include "cu/gemv_mma.cuh"
 #include "cu/kernels.h"
+#include "cu/model_bits.cuh"
 #include "cu/model.h"
 #include "scripts/probes/probe_cuda.h"
 #include "scripts/probes/read_floor.h"
@@ -57,46 +58,36 @@ struct Geo {
   static constexpr int StepBytes = 16 * RowBytes;
 };
 
+using memra_cu::CommitCopyGroup;
+using memra_cu::PdlLaunchDependents;
+using memra_cu::PdlWait;
+using memra_cu::WaitCopiesToShared;
+using memra_cu::WaitCopyGroups;
+using memra_mma::kMmaXRow;
 using memra_mma::Mma;
 using memra_mma::MmaStep;
 using memra_mma::ReduceStore;
-using memra_mma::Smem32;
 using memra_mma::Split3;
 using memra_mma::TileCol;
 
-template <int MT>
-__device__ __forceinline__ void IssueStep(unsigned char* dst, const uint16_t* W, uint64_t ldw, uint32_t k,
-                                          uint32_t col0, int lane) {
-  constexpr int kPiecesRow = 2 * MT;  // 16-byte copies a staged row
-#pragma unroll
-  for (int p = 0; p < MT; ++p) {
-    const int piece = lane + 32 * p, row = piece / kPiecesRow, in = piece % kPiecesRow;
-    const uint16_t* src = W + (uint64_t(k) + row) * ldw + col0 + in * 8;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(Smem32(dst + row * Geo<MT>::RowBytes + in * 16)),
-                 "l"(src)
-                 : "memory");
-  }
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// out[s * ldo + j] = sum_k x[s * K + k] W[k * ldw + j] for s < T, j < cols. Grid: tiles x S
-// blocks, clusters of S along K; K / S a multiple of 16 * kWarps, cols of CT.
 // Flags of mma_gemv. kXRing: each step's 16 k of x ride in its ring slot (cp.async, once the kernel
 // ahead is done), instead of the block's whole slice staged up front behind a barrier. kHiOnly:
 // the hi third alone, a diagnostic of what the other two MMAs cost (its sums are wrong).
 constexpr int kXRing = 1, kHiOnly = 2, kWarps16 = 4;
 __host__ __device__ constexpr int Warps(int F) { return F & kWarps16 ? 16 : 8; }
-constexpr int kXRowFloats = 24;  // a token's 16 k in a slot, padded: lanes g = 0..3 hit four bank octets
 
-__device__ __forceinline__ void IssueX(float* dst, const float* x, uint32_t K, uint32_t k, int T, int lane) {
-  if (lane < 4 * T) {
-    const int s = lane / 4, p = lane % 4;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(Smem32(dst + s * kXRowFloats + 4 * p)),
-                 "l"(x + uint64_t(s) * K + k + 4 * p)
-                 : "memory");
-  }
+// A step's copies into its slot, one group: the 16 weight rows and, with kXRing once x may be
+// read, x's 16 k after them.
+template <int T, int MT, int F>
+__device__ __forceinline__ void IssueStep(unsigned char* slot, const uint16_t* W, uint64_t ldw, uint32_t k,
+                                          uint32_t col0, const float* x, uint32_t K, bool withX, int lane) {
+  memra_mma::CopyW<MT>(slot, Geo<MT>::RowBytes, W, ldw, k, col0, lane);
+  if ((F & kXRing) && withX) memra_mma::CopyX<T>(reinterpret_cast<float*>(slot + Geo<MT>::StepBytes), x, K, k, lane);
+  CommitCopyGroup();
 }
 
+// out[s * ldo + j] = sum_k x[s * K + k] W[k * ldw + j] for s < T, j < cols. Grid: tiles x S
+// blocks, clusters of S along K; K / S a multiple of 16 * kWarps, cols of CT.
 template <int T, int MT, int DEPTH, int F = 0>
 __global__ void __launch_bounds__(Warps(F) * 32, 1)
     mma_gemv(float* __restrict__ out, uint32_t ldo, const float* __restrict__ x, const uint16_t* __restrict__ W,
@@ -110,7 +101,7 @@ __global__ void __launch_bounds__(Warps(F) * 32, 1)
   const uint32_t col0 = (blockIdx.x / S) * G::CT, slice = K / S, k0 = rank * slice;
   const uint32_t steps = slice / (16 * kWarps);  // this warp's k16 steps
   const uint32_t XS = slice + kXPad;
-  constexpr int SB = G::StepBytes + (F & kXRing ? T * kXRowFloats * 4 : 0);
+  constexpr int SB = G::StepBytes + (F & kXRing ? T * kMmaXRow * 4 : 0);
   unsigned char* ring = smem + warp * DEPTH * SB;
   float* xs = reinterpret_cast<float*>(smem + kWarps * DEPTH * SB);
 
@@ -118,18 +109,19 @@ __global__ void __launch_bounds__(Warps(F) * 32, 1)
 #pragma unroll
   for (int i = 0; i < DEPTH; ++i) {
     if (uint32_t(i) < steps) {
-      IssueStep<MT>(ring + i * SB, W, ldw, k0 + 16 * (warp + kWarps * i), col0, lane);
+      IssueStep<T, MT, F>(ring + i * SB, W, ldw, k0 + 16 * (warp + kWarps * i), col0, x, K, false, lane);
     } else {
-      asm volatile("cp.async.commit_group;" ::: "memory");
+      CommitCopyGroup();
     }
   }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  PdlWait();
+  PdlLaunchDependents();
   if (F & kXRing) {
     for (int i = 0; i < DEPTH && uint32_t(i) < steps; ++i) {
-      IssueX(reinterpret_cast<float*>(ring + i * SB + G::StepBytes), x, K, k0 + 16 * (warp + kWarps * i), T, lane);
+      memra_mma::CopyX<T>(reinterpret_cast<float*>(ring + i * SB + G::StepBytes), x, K, k0 + 16 * (warp + kWarps * i),
+                          lane);
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");
+    WaitCopiesToShared();
     __syncwarp();
   } else {
     for (uint32_t i = threadIdx.x; i < T * slice / 4; i += kThreads) {
@@ -142,23 +134,22 @@ __global__ void __launch_bounds__(Warps(F) * 32, 1)
 
   float acc[MT][4] = {};
   for (uint32_t i = 0; i < steps; ++i) {
-    asm volatile("cp.async.wait_group %0;" ::"n"(DEPTH - 1) : "memory");
+    WaitCopyGroups<DEPTH - 1>();
     __syncwarp();
     const unsigned char* st = ring + (i % DEPTH) * SB;
     const uint32_t kk = 16 * (warp + kWarps * i);
-    const float* xr = F & kXRing ? reinterpret_cast<const float*>(st + G::StepBytes) + g * kXRowFloats
+    const float* xr = F & kXRing ? reinterpret_cast<const float*>(st + G::StepBytes) + g * kMmaXRow
                                  : xs + g * XS + kk;
     MmaStep<MT, F & kHiOnly ? 1 : 3>(acc, st, G::RowBytes, xr, g < T, lane);
     __syncwarp();  // every lane's ldmatrix of this stage done before its slot is refilled
     if (i + DEPTH < steps) {
       const uint32_t kn = k0 + 16 * (warp + kWarps * (i + DEPTH));
-      if (F & kXRing) IssueX(reinterpret_cast<float*>(ring + (i % DEPTH) * SB + G::StepBytes), x, K, kn, T, lane);
-      IssueStep<MT>(ring + (i % DEPTH) * SB, W, ldw, kn, col0, lane);
+      IssueStep<T, MT, F>(ring + (i % DEPTH) * SB, W, ldw, kn, col0, x, K, true, lane);
     } else {
-      asm volatile("cp.async.commit_group;" ::: "memory");
+      CommitCopyGroup();
     }
   }
-  asm volatile("cp.async.wait_all;" ::: "memory");
+  WaitCopiesToShared();
   __syncthreads();
 
   ReduceStore<T, MT, kWarps, false>(acc, reinterpret_cast<float*>(smem), cl, out, ldo, cols,
@@ -245,8 +236,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int u = 0; u < U; ++u) {
     if (uint32_t(u) < steps) LoadRegStep<MT>(cur[u], W, ldw, kOf(u), colA, colB, c);
   }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  PdlWait();
+  PdlLaunchDependents();
   for (uint32_t i = threadIdx.x; i < T * slice / 4; i += kThreads) {
     const uint32_t s = i / (slice / 4), q = i % (slice / 4);
     *reinterpret_cast<float4*>(xs + s * XS + 4 * q) =
@@ -276,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <int T, int MT, int DEPTH, int F>
 size_t SmemBytes(uint32_t K, unsigned S) {
-  return F & kXRing ? size_t(Warps(F)) * DEPTH * (Geo<MT>::StepBytes + T * kXRowFloats * 4)
+  return F & kXRing ? size_t(Warps(F)) * DEPTH * (Geo<MT>::StepBytes + T * kMmaXRow * 4)
                     : size_t(Warps(F)) * DEPTH * Geo<MT>::StepBytes + size_t(T) * (K / S + kXPad) * 4;
 }
 
@@ -342,13 +333,6 @@ std::vector<float> Down(const float* d, size_t n) {
   return h;
 }
 
-float Bf16(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // A [K x cols] matrix in enough copies that no launch of a graph finds its weights in L2, x for 8
 // rows, and the f64 product with the sum of |x w| of every output.
 struct Shape {
@@ -378,7 +362,7 @@ struct Shape {
     mag.assign(size_t(8) * cols, 0);
     for (uint32_t k = 0; k < K; ++k) {
       for (uint32_t j = 0; j < cols; ++j) {
-        const double wv = Bf16(hw[size_t(k) * cols + j]);
+        const double wv = memra_model::Bf16ToF32(hw[size_t(k) * cols + j]);
         for (int r = 0; r < 8; ++r) {
           const double p = double(hx[size_t(r) * K + k]) * wv;
           ref[size_t(r) * cols + j] += p;

@@ -21,6 +21,7 @@
 #include "cu/cp_async.cuh"
 #include "cu/launch.cuh"
 #include "cu/pdl.cuh"
+#include "cu/prefetch_l2.cuh"
 #include "cu/trace.cuh"
 
 namespace memra_mma {
@@ -41,11 +42,23 @@ using memra_cu::WaitCopyGroups;
 #ifndef MEMRA_MMA_DEPTH
 #define MEMRA_MMA_DEPTH 4
 #endif
+// Slots a warp fills before the kernel ahead has finished (0 to the depth): their weights stream
+// while it runs. Steps past those whose weights a warp asks into L2 then (0: none): the kernel
+// ahead, latency-bound, leaves HBM idle, and from L2 this one would be bound by its own ramp.
+#ifndef MEMRA_MMA_EARLY
+#define MEMRA_MMA_EARLY MEMRA_MMA_DEPTH
+#endif
+#ifndef MEMRA_MMA_L2AHEAD
+#define MEMRA_MMA_L2AHEAD 0
+#endif
 constexpr int kMmaWarps = MEMRA_MMA_WARPS;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kMmaTiles = 4;             // m16 tiles a block: 64 columns, 128 bytes of a row
 constexpr int kMmaCols = 16 * kMmaTiles;
 constexpr int kMmaDepth = MEMRA_MMA_DEPTH;
+constexpr int kMmaEarly = MEMRA_MMA_EARLY;
+constexpr int kMmaL2Ahead = MEMRA_MMA_L2AHEAD;
+static_assert(kMmaEarly >= 0 && kMmaEarly <= kMmaDepth, "the early slots are some of the ring's");
 constexpr int kMmaRowBytes = kMmaCols * 2 + 16;  // +16: ldmatrix's 8 rows in 8 bank groups
 constexpr int kMmaWBytes = 16 * kMmaRowBytes;
 constexpr int kMmaXRow = 24;                     // floats a row of x takes in a slot (bank spread)
@@ -114,12 +127,12 @@ __device__ __forceinline__ void CopyW(unsigned char* dst, int rowBytes, const ui
   }
 }
 
-// One slot's copies, one group: the tile's 16 rows from k and, once x may be read, x's same 16 k.
+// One slot's copies, one group: the tile's 16 rows from k and x's same 16 k.
 template <int T>
 __device__ __forceinline__ void IssueSlot(unsigned char* slot, const uint16_t* W, uint64_t ldw, uint32_t k,
-                                          uint32_t col0, const float* x, uint64_t ldx, bool withX, int lane) {
+                                          uint32_t col0, const float* x, uint64_t ldx, int lane) {
   CopyW<kMmaTiles>(slot, kMmaRowBytes, W, ldw, k, col0, lane);
-  if (withX) CopyX<T>(XOf(slot), x, ldx, k, lane);
+  CopyX<T>(XOf(slot), x, ldx, k, lane);
   CommitCopyGroup();
 }
 
@@ -216,22 +229,29 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   unsigned char* ring = smem + warp * kMmaDepth * SlotBytes<T>();
   const auto kOf = [&](uint32_t i) { return k0 + 16 * (warp + kMmaWarps * i); };
 
-  // Weights do not depend on the kernel ahead: the first slots' weights fly while it finishes;
-  // their x follows the wait, and the first step waits for all of it.
-#pragma unroll
-  for (int i = 0; i < kMmaDepth; ++i) {
+  // Weights do not depend on the kernel ahead: the first kMmaEarly slots' weights fly while it
+  // finishes, and their x follows the wait, all in one copy group. Empty groups after it keep slot
+  // i's group the i-th, so the loop's one wait serves the early slots and the later ones alike.
+  for (int i = 0; i < kMmaEarly && uint32_t(i) < steps; ++i) {
+    CopyW<kMmaTiles>(ring + i * SlotBytes<T>(), kMmaRowBytes, W, ldw, kOf(i), col0, lane);
+  }
+  if (kMmaL2Ahead > 0 && lane < 16) {  // a lane a weight row: the tile's 128 bytes of it
+    for (uint32_t i = kMmaEarly; i < uint32_t(kMmaEarly + kMmaL2Ahead) && i < steps; ++i) {
+      memra_cu::PrefetchL2Bulk(W + (uint64_t(kOf(i)) + lane) * ldw + col0, kMmaCols * 2);
+    }
+  }
+  PdlWait();
+  for (int i = 0; i < kMmaEarly && uint32_t(i) < steps; ++i) {
+    CopyX<T>(XOf(ring + i * SlotBytes<T>()), x, ldx, kOf(i), lane);
+  }
+  for (int i = 0; i < kMmaEarly; ++i) CommitCopyGroup();
+  for (int i = kMmaEarly; i < kMmaDepth; ++i) {
     if (uint32_t(i) < steps) {
-      IssueSlot<T>(ring + i * SlotBytes<T>(), W, ldw, kOf(i), col0, x, ldx, false, lane);
+      IssueSlot<T>(ring + i * SlotBytes<T>(), W, ldw, kOf(i), col0, x, ldx, lane);
     } else {
       CommitCopyGroup();
     }
   }
-  PdlWait();
-  for (int i = 0; i < kMmaDepth && uint32_t(i) < steps; ++i) {
-    CopyX<T>(XOf(ring + i * SlotBytes<T>()), x, ldx, kOf(i), lane);
-  }
-  WaitCopiesToShared();
-  __syncwarp();
 
   float acc[kMmaTiles][4] = {};
   for (uint32_t i = 0; i < steps; ++i) {
@@ -241,7 +261,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     MmaStep(acc, slot, kMmaRowBytes, XOf(slot) + g * kMmaXRow, g < T, lane);
     __syncwarp();  // every lane's reads of the slot are done before it is refilled
     if (i + kMmaDepth < steps) {
-      IssueSlot<T>(slot, W, ldw, kOf(i + kMmaDepth), col0, x, ldx, true, lane);
+      IssueSlot<T>(slot, W, ldw, kOf(i + kMmaDepth), col0, x, ldx, lane);
     } else {
       CommitCopyGroup();
     }

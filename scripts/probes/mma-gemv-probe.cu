@@ -17,11 +17,13 @@
 // |y - ref| over the sum of |x w| of its output, the gemv suite's measure) beside the production
 // memra_gemv, then timed from a CUDA graph of back-to-back launches over rotating copies of the
 // weights, programmatic dependent launch on for both (memra_model_set_pdl for memra_gemv).
-// docs/performance.md ("The products on the tensor cores, probed") has its figures.
+// docs/performance.md ("The products on the tensor cores, probed") has its figures. With
+// --warm, `Wo` alone, every launch over one copy: what each form takes with its weights in L2 (a
+// bound on weights asked into L2 while the kernel ahead runs).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. scripts/probes/mma-gemv-probe.cu cu/model.cu \
 //        cu/model_gemv.cu cu/read_floor.cu cu/model_weights.cu -o build/probes/mma-gemv-probe
-//   build/probes/mma-gemv-probe out.json
+//   build/probes/mma-gemv-probe [--warm] [out.json]
 #include <cooperative_groups.h>
 
 #include <cmath>
@@ -333,8 +335,10 @@ std::vector<float> Down(const float* d, size_t n) {
   return h;
 }
 
-// A [K x cols] matrix in enough copies that no launch of a graph finds its weights in L2, x for 8
-// rows, and the f64 product with the sum of |x w| of every output.
+// A [K x cols] matrix in enough copies that no launch of a graph finds its weights in L2 (one
+// under --warm), x for 8 rows, and the f64 product with the sum of |x w| of every output.
+bool gWarm = false;
+
 struct Shape {
   uint32_t K, cols;
   int copies;
@@ -345,7 +349,7 @@ struct Shape {
 
   Shape(const char* n, uint32_t K_, uint32_t cols_) : K(K_), cols(cols_), name(n) {
     const size_t elems = size_t(K) * cols;
-    copies = std::max<int>(2, int((size_t(512) << 20) / (elems * 2)) + 1);
+    copies = gWarm ? 1 : std::max<int>(2, int((size_t(512) << 20) / (elems * 2)) + 1);
     for (int c = 0; c < copies; ++c) {
       uint16_t* p;
       CHECK(cudaMalloc(&p, elems * 2));
@@ -383,7 +387,7 @@ struct Shape {
   }
   void Poison(cudaStream_t s) const { CHECK(cudaMemsetAsync(out, 0xff, size_t(8) * cols * 4, s)); }
   std::string Tag(int t) const {
-    return name + " " + std::to_string(K) + "x" + std::to_string(cols) + " t" + std::to_string(t);
+    return name + (gWarm ? " warm" : "") + " " + std::to_string(K) + "x" + std::to_string(cols) + " t" + std::to_string(t);
   }
   double Bytes() const { return double(K) * cols * 2; }
   ~Shape() {
@@ -491,8 +495,16 @@ void Sweep(cudaStream_t s, const Shape& m, unsigned S) {
 int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const char* outPath = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--warm") == 0) {
+      gWarm = true;
+    } else {
+      outPath = argv[i];
+    }
+  }
   gReadGBs = ReadFloorGBs(s, kLaunches, kReplays);
-  {
+  if (!gWarm) {
     const Shape wq("Wq", 4096, 16384);
     SameAcrossForms(s, wq, 1);
     Sweep<1>(s, wq, 1);
@@ -507,10 +519,10 @@ int main(int argc, char** argv) {
     Sweep<8>(s, wo, 2);
   }
   gJson += "\n]\n";
-  if (argc > 1) {
-    FILE* f = std::fopen(argv[1], "w");
+  if (outPath) {
+    FILE* f = std::fopen(outPath, "w");
     if (!f) {
-      std::printf("FAIL cannot write %s\n", argv[1]);
+      std::printf("FAIL cannot write %s\n", outPath);
       return 1;
     }
     std::fputs(gJson.c_str(), f);

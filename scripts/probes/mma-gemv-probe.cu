@@ -387,7 +387,8 @@ struct Shape {
   }
   void Poison(cudaStream_t s) const { CHECK(cudaMemsetAsync(out, 0xff, size_t(8) * cols * 4, s)); }
   std::string Tag(int t) const {
-    return name + (gWarm ? " warm" : "") + " " + std::to_string(K) + "x" + std::to_string(cols) + " t" + std::to_string(t);
+    return name + (gWarm ? " warm" : "") + " " + std::to_string(K) + "x" + std::to_string(cols) +
+           " t" + std::to_string(t);
   }
   double Bytes() const { return double(K) * cols * 2; }
   ~Shape() {

@@ -59,6 +59,12 @@ Napi::Value StreamQuery(const Napi::CallbackInfo& info) {
   ThreadState& ts = ThreadState::Of(env);
   const auto s = ReadHandle<cudaStream_t>(info, 0, "streamQuery", "stream");
   const int device = RequireBoundStream(env, ts, s, "streamQuery");
+  // A stream can be capturing without this thread having begun it (it joined a multi-device
+  // capture through an event wait); querying it would invalidate that capture. It counts as busy.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  MEMRA_CUDA_CHECK(env, device, cudaStreamIsCapturing(s, &capture),
+                   "cudaStreamIsCapturing(stream=" + Hex(s) + ")");
+  if (capture != cudaStreamCaptureStatusNone) return Napi::Boolean::New(env, false);
   const cudaError_t err = cudaStreamQuery(s);
   if (ConsumeNotReady(err)) return Napi::Boolean::New(env, false);
   MEMRA_CUDA_CHECK(env, device, err, "cudaStreamQuery(stream=" + Hex(s) + ")");

@@ -40,6 +40,7 @@ export type FaultCode =
   | 'ERR_NO_PEER'
   | 'ERR_WORKER_EXITED'
   | 'ERR_WORKER_LOOP'
+  | 'ERR_DEVICE_FAULT'
   | 'ERR_CONTROL_TIMEOUT'
   | 'ERR_RING_FAULTED'
   | 'ERR_RING_STOPPED'

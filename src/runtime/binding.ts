@@ -118,7 +118,10 @@ export interface NativeBinding {
   /** A non-blocking stream (cudaStreamNonBlocking): it never serialises with the legacy stream. */
   streamCreate(): StreamHandle;
   streamDestroy(stream: StreamHandle): void;
-  /** True when all work on the stream is done. Never blocks. */
+  /**
+   * True when all work on the stream is done. Never blocks. False while the stream is capturing,
+   * begun by this thread or joined through an event wait: a query would invalidate the capture.
+   */
   streamQuery(stream: StreamHandle): boolean;
   /** Blocks the calling thread: cold paths only (tests, close). */
   streamSynchronize(stream: StreamHandle): void;

@@ -14,6 +14,7 @@ import { Rank } from './rank.js';
 import { RingProducer, RingView } from '../workers/ring.js';
 import { RingState, W_STATE, W_TAIL, seqDiff } from '../workers/ring-layout.js';
 import { WorkerHandle } from '../workers/worker-handle.js';
+import { reportStreams } from './stream-report.js';
 import type { WorkerFault } from '../workers/worker-init.js';
 import { boolean, deferred, integer, oneOf, options, powerOfTwo } from '../api/check.js';
 import { holdOpen } from './exit-guard.js';
@@ -65,8 +66,9 @@ export interface RuntimeOptions {
   pinWorkers?: boolean;
   /**
    * For tests and the soak: the control plane's fault hooks, `hang` (a call that answers only
-   * after the milliseconds it is given) and `crash` (an uncaught error on the worker's thread).
-   * Without it the workers do not load them, and the two calls are refused by name. Default false.
+   * after the milliseconds it is given), `crash` (an uncaught error on the worker's thread) and
+   * `failStream` (the worker's stream queries throw, as after a kernel's fault). Without it the
+   * workers do not load them, and the calls are refused by name. Default false.
    */
   faultHooks?: boolean;
 }
@@ -330,10 +332,13 @@ export class Runtime {
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
       const t = performance.now();
-      if (t > end)
+      if (t > end) {
+        const reads = this.counter(rank, slot);
         throw new Error(
-          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)})`,
+          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${reads}); ` +
+            (await reportStreams(this.workers)),
         );
+      }
       if (t > spinEnd) await new Promise((r) => setImmediate(r));
     }
   }

@@ -25,6 +25,7 @@ import type { WorkerFault } from './worker-init.js';
 import { parentPort } from 'node:worker_threads';
 import v8 from 'node:v8';
 import { drain, serve, until } from './serve-loop.js';
+import type { StreamState } from './stream-watch.js';
 import type { LlConfig, WorkerContext } from './worker-context.js';
 
 /** One space of an isolate's V8 heap (heapSpaces). */
@@ -400,6 +401,12 @@ export function deviceControl(ctx: WorkerContext) {
     async drain(timeoutMs = 10_000): Promise<void> {
       ctx.needOpen('drain');
       await drain(ctx, timeoutMs);
+    },
+
+    /** The stream as a query finds it now (runtime/stream-report.ts); throws the device's error. */
+    async streamState(): Promise<StreamState> {
+      ctx.needOpen('streamState');
+      return ctx.watch.state(ctx, performance.now());
     },
 
     async stats(): Promise<{ executed: number; faulted: boolean; tail: number }> {

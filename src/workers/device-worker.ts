@@ -27,8 +27,8 @@ function refused(name: keyof FaultHooks): () => Promise<never> {
 // Loaded only when asked: a production worker holds no call that hangs it or kills its thread.
 // The control port queues what arrives before expose() below.
 const hooks: FaultHooks = init.faultHooks
-  ? (await import('./fault-hooks.js')).faultHooks
-  : { hang: refused('hang'), crash: refused('crash') };
+  ? (await import('./fault-hooks.js')).faultHooks(ctx)
+  : { hang: refused('hang'), crash: refused('crash'), failStream: refused('failStream') };
 const control = { ...deviceControl(ctx), ...hooks };
 
 export type DeviceControl = typeof control;

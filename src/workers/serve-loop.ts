@@ -73,7 +73,28 @@ function runBatch(ctx: WorkerContext): boolean {
     ctx.executed++;
     if ((ctx.executed & 63) === 0 && performance.now() > end) break;
   }
+  ctx.watch.enqueued(performance.now());
   return true;
+}
+
+/**
+ * The stream's work failed on the device (stream-watch.ts): fault the ring at the next record, so
+ * the producer's next push and every wait on this rank refuse with the device's words.
+ */
+function deviceFault(ctx: WorkerContext, e: unknown): void {
+  ctx.faulted = true;
+  const enqueued = ctx.ring.view.tail() >>> 0;
+  const message = `${ctx.tag}: the device failed running the records enqueued up to ${enqueued}: ${(e as Error).message}`;
+  ctx.ring.fault((enqueued + 1) | 0, -1, message);
+  const fault: WorkerFault = {
+    type: 'fault',
+    rank: ctx.init.rank,
+    seq: (enqueued + 1) >>> 0,
+    op: -1,
+    code: 'ERR_DEVICE_FAULT',
+    message,
+  };
+  parentPort?.postMessage(fault);
 }
 
 function refuse(ctx: WorkerContext, r: RecordRef, e: unknown): void {
@@ -115,6 +136,12 @@ export async function serve(ctx: WorkerContext): Promise<void> {
       continue;
     }
     if (ctx.ring.spinForWork(ctx.init.spinMicros)) continue;
+    try {
+      ctx.watch.poll(ctx, performance.now());
+    } catch (e) {
+      deviceFault(ctx, e);
+      break;
+    }
     // Short blocking sleeps with a turn of the event loop between them: a record, or a control
     // call's doorbell (ring.ts), wakes us at once; the slice bounds a wake-up that never comes.
     if (!ctx.ring.sleepForWork(2)) {

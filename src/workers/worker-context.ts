@@ -21,6 +21,7 @@ import {
 import type { DeviceApi } from '../runtime/device-api.js';
 import { PdlChain, type Mailbox } from './model-dispatch.js';
 import { RingConsumer, RingView } from './ring.js';
+import { StreamWatch } from './stream-watch.js';
 import type { WorkerInit } from './worker-init.js';
 
 /** A record this worker will not run; its code goes back to the main thread with the fault. */
@@ -75,6 +76,8 @@ export class WorkerContext {
   comm: NcclComm = asNcclComm(0);
   /** Whether `llConfigure` has given this rank's LL joins their buffers. */
   llReady = false;
+  /** Queries the stream while the ring is idle, so a device fault is reported when it happens. */
+  readonly watch = new StreamWatch();
   /** Which model launches may overlap the kernel before them on this stream. */
   readonly pdlChain = new PdlChain();
 

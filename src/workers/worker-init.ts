@@ -27,7 +27,7 @@ export interface WorkerInit {
   spinMicros: number;
   /** A handshake (afterPeer) that waits longer than this refuses its record. */
   handshakeTimeoutMs: number;
-  /** Load the fault hooks (`hang`, `crash`) into the control plane (RuntimeOptions.faultHooks). */
+  /** Load the fault hooks (`hang`, `crash`, `failStream`) into the control plane (RuntimeOptions.faultHooks). */
   faultHooks: boolean;
   /** The CPU core to pin this worker's thread to (runtime/cpu-placement.ts); unset: not pinned. */
   cpu?: number;

@@ -1,0 +1,33 @@
+/**
+ * What each rank's stream is doing, in words, for a wait that timed out: whether the device is
+ * still running the records a worker enqueued (a kernel that never finishes) or has finished them
+ * (the counter's signal was never enqueued, or its record never came), or has failed. Each worker
+ * answers from its idle loop (workers/stream-watch.ts); one that does not answer within REPORT_MS
+ * is named as such, so the report itself cannot hang the error it explains.
+ */
+import type { StreamState } from '../workers/stream-watch.js';
+import type { WorkerHandle } from '../workers/worker-handle.js';
+
+export const REPORT_MS = 2000;
+
+function describe(rank: number, s: StreamState | Error | undefined): string {
+  if (s === undefined) return `rank ${rank}: no answer within ${REPORT_MS} ms`;
+  if (s instanceof Error) return `rank ${rank}: ${s.message}`;
+  return s.busy
+    ? `rank ${rank}: its stream is still running the records enqueued up to ${s.enqueued}, ${s.busyForMs} ms after the last`
+    : `rank ${rank}: its stream has finished every record enqueued (up to ${s.enqueued})`;
+}
+
+export async function reportStreams(workers: readonly WorkerHandle[]): Promise<string> {
+  const states = await Promise.all(
+    workers.map((w) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), REPORT_MS);
+      });
+      const answer = w.call('streamState').catch((e: unknown) => e as Error);
+      return Promise.race([answer, late]).finally(() => clearTimeout(timer));
+    }),
+  );
+  return states.map((s, r) => describe(r, s)).join('; ');
+}

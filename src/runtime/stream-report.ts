@@ -13,9 +13,14 @@ export const REPORT_MS = 2000;
 function describe(rank: number, s: StreamState | Error | undefined): string {
   if (s === undefined) return `rank ${rank}: no answer within ${REPORT_MS} ms`;
   if (s instanceof Error) return `rank ${rank}: ${s.message}`;
+  const server = s.llServer
+    ? ` (its LL server: ${Object.entries(s.llServer)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')})`
+    : '';
   return s.busy
-    ? `rank ${rank}: its stream is still running the records enqueued up to ${s.enqueued}, ${s.busyForMs} ms after the last`
-    : `rank ${rank}: its stream has finished every record enqueued (up to ${s.enqueued})`;
+    ? `rank ${rank}: its stream is still running the records enqueued up to ${s.enqueued}, ${s.busyForMs} ms after the last${server}`
+    : `rank ${rank}: its stream has finished every record enqueued (up to ${s.enqueued})${server}`;
 }
 
 export async function reportStreams(workers: readonly WorkerHandle[]): Promise<string> {

@@ -27,6 +27,11 @@ export interface StreamState {
   busy: boolean;
   /** Since the last record was enqueued, ms (0 when not busy). */
   busyForMs: number;
+  /**
+   * Where this rank's LL server has run jobs: its protocol's words (addon llServeStats, deep), so a
+   * stream that waits on a served join names where the job stopped.
+   */
+  llServer?: Record<string, number | boolean>;
 }
 
 export class StreamWatch {
@@ -58,10 +63,12 @@ export class StreamWatch {
       this.lastQueryMs = nowMs;
       if (ctx.dev.streamQuery(ctx.stream)) this.pending = false;
     }
-    return {
+    const state: StreamState = {
       enqueued: ctx.ring.view.tail() >>> 0,
       busy: this.pending,
       busyForMs: this.pending ? Math.round(nowMs - this.lastRecordMs) : 0,
     };
+    if (ctx.llReady && ctx.dev.llServeStats().jobs > 0) state.llServer = ctx.dev.llServeStats(true);
+    return state;
   }
 }

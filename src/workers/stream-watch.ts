@@ -28,8 +28,10 @@ export interface StreamState {
   /** Since the last record was enqueued, ms (0 when not busy). */
   busyForMs: number;
   /**
-   * Where this rank's LL server has run jobs: its protocol's words (addon llServeStats, deep), so a
-   * stream that waits on a served join names where the job stopped.
+   * Where this rank's LL server has run jobs: the host's words of its protocol (addon llServeStats:
+   * jobs issued and done, the grid's state), so a stream that waits on a served join names where
+   * the job stopped. Not the deep read of the device's words: that is a copy and a synchronize,
+   * which must not block the worker that explains a hang.
    */
   llServer?: Record<string, number | boolean>;
 }
@@ -68,7 +70,10 @@ export class StreamWatch {
       busy: this.pending,
       busyForMs: this.pending ? Math.round(nowMs - this.lastRecordMs) : 0,
     };
-    if (ctx.llReady && ctx.dev.llServeStats().jobs > 0) state.llServer = ctx.dev.llServeStats(true);
+    if (ctx.llReady) {
+      const server = ctx.dev.llServeStats();
+      if (server.jobs > 0) state.llServer = server;
+    }
     return state;
   }
 }

@@ -332,13 +332,11 @@ export class Runtime {
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
       const t = performance.now();
-      if (t > end) {
-        const reads = this.counter(rank, slot);
+      if (t > end)
         throw new Error(
-          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${reads}); ` +
+          `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)}); ` +
             (await reportStreams(this.workers)),
         );
-      }
       if (t > spinEnd) await new Promise((r) => setImmediate(r));
     }
   }

@@ -55,7 +55,10 @@ function awaitPeer(ctx: WorkerContext, seq: number, mine: number): void {
 
 /** Run available records for up to ~1 ms; false once the ring is faulted. */
 function runBatch(ctx: WorkerContext): boolean {
-  const end = performance.now() + 1;
+  const start = performance.now();
+  const end = start + 1;
+  // The watch's idle time is counted in tens of ms: the batch's start is near enough its end.
+  ctx.watch.enqueued(start);
   const args = ctx.ring.args;
   while (ctx.ring.available() > 0) {
     const r = ctx.ring.peek();
@@ -73,32 +76,28 @@ function runBatch(ctx: WorkerContext): boolean {
     ctx.executed++;
     if ((ctx.executed & 63) === 0 && performance.now() > end) break;
   }
-  ctx.watch.enqueued(performance.now());
   return true;
 }
 
 /**
- * The stream's work failed on the device (stream-watch.ts): fault the ring at the next record, so
- * the producer's next push and every wait on this rank refuse with the device's words.
+ * Stop serving: fault the ring at record `seq` (nothing from it on runs, and the producer's next
+ * push refuses), then tell the main thread why.
  */
-function deviceFault(ctx: WorkerContext, e: unknown): void {
+function stopWith(ctx: WorkerContext, seq: number, op: number, reason: string, code: string, message: string): void {
   ctx.faulted = true;
-  const enqueued = ctx.ring.view.tail() >>> 0;
-  const message = `${ctx.tag}: the device failed running the records enqueued up to ${enqueued}: ${(e as Error).message}`;
-  ctx.ring.fault((enqueued + 1) | 0, -1, message);
-  const fault: WorkerFault = {
-    type: 'fault',
-    rank: ctx.init.rank,
-    seq: (enqueued + 1) >>> 0,
-    op: -1,
-    code: 'ERR_DEVICE_FAULT',
-    message,
-  };
+  ctx.ring.fault(seq, op, reason);
+  const fault: WorkerFault = { type: 'fault', rank: ctx.init.rank, seq: seq >>> 0, op, code, message };
   parentPort?.postMessage(fault);
 }
 
+/** The stream's work failed on the device (stream-watch.ts): the next record is refused. */
+function deviceFault(ctx: WorkerContext, e: unknown): void {
+  const enqueued = ctx.ring.view.tail() >>> 0;
+  const message = `${ctx.tag}: the device failed running the records enqueued up to ${enqueued}: ${(e as Error).message}`;
+  stopWith(ctx, (enqueued + 1) | 0, -1, message, 'ERR_DEVICE_FAULT', message);
+}
+
 function refuse(ctx: WorkerContext, r: RecordRef, e: unknown): void {
-  ctx.faulted = true;
   const err = e as Error & { code?: string };
   if (ctx.capturing) {
     // A refusal inside a capture would leave the stream capturing forever, and every later
@@ -110,16 +109,14 @@ function refuse(ctx: WorkerContext, r: RecordRef, e: unknown): void {
       /* the capture was invalid: ending it is all we need */
     }
   }
-  ctx.ring.fault(r.seq, r.op, `${opName(r.op)}: ${err.message}`);
-  const fault: WorkerFault = {
-    type: 'fault',
-    rank: ctx.init.rank,
-    seq: r.seq >>> 0,
-    op: r.op,
-    code: err.code ?? 'ERR_RECORD_FAILED',
-    message: `${ctx.tag} refused record ${r.seq >>> 0} (${opName(r.op)}): ${err.message}`,
-  };
-  parentPort?.postMessage(fault);
+  stopWith(
+    ctx,
+    r.seq,
+    r.op,
+    `${opName(r.op)}: ${err.message}`,
+    err.code ?? 'ERR_RECORD_FAILED',
+    `${ctx.tag} refused record ${r.seq >>> 0} (${opName(r.op)}): ${err.message}`,
+  );
 }
 
 export async function serve(ctx: WorkerContext): Promise<void> {

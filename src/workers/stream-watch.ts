@@ -53,18 +53,13 @@ export class StreamWatch {
    * binding names the call, the device and the CUDA error).
    */
   poll(ctx: WorkerContext, nowMs: number): void {
-    if (!this.pending || ctx.stream === 0 || ctx.capturing) return;
     if (nowMs - this.lastRecordMs < IDLE_MS || nowMs - this.lastQueryMs < IDLE_MS) return;
-    this.lastQueryMs = nowMs;
-    if (ctx.dev.streamQuery(ctx.stream)) this.pending = false;
+    this.query(ctx, nowMs);
   }
 
   /** The stream as a fresh query finds it (the last query's answer while it is capturing). */
   state(ctx: WorkerContext, nowMs: number): StreamState {
-    if (this.pending && ctx.stream !== 0 && !ctx.capturing) {
-      this.lastQueryMs = nowMs;
-      if (ctx.dev.streamQuery(ctx.stream)) this.pending = false;
-    }
+    this.query(ctx, nowMs);
     const state: StreamState = {
       enqueued: ctx.ring.view.tail() >>> 0,
       busy: this.pending,
@@ -75,5 +70,11 @@ export class StreamWatch {
       if (server.jobs > 0) state.llServer = server;
     }
     return state;
+  }
+
+  private query(ctx: WorkerContext, nowMs: number): void {
+    if (!this.pending || ctx.stream === 0 || ctx.capturing) return;
+    this.lastQueryMs = nowMs;
+    if (ctx.dev.streamQuery(ctx.stream)) this.pending = false;
   }
 }

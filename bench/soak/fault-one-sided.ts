@@ -140,6 +140,14 @@ export function oneSided(
         limit: 'ERR_BARRIER_REFUSED naming the rank(s) and the word',
         detail: err?.message ?? 'the step resolved',
       });
+      checks.push({
+        name: 'says whose half is missing',
+        pass: new RegExp(`rank ${r} has enqueued \\d+ joins that wait on the device and rank ${1 - r} \\d+`).test(
+          err?.message ?? '',
+        ),
+        limit: "the refusal counts each rank's joins that wait on the device, the skipping rank's one fewer",
+        detail: err?.message ?? 'the step resolved',
+      });
       checks.push({ name: 'within the spin bound', pass: ms <= limitMs, limit: `≤ ${limitMs.toFixed(0)} ms`, ms });
       if (rep % 2 === 0) {
         const again = await s.step([ref.inputs[0]!]).catch((e: Error) => e);

@@ -6,11 +6,13 @@
  * mailbox after its last join of the step (rank 0 before its step signal, rank 1 then advancing
  * REFUSAL_SLOT), and the step hands back its tokens only when both words read 0. The copies are
  * one 4-byte record per rank and a signal on rank 1; the read is two loads from mapped host
- * memory.
+ * memory. A refusal also says when each rank enqueued the step's joins (workers/join-log.ts): a
+ * half enqueued late is the host's delay, halves enqueued together the device's.
  */
 import { MemraError } from '../api/errors.js';
 import type { ArLink } from '../runtime/link.js';
 import { REFUSED_ENTRY, REFUSED_EXIT } from '../runtime/link-constants.js';
+import { describeJoinHalves } from '../workers/join-log.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Transport } from '../runtime/transports/transport.js';
 import type { ModelOps } from './model-ops.js';
@@ -34,11 +36,14 @@ export class BarrierRefusal extends MemraError<'ERR_BARRIER_REFUSED'> {
     readonly spinTicks: number,
     /** What became of the session, said after the cause. */
     outcome = "this step's tokens are wrong and were not returned",
+    /** When each rank enqueued the step's joins that wait on the device (describeJoinHalves). */
+    readonly halves?: string,
   ) {
     const refused = words.flatMap((w, r) => (w === 0 ? [] : [`rank ${r} ${w} (a join ${MEANING[w] ?? 'refused'})`]));
     super(
       `step: the device barrier refused on ${refused.join(' and ')}, after ${spinTicks} ticks (config ` +
-        `spin.deviceTicks): one rank's half of a join never ran; ${outcome}`,
+        `spin.deviceTicks): one rank's half of a join never ran; ${outcome}` +
+        (halves ? `. This step's joins: ${halves}` : ''),
       'ERR_BARRIER_REFUSED',
     );
   }
@@ -56,6 +61,11 @@ export function waitsOnDevice(trs: ReadonlyArray<Transport | undefined>): boolea
 
 export class BarrierWatch {
   private copies = 0;
+  /**
+   * The joins that wait on the device both ranks had enqueued when the last step checked here
+   * ended, and the logs' realigns then (a count from before a realign is stale).
+   */
+  private joinsBefore = { count: 0, realigns: 0 };
 
   constructor(
     private readonly rt: Runtime,
@@ -76,10 +86,15 @@ export class BarrierWatch {
   /** Once rank 0's step signal is seen: waits for rank 1's copy `n`, then throws on either word. */
   async check(n: number, timeoutMs: number): Promise<void> {
     await this.rt.waitCompleted(1, REFUSAL_SLOT, n, timeoutMs);
+    // Rank 0's step signal and rank 1's copy follow every record of the step: its joins are logged.
+    const logs = this.rt.joinLogs;
+    const from = this.joinsBefore.realigns === logs[0]!.realigns ? this.joinsBefore.count : 0;
+    this.joinsBefore = { count: Math.min(...logs.map((l) => l.count())), realigns: logs[0]!.realigns };
     const words = [0, 1].map((r) => {
       const box = this.rt.mailboxes[r]!;
       return new Int32Array(box.buffer, box.byteOffset + this.offset, 1)[0]!;
     });
-    if (words.some((w) => w !== 0)) throw new BarrierRefusal(words, this.link.spinLimit);
+    if (words.some((w) => w !== 0))
+      throw new BarrierRefusal(words, this.link.spinLimit, undefined, describeJoinHalves(logs, from));
   }
 }

@@ -345,6 +345,7 @@ export class Session {
       e.words,
       e.spinTicks,
       'both ranks were drained and the barrier reset: the session is usable, and the step may be retried',
+      e.halves,
     );
   }
 

@@ -321,6 +321,8 @@ export class ArLink {
     await this.rt.drain();
     await this.zeroBarrier();
     await this.zeroLl();
+    // A refused join's other half may never have been issued: pair the ranks' joins afresh.
+    for (const log of this.rt.joinLogs) log.realign();
   }
 
   private async zeroBarrier(): Promise<void> {

@@ -11,6 +11,7 @@ import { planWorkerCpus, readPlacementInputs } from './cpu-placement.js';
 import { checkDevices, checkInRange, defaultDevices, detectBackend, visibleDevices } from './device-choice.js';
 import { probePeerAccess, type PeerStatus } from './peer.js';
 import { Rank } from './rank.js';
+import { JoinLog, describeJoinHalves } from '../workers/join-log.js';
 import { RingProducer, RingView } from '../workers/ring.js';
 import { RingState, W_STATE, W_TAIL, seqDiff } from '../workers/ring-layout.js';
 import { WorkerHandle } from '../workers/worker-handle.js';
@@ -145,6 +146,8 @@ export class Runtime {
     rings: readonly RingView[],
     private readonly opts: Required<RuntimeOptions>,
     readonly completionBuffers: readonly SharedArrayBuffer[],
+    /** When each rank's worker enqueued each join that waits on the device (workers/join-log.ts). */
+    readonly joinLogs: readonly JoinLog[],
   ) {
     const wait = { spinMicros: opts.spinMicros, timeoutMs: opts.handshakeTimeoutMs };
     this.ranks = workers.map(
@@ -207,6 +210,7 @@ export class Runtime {
             why: o.pinWorkers ? 'the CPU reference is not pinned' : 'pinWorkers: false',
           };
     const rings = o.devices.map((_, r) => RingView.create(o.ringCapacity, `ring ${r}`));
+    const joinLogs = o.devices.map(() => JoinLog.create());
     const mailboxOffset = Math.ceil((o.completionSlots * 4) / 256) * 256;
     const completion = o.devices.map(
       () => new SharedArrayBuffer(PAGE + Math.ceil((mailboxOffset + o.mailboxBytes) / PAGE) * PAGE),
@@ -238,6 +242,7 @@ export class Runtime {
             cpuWorld,
             ring: rings[r]!.sab,
             ...(n === 2 ? { peerRing: rings[1 - r]!.sab } : {}),
+            joinLog: joinLogs[r]!.sab,
             completion: completion[r]!,
             completionSlots: o.completionSlots,
             mailboxOffset,
@@ -252,7 +257,7 @@ export class Runtime {
           onExit(r),
         ),
     );
-    rt = new Runtime(backend, workers, rings, o, completion);
+    rt = new Runtime(backend, workers, rings, o, completion, joinLogs);
     try {
       const opened = await Promise.all(workers.map((w) => w.call('open')));
       opened.forEach((x, r) => {
@@ -332,11 +337,14 @@ export class Runtime {
     while (seqDiff(Atomics.load(c, slot), value) < 0) {
       if (this.failure) throw this.failure;
       const t = performance.now();
-      if (t > end)
+      if (t > end) {
+        const halves = describeJoinHalves(this.joinLogs);
         throw new Error(
           `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)}); ` +
-            (await reportStreams(this.workers)),
+            (await reportStreams(this.workers)) +
+            (halves ? `; ${halves}` : ''),
         );
+      }
       if (t > spinEnd) await new Promise((r) => setImmediate(r));
     }
   }

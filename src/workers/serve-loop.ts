@@ -12,7 +12,8 @@ import { parentPort } from 'node:worker_threads';
 import { setImmediate as yieldToLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { RecordRef } from './ring.js';
 import { RingState, seqDiff } from './ring-layout.js';
-import { opName } from './ops.js';
+import { joinClockMs } from './join-log.js';
+import { Op, opName } from './ops.js';
 import { carriesMarks } from './profile-board.js';
 import type { WorkerFault } from './worker-init.js';
 import { execute, recordMarks } from './record-ops.js';
@@ -65,6 +66,8 @@ function runBatch(ctx: WorkerContext): boolean {
     try {
       if (r.afterPeer !== undefined) awaitPeer(ctx, r.afterPeer, r.seq);
       if (carriesMarks(r.flags)) recordMarks(ctx, r.slot);
+      // As the join is issued: on the CPU reference the record runs the whole join, wait included.
+      if (r.op === Op.Ll || r.op === Op.OneShot) ctx.joinLog.note(joinClockMs());
       execute(ctx, r, args);
       // Before advance(): whoever sees `tail` reach this record sees its stamp too.
       if (ctx.board) ctx.board.stamps[r.slot] = performance.now() * 1000 + ctx.board.offsetUs;

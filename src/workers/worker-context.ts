@@ -19,6 +19,7 @@ import {
   type StreamHandle,
 } from '../runtime/binding.js';
 import type { DeviceApi } from '../runtime/device-api.js';
+import { JoinLog } from './join-log.js';
 import { PdlChain, type Mailbox } from './model-dispatch.js';
 import { RingConsumer, RingView } from './ring.js';
 import { StreamWatch } from './stream-watch.js';
@@ -76,6 +77,8 @@ export class WorkerContext {
   comm: NcclComm = asNcclComm(0);
   /** Whether `llConfigure` has given this rank's LL joins their buffers. */
   llReady = false;
+  /** When each join that waits on the device was enqueued (join-log.ts). */
+  readonly joinLog: JoinLog;
   /** Queries the stream while the ring is idle, so a device fault is reported when it happens. */
   readonly watch = new StreamWatch();
   /** Which model launches may overlap the kernel before them on this stream. */
@@ -90,6 +93,7 @@ export class WorkerContext {
     this.dev = dev;
     this.ring = new RingConsumer(new RingView(init.ring, `ring ${init.rank}`));
     this.peerRing = init.peerRing ? new RingView(init.peerRing, `ring ${1 - init.rank}`) : undefined;
+    this.joinLog = new JoinLog(init.joinLog);
   }
 
   needOpen(call: string): void {

@@ -15,6 +15,8 @@ export interface WorkerInit {
   ring: SharedArrayBuffer;
   /** The peer's ring, read-only here: its tail is the peer's "enqueued up to N". Absent with one rank. */
   peerRing?: SharedArrayBuffer;
+  /** Where this worker logs when it enqueued each join that waits on the device (join-log.ts). */
+  joinLog: SharedArrayBuffer;
   /** Completion counters the GPU writes and the main thread reads: a spare page plus the slots. */
   completion: SharedArrayBuffer;
   completionSlots: number;

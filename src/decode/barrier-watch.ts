@@ -43,7 +43,7 @@ export class BarrierRefusal extends MemraError<'ERR_BARRIER_REFUSED'> {
     super(
       `step: the device barrier refused on ${refused.join(' and ')}, after ${spinTicks} ticks (config ` +
         `spin.deviceTicks): one rank's half of a join never ran; ${outcome}` +
-        (halves ? `. This step's joins: ${halves}` : ''),
+        (halves ? `. ${halves}` : ''),
       'ERR_BARRIER_REFUSED',
     );
   }
@@ -95,6 +95,11 @@ export class BarrierWatch {
       return new Int32Array(box.buffer, box.byteOffset + this.offset, 1)[0]!;
     });
     if (words.some((w) => w !== 0))
-      throw new BarrierRefusal(words, this.link.spinLimit, undefined, describeJoinHalves(logs, from));
+      throw new BarrierRefusal(
+        words,
+        this.link.spinLimit,
+        undefined,
+        describeJoinHalves(logs, from, "This step's joins that wait on the device"),
+      );
   }
 }

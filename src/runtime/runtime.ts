@@ -338,7 +338,11 @@ export class Runtime {
       if (this.failure) throw this.failure;
       const t = performance.now();
       if (t > end) {
-        const halves = describeJoinHalves(this.joinLogs);
+        const halves = describeJoinHalves(
+          this.joinLogs,
+          0,
+          'joins that wait on the device since the last barrier reset',
+        );
         throw new Error(
           `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)}); ` +
             (await reportStreams(this.workers)) +

@@ -66,9 +66,11 @@ function runBatch(ctx: WorkerContext): boolean {
     try {
       if (r.afterPeer !== undefined) awaitPeer(ctx, r.afterPeer, r.seq);
       if (carriesMarks(r.flags)) recordMarks(ctx, r.slot);
-      // As the join is issued: on the CPU reference the record runs the whole join, wait included.
-      if (r.op === Op.Ll || r.op === Op.OneShot) ctx.joinLog.note(joinClockMs());
+      // Stamped before the launch, logged once it is issued: on the CPU reference the record runs
+      // the whole join, its wait included.
+      const join = r.op === Op.Ll || r.op === Op.OneShot ? joinClockMs() : 0;
       execute(ctx, r, args);
+      if (join !== 0) ctx.joinLog.note(join);
       // Before advance(): whoever sees `tail` reach this record sees its stamp too.
       if (ctx.board) ctx.board.stamps[r.slot] = performance.now() * 1000 + ctx.board.offsetUs;
     } catch (e) {

@@ -144,6 +144,12 @@ describe("the soak's one-sided barrier fault (CPU reference)", function () {
         assert.ok(other.length > 0, `repetition ${i}: rank ${1 - r} launched its joins`);
         assert.deepEqual(left(other, own), [target(i)], `repetition ${i}: what rank ${r} left out`);
         assert.deepEqual(left(own, other), [], `repetition ${i}: rank ${r} launched nothing extra`);
+        // The refusal counts the step's joins that wait on the device, as each rank issued them.
+        const said = checks.find((c) => c.name === 'says whose half is missing')?.detail ?? '';
+        assert.ok(
+          said.includes(`rank ${r} issued ${own.length} and rank ${1 - r} ${other.length}`),
+          `repetition ${i}: ${said}`,
+        );
       }
     });
 });

@@ -6,8 +6,8 @@
  * mailbox after its last join of the step (rank 0 before its step signal, rank 1 then advancing
  * REFUSAL_SLOT), and the step hands back its tokens only when both words read 0. The copies are
  * one 4-byte record per rank and a signal on rank 1; the read is two loads from mapped host
- * memory. A refusal also says when each rank enqueued the step's joins (workers/join-log.ts): a
- * half enqueued late is the host's delay, halves enqueued together the device's.
+ * memory. A refusal also says when each rank issued the step's joins (workers/join-log.ts): a half
+ * issued late is the host's delay, halves issued together the device's.
  */
 import { MemraError } from '../api/errors.js';
 import type { ArLink } from '../runtime/link.js';
@@ -36,7 +36,7 @@ export class BarrierRefusal extends MemraError<'ERR_BARRIER_REFUSED'> {
     readonly spinTicks: number,
     /** What became of the session, said after the cause. */
     outcome = "this step's tokens are wrong and were not returned",
-    /** When each rank enqueued the step's joins that wait on the device (describeJoinHalves). */
+    /** When each rank issued the step's joins that wait on the device (describeJoinHalves). */
     readonly halves?: string,
   ) {
     const refused = words.flatMap((w, r) => (w === 0 ? [] : [`rank ${r} ${w} (a join ${MEANING[w] ?? 'refused'})`]));
@@ -62,7 +62,7 @@ export function waitsOnDevice(trs: ReadonlyArray<Transport | undefined>): boolea
 export class BarrierWatch {
   private copies = 0;
   /**
-   * The joins that wait on the device both ranks had enqueued when the last step checked here
+   * The joins that wait on the device both ranks had issued when the last step checked here
    * ended, and the logs' realigns then (a count from before a realign is stale).
    */
   private joinsBefore = { count: 0, realigns: 0 };

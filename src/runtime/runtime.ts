@@ -146,7 +146,7 @@ export class Runtime {
     rings: readonly RingView[],
     private readonly opts: Required<RuntimeOptions>,
     readonly completionBuffers: readonly SharedArrayBuffer[],
-    /** When each rank's worker enqueued each join that waits on the device (workers/join-log.ts). */
+    /** When each rank's worker issued each join that waits on the device (workers/join-log.ts). */
     readonly joinLogs: readonly JoinLog[],
   ) {
     const wait = { spinMicros: opts.spinMicros, timeoutMs: opts.handshakeTimeoutMs };

@@ -16,7 +16,10 @@
  * One writer (the worker), read by the main thread after a refusal or a timeout, possibly while
  * the worker still writes: a read is kept only if the count, loaded again after it, shows the
  * slot was not rewritten meanwhile. The times are `performance.timeOrigin + performance.now()` in
- * ms, one clock on every thread. Layout (one SharedArrayBuffer a rank):
+ * ms, one clock on every thread; a worker stamps a join with its batch's clock (serve-loop.ts,
+ * read at the batch's start and every 64 records), so a time is early by at most 64 records'
+ * launches (or by a launch that blocked on a full stream), far under the spin bound a late half
+ * is measured against. Layout (one SharedArrayBuffer a rank):
  *
  * | byte | what                                                                          |
  * | ---: | ----------------------------------------------------------------------------- |
@@ -77,9 +80,9 @@ export class JoinLog {
 /** This thread's origin of `performance.now()`, read once: it is fixed for the thread's life. */
 const ORIGIN = performance.timeOrigin;
 
-/** The shared clock a worker stamps with. */
-export function joinClockMs(): number {
-  return ORIGIN + performance.now();
+/** The shared clock: this thread's `performance.now()` reading (by default a fresh one) on it. */
+export function joinClockMs(nowMs = performance.now()): number {
+  return ORIGIN + nowMs;
 }
 
 const ms = (x: number): string => `${x < 10 ? x.toFixed(2) : x.toFixed(0)} ms`;

@@ -31,6 +31,42 @@ struct ExpertGroup {
   const uint16_t* slots;  // their indices s * K + k, increasing (shared memory)
 };
 
+// The fast form's reach: every slot's id in two registers of one warp, every owned expert a bit
+// of one word. Every preset's shape (`bench` at t = 8: 64 slots, 32 experts or 16 a rank).
+constexpr unsigned kFastSlots = 64, kFastExperts = 32;
+
+// Warp 0 alone, slots <= kFastSlots and nE <= kFastExperts: the ids read once (two loads a lane,
+// both in flight together), the owned experts a ballot-built mask, the group's slots listed from
+// the same registers. Each of expert_up's blocks finds its group between its wait and its first
+// weight load, where the SM streams nothing; the general form spends two reads of the ids from L2
+// and four barriers there, this one a read and the caller's one barrier. The same group: the
+// y-th set bit is the y-th smallest owned expert named, and lanes then halves keep slot order.
+__device__ __forceinline__ void FindGroupWarp(const int32_t* __restrict__ ids, unsigned slots,
+                                              uint32_t e0, uint32_t nE, uint16_t* list,
+                                              int32_t* chosen, unsigned* count) {
+  const unsigned lane = threadIdx.x;
+  const int64_t ea = lane < slots ? int64_t(memra_cu::LoadFresh(ids + lane)) - int64_t(e0) : -1;
+  const int64_t eb = lane + 32 < slots ? int64_t(memra_cu::LoadFresh(ids + lane + 32)) - int64_t(e0) : -1;
+  const bool oa = ea >= 0 && ea < int64_t(nE), ob = eb >= 0 && eb < int64_t(nE);
+  const uint32_t bits = (oa ? 1u << ea : 0u) | (ob ? 1u << eb : 0u);
+  uint32_t m = __reduce_or_sync(0xffffffffu, bits);
+  const unsigned g = blockIdx.y;
+  if (g >= unsigned(__popc(m))) {
+    if (lane == 0) *chosen = -1;
+    return;
+  }
+  for (unsigned k = 0; k < g; ++k) m &= m - 1;
+  const int64_t e = __ffs(m) - 1;
+  const uint32_t below = (1u << lane) - 1;
+  const uint32_t ma = __ballot_sync(0xffffffffu, oa && ea == e), mb = __ballot_sync(0xffffffffu, ob && eb == e);
+  if (oa && ea == e) list[__popc(ma & below)] = uint16_t(lane);
+  if (ob && eb == e) list[__popc(ma) + __popc(mb & below)] = uint16_t(lane + 32);
+  if (lane == 0) {
+    *chosen = int32_t(e);
+    *count = __popc(ma) + __popc(mb);
+  }
+}
+
 // Every thread of the block calls it (it holds barriers); every block of a cluster gets the same
 // answer, so a cluster returns whole when its group is empty.
 __device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint32_t e0,
@@ -40,6 +76,13 @@ __device__ bool FindGroup(const int32_t* __restrict__ ids, unsigned slots, uint3
   __shared__ int32_t chosen;
   __shared__ unsigned count;
   const unsigned tid = threadIdx.x;
+  if (slots <= kFastSlots && nE <= kFastExperts) {
+    if (tid < 32) FindGroupWarp(ids, slots, e0, nE, list, &chosen, &count);
+    __syncthreads();
+    if (chosen < 0) return false;
+    *group = {uint64_t(chosen), count, list};
+    return true;
+  }
   for (unsigned i = tid; i < kMaskWords; i += blockDim.x) present[i] = 0;
   __syncthreads();
   for (unsigned q = tid; q < slots; q += blockDim.x) {

@@ -1383,10 +1383,20 @@ describe('model kernels on one GPU', function () {
     worst.within(4, 'expert_up bench shape vs silu(gemv W1) * gemv W3, in ulps');
   });
 
-  it('expert_up / expert_down group slots by expert: t = 2, 3, 5, 8 with experts shared across rows and one named twice in a row; every slot bit-identical to its row launched alone, and to the EP halves; unowned slots untouched', () => {
-    const K = 4,
-      E = 8,
-      H = 512,
+  // The groups are found two ways (cu/model_experts.cu FindGroup): one warp's registers while the
+  // slots are at most 64 and a rank's experts at most 32, shared-memory masks past either. E = 8
+  // takes the first throughout; E = 40 with K = 9 the second for the full launch (40 experts, and
+  // 72 slots at t = 8) and, at t <= 5, the first for its halves of 20, so each form is held to the other.
+  it('expert_up / expert_down group slots by expert: t = 2, 3, 5, 8 with experts shared across rows and one named twice in a row, E = 8 and 40; every slot bit-identical to its row launched alone, and to the EP halves; unowned slots untouched', () => {
+    for (const [E, K] of [
+      [8, 4],
+      [40, 9],
+    ] as const)
+      groupedExperts(E, K);
+  });
+
+  function groupedExperts(E: number, K: number): void {
+    const H = 512,
       Fw = 384;
     const w1p = genMatrix(E * H, Fw, 43, 1 / 16),
       w3p = genMatrix(E * H, Fw, 44, 1 / 16),
@@ -1459,5 +1469,5 @@ describe('model kernels on one GPU', function () {
         }
       }
     }
-  });
+  }
 });

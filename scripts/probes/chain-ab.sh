@@ -2,7 +2,7 @@
 # Alternating rounds of the chain probe (step-timeline-probe.cu) over several builds of the model
 # kernels, on one GPU: how docs/performance.md compares a kernel change with the build before.
 #
-#   bash scripts/probes/chain-ab.sh [-r ROUNDS] [-c CASES] [-n REPLAYS] [-a 'PROBE ARGS'] NAME=TREE[:FLAGS] ...
+#   bash scripts/probes/chain-ab.sh [-r ROUNDS] [-c CASES] [-n REPLAYS] [-a 'PROBE ARGS'] [-b] NAME=TREE[:FLAGS] ...
 #
 # TREE: a directory holding cu/ and scripts/probes/ (this checkout is `.`), or a .tar.xz of one,
 # e.g. `git archive REV cu scripts/probes | xz -1 > base.tar.xz` for a revision. FLAGS: extra
@@ -14,17 +14,22 @@
 # residual digest, one line saying whether every build and round agreed (the same sums give the
 # same bits, so a change that keeps every sum's order must leave it alone).
 #
+# -b: no build; each NAME's probe is the one already in build/probes/chain-ab/NAME. The builds take
+# minutes a tree, so they can be made on another machine with nvcc (`-r 0` builds and runs no
+# round) and carried, leaving the GPU's time to the rounds.
+#
 # Defaults: 5 rounds, cases 1:16,1:1023,1:4000,2:16,4:16,8:16, 30 replays.
 set -euo pipefail
 
-rounds=5 cases=1:16,1:1023,1:4000,2:16,4:16,8:16 replays=30 extra=
-while getopts "r:c:n:a:" o; do
+rounds=5 cases=1:16,1:1023,1:4000,2:16,4:16,8:16 replays=30 extra= prebuilt=0
+while getopts "r:c:n:a:b" o; do
   case $o in
     r) rounds=$OPTARG ;;
     c) cases=$OPTARG ;;
     n) replays=$OPTARG ;;
     a) extra=$OPTARG ;;
-    *) echo "usage: $0 [-r ROUNDS] [-c CASES] [-n REPLAYS] [-a 'PROBE ARGS'] NAME=TREE[:FLAGS] ..." >&2; exit 2 ;;
+    b) prebuilt=1 ;;
+    *) echo "usage: $0 [-r ROUNDS] [-c CASES] [-n REPLAYS] [-a 'PROBE ARGS'] [-b] NAME=TREE[:FLAGS] ..." >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -32,7 +37,7 @@ if [ $# -eq 0 ]; then
   echo "$0: name at least one build, NAME=TREE[:FLAGS]" >&2
   exit 2
 fi
-command -v nvcc > /dev/null || { echo "$0: nvcc not found (this runs where the GPU is)" >&2; exit 2; }
+[ "$prebuilt" = 1 ] || command -v nvcc > /dev/null || { echo "$0: nvcc not found (build elsewhere, then -b)" >&2; exit 2; }
 
 out=build/probes/chain-ab
 mkdir -p "$out"
@@ -68,6 +73,10 @@ for spec in "$@"; do
     exit 2
   fi
   names+=("$name")
+  if [ "$prebuilt" = 1 ]; then
+    [ -x "$out/$name/probe" ] || { echo "$0: -b, but $out/$name/probe is not there" >&2; exit 2; }
+    continue
+  fi
   build "$name" "$tree" "$flags" > "$out/$name.build.log" 2>&1 &
   pids+=($!)
 done
@@ -78,7 +87,7 @@ for i in "${!pids[@]}"; do
     exit 1
   fi
 done
-echo "built ${names[*]}"
+[ "$prebuilt" = 1 ] && echo "prebuilt ${names[*]}" || echo "built ${names[*]}"
 
 log=$out/rounds.log
 : > "$log"

@@ -37,7 +37,10 @@ if [ $# -eq 0 ]; then
   echo "$0: name at least one build, NAME=TREE[:FLAGS]" >&2
   exit 2
 fi
-[ "$prebuilt" = 1 ] || command -v nvcc > /dev/null || { echo "$0: nvcc not found (build elsewhere, then -b)" >&2; exit 2; }
+if [ "$prebuilt" = 0 ] && ! command -v nvcc > /dev/null; then
+  echo "$0: nvcc not found (build elsewhere, then -b)" >&2
+  exit 2
+fi
 
 out=build/probes/chain-ab
 mkdir -p "$out"

@@ -1,10 +1,10 @@
 /**
  * The one-GPU decode targets, on made-up results files: each case's figure is its `rooflinePct`
- * from the newest one-GPU file that measured it, judged against its goal; two-GPU and loopback
- * files never stand in, and a case no file measured says so.
+ * from the newest one-GPU file of the target card that measured it, judged against its goal;
+ * two-GPU, loopback and other cards' files never stand in, and a case no file measured says so.
  */
 import { strict as assert } from 'node:assert';
-import { ROOFLINE_CASES, rooflineTargetLines } from '../../bench/report-roofline-targets.js';
+import { ROOFLINE_CASES, rooflineTargetLines, TARGET_CARD } from '../../bench/report-roofline-targets.js';
 import { isOneGpuResults } from '../../bench/results-machine.js';
 import type { Row } from '../../bench/results-types.js';
 
@@ -50,5 +50,19 @@ describe('bench report: the one-GPU decode targets', () => {
     assert.deepEqual([p4000!.met, t8!.met, eager!.met], [true, true, true]);
     assert.equal(t8!.from, '`decode-1x-a`', 'a case only the older file measured');
     assert.match(eager!.measured, /^80\.8% /);
+  });
+
+  it("never takes another card's file, however new (the goals are the target card's)", () => {
+    const h200 = file('decode-1x-h200', '2026-12-01', `1x${TARGET_CARD}`, [
+      step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.06, floorMs: 3.15 }),
+    ]);
+    const h100 = file('decode-1x-h100', '2026-12-05', '1xH10080GBHBM3', [
+      step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 5.52, floorMs: 4.75 }),
+      step({ transport: 'unsharded+graph', t: 8, positions: '0-15', median: 14.39, floorMs: 12.37 }),
+    ]);
+    assert.ok(isOneGpuResults(h100), 'a one-GPU file all the same');
+    const [t1, , t8] = rooflineTargetLines([h200, h100]);
+    assert.deepEqual([t1!.from, t1!.met], ['`decode-1x-h200`', false]);
+    assert.equal(t8!.measured, 'not measured yet');
   });
 });

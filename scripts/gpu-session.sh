@@ -41,6 +41,10 @@
 #           base on one machine, in one run
 #   ab-roofline  the same for the one-GPU decode against its floor (the roofline suite), into
 #           ab-roofline-this-R and ab-roofline-NAME-R: changes to the model kernels against their base
+#   hang    the loopback hazard (docs/reliability.md): the sharded `bench` t = 4 GPU test, which
+#           fails about one run in four on an H100 and one in thirty on an H200, again and again
+#           until the budget (or MEMRA_HANG_SECONDS, default 420) is spent; each run's log kept,
+#           one line a failure with its first words
 #   ab-serve  the ll joins bench once with the LL server's host rows left out
 #           (MEMRA_JOINS_LL_SERVER=off), into ab-serve-off: do the server's earlier grids change
 #           the device rows after them? (compare with the ab-this rounds of the same run)
@@ -56,10 +60,10 @@ while [ $# -gt 0 ]; do
     --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a folder}; shift 2 ;;
     core|decode|decode-bench|bench|joins|ring|one-gpu|loopback-bench|reliability|sanitize|probe|smoke|\
-      ab-ll|ab-roofline|ab-serve|graph-ops|phases) phases+=("$1"); shift ;;
+      ab-ll|ab-roofline|ab-serve|graph-ops|phases|hang) phases+=("$1"); shift ;;
     *) echo "gpu-session.sh: unknown phase '$1' (core, decode, decode-bench, bench, joins, ring, one-gpu," \
-         "loopback-bench, reliability, sanitize, probe, smoke, ab-ll, ab-roofline, ab-serve, graph-ops" \
-         "or phases)" >&2; exit 2 ;;
+         "loopback-bench, reliability, sanitize, probe, smoke, ab-ll, ab-roofline, ab-serve, graph-ops," \
+         "phases or hang)" >&2; exit 2 ;;
   esac
 done
 [ ${#phases[@]} -gt 0 ] || { echo "usage: gpu-session.sh [--budget S] PHASE... [--out DIR]" >&2; exit 2; }
@@ -168,6 +172,19 @@ for phase in "${phases[@]}"; do
       ab_rounds ab 60 joins --transports ll ;;
     ab-roofline)
       ab_rounds ab-roofline 90 roofline ;;
+    hang)
+      # A run takes about 20 s and a stopped one 60 s more; each gets 150 s, and none starts
+      # with less than that left of its own budget or the session's.
+      hang_end=$((SECONDS + ${MEMRA_HANG_SECONDS:-420})) runs=0 failed=0
+      while [ $((hang_end - SECONDS)) -ge 150 ] && [ $((deadline - SECONDS - 10)) -ge 150 ]; do
+        runs=$((runs + 1))
+        if ! timeout --kill-after=5 150 npx mocha --timeout 130000 dist/test/gpu/decode.test.js \
+          --grep 'bench, t=4: 16 greedy' > "$logs/hang-$runs.log" 2>&1; then
+          failed=$((failed + 1))
+          echo "== hang run $runs failed: $(grep -m1 -E 'Error|Refusal' "$logs/hang-$runs.log" | cut -c1-300)"
+        fi
+      done
+      echo "== hang: $failed of $runs runs failed" ;;
     ab-serve)
       MEMRA_JOINS_LL_SERVER=off step ab-serve-off 60 node dist/bench/main.js joins --transports ll \
         --out "$logs/ab-serve-off" ;;

@@ -1,10 +1,8 @@
 /**
  * The one-GPU decode targets (docs/performance.md): each step case's share of its floor
  * (`rooflinePct`, bench/decode-roofline.ts) against its goal, from the newest one-GPU file of the
- * card they are set for (TARGET_CARD) that measured the case. They are one GPU's goals, so two-GPU
- * and loopback files do not count, nor another card's: the latency-bound kernels cost a step about
- * the same time on any Hopper card, so a card with less bandwidth (an H100) reads a larger share of
- * its lower floor from the same code (docs/performance.md). The
+ * card they are set for (TARGET_CARD, bench/results-machine.ts) that measured the case. They are
+ * one GPU's goals, so two-GPU and loopback files do not count, nor another card's. The
  * goals are what a decode kernel is judged by in the field: FlashMLA's decode attention reads at
  * 90% of its card's bandwidth, so every weight byte read once at 90% of the floor, a little less
  * where the cache's rows are read too (position 4000), a batch's routing (t = 8) and an eager
@@ -12,11 +10,8 @@
  */
 import { type Found, type Line, line, linesTable, type StoredResults } from './report-targets.js';
 import { byDateThenName } from './newest-results.js';
-import { isOneGpuResults } from './results-machine.js';
+import { isTargetCardResults } from './results-machine.js';
 import type { Row } from './results-types.js';
-
-/** The card the goals are stated for: a results file's machine label is `1x` and its name. */
-export const TARGET_CARD = 'H200';
 
 /** What the targets read of a results file: report-targets.ts's, and the machine it names. */
 type Labelled = StoredResults & { data: { machine?: { label?: string; loopback?: boolean } } };
@@ -53,12 +48,7 @@ export const ROOFLINE_CASES: Case[] = [
 
 function newestCase(files: Labelled[], pick: (r: Row) => boolean): Found | undefined {
   const sorted = files
-    .filter(
-      (f) =>
-        (f.data.suite === 'decode' || f.data.suite === 'roofline') &&
-        isOneGpuResults(f) &&
-        f.data.machine?.label === `1x${TARGET_CARD}`,
-    )
+    .filter((f) => (f.data.suite === 'decode' || f.data.suite === 'roofline') && isTargetCardResults(f))
     .sort(byDateThenName);
   for (let i = sorted.length - 1; i >= 0; i--) {
     const row = sorted[i]!.data.rows.find(pick);

@@ -15,7 +15,7 @@ import { kernelTable, rooflineTable } from './report-roofline.js';
 import { reliabilityChecksTable, reliabilityTable } from './report-reliability.js';
 import type { NamedResults } from './results-types.js';
 import { readStoredResults } from './stored-results.js';
-import { isTwoGpuResults } from './results-machine.js';
+import { isTargetCardResults, isTwoGpuResults } from './results-machine.js';
 
 /** A generated table: the document it lives in, its marker, and what it renders from the results. */
 export interface Section {
@@ -33,12 +33,14 @@ const twoGpu = (files: NamedResults[]): NamedResults[] => files.filter(isTwoGpuR
 
 export const SECTIONS: Section[] = [
   { doc: 'README.md', name: 'summary', render: (f) => summaryTable(f) },
-  { doc: 'README.md', name: 'roofline', render: (f) => rooflineTable(f) },
-  { doc: 'README.md', name: 'kernels', render: (f) => kernelTable(f) },
+  { doc: 'README.md', name: 'roofline', render: (f) => rooflineTable(f.filter(isTargetCardResults)) },
+  { doc: 'README.md', name: 'kernels', render: (f) => kernelTable(f.filter(isTargetCardResults)) },
   { doc: 'README.md', name: 'reliability', render: (f) => reliabilityTable(f) },
   { doc: 'docs/reliability.md', name: 'reliability-checks', render: (f) => reliabilityChecksTable(f) },
   { doc: 'docs/performance.md', name: 'targets', render: (f) => targetsTable(twoGpu(f)) },
   { doc: 'docs/performance.md', name: 'roofline-targets', render: (f) => rooflineTargetsTable(f) },
+  { doc: 'docs/performance.md', name: 'roofline-cards', render: (f) => rooflineTable(f) },
+  { doc: 'docs/performance.md', name: 'kernels-cards', render: (f) => kernelTable(f) },
   { doc: 'docs/performance.md', name: 'decode', render: (f) => variantsTable(ofSuite('decode')(f)) },
   { doc: 'docs/performance.md', name: 'ep', render: (f) => variantsTable(ofSuite('ep')(f)) },
   { doc: 'docs/performance.md', name: 'joins', render: (f) => joinsTable(ofSuite('joins')(f)) },

@@ -4,8 +4,8 @@
  * two-GPU, loopback and other cards' files never stand in, and a case no file measured says so.
  */
 import { strict as assert } from 'node:assert';
-import { ROOFLINE_CASES, rooflineTargetLines, TARGET_CARD } from '../../bench/report-roofline-targets.js';
-import { isOneGpuResults } from '../../bench/results-machine.js';
+import { ROOFLINE_CASES, rooflineTargetLines } from '../../bench/report-roofline-targets.js';
+import { isOneGpuResults, TARGET_CARD } from '../../bench/results-machine.js';
 import type { Row } from '../../bench/results-types.js';
 
 type Step = { transport: string; t: number; positions: string; median: number; floorMs: number; metric?: string };

@@ -43,8 +43,9 @@
 #           ab-roofline-this-R and ab-roofline-NAME-R: changes to the model kernels against their base
 #   hang    the loopback hazard (docs/reliability.md): the sharded `bench` t = 4 GPU test, which
 #           fails about one run in four on an H100 and one in thirty on an H200, again and again
-#           until the budget (or MEMRA_HANG_SECONDS, default 420) is spent; each run's log kept,
-#           one line a failure with its first words
+#           until the budget (or MEMRA_HANG_SECONDS, default 420) is spent, with
+#           MEMRA_DEVICE_PROGRESS=1 so that a stop names the record each rank's device stopped
+#           before; each run's log kept, one line a failure with its first words
 #   ab-serve  the ll joins bench once with the LL server's host rows left out
 #           (MEMRA_JOINS_LL_SERVER=off), into ab-serve-off: do the server's earlier grids change
 #           the device rows after them? (compare with the ab-this rounds of the same run)
@@ -178,8 +179,8 @@ for phase in "${phases[@]}"; do
       hang_end=$((SECONDS + ${MEMRA_HANG_SECONDS:-420})) runs=0 failed=0
       while [ $((hang_end - SECONDS)) -ge 150 ] && [ $((deadline - SECONDS - 10)) -ge 150 ]; do
         runs=$((runs + 1))
-        if ! timeout --kill-after=5 150 npx mocha --timeout 130000 dist/test/gpu/decode.test.js \
-          --grep 'bench, t=4: 16 greedy' > "$logs/hang-$runs.log" 2>&1; then
+        if ! MEMRA_DEVICE_PROGRESS=1 timeout --kill-after=5 150 npx mocha --timeout 130000 \
+          dist/test/gpu/decode.test.js --grep 'bench, t=4: 16 greedy' > "$logs/hang-$runs.log" 2>&1; then
           failed=$((failed + 1))
           echo "== hang run $runs failed: $(grep -m1 -E 'Error|Refusal' "$logs/hang-$runs.log" | cut -c1-300)"
         fi

@@ -5,10 +5,20 @@
  * answers from its idle loop (workers/stream-watch.ts); one that does not answer within REPORT_MS
  * is named as such, so the report itself cannot hang the error it explains.
  */
+import type { DeviceStop } from '../workers/device-progress.js';
 import type { StreamState } from '../workers/stream-watch.js';
 import type { WorkerHandle } from '../workers/worker-handle.js';
 
 export const REPORT_MS = 2000;
+
+/** Where the device stopped among the marked records (MEMRA_DEVICE_PROGRESS=1). */
+function stopWords(stop: DeviceStop | undefined): string {
+  if (!stop) return '';
+  const { finished, pending, window } = stop;
+  return finished
+    ? `, and its device has finished record ${finished.seq} (${finished.op}) but not ${pending.seq} (${pending.op})`
+    : `, and its device has finished none of its last ${window} records (the oldest ${pending.seq}, ${pending.op})`;
+}
 
 function describe(rank: number, s: StreamState | Error | undefined): string {
   if (s === undefined) return `rank ${rank}: no answer within ${REPORT_MS} ms`;
@@ -19,7 +29,7 @@ function describe(rank: number, s: StreamState | Error | undefined): string {
         .join(', ')})`
     : '';
   return s.busy
-    ? `rank ${rank}: its stream is still running the records enqueued up to ${s.enqueued}, ${s.busyForMs} ms after the last${server}`
+    ? `rank ${rank}: its stream is still running the records enqueued up to ${s.enqueued}, ${s.busyForMs} ms after the last${stopWords(s.stop)}${server}`
     : `rank ${rank}: its stream has finished every record enqueued (up to ${s.enqueued})${server}`;
 }
 

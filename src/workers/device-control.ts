@@ -443,6 +443,7 @@ export function deviceControl(ctx: WorkerContext) {
         }
       }
       ctx.children.clear();
+      ctx.progress?.destroy(ctx.dev);
       if (ctx.comm !== 0) ctx.dev.ncclCommDestroy(ctx.comm);
       ctx.comm = asNcclComm(0);
       if (ctx.registration) ctx.dev.hostUnregister(ctx.registration.hostPtr);

@@ -70,6 +70,7 @@ function runBatch(ctx: WorkerContext): boolean {
       if (r.afterPeer !== undefined) awaitPeer(ctx, r.afterPeer, r.seq);
       if (carriesMarks(r.flags)) recordMarks(ctx, r.slot);
       execute(ctx, r, args);
+      if (ctx.progress && !ctx.capturing) ctx.progress.after(ctx.dev, ctx.stream, r.seq >>> 0, r.op);
       // Logged once issued, at the batch's clock from before the launch: on the CPU reference
       // the record runs the whole join, its wait included.
       if (r.op === Op.Ll || r.op === Op.OneShot) ctx.joinLog.note(joinClockMs(clock));

@@ -14,6 +14,7 @@
  * A decode loop's worker is never idle that long between records, so the hot path makes no extra
  * call; a stream in capture is never queried (that would end the capture).
  */
+import type { DeviceStop } from './device-progress.js';
 import type { WorkerContext } from './worker-context.js';
 
 /** Idle time before the first query, and between queries. */
@@ -34,6 +35,8 @@ export interface StreamState {
    * which must not block the worker that explains a hang.
    */
   llServer?: Record<string, number | boolean>;
+  /** With MEMRA_DEVICE_PROGRESS=1 (device-progress.ts), the record the device stopped before. */
+  stop?: DeviceStop;
 }
 
 export class StreamWatch {
@@ -69,6 +72,8 @@ export class StreamWatch {
       const server = ctx.dev.llServeStats();
       if (server.jobs > 0) state.llServer = server;
     }
+    const stop = ctx.progress?.where(ctx.dev);
+    if (stop) state.stop = stop;
     return state;
   }
 

@@ -19,6 +19,7 @@ import {
   type StreamHandle,
 } from '../runtime/binding.js';
 import type { DeviceApi } from '../runtime/device-api.js';
+import { type DeviceProgress, deviceProgressFromEnv } from './device-progress.js';
 import { JoinLog } from './join-log.js';
 import { PdlChain, type Mailbox } from './model-dispatch.js';
 import { RingConsumer, RingView } from './ring.js';
@@ -81,6 +82,8 @@ export class WorkerContext {
   readonly joinLog: JoinLog;
   /** Queries the stream while the ring is idle, so a device fault is reported when it happens. */
   readonly watch = new StreamWatch();
+  /** With MEMRA_DEVICE_PROGRESS=1, an event after each record: where the device stopped. */
+  readonly progress: DeviceProgress | undefined;
   /** Which model launches may overlap the kernel before them on this stream. */
   readonly pdlChain = new PdlChain();
 
@@ -94,6 +97,7 @@ export class WorkerContext {
     this.ring = new RingConsumer(new RingView(init.ring, `ring ${init.rank}`));
     this.peerRing = init.peerRing ? new RingView(init.peerRing, `ring ${1 - init.rank}`) : undefined;
     this.joinLog = new JoinLog(init.joinLog);
+    this.progress = deviceProgressFromEnv(init.backend);
   }
 
   needOpen(call: string): void {

@@ -7,8 +7,9 @@
  * MEMRA_DEVICE_PROGRESS=1 the worker records an ordering-only event after each record it enqueues,
  * and a timed-out wait's report names the newest record the device has finished and the one after
  * it, which it has not. An event record costs the host a microsecond or two, so the mode is off by
- * default and the per-record path then pays one check. No event is recorded while the stream
- * captures a graph: there a record would become a node of the graph.
+ * default and the per-record path then pays one check. No event is recorded while this worker's
+ * stream captures a graph: a plain record there only marks a capture dependency and records
+ * nothing the device runs, so it could not say where the device is.
  */
 import type { DeviceApi } from '../runtime/device-api.js';
 import type { EventHandle, StreamHandle } from '../runtime/binding.js';

@@ -166,8 +166,10 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
   if (ts.llServer) ts.llServer->SettleWait(env, s);
   // Programmatic dependent launch only into a graph: eagerly it costs the host more than it saves
   // the device (cu/tp_ll.cu).
+  // In loopback the other rank's kernels share this device's SMs (cu/kernels.h says why the cap).
+  const unsigned maxBlocks = ts.loopback ? MEMRA_LL_LOOPBACK_BLOCKS : 0;
   MEMRA_CUDA_CHECK(
-      env, device, memra_tp_ll_exchange(&job, capturing ? 1 : 0, s),
+      env, device, memra_tp_ll_exchange(&job, capturing ? 1 : 0, maxBlocks, s),
       "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +
           ", rowLen=" + std::to_string(rowLen) + ", sendSrc=" + Hex(sendSrc) +
           ", recvDst=" + Hex(recvDst) + ", rank=" + std::to_string(l.rank) + ", stream=" + Hex(s) +

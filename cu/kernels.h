@@ -114,10 +114,22 @@ typedef struct MemraLlJobArgs {
   long long spin_limit;
   unsigned long long* stamp;
 } MemraLlJobArgs;
-// Launches `job` (both ranks launch for every join). cudaErrorInvalidValue when the elements
+// Launches `job` (both ranks launch for every join) on at most `max_blocks` blocks (0: the
+// kernel's own cap), each looping over its chunks. cudaErrorInvalidValue when the elements
 // exceed `cap` slots per epoch, when cap is odd (slots travel in 16-byte pairs) or when a count
 // does not fit 32 bits.
-cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, cudaStream_t stream);
+cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, unsigned max_blocks, cudaStream_t stream);
+
+// The most blocks a launched LL join takes when both ranks share one device (loopback). A join's
+// blocks spin until the other rank's half arrives, and each holds an SM's registers the model
+// kernels need whole (512 threads at 113 to 128 registers): a 256-chunk join (the EP return at
+// t = 4 on `bench`) spread over every SM, so the other rank's expert kernels ahead of its half
+// found no SM, and the join waited out its spin bound. Its refusal left the ranks' epochs apart
+// (the sending rank advanced, the refused one did not), and every later join of the step then
+// waited out its own bound, about a second each: the loopback "hang" (docs/reliability.md).
+// Sixteen blocks leave every GPC SMs for the other rank's clusters beside both ranks' LL servers
+// (sixteen working blocks each, the same count).
+#define MEMRA_LL_LOOPBACK_BLOCKS 16u
 
 #ifdef __cplusplus
 }

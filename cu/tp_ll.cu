@@ -56,11 +56,16 @@ extern "C" size_t memra_tp_ll_state_bytes(void) { return sizeof(LlState); }
 extern "C" unsigned memra_tp_ll_depth(void) { return kLlDepth; }
 extern "C" uint64_t memra_tp_ll_max_values(void) { return kLlMaxValues; }
 
-extern "C" cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, cudaStream_t stream) {
+extern "C" cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, unsigned max_blocks,
+                                            cudaStream_t stream) {
   LlJob j;
   if (job == nullptr || !MakeLlJob(*job, &j)) return cudaErrorInvalidValue;
+  // Chunk c is block c % grid's, and each block takes its chunks in increasing order: with every
+  // block of both grids resident, the lowest chunk not yet exchanged has both halves running, so
+  // the two ranks' grids need not match.
   const uint64_t chunks = LlChunkCount(job->rows * job->row_len);
-  const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > kMaxGrid ? kMaxGrid : chunks);
+  const uint64_t most = max_blocks != 0 && max_blocks < kMaxGrid ? max_blocks : kMaxGrid;
+  const unsigned blocks = static_cast<unsigned>(chunks < 1 ? 1 : chunks > most ? most : chunks);
   // Launched with programmatic stream serialization when `pdl`: the grid is scheduled while the
   // previous kernel finishes and waits on the device (griddepcontrol.wait) instead of behind the
   // stream's full kernel boundary. Callers ask for it only while capturing: eagerly the host's

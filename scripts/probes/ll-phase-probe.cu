@@ -83,7 +83,7 @@ void Issue(Op op, Rank* ranks, int r, int pdl) {
   }
   const MemraLlJobArgs job{reduce, 1, rowLen, send, local, localDst, recvDst, op == Op::kAllGather ? n : rowLen,
                            me.recv, peer.recv, kCap, me.state, peer.state, r, me.err, kSpin, nullptr};
-  CHECK(memra_tp_ll_exchange(&job, pdl, me.s));
+  CHECK(memra_tp_ll_exchange(&job, pdl, 0, me.s));
 }
 
 double Median(std::vector<double> v) {

@@ -12,7 +12,8 @@ import { CapturedGraph } from '../../src/runtime/graph.js';
 import { openTransport } from '../../src/runtime/transports/open.js';
 import { TRANSPORTS, type Transport } from '../../src/runtime/transports/transport.js';
 import { COLLECTIVE_OPS, backToBack, runCase, sweep } from '../support/transport-battery.js';
-import { randomF32Ints } from '../support/random.js';
+import { randomBf16, randomF32Ints } from '../support/random.js';
+import { ModelOps } from '../../src/decode/model-ops.js';
 import { LOOPBACK, PAIR, PAIR_NAME, gpuSuite, itLoopback } from '../support/gpu-machine.js';
 
 gpuSuite();
@@ -235,6 +236,56 @@ describe(`transports on ${PAIR_NAME}`, function () {
       }
     });
   }
+
+  itLoopback(
+    'a launched LL join of 256 chunks leaves the other rank SMs for the products ahead of its half: no refusal, every byte arrives',
+    async () => {
+      await openGpu();
+      try {
+        await openTransport('ll', link);
+        await link.setLlServe(0);
+        const [a, b] = rt.pair('the loopback LL join');
+        // The EP return at t = 4 on `bench`: 4 x 8 slots of 4096 values, 256 chunks. Rank 1's
+        // products are `bench`'s Wq shape at t = 4, whose blocks each need an SM's registers.
+        const n = 4 * 8 * 4096,
+          K = 4096,
+          cols = 4096,
+          t = 4;
+        const w = await b.alloc(K * cols * 2),
+          x = await b.alloc(t * K * 4),
+          y = await b.alloc(t * cols * 4),
+          src = await b.alloc(n * 4),
+          dst = await a.alloc(n * 4);
+        await b.upload(w, randomBf16(K * cols));
+        await b.upload(x, randomF32Ints(t * K, 1 << 10));
+        const sent = randomF32Ints(n, 1 << 20);
+        await b.upload(src, sent);
+        a.fill(dst, n, -0.5);
+        await rt.drain();
+        // Rank 0's half first, so its grid is resident and polling before rank 1's stream reaches
+        // the products (the spin holds it back); rank 1's half comes after them.
+        a.ll(0, 1, n, NO_PTR, NO_PTR, NO_PTR, dst, n);
+        b.spin(20_000);
+        const ops = new ModelOps(b);
+        for (let i = 0; i < 8; i++) ops.gemv(y, cols, x, K, w, cols, K, cols, t);
+        b.ll(0, 1, n, src, NO_PTR, NO_PTR, NO_PTR, n);
+        const t0 = performance.now();
+        await rt.drain();
+        const ms = performance.now() - t0;
+        assert.deepEqual(await link.barrierErrors(), [0, 0], `the join was refused (${ms.toFixed(0)} ms)`);
+        const got = await a.downloadF32(dst, n);
+        assert.ok(
+          got.every((v, i) => v === sent[i]),
+          'rank 0 received every value rank 1 sent',
+        );
+        console.log(`      the join and rank 1's products done in ${ms.toFixed(1)} ms`);
+        for (const p of [w, x, y, src]) await b.free(p);
+        await a.free(dst);
+      } finally {
+        await closeGpu();
+      }
+    },
+  );
 
   it('a one-shot launched on one rank only writes 40043 within its spin bound; after a reset it works again', async () => {
     await openGpu();

@@ -12,3 +12,10 @@ export function randomF32Ints(n: number, max: number): Float32Array {
   if (n > 0 && out.every((v) => v === 0)) out[0] = 1;
   return out;
 }
+
+/** `n` bf16 bit patterns of random sign and mantissa in ±[0.5, 1): finite and never zero. */
+export function randomBf16(n: number): Uint16Array {
+  const out = randomFillSync(new Uint16Array(n));
+  for (let i = 0; i < n; i++) out[i] = (out[i]! & 0x807f) | 0x3f00;
+  return out;
+}

@@ -42,8 +42,9 @@
 #   ab-roofline  the same for the one-GPU decode against its floor (the roofline suite), into
 #           ab-roofline-this-R and ab-roofline-NAME-R: changes to the model kernels against their base
 #   hang    the loopback hazard (docs/reliability.md): the sharded `bench` t = 4 GPU test, which
-#           fails about one run in four on an H100 and one in thirty on an H200, again and again
-#           until the budget (or MEMRA_HANG_SECONDS, default 420) is spent, with
+#           failed about one run in four on an H100 and one in thirty on an H200 before launched
+#           LL joins were capped in loopback, again and again until the budget (or
+#           MEMRA_HANG_SECONDS, default 420) is spent, with
 #           MEMRA_DEVICE_PROGRESS=1 so that a stop names the record each rank's device stopped
 #           before; each run's log kept, one line a failure with its first words
 #   ab-serve  the ll joins bench once with the LL server's host rows left out

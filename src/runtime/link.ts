@@ -71,6 +71,8 @@ export class ArLink {
   private ll: { recv: [DevicePtr, DevicePtr]; state: [DevicePtr, DevicePtr]; cap: number } | undefined;
   private ncclReady: Promise<void> | undefined;
   private closed = false;
+  /** Ends the refusal words' part in the runtime's stall reports (close). */
+  private readonly dropStallNote: () => void;
 
   private constructor(
     readonly rt: Runtime,
@@ -91,6 +93,7 @@ export class ArLink {
     this.signal = signal;
     this.err = err;
     this.maxBlocks = maxBlocks;
+    this.dropStallNote = rt.addStallNote(() => this.peekRefusals());
   }
 
   static async open(rt: Runtime): Promise<ArLink> {
@@ -314,6 +317,22 @@ export class ArLink {
   }
 
   /**
+   * The refusal words as the devices hold them now, without draining: a stalled step's report.
+   * A refused join leaves the ranks' epochs apart when one rank advanced past it, and the step's
+   * later joins then pair wrong or wait out their bounds one after another, which looks like a
+   * stall (docs/reliability.md, the loopback stall). The words are read as they are, not after
+   * the streams' records (Rank.peekI32).
+   */
+  private async peekRefusals(): Promise<string> {
+    const w = await Promise.all(this.ranks.map(async (r, i) => (await r.peekI32(this.err[i]!, 1))[0]!));
+    if (w.every((v) => v === 0)) return "the tp link's refusal words read 0 on both ranks: no join has refused";
+    return (
+      `the tp link's refusal words read ${w.map((v, r) => `${v} on rank ${r}`).join(' and ')}: a join refused, ` +
+      "and until the barrier's reset the step's later joins pair wrong or each wait out their spin bound"
+    );
+  }
+
+  /**
    * After a refusal the two ranks' barrier epochs disagree; drain both and zero every flag,
    * epoch and refusal word so the one-shot can be used again.
    */
@@ -358,6 +377,7 @@ export class ArLink {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.dropStallNote();
     await this.rt.drain();
     await this.releaseBuffers();
     await Promise.all(

@@ -283,6 +283,12 @@ export class Rank {
     count(bytes, 'download: bytes');
     return this.control.call('download', ptr, bytes);
   }
+  /** n i32 words as the device holds them now, not waiting for the stream: diagnosis only. */
+  async peekI32(ptr: DevicePtr, n: number): Promise<Int32Array> {
+    address(ptr, 'peekI32: ptr');
+    count(n, 'peekI32: n');
+    return this.control.call('peekI32', ptr, n);
+  }
   async downloadF32(ptr: DevicePtr, n: number): Promise<Float32Array> {
     address(ptr, 'downloadF32: ptr');
     count(n, 'downloadF32: n');

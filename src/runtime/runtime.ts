@@ -15,7 +15,7 @@ import { JoinLog, describeJoinHalves } from '../workers/join-log.js';
 import { RingProducer, RingView } from '../workers/ring.js';
 import { RingState, W_STATE, W_TAIL, seqDiff } from '../workers/ring-layout.js';
 import { WorkerHandle } from '../workers/worker-handle.js';
-import { reportStreams } from './stream-report.js';
+import { reportStallNotes, reportStreams } from './stream-report.js';
 import type { WorkerFault } from '../workers/worker-init.js';
 import { boolean, deferred, integer, oneOf, options, powerOfTwo } from '../api/check.js';
 import { holdOpen } from './exit-guard.js';
@@ -139,6 +139,8 @@ export class Runtime {
   readonly mailboxes: Uint8Array[] = [];
   /** Where each worker's thread runs: its core, or why it is not pinned. */
   readonly placement: Array<{ rank: number; cpu: number | null; why?: string }> = [];
+  /** Added to a completion wait's timeout report (addStallNote). */
+  private readonly stallNotes = new Set<() => Promise<string>>();
 
   private constructor(
     readonly backend: BackendKind,
@@ -153,6 +155,17 @@ export class Runtime {
     this.ranks = workers.map(
       (w, r) => new Rank(r, opts.devices[r]!, new RingProducer(rings[r]!, wait), w),
     ) as unknown as Ranks;
+  }
+
+  /**
+   * `note` is asked, and its words added, whenever a completion wait times out, until the returned
+   * function is called: what the runtime cannot see for itself, such as a link's refusal words (a
+   * refused join can leave a step's later joins each waiting out their bound, which reads as a
+   * stall). A note must not drain a stream; each gets the stream report's bound.
+   */
+  addStallNote(note: () => Promise<string>): () => void {
+    this.stallNotes.add(note);
+    return () => this.stallNotes.delete(note);
   }
 
   /** Both ranks on one device (RuntimeOptions.loopback). */
@@ -343,10 +356,12 @@ export class Runtime {
           0,
           'joins that wait on the device since the last barrier reset',
         );
+        const notes = await reportStallNotes(this.stallNotes);
         throw new Error(
           `completion counter ${slot} of rank ${rank} did not reach ${value} in ${timeoutMs} ms (it reads ${this.counter(rank, slot)}); ` +
             (await reportStreams(this.workers)) +
-            (halves ? `; ${halves}` : ''),
+            (halves ? `; ${halves}` : '') +
+            (notes ? `; ${notes}` : ''),
         );
       }
       if (t > spinEnd) await new Promise((r) => setImmediate(r));

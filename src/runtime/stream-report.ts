@@ -3,7 +3,8 @@
  * still running the records a worker enqueued (a kernel that never finishes) or has finished them
  * (the counter's signal was never enqueued, or its record never came), or has failed. Each worker
  * answers from its idle loop (workers/stream-watch.ts); one that does not answer within REPORT_MS
- * is named as such, so the report itself cannot hang the error it explains.
+ * is named as such, so the report itself cannot hang the error it explains. The same bound holds
+ * for what else the runtime was told to add (its stall notes).
  */
 import type { DeviceStop } from '../workers/device-progress.js';
 import type { StreamState } from '../workers/stream-watch.js';
@@ -33,16 +34,32 @@ function describe(rank: number, s: StreamState | Error | undefined): string {
     : `rank ${rank}: its stream has finished every record enqueued (up to ${s.enqueued})${server}`;
 }
 
+/** What `ask` resolves to, its error, or undefined once REPORT_MS pass without either. */
+async function answerWithin<T>(ask: () => Promise<T>): Promise<T | Error | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), REPORT_MS);
+  });
+  const answer = Promise.resolve()
+    .then(ask)
+    .catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
+  return Promise.race([answer, late]).finally(() => clearTimeout(timer));
+}
+
 export async function reportStreams(workers: readonly WorkerHandle[]): Promise<string> {
-  const states = await Promise.all(
-    workers.map((w) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), REPORT_MS);
-      });
-      const answer = w.call('streamState').catch((e: unknown) => e as Error);
-      return Promise.race([answer, late]).finally(() => clearTimeout(timer));
-    }),
-  );
+  const states = await Promise.all(workers.map((w) => answerWithin(() => w.call('streamState'))));
   return states.map((s, r) => describe(r, s)).join('; ');
+}
+
+/**
+ * What the runtime's stall notes say (Runtime.addStallNote: a link's refusal words), each bounded
+ * as a worker's answer is; '' when there are none.
+ */
+export async function reportStallNotes(notes: Iterable<() => Promise<string>>): Promise<string> {
+  const said = await Promise.all([...notes].map((note) => answerWithin(note)));
+  return said
+    .map((s) =>
+      s === undefined ? `a stall note gave no answer within ${REPORT_MS} ms` : s instanceof Error ? s.message : s,
+    )
+    .join('; ');
 }

@@ -122,6 +122,17 @@ export function deviceControl(ctx: WorkerContext) {
       return Comlink.transfer(out, [out.buffer]);
     },
 
+    /**
+     * n i32 words as the device holds them now, NOT ordered after the stream's records: a stalled
+     * step's diagnosis (a link's refusal words), where a drain would wait out the stall itself.
+     */
+    async peekI32(ptr: number, n: number): Promise<Int32Array> {
+      ctx.needOpen('peekI32');
+      const out = new Int32Array(n);
+      ctx.dev.download(out, asDevicePtr(ptr));
+      return Comlink.transfer(out, [out.buffer]);
+    },
+
     async createEvent(timing: boolean): Promise<EventHandle> {
       ctx.needOpen('createEvent');
       return ctx.dev.eventCreate(timing);

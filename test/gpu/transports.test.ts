@@ -287,6 +287,32 @@ describe(`transports on ${PAIR_NAME}`, function () {
     },
   );
 
+  it("a completion wait that times out reads the link's refusal words while a join still waits on the device", async () => {
+    await openGpu();
+    try {
+      await openTransport('ll', link);
+      await link.setLlServe(0);
+      const [a] = rt.pair('the stall report');
+      const x = await a.alloc(4000);
+      await rt.drain();
+      // Rank 1 never sends its half: rank 0's join polls for its whole bound, about a second.
+      a.ll(0, 1, 1000, NO_PTR, NO_PTR, NO_PTR, x, 1000);
+      const t0 = performance.now();
+      await assert.rejects(
+        rt.waitCompleted(1, 0, rt.counter(1, 0) + 7, 10),
+        /the tp link's refusal words read 0 on both ranks/,
+        'the words as they were while the join waited, not after it',
+      );
+      const ms = performance.now() - t0;
+      assert.ok(ms < 500, `the report took ${ms.toFixed(0)} ms: it waited for the stream`);
+      assert.deepEqual(await link.barrierErrors(), [40043, 0]);
+      await link.resetBarrier();
+      await a.free(x);
+    } finally {
+      await closeGpu();
+    }
+  });
+
   it('a one-shot launched on one rank only writes 40043 within its spin bound; after a reset it works again', async () => {
     await openGpu();
     try {

@@ -172,6 +172,25 @@ for (const mode of PAIR_MODES)
       );
     });
 
+    it("a completion wait that times out says the tp link's refusal words", async () => {
+      const [a] = rt.pair('the stall report');
+      const x = await a.alloc(4000);
+      // A value the counter never reaches: the wait times out at once, as a stalled step's would.
+      const stall = (): Promise<void> => rt.waitCompleted(1, 0, rt.counter(1, 0) + 7, 10);
+      await assert.rejects(stall(), /the tp link's refusal words read 0 on both ranks: no join has refused/);
+      await link.setSpinLimit(2e6);
+      a.ll(0, 1, 1000, NO_PTR, NO_PTR, NO_PTR, x, 1000);
+      await rt.drain();
+      await assert.rejects(
+        stall(),
+        /the tp link's refusal words read 40043 on rank 0 and 0 on rank 1: a join refused, and until the barrier's reset/,
+      );
+      await link.resetBarrier();
+      await link.setSpinLimit(2e9);
+      await assert.rejects(stall(), /read 0 on both ranks/);
+      await a.free(x);
+    });
+
     it('a one-shot launched on one rank only writes 40043 within its bound; after a reset it works again', async () => {
       const stage = link.stageFor(64);
       await refusalThenRecovery(rt, link, 'oneshot', 64, (x) =>

@@ -33,6 +33,17 @@ describe(`transports on ${PAIR_NAME}`, function () {
     await link?.close().catch((e: Error) => console.log(`      link close: ${e.message}`));
     await rt?.close().catch((e: Error) => console.log(`      runtime close: ${e.message}`));
   };
+  /** `body` on a fresh runtime whose link launches every `ll` join (the LL server off). */
+  const withLaunchedLl = async (body: () => Promise<void>): Promise<void> => {
+    await openGpu();
+    try {
+      await openTransport('ll', link);
+      await link.setLlServe(0);
+      await body();
+    } finally {
+      await closeGpu();
+    }
+  };
   before(async () => {
     cpu = await Runtime.open({ backend: 'cpu', cpuArenaBytes: 256 * 2 ** 20 });
     cpuLink = await ArLink.open(cpu);
@@ -239,11 +250,8 @@ describe(`transports on ${PAIR_NAME}`, function () {
 
   itLoopback(
     'a launched LL join of 256 chunks leaves the other rank SMs for the products ahead of its half: no refusal, every byte arrives',
-    async () => {
-      await openGpu();
-      try {
-        await openTransport('ll', link);
-        await link.setLlServe(0);
+    () =>
+      withLaunchedLl(async () => {
         const [a, b] = rt.pair('the loopback LL join');
         // The EP return at t = 4 on `bench`: 4 x 8 slots of 4096 values, 256 chunks. Rank 1's
         // products are `bench`'s Wq shape at t = 4, whose blocks each need an SM's registers.
@@ -281,17 +289,11 @@ describe(`transports on ${PAIR_NAME}`, function () {
         console.log(`      the join and rank 1's products done in ${ms.toFixed(1)} ms`);
         for (const p of [w, x, y, src]) await b.free(p);
         await a.free(dst);
-      } finally {
-        await closeGpu();
-      }
-    },
+      }),
   );
 
-  it("a completion wait that times out reads the link's refusal words while a join still waits on the device", async () => {
-    await openGpu();
-    try {
-      await openTransport('ll', link);
-      await link.setLlServe(0);
+  it("a completion wait that times out reads the link's refusal words while a join still waits on the device", () =>
+    withLaunchedLl(async () => {
       const [a] = rt.pair('the stall report');
       const x = await a.alloc(4000);
       await rt.drain();
@@ -308,10 +310,7 @@ describe(`transports on ${PAIR_NAME}`, function () {
       assert.deepEqual(await link.barrierErrors(), [40043, 0]);
       await link.resetBarrier();
       await a.free(x);
-    } finally {
-      await closeGpu();
-    }
-  });
+    }));
 
   it('a one-shot launched on one rank only writes 40043 within its spin bound; after a reset it works again', async () => {
     await openGpu();

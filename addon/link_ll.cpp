@@ -164,10 +164,10 @@ Napi::Value LaunchLl(const Napi::CallbackInfo& info) {
     return env.Undefined();
   }
   if (ts.llServer) ts.llServer->SettleWait(env, s);
-  // Programmatic dependent launch only into a graph: eagerly it costs the host more than it saves
-  // the device (cu/tp_ll.cu).
   // In loopback the other rank's kernels share this device's SMs (cu/kernels.h says why the cap).
   const unsigned maxBlocks = ts.loopback ? MEMRA_LL_LOOPBACK_BLOCKS : 0;
+  // Programmatic dependent launch only into a graph: eagerly it costs the host more than it saves
+  // the device (cu/tp_ll.cu).
   MEMRA_CUDA_CHECK(
       env, device, memra_tp_ll_exchange(&job, capturing ? 1 : 0, maxBlocks, s),
       "launchLl(reduce=" + std::to_string(reduce) + ", rows=" + std::to_string(rows) +

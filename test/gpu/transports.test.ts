@@ -299,14 +299,12 @@ describe(`transports on ${PAIR_NAME}`, function () {
       await rt.drain();
       // Rank 1 never sends its half: rank 0's join polls for its whole bound, about a second.
       a.ll(0, 1, 1000, NO_PTR, NO_PTR, NO_PTR, x, 1000);
-      const t0 = performance.now();
+      // Read after the join's bound, the word would be 40043: 0 means the report did not wait.
       await assert.rejects(
         rt.waitCompleted(1, 0, rt.counter(1, 0) + 7, 10),
         /the tp link's refusal words read 0 on both ranks/,
         'the words as they were while the join waited, not after it',
       );
-      const ms = performance.now() - t0;
-      assert.ok(ms < 500, `the report took ${ms.toFixed(0)} ms: it waited for the stream`);
       assert.deepEqual(await link.barrierErrors(), [40043, 0]);
       await link.resetBarrier();
       await a.free(x);

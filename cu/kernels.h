@@ -121,12 +121,13 @@ typedef struct MemraLlJobArgs {
 cudaError_t memra_tp_ll_exchange(const MemraLlJobArgs* job, int pdl, unsigned max_blocks, cudaStream_t stream);
 
 // The most blocks a launched LL join takes when both ranks share one device (loopback). A join's
-// blocks spin until the other rank's half arrives, and each holds an SM's registers the model
-// kernels need whole (512 threads at 113 to 128 registers): a 256-chunk join (the EP return at
-// t = 4 on `bench`) spread over every SM, so the other rank's expert kernels ahead of its half
-// found no SM, and the join waited out its spin bound. Its refusal left the ranks' epochs apart
-// (the sending rank advanced, the refused one did not), and every later join of the step then
-// waited out its own bound, about a second each: the loopback "hang" (docs/reliability.md).
+// blocks spin until the other rank's half arrives, each holding registers the model kernels
+// need (512 threads at 113 to 128 registers leave no room for one LL block beside them): a
+// 256-chunk join (the EP return at t = 4 on `bench`) spread over every SM, so the other rank's
+// expert kernels ahead of its half found no SM, and the join waited out its spin bound. Its
+// refusal left the ranks' epochs apart (the sending rank advanced, the refused one did not), and
+// the step's later joins paired wrong, many waiting out their own bound, about a second each:
+// the loopback "hang" (docs/reliability.md).
 // Sixteen blocks leave every GPC SMs for the other rank's clusters beside both ranks' LL servers
 // (sixteen working blocks each, the same count).
 #define MEMRA_LL_LOOPBACK_BLOCKS 16u

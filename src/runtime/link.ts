@@ -310,21 +310,23 @@ export class ArLink {
    */
   async barrierErrors(): Promise<[number, number]> {
     await this.rt.drain();
-    const w = await Promise.all(
-      this.ranks.map(async (r, i) => new Int32Array((await r.download(this.err[i]!, 4)).buffer)[0]!),
-    );
-    return [w[0]!, w[1]!];
+    return this.refusalWords();
+  }
+
+  /** Each rank's refusal word as its device holds it now, not after its stream (Rank.peekI32). */
+  private async refusalWords(): Promise<[number, number]> {
+    const [a, b] = await Promise.all(this.ranks.map(async (r, i) => (await r.peekI32(this.err[i]!, 1))[0]!));
+    return [a!, b!];
   }
 
   /**
    * The refusal words as the devices hold them now, without draining: a stalled step's report.
    * A refused join leaves the ranks' epochs apart when one rank advanced past it, and the step's
    * later joins then pair wrong or wait out their bounds one after another, which looks like a
-   * stall (docs/reliability.md, the loopback stall). The words are read as they are, not after
-   * the streams' records (Rank.peekI32).
+   * stall (docs/reliability.md, the loopback stall).
    */
   private async peekRefusals(): Promise<string> {
-    const w = await Promise.all(this.ranks.map(async (r, i) => (await r.peekI32(this.err[i]!, 1))[0]!));
+    const w = await this.refusalWords();
     if (w.every((v) => v === 0)) return "the tp link's refusal words read 0 on both ranks: no join has refused";
     return (
       `the tp link's refusal words read ${w.map((v, r) => `${v} on rank ${r}`).join(' and ')}: a join refused, ` +

@@ -1,6 +1,6 @@
 /**
  * Where a stream's device work stopped, record by record: a diagnosis mode for a step whose device
- * work never finishes (docs/reliability.md, the loopback hazard).
+ * work never finishes (docs/reliability.md: it found the loopback stall).
  *
  * The stream watch can say only that a stream is still busy, and the join log that both ranks
  * issued every join: neither says which record the device is stuck in. With

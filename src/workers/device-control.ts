@@ -20,11 +20,10 @@ import {
 } from '../runtime/binding.js';
 import { hostMicros } from '../runtime/host-clock.js';
 import { ProfileBoard } from './profile-board.js';
-import { seqDiff } from './ring-layout.js';
 import type { WorkerFault } from './worker-init.js';
 import { parentPort } from 'node:worker_threads';
 import v8 from 'node:v8';
-import { drain, serve, until } from './serve-loop.js';
+import { drain, enqueuedSoFar, serve, until } from './serve-loop.js';
 import type { StreamState } from './stream-watch.js';
 import type { LlConfig, WorkerContext } from './worker-context.js';
 
@@ -165,8 +164,7 @@ export function deviceControl(ctx: WorkerContext) {
       // Records published before this call are enqueued first, so no event is queried on an older
       // record; then, when the caller names the newest event (one stream records them in order,
       // so its completion is everyone's), one query instead of one per event.
-      const head = ctx.ring.view.head();
-      await until(ctx, () => seqDiff(head, ctx.ring.view.tail()) <= 0, 10_000, `record ${head >>> 0} enqueued`);
+      await enqueuedSoFar(ctx, 10_000);
       const awaited = newest === undefined ? events : [newest];
       await until(
         ctx,
@@ -217,8 +215,11 @@ export function deviceControl(ctx: WorkerContext) {
     },
 
     /**
-     * Generate a bf16 weight slice on this rank's stream (cold: model load). Ordered with ring work
-     * only by when it is enqueued, so the loader drains before the first step.
+     * Generate a bf16 weight slice on this rank's stream (cold: model load), after every record
+     * published before the call: without that wait a memset of the same buffer, published first,
+     * could still be in the ring when the slice was enqueued, and land on it afterwards (the GPU
+     * suite's generator test read its poison back, once, on one GPU). The loader drains before
+     * the first step.
      */
     async genWeights(
       dst: number,
@@ -233,6 +234,7 @@ export function deviceControl(ctx: WorkerContext) {
       scale: number,
     ): Promise<void> {
       ctx.needOpen('genWeights');
+      await enqueuedSoFar(ctx, 10_000);
       // The next step kernel must not start before the weights it may read ahead are written.
       ctx.pdlChain.reset();
       const ptr = asDevicePtr(dst);

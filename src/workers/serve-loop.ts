@@ -179,6 +179,16 @@ export async function drain(ctx: WorkerContext, timeoutMs: number): Promise<void
 }
 
 /**
+ * Until every record published before this call has been enqueued (not run): a control call that
+ * puts work on the stream itself then follows the ring's earlier records, in the order the main
+ * thread sent them, without waiting for the stream.
+ */
+export async function enqueuedSoFar(ctx: WorkerContext, timeoutMs: number): Promise<void> {
+  const head = ctx.ring.view.head();
+  await until(ctx, () => seqDiff(head, ctx.ring.view.tail()) <= 0, timeoutMs, `record ${head >>> 0} enqueued`);
+}
+
+/**
  * Poll `done` until it holds (the serve loop runs between polls), refusing when the ring faults
  * or `timeoutMs` pass.
  */

@@ -33,7 +33,8 @@
 // ahead has started, and so on back to expert_up, which let its successor start only after its own
 // wait. The rest were measured: rmsnorm and route_quant launching early made the step at position
 // 4000 5.46 -> 6.10 ms (t = 1 4.44 -> 4.38), the tiled attention's two kernels made position
-// 1024 5.29 -> 6.04; moe_combine_norm was not measured alone.
+// 1024 5.29 -> 6.04. moe_combine_norm launching early, measured alone, moved no case by more than
+// 0.3% (docs/performance.md), so it keeps waiting first.
 //
 // One kernel does not wait for the grid ahead: expert_down at t > 2 waits for its group's blocks
 // of expert_up through the experts' sync words (cu/model_experts.cu), so its blocks fill the SMs

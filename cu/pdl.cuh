@@ -8,7 +8,7 @@
 // no kernel of the step writes (the weights) at once; everything else waits in PdlWait(), which
 // returns once the previous grid has completed and its memory is visible. So:
 //   - every model kernel calls PdlWait() before its first read of an activation, a position, a
-//     token or the cache (but for the two cases below), and before its first store of any kind
+//     token or the cache (but for the cases below), and before its first store of any kind
 //     (a store before it could land under a previous kernel still reading that buffer);
 //   - weights may be loaded before it: nothing writes them while steps run (memra_gen_weights
 //     runs between steps, and the worker never marks the launch after it as dependent);
@@ -17,7 +17,10 @@
 //     every store lands, so a stale hint costs bytes, never a value;
 //   - the tiled attention stages cache rows into shared memory before it (cu/model_attention.cu,
 //     mla_tiles): every row but the position's newest was written by an earlier step, and the
-//     position it read early is read again after the wait, the rows staged again if it moved.
+//     position it read early is read again after the wait, the rows staged again if it moved;
+//   - the tiled attention's combine (mla_combine) reads the row's position before it: the tile
+//     kernel ahead lets it start only once its own wait has returned, and a wait returns only once
+//     every kernel before it is complete, whichever of them set the positions.
 //
 // The products (cu/gemv_tile.cuh) and the short attention (cu/model_attention_short.cu) let the
 // next kernel launch (PdlLaunchDependents) first thing, before their own wait, so its blocks are

@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const uint16_t* __restrict
         for (unsigned r = 0; r < kChunk; ++r) {
 #pragma unroll
           for (unsigned m = 0; m < 2; ++m) {
-            v[u][r][m] = memra_cu::LoadWeights(reinterpret_cast<const uint2*>(w + At<kTileMajor>(e, m, row + r, col)), policy);
+            const uint16_t* p = w + At<kTileMajor>(e, m, row + r, col);
+            v[u][r][m] = memra_cu::LoadWeights(reinterpret_cast<const uint2*>(p), policy);
           }
         }
       }

@@ -339,6 +339,16 @@ struct TileItems {
   }
 };
 
+// The item on the tensor cores (mla_mma::TileHeadsMma): the tile kernel's kMma form, which
+// memra_mla_attention takes only in a build with -DMEMRA_MLA_MMA.
+#include "cu/mla_tile_mma.cuh"
+
+// Floats between two cache rows in the tile kernel's shared memory.
+template <bool kMma>
+__device__ __forceinline__ uint32_t TileRowFloats(uint32_t R) {
+  return kMma ? mla_mma::kRowF : R + kRowPad;
+}
+
 // R <= 512: grid (blocks, t); block x of row s takes the row's items x, x + blocks, ... (TileItems).
 // The grid is fixed (one block an SM, split over the rows); the items follow the row's position,
 // so a short context leaves blocks idle rather than a long one waiting for a second wave (the
@@ -350,8 +360,9 @@ struct TileItems {
 // start, behind at least one kernel that waits first (the norm ahead of latent_query), so it is
 // final here; a caller whose kernel ahead set it is caught after the wait, and the rows staged
 // for the old position are staged again.
-template <bool kVec>
+template <bool kVec, bool kMma = false>
 __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Workspace ws) {
+  static_assert(kVec || !kMma, "the tensor cores' item stages in 16-byte copies");
   MEMRA_TRACE_KERNEL(kTraceMlaTiles);
   extern __shared__ float4 smem4[];
   __shared__ int32_t early;
@@ -367,7 +378,7 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     const TileItems it(uint32_t(pe), a.nh, gridDim.x);
     const uint32_t j0 = uint32_t(blockIdx.x / it.groups) * 32;
     if (blockIdx.x < it.items) staged = uint32_t(pe) - j0 < 32 ? uint32_t(pe) - j0 : 32;
-    Stage<kVec>(reinterpret_cast<float*>(smem4), R + kRowPad, kv + uint64_t(j0) * R, staged, R);
+    Stage<kVec>(reinterpret_cast<float*>(smem4), TileRowFloats<kMma>(R), kv + uint64_t(j0) * R, staged, R);
   }
   PdlWait();
   PdlLaunchDependents();
@@ -385,7 +396,15 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     if (w != blockIdx.x) __syncthreads();
     const uint32_t tile = uint32_t(w / it.groups), hb0 = uint32_t(w % it.groups) * it.hb;
     const uint32_t rows = w == blockIdx.x ? staged : 0;
-    if (it.hb == 8) {
+    if constexpr (kMma) {
+      if (it.hb == 8) {
+        mla_mma::TileHeadsMma<8>(a, ws, tile, s, hb0, it.np, rows);
+      } else if (it.hb == 16) {
+        mla_mma::TileHeadsMma<16>(a, ws, tile, s, hb0, it.np, rows);
+      } else {
+        mla_mma::TileHeadsMma<32>(a, ws, tile, s, hb0, it.np, rows);
+      }
+    } else if (it.hb == 8) {
       TileHeads<8, kVec>(a, ws, tile, s, hb0, it.np, rows);
     } else if (it.hb == 16) {
       TileHeads<16, kVec>(a, ws, tile, s, hb0, it.np, rows);
@@ -741,11 +760,13 @@ cudaError_t LaunchPartial(const MemraMlaArgs& a, const Workspace& ws, cudaStream
 
 // mla_tiles: one block an SM (its shared memory is sized for 32 heads), the SMs split over the
 // rows, rounded down so that no block waits for a second wave.
-template <bool kVec>
+// kMma: the item on the tensor cores, at R = 512 only.
+template <bool kVec, bool kMma = false>
 cudaError_t LaunchTiles(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
   static std::atomic<size_t> granted{0};
-  auto kernel = mla_tiles<kVec>;
-  const size_t smem = TilesSmemFloats(a.R, 32) * sizeof(float);
+  auto kernel = mla_tiles<kVec, kMma>;
+  if (kMma && a.R != mla_mma::kR) return cudaErrorInvalidValue;
+  const size_t smem = (kMma ? mla_mma::kSmemFloats : TilesSmemFloats(a.R, 32)) * sizeof(float);
   cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   unsigned sms;
@@ -813,6 +834,11 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   if (a.P <= memra_mla::ShortPositions(a.R) && vecIn && vecW) return memra_mla::LaunchShort(a, stream);
   cudaError_t err;
   if (a.R <= 512) {
+#ifdef MEMRA_MLA_MMA
+    if (vecIn && a.R == mla_mma::kR) {
+      err = LaunchTiles<true, true>(a, ws, stream);
+    } else
+#endif
     err = vecIn ? LaunchTiles<true>(a, ws, stream) : LaunchTiles<false>(a, ws, stream);
   } else {
     err = vecIn ? LaunchPartial<8, 1, 16, true>(a, ws, stream) : LaunchPartial<8, 1, 16, false>(a, ws, stream);

@@ -1,0 +1,226 @@
+// mla_tiles' item (32 positions by 8, 16 or 32 heads, R = 512) with its two products on the
+// tensor cores: what the tiled attention would gain there (scripts/probes/mla-mma-probe.cu, alone;
+// the chain probe's A/B with -DMEMRA_MLA_MMA, in the step). Included by cu/model_attention.cu after
+// its Workspace and Stage, inside its unnamed namespace.
+//
+// The scalar item is bound by its FMAs and its shared-memory wavefronts (docs/performance.md, "The
+// tiled attention as items of one block an SM": at position 4000 the scores and the o take about
+// 4.9 us each, an SM's f32 FMAs about 4 us for both). Here:
+//   scores  S = Q C^T by mma.sync m16n8k8 tf32 (heads by positions, k = r): warp w takes r in
+//           [64 w, 64 w + 64), every head and position, its k-steps in increasing r; the eight
+//           warps' sums added in warp order;
+//   softmax the scalar item's own, a lane a position;
+//   o       O = E C (heads by r, k = the tile's 32 positions in increasing j): warp w takes r in
+//           [64 w, 64 w + 64).
+// Each f32 operand is split into two tf32, big = rna(x) and small = rna(x - big), and a product
+// is small*big + big*small + big*big into one f32 accumulator ("3xTF32"; small*small, below 2^-22
+// of the product, is left out). -DMEMRA_MLA_MMA_TERMS=1 keeps big*big alone: a diagnostic of what
+// the other two cost, not f32's accuracy.
+//
+// Not the model's element rule: the sums round in the tensor cores' order, so a build with this
+// item changes u's last bits, and the short form (cu/model_attention_short.cu) no longer has the
+// tiled form's bits. A row of a product depends on its own row of A alone, so a head's u still
+// does not depend on the heads beside it (the probe checks a slice against the full call).
+#pragma once
+
+#ifndef MEMRA_MLA_MMA_TERMS
+#define MEMRA_MLA_MMA_TERMS 3
+#endif
+
+namespace mla_mma {
+
+constexpr uint32_t kR = 512;  // the only latent width this item takes
+// Row strides in floats. kRowF = R + 8: rows 8 banks apart, so a fragment's loads (lanes g = 0..7
+// rows, t = 0..3 columns, or the transpose) touch 32 banks; kExpRow = 36: 4 apart, the same for
+// E's fragments; kRedRow = 40: a score eighth's float2 stores, 16 lanes a wavefront, 32 banks.
+constexpr uint32_t kRowF = kR + 8;
+constexpr uint32_t kExpRow = 36;
+constexpr uint32_t kRedRow = 40;
+constexpr uint32_t kWarpR = kR / kPartialWarps;  // r's a warp takes in both products
+constexpr int kTerms = MEMRA_MLA_MMA_TERMS;
+static_assert(kTerms == 1 || kTerms == 3, "3xTF32, or big*big alone");
+
+// Floats of the item's dynamic shared memory: the tile's cache rows, 32 heads' queries, eight
+// score eighths, the scores then exps.
+constexpr size_t kSmemFloats = size_t(32) * kRowF + size_t(32) * kRowF + size_t(kPartialWarps) * 32 * kRedRow +
+                               size_t(32) * kExpRow;
+
+__device__ __forceinline__ uint32_t Tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x = big + small, big x's top 11 significant bits (rounded), x - big exact in f32, then rounded.
+struct Tf32Pair {
+  uint32_t big, small;
+};
+
+__device__ __forceinline__ Tf32Pair SplitTf32(float x) {
+  const uint32_t big = Tf32(x);
+  return {big, Tf32(__fsub_rn(x, __uint_as_float(big)))};
+}
+
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// An A fragment (16 x 8) split in two. Lane (g, t) = (lane / 4, lane % 4) holds a0 (row g, column
+// t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); B's b0 (k t, column g), b1 (k t + 4, g);
+// D's d0 (row g, column 2 t), d1 (g, 2 t + 1), d2 (g + 8, 2 t), d3 (g + 8, 2 t + 1).
+struct FragA {
+  uint32_t big[4], small[4];
+};
+
+// The fragment of a row-major A whose (g, t) element is at `at` (row stride ld).
+__device__ __forceinline__ FragA LoadA(const float* at, uint32_t ld) {
+  const float v[4] = {at[0], at[8 * ld], at[4], at[8 * ld + 4]};
+  FragA f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const Tf32Pair p = SplitTf32(v[i]);
+    f.big[i] = p.big;
+    f.small[i] = p.small;
+  }
+  return f;
+}
+
+// d += a b, the small terms first.
+__device__ __forceinline__ void Mma3(float (&d)[4], const FragA& a, const Tf32Pair& b0, const Tf32Pair& b1) {
+  if (kTerms == 3) {
+    Mma(d, a.small, b0.big, b1.big);
+    Mma(d, a.big, b0.small, b1.small);
+  }
+  Mma(d, a.big, b0.big, b1.big);
+}
+
+// TileHeads' item (the same arguments, the same workspace) at R = 512, by kPartialThreads threads;
+// the tile's first `staged` rows are in shared memory already, at kRowF.
+template <unsigned HB>
+__device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
+                                             uint32_t hb0, uint32_t np, uint32_t staged) {
+  constexpr unsigned MT = HB < 16 ? 1 : HB / 16;  // m16 tiles of heads
+  constexpr unsigned HS = HB / kPartialWarps;     // heads a warp's softmax takes
+  extern __shared__ float4 smem4[];
+  float* sc = reinterpret_cast<float*>(smem4);
+  float* sq = sc + 32 * kRowF;
+  float* red = sq + 32 * kRowF;
+  float* sE = red + kPartialWarps * 32 * kRedRow;
+  const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
+  const uint32_t j0 = tile * 32, nv = np - j0 < 32 ? np - j0 : 32;
+  const uint32_t nhB = a.nh - hb0 < HB ? a.nh - hb0 : HB;
+
+  Stage<true>(sc + staged * kRowF, kRowF, a.cache + uint64_t(s) * a.slotStride + uint64_t(j0 + staged) * kR,
+              nv - staged, kR);
+  Stage<true>(sq, kRowF, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * kR, nhB, kR);
+  memra_cu::WaitCopiesToShared();
+  // Zeros in the query rows past nhB and the cache rows past nv: a product's row or column reads
+  // only its own, but O = E C sums over every row of C, and 0 * NaN (a stale row) is NaN.
+  for (uint32_t i = tid; i < (16 * MT - nhB) * kR; i += kPartialThreads) sq[(nhB + i / kR) * kRowF + i % kR] = 0.0f;
+  for (uint32_t i = tid; i < (32 - nv) * kR; i += kPartialThreads) sc[(nv + i / kR) * kRowF + i % kR] = 0.0f;
+  __syncthreads();
+
+  {
+    float acc[MT][4][4] = {};
+    const uint32_t r0 = warp * kWarpR;
+#pragma unroll 2
+    for (uint32_t k0 = r0; k0 < r0 + kWarpR; k0 += 8) {
+      FragA qa[MT];
+#pragma unroll
+      for (unsigned mt = 0; mt < MT; ++mt) qa[mt] = LoadA(sq + (16 * mt + g) * kRowF + k0 + t4, kRowF);
+#pragma unroll
+      for (unsigned nt = 0; nt < 4; ++nt) {
+        // B (k = r, n = position): position 8 nt + g at r = k0 + t and k0 + t + 4.
+        const float* c = sc + (8 * nt + g) * kRowF + k0 + t4;
+        const Tf32Pair b0 = SplitTf32(c[0]), b1 = SplitTf32(c[4]);
+#pragma unroll
+        for (unsigned mt = 0; mt < MT; ++mt) Mma3(acc[mt][nt], qa[mt], b0, b1);
+      }
+    }
+    float* mine = red + warp * 32 * kRedRow;
+#pragma unroll
+    for (unsigned mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (unsigned nt = 0; nt < 4; ++nt) {
+        float* at = mine + (16 * mt + g) * kRedRow + 8 * nt + 2 * t4;
+        *reinterpret_cast<float2*>(at) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+        *reinterpret_cast<float2*>(at + 8 * kRedRow) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+      }
+    }
+  }
+  __syncthreads();
+  // docs/model.md: s_j = (q . c_j) / sqrt(R), a true division.
+  const float sqrtR = __fsqrt_rn(static_cast<float>(kR));
+  for (uint32_t i = tid; i < 16 * MT * 32; i += kPartialThreads) {
+    const uint32_t h = i / 32, j = i % 32;
+    float v = red[h * kRedRow + j];
+#pragma unroll
+    for (unsigned w = 1; w < kPartialWarps; ++w) v = __fadd_rn(v, red[w * 32 * kRedRow + h * kRedRow + j]);
+    sE[h * kExpRow + j] = __fdiv_rn(v, sqrtR);
+  }
+  __syncthreads();
+
+  float sj[HS], mx[HS], e[HS], l[HS];
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    sj[k] = lane < nv ? sE[(warp + kPartialWarps * k) * kExpRow + lane] : -INFINITY;
+    mx[k] = sj[k];
+  }
+  WarpMax(mx);
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    e[k] = lane < nv ? expf(__fsub_rn(sj[k], mx[k])) : 0.0f;
+    l[k] = e[k];
+  }
+  WarpSum(l);
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    const uint32_t h = warp + kPartialWarps * k;
+    sE[h * kExpRow + lane] = e[k];
+    if (lane == 0 && h < nhB) {
+      const uint64_t at = ws.Index(s, tile, hb0 + h, a.nh);
+      ws.ml[2 * at] = mx[k];
+      ws.ml[2 * at + 1] = l[k];
+    }
+  }
+  __syncthreads();
+
+  {
+    FragA ea[MT][4];
+#pragma unroll
+    for (unsigned mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (unsigned ks = 0; ks < 4; ++ks) ea[mt][ks] = LoadA(sE + (16 * mt + g) * kExpRow + 8 * ks + t4, kExpRow);
+    }
+    float acc[MT][8][4] = {};
+    const uint32_t n0 = warp * kWarpR;
+#pragma unroll
+    for (unsigned ks = 0; ks < 4; ++ks) {
+#pragma unroll
+      for (unsigned nt = 0; nt < 8; ++nt) {
+        // B (k = position, n = r): r = n0 + 8 nt + g of positions 8 ks + t and 8 ks + t + 4.
+        const float* c = sc + (8 * ks + t4) * kRowF + n0 + 8 * nt + g;
+        const Tf32Pair b0 = SplitTf32(c[0]), b1 = SplitTf32(c[4 * kRowF]);
+#pragma unroll
+        for (unsigned mt = 0; mt < MT; ++mt) Mma3(acc[mt][nt], ea[mt][ks], b0, b1);
+      }
+    }
+#pragma unroll
+    for (unsigned mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (unsigned half = 0; half < 2; ++half) {
+        const uint32_t h = 16 * mt + g + 8 * half;
+        if (h >= nhB) continue;
+        float* out = ws.o + ws.Index(s, tile, hb0 + h, a.nh) * kR + n0 + 2 * t4;
+#pragma unroll
+        for (unsigned nt = 0; nt < 8; ++nt) {
+          *reinterpret_cast<float2*>(out + 8 * nt) = make_float2(acc[mt][nt][2 * half], acc[mt][nt][2 * half + 1]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mla_mma

@@ -162,29 +162,7 @@ __device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Worksp
   }
   __syncthreads();
 
-  float sj[HS], mx[HS], e[HS], l[HS];
-#pragma unroll
-  for (unsigned k = 0; k < HS; ++k) {
-    sj[k] = lane < nv ? sE[(warp + kPartialWarps * k) * kExpRow + lane] : -INFINITY;
-    mx[k] = sj[k];
-  }
-  WarpMax(mx);
-#pragma unroll
-  for (unsigned k = 0; k < HS; ++k) {
-    e[k] = lane < nv ? expf(__fsub_rn(sj[k], mx[k])) : 0.0f;
-    l[k] = e[k];
-  }
-  WarpSum(l);
-#pragma unroll
-  for (unsigned k = 0; k < HS; ++k) {
-    const uint32_t h = warp + kPartialWarps * k;
-    sE[h * kExpRow + lane] = e[k];
-    if (lane == 0 && h < nhB) {
-      const uint64_t at = ws.Index(s, tile, hb0 + h, a.nh);
-      ws.ml[2 * at] = mx[k];
-      ws.ml[2 * at + 1] = l[k];
-    }
-  }
+  TileSoftmax<HS>(sE, kExpRow, nv, nhB, ws, s, tile, hb0, a.nh);
   __syncthreads();
 
   {

@@ -159,6 +159,39 @@ struct TileHeadsShape {
   static_assert(kScoreWarps <= kPartialWarps && HB / kOHeads * kOLanes == kPartialThreads, "the phases' lanes");
 };
 
+// The item's softmax over its tile: heads warp + 8 k (k < HS) a warp, a lane a position. sS holds
+// the heads' scores (row stride `row`) and is left with their exps, 0 past nv; each head's max m and
+// butterfly sum l go to the workspace, the HS heads' butterflies interleaved (in series they were a
+// round trip each).
+template <unsigned HS>
+__device__ __forceinline__ void TileSoftmax(float* sS, uint32_t row, uint32_t nv, uint32_t nhB, const Workspace& ws,
+                                            uint32_t s, uint32_t tile, uint32_t hb0, uint32_t nh) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float sj[HS], mx[HS], e[HS], l[HS];
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    sj[k] = lane < nv ? sS[(warp + kPartialWarps * k) * row + lane] : -INFINITY;
+    mx[k] = sj[k];
+  }
+  WarpMax(mx);
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    e[k] = lane < nv ? expf(__fsub_rn(sj[k], mx[k])) : 0.0f;
+    l[k] = e[k];
+  }
+  WarpSum(l);
+#pragma unroll
+  for (unsigned k = 0; k < HS; ++k) {
+    const uint32_t h = warp + kPartialWarps * k;
+    sS[h * row + lane] = e[k];
+    if (lane == 0 && h < nhB) {
+      const uint64_t at = ws.Index(s, tile, hb0 + h, nh);
+      ws.ml[2 * at] = mx[k];
+      ws.ml[2 * at + 1] = l[k];
+    }
+  }
+}
+
 template <unsigned HB, bool kVec>
 __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
                                           uint32_t hb0, uint32_t np, uint32_t staged) {
@@ -230,31 +263,7 @@ __device__ __forceinline__ void TileHeads(const MemraMlaArgs& a, const Workspace
   __syncthreads();
   MEMRA_TRACE_MARK(1);
 
-  // Heads warp + 8k, a lane a position: the max, the exps (0 past nv) and their butterfly sum l,
-  // the HS heads' butterflies interleaved (in series they were a round trip each).
-  float sj[HS], mx[HS], e[HS], l[HS];
-#pragma unroll
-  for (unsigned k = 0; k < HS; ++k) {
-    sj[k] = lane < nv ? sS[(warp + kPartialWarps * k) * 32 + lane] : -INFINITY;
-    mx[k] = sj[k];
-  }
-  WarpMax(mx);
-#pragma unroll
-  for (unsigned k = 0; k < HS; ++k) {
-    e[k] = lane < nv ? expf(__fsub_rn(sj[k], mx[k])) : 0.0f;
-    l[k] = e[k];
-  }
-  WarpSum(l);
-#pragma unroll
-  for (unsigned k = 0; k < HS; ++k) {
-    const uint32_t h = warp + kPartialWarps * k;
-    sS[h * 32 + lane] = e[k];
-    if (lane == 0 && h < nhB) {
-      const uint64_t at = ws.Index(s, tile, hb0 + h, a.nh);
-      ws.ml[2 * at] = mx[k];
-      ws.ml[2 * at + 1] = l[k];
-    }
-  }
+  TileSoftmax<HS>(sS, 32, nv, nhB, ws, s, tile, hb0, a.nh);
   __syncthreads();
   MEMRA_TRACE_MARK(2);
 

@@ -36,10 +36,7 @@ constexpr int kReplays = 15;
 
 template <class Body>
 double PerLaunch(cudaStream_t s, Body body) {
-  const auto all = [&] {
-    for (int i = 0; i < kLaunches; ++i) body();
-  };
-  return GraphReplayUs(s, body, all, kReplays) / kLaunches;
+  return GraphPerLaunchUs(s, body, kLaunches, kReplays);
 }
 
 float Bf16(uint16_t w) {

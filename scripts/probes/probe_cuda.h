@@ -93,3 +93,14 @@ static double GraphReplayUs(cudaStream_t s, Warm warm, Capture capture, int repl
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
 }
+
+// Median device µs of one of `launches` back-to-back enqueues of `one()` on s, from a graph of them
+// (GraphReplayUs over `replays` replays): what each costs between its neighbours, with no timing
+// event between two launches.
+template <class One>
+static double GraphPerLaunchUs(cudaStream_t s, One one, int launches, int replays) {
+  const auto all = [&] {
+    for (int i = 0; i < launches; ++i) one();
+  };
+  return GraphReplayUs(s, one, all, replays) / launches;
+}

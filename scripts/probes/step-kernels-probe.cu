@@ -24,10 +24,7 @@ constexpr int kReplays = 15;
 // Median device µs a launch of `body`, from a graph of kLaunches of them.
 template <class Body>
 double PerLaunch(cudaStream_t s, Body body) {
-  const auto all = [&] {
-    for (int i = 0; i < kLaunches; ++i) body();
-  };
-  return GraphReplayUs(s, body, all, kReplays) / kLaunches;
+  return GraphPerLaunchUs(s, body, kLaunches, kReplays);
 }
 
 float* Randoms(size_t n, float scale = 1.f) {

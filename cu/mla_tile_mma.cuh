@@ -30,9 +30,15 @@
 namespace mla_mma {
 
 constexpr uint32_t kR = 512;  // the only latent width this item takes
-// Row strides in floats. kRowF = R + 8: rows 8 banks apart, so a fragment's loads (lanes g = 0..7
-// rows, t = 0..3 columns, or the transpose) touch 32 banks; kExpRow = 36: 4 apart, the same for
-// E's fragments; kRedRow = 40: a score eighth's float2 stores, 16 lanes a wavefront, 32 banks.
+// Row strides in floats, so that a fragment's loads (lanes g = 0..7, t = 0..3) touch 32 banks:
+//   the queries, read as A[g][t]: kQRow = R + 4, rows 4 banks apart (4 g + t);
+//   the cache rows, read as B[k t][n g] in the scores (row g, column t) and in the o (row t,
+//   column g): kRowF = R + 8, rows 8 banks apart (8 t + g for the o), and for the scores each
+//   row's columns swizzled by its bit 2 (TileAt: rows g and g + 4 would share banks at 8 apart,
+//   so rows 4..7 of eight take their columns ^ 4: 8 g + t + 4 [g >= 4]);
+//   E, read as A: kExpRow = 36 (4 g + t); a score eighth's float2 stores, 16 lanes a wavefront:
+//   kRedRow = 40 (8 g + 2 t, 32 banks).
+constexpr uint32_t kQRow = kR + 4;
 constexpr uint32_t kRowF = kR + 8;
 constexpr uint32_t kExpRow = 36;
 constexpr uint32_t kRedRow = 40;
@@ -42,8 +48,24 @@ static_assert(kTerms == 1 || kTerms == 3, "3xTF32, or big*big alone");
 
 // Floats of the item's dynamic shared memory: the tile's cache rows, 32 heads' queries, eight
 // score eighths, the scores then exps.
-constexpr size_t kSmemFloats = size_t(32) * kRowF + size_t(32) * kRowF + size_t(kPartialWarps) * 32 * kRedRow +
+constexpr size_t kSmemFloats = size_t(32) * kRowF + size_t(32) * kQRow + size_t(kPartialWarps) * 32 * kRedRow +
                                size_t(32) * kExpRow;
+
+// Where column c of the tile's cache row j lives (a swizzle of 16-byte chunks: c ^ 4 keeps c's chunk
+// whole, so the rows still copy as 16-byte cp.async).
+__device__ __forceinline__ uint32_t TileAt(uint32_t j, uint32_t c) {
+  return j * kRowF + (c ^ (j & 4));
+}
+
+// Rows first .. first + count of the tile whose row 0 is src into shared memory at TileAt, every
+// 16-byte copy of the thread in flight (landed by memra_cu::WaitCopiesToShared).
+__device__ __forceinline__ void StageTile(float* tile, const float* src, uint32_t first, uint32_t count) {
+  constexpr uint32_t quads = kR / 4;
+  for (uint32_t i = threadIdx.x; i < count * quads; i += blockDim.x) {
+    const uint32_t j = first + i / quads, c = 4 * (i % quads);
+    memra_cu::CopyToShared16(tile + TileAt(j, c), src + uint64_t(j) * kR + c);
+  }
+}
 
 __device__ __forceinline__ uint32_t Tf32(float x) {
   uint32_t r;
@@ -97,7 +119,7 @@ __device__ __forceinline__ void Mma3(float (&d)[4], const FragA& a, const Tf32Pa
 }
 
 // TileHeads' item (the same arguments, the same workspace) at R = 512, by kPartialThreads threads;
-// the tile's first `staged` rows are in shared memory already, at kRowF.
+// the tile's first `staged` rows are in shared memory already (StageTile).
 template <unsigned HB>
 __device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
                                              uint32_t hb0, uint32_t np, uint32_t staged) {
@@ -106,19 +128,18 @@ __device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Worksp
   extern __shared__ float4 smem4[];
   float* sc = reinterpret_cast<float*>(smem4);
   float* sq = sc + 32 * kRowF;
-  float* red = sq + 32 * kRowF;
+  float* red = sq + 32 * kQRow;
   float* sE = red + kPartialWarps * 32 * kRedRow;
   const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t4 = lane % 4;
   const uint32_t j0 = tile * 32, nv = np - j0 < 32 ? np - j0 : 32;
   const uint32_t nhB = a.nh - hb0 < HB ? a.nh - hb0 : HB;
 
-  Stage<true>(sc + staged * kRowF, kRowF, a.cache + uint64_t(s) * a.slotStride + uint64_t(j0 + staged) * kR,
-              nv - staged, kR);
-  Stage<true>(sq, kRowF, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * kR, nhB, kR);
+  StageTile(sc, a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * kR, staged, nv - staged);
+  Stage<true>(sq, kQRow, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * kR, nhB, kR);
   memra_cu::WaitCopiesToShared();
   // Zeros in the query rows past nhB and the cache rows past nv: a product's row or column reads
   // only its own, but O = E C sums over every row of C, and 0 * NaN (a stale row) is NaN.
-  for (uint32_t i = tid; i < (16 * MT - nhB) * kR; i += kPartialThreads) sq[(nhB + i / kR) * kRowF + i % kR] = 0.0f;
+  for (uint32_t i = tid; i < (16 * MT - nhB) * kR; i += kPartialThreads) sq[(nhB + i / kR) * kQRow + i % kR] = 0.0f;
   for (uint32_t i = tid; i < (32 - nv) * kR; i += kPartialThreads) sc[(nv + i / kR) * kRowF + i % kR] = 0.0f;
   __syncthreads();
 
@@ -129,12 +150,12 @@ __device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Worksp
     for (uint32_t k0 = r0; k0 < r0 + kWarpR; k0 += 8) {
       FragA qa[MT];
 #pragma unroll
-      for (unsigned mt = 0; mt < MT; ++mt) qa[mt] = LoadA(sq + (16 * mt + g) * kRowF + k0 + t4, kRowF);
+      for (unsigned mt = 0; mt < MT; ++mt) qa[mt] = LoadA(sq + (16 * mt + g) * kQRow + k0 + t4, kQRow);
 #pragma unroll
       for (unsigned nt = 0; nt < 4; ++nt) {
         // B (k = r, n = position): position 8 nt + g at r = k0 + t and k0 + t + 4.
-        const float* c = sc + (8 * nt + g) * kRowF + k0 + t4;
-        const Tf32Pair b0 = SplitTf32(c[0]), b1 = SplitTf32(c[4]);
+        const uint32_t j = 8 * nt + g;
+        const Tf32Pair b0 = SplitTf32(sc[TileAt(j, k0 + t4)]), b1 = SplitTf32(sc[TileAt(j, k0 + t4 + 4)]);
 #pragma unroll
         for (unsigned mt = 0; mt < MT; ++mt) Mma3(acc[mt][nt], qa[mt], b0, b1);
       }
@@ -179,8 +200,8 @@ __device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Worksp
 #pragma unroll
       for (unsigned nt = 0; nt < 8; ++nt) {
         // B (k = position, n = r): r = n0 + 8 nt + g of positions 8 ks + t and 8 ks + t + 4.
-        const float* c = sc + (8 * ks + t4) * kRowF + n0 + 8 * nt + g;
-        const Tf32Pair b0 = SplitTf32(c[0]), b1 = SplitTf32(c[4 * kRowF]);
+        const uint32_t r = n0 + 8 * nt + g;
+        const Tf32Pair b0 = SplitTf32(sc[TileAt(8 * ks + t4, r)]), b1 = SplitTf32(sc[TileAt(8 * ks + t4 + 4, r)]);
 #pragma unroll
         for (unsigned mt = 0; mt < MT; ++mt) Mma3(acc[mt][nt], ea[mt][ks], b0, b1);
       }

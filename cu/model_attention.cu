@@ -352,12 +352,6 @@ struct TileItems {
 // memra_mla_attention takes only in a build with -DMEMRA_MLA_MMA.
 #include "cu/mla_tile_mma.cuh"
 
-// Floats between two cache rows in the tile kernel's shared memory.
-template <bool kMma>
-__device__ __forceinline__ uint32_t TileRowFloats(uint32_t R) {
-  return kMma ? mla_mma::kRowF : R + kRowPad;
-}
-
 // R <= 512: grid (blocks, t); block x of row s takes the row's items x, x + blocks, ... (TileItems).
 // The grid is fixed (one block an SM, split over the rows); the items follow the row's position,
 // so a short context leaves blocks idle rather than a long one waiting for a second wave (the
@@ -387,7 +381,11 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     const TileItems it(uint32_t(pe), a.nh, gridDim.x);
     const uint32_t j0 = uint32_t(blockIdx.x / it.groups) * 32;
     if (blockIdx.x < it.items) staged = uint32_t(pe) - j0 < 32 ? uint32_t(pe) - j0 : 32;
-    Stage<kVec>(reinterpret_cast<float*>(smem4), TileRowFloats<kMma>(R), kv + uint64_t(j0) * R, staged, R);
+    if constexpr (kMma) {
+      mla_mma::StageTile(reinterpret_cast<float*>(smem4), kv + uint64_t(j0) * R, 0, staged);
+    } else {
+      Stage<kVec>(reinterpret_cast<float*>(smem4), R + kRowPad, kv + uint64_t(j0) * R, staged, R);
+    }
   }
   PdlWait();
   PdlLaunchDependents();

@@ -4,10 +4,12 @@
 //
 // The mma form is not the model's element rule, so its u differs from the scalar form's in its
 // last bits: the probe prints each form's error against an f64 reference at positions from 0 to
-// 4095, checks that the mma form is deterministic and that a head slice (nh = 16 from head 16) has
-// the full call's bits, poisons every output first, and then times the tile kernel alone and the
-// whole attention (tile kernel and combine), programmatic dependent launch on, in graphs of 30
-// launches. -DMEMRA_MLA_MMA_TERMS=1 times big*big alone (a diagnostic, not f32's accuracy).
+// 4095 and checks that the mma form is deterministic, that a head slice (nh = 16 from head 16) has
+// the full call's bits, and that each row of a t = 2 call (where a block takes two items) has the
+// bits of that row alone; every output is poisoned first (NaN), and for the mma form every SM's
+// shared memory too. Then it times the tile kernel alone and the whole attention (tile kernel and
+// combine), programmatic dependent launch on, in graphs of 30 launches. -DMEMRA_MLA_MMA_TERMS=1
+// times big*big alone (a diagnostic, not f32's accuracy).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. scripts/probes/mla-mma-probe.cu cu/model.cu \
 //        cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "cu/model_attention.cu"
@@ -46,9 +49,10 @@ float Bf16(uint16_t w) {
   return f;
 }
 
-// u of every head at position p in f64 (docs/model.md's two-pass softmax).
-std::vector<double> ReferenceU(const std::vector<float>& cache, const std::vector<float>& q,
-                               const std::vector<uint16_t>& wuv, uint32_t N, uint32_t Dv, int p) {
+// u of every head at position p in f64 (docs/model.md's two-pass softmax), over one slot's cache
+// rows and one row's queries (host copies).
+std::vector<double> ReferenceU(const float* cache, const float* q, const std::vector<uint16_t>& wuv, uint32_t N,
+                               uint32_t Dv, int p) {
   std::vector<double> u(size_t(N) * Dv), sc(p + 1), o(kR);
   for (uint32_t n = 0; n < N; ++n) {
     double mx = -INFINITY;
@@ -73,6 +77,23 @@ std::vector<double> ReferenceU(const std::vector<float>& cache, const std::vecto
   return u;
 }
 
+// Every SM's shared memory full of NaN before a run, so that an item reading a word it did not
+// write is likely to show it (nothing clears shared memory between kernels, nor promises not to).
+__global__ void PoisonShared(uint32_t floats) {
+  extern __shared__ float sm[];
+  for (uint32_t i = threadIdx.x; i < floats; i += blockDim.x) sm[i] = __int_as_float(0x7fffffff);
+}
+
+void PoisonAllShared(cudaStream_t s) {
+  int dev = 0, optin = 0, sms = 0;
+  CHECK(cudaGetDevice(&dev));
+  CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CHECK(cudaFuncSetAttribute(PoisonShared, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PoisonShared<<<2 * sms, 1024, optin, s>>>(uint32_t(optin) / 4);
+  CHECK(cudaGetLastError());
+}
+
 // max |u - ref| over max |ref|.
 double Error(const std::vector<float>& u, const std::vector<double>& ref) {
   double worst = 0, scale = 0;
@@ -91,58 +112,88 @@ int main() {
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   memra_model_set_pdl(1);
   const uint32_t N = 32, P = 4096, Dv = 128, half = N / 2;
-  float* cache = DeviceRandoms(size_t(P) * kR, 0.5f, 11);
-  float* q = DeviceRandoms(size_t(N) * kR, 1.0f, 12);
+  // Two slots of cache and two rows of queries, every value drawn.
+  float* cache = DeviceRandoms(2 * size_t(P) * kR, 0.5f, 11);
+  float* q = DeviceRandoms(2 * size_t(N) * kR, 1.0f, 12);
   uint16_t* wuv;
   CHECK(cudaMalloc(&wuv, size_t(N) * kR * Dv * 2));
   CHECK(memra_gen_weights(wuv, 7, 2, 0, 1, size_t(N) * kR * Dv, 0, size_t(N) * kR * Dv, 0, 0.044f, 0));
-  const size_t uFloats = size_t(N) * Dv, workFloats = memra_mla_workspace_bytes(1, N, P, kR) / 4;
-  float* u = DeviceFilled<float>(uFloats, 0);
-  float* uh = DeviceFilled<float>(uFloats, 0);
+  const size_t rowFloats = size_t(N) * Dv, workFloats = memra_mla_workspace_bytes(2, N, P, kR) / 4;
+  float* u = DeviceFilled<float>(2 * rowFloats, 0);
   float* work = DeviceFilled<float>(workFloats, 0);
-  float* workh = DeviceFilled<float>(workFloats, 0);
-  int32_t* pos = DeviceFilled<int32_t>(1, 0);
-  const MemraMlaArgs a{u, N * Dv, q, N * kR, cache, uint64_t(P) * kR, pos, wuv, work, 1, N, P, kR, Dv};
-  // Heads 16..31 alone: a rank's slice, with its own workspace.
-  const MemraMlaArgs ah{uh, N * Dv, q + half * kR, N * kR, cache, uint64_t(P) * kR, pos,
-                        wuv + size_t(half) * kR * Dv, workh, 1, half, P, kR, Dv};
+  int32_t* pos = DeviceFilled<int32_t>(2, 0);
+  // t rows from `row` (slot and query row alike) for nh heads from head h0, each call its own
+  // workspace use (the buffers are sized for two rows of every head).
+  const auto args = [&](uint32_t t, uint32_t row, uint32_t h0, uint32_t nh) {
+    return MemraMlaArgs{u, rowFloats, q + size_t(row) * N * kR + size_t(h0) * kR, size_t(N) * kR,
+                        cache + size_t(row) * P * kR, uint64_t(P) * kR, pos + row, wuv + size_t(h0) * kR * Dv,
+                        work, t, nh, P, kR, Dv};
+  };
+  const MemraMlaArgs a = args(1, 0, 0, N);
 
-  std::vector<float> hc(size_t(P) * kR), hq(size_t(N) * kR);
+  std::vector<float> hc(2 * size_t(P) * kR), hq(2 * size_t(N) * kR);
   std::vector<uint16_t> hw(size_t(N) * kR * Dv);
   CHECK(cudaMemcpy(hc.data(), cache, hc.size() * 4, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(hq.data(), q, hq.size() * 4, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(hw.data(), wuv, hw.size() * 2, cudaMemcpyDeviceToHost));
 
-  // u of one call, everything it writes poisoned (NaN) first.
-  const auto run = [&](const MemraMlaArgs& x, size_t wf, bool mma) {
-    CHECK(cudaMemset(x.u, 0xff, uFloats * 4));
-    CHECK(cudaMemset(x.work, 0xff, wf * 4));
+  // u of one call's rows, everything it writes poisoned (NaN) first, and for the mma form every
+  // SM's shared memory too.
+  const auto run = [&](const MemraMlaArgs& x, bool mma) {
+    CHECK(cudaMemset(u, 0xff, 2 * rowFloats * 4));
+    CHECK(cudaMemset(work, 0xff, workFloats * 4));
     if (mma) {
+      PoisonAllShared(s);
       AttentionMma(x, s);
     } else {
       CHECK(memra_mla_attention(&x, s));
     }
     CHECK(cudaStreamSynchronize(s));
-    std::vector<float> out(uFloats);
-    CHECK(cudaMemcpy(out.data(), x.u, uFloats * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> out(x.t * rowFloats);
+    CHECK(cudaMemcpy(out.data(), u, out.size() * 4, cudaMemcpyDeviceToHost));
     return out;
+  };
+  const auto setPos = [&](int p0, int p1) {
+    const int32_t ps[2] = {p0, p1};
+    CHECK(cudaMemcpy(pos, ps, 8, cudaMemcpyHostToDevice));
+  };
+  const auto same = [](const float* x, const float* y, size_t n) { return std::memcmp(x, y, n * 4) == 0; };
+  const auto word = [](bool b) { return b ? "the same bits" : "DIFFERENT"; };
+  // The mma form's error bound: f32's own (the scalar form's) four times over, or 1e-6 of u.
+  const auto close = [](double em, double eb) {
+    return std::isfinite(eb) && (kTerms == 1 || em <= std::max(4 * eb, 1e-6));
   };
   bool ok = true;
   std::printf("terms %d; error: max |u - f64| / max |f64 u|\n", kTerms);
   for (int p : {0, 31, 32, 129, 1000, 1023, 2047, 3999, 4095}) {
-    CHECK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
-    const std::vector<double> ref = ReferenceU(hc, hq, hw, N, Dv, p);
-    const std::vector<float> base = run(a, workFloats, false), mma = run(a, workFloats, true);
-    const std::vector<float> again = run(a, workFloats, true), slice = run(ah, workFloats, true);
-    const bool same = std::memcmp(mma.data(), again.data(), uFloats * 4) == 0;
-    const bool sliced = std::memcmp(mma.data() + half * Dv, slice.data(), half * Dv * 4) == 0;
+    setPos(p, 0);
+    const std::vector<double> ref = ReferenceU(hc.data(), hq.data(), hw, N, Dv, p);
+    const std::vector<float> base = run(a, false), mma = run(a, true), again = run(a, true);
+    const std::vector<float> slice = run(args(1, 0, half, half), true);
+    const bool det = same(mma.data(), again.data(), rowFloats);
+    const bool sliced = same(mma.data() + half * Dv, slice.data(), half * Dv);
     const double eb = Error(base, ref), em = Error(mma, ref);
     std::printf("position %4d: mla_tiles %.2e, mma %.2e; mma again %s; heads 16-31 alone %s\n", p, eb, em,
-                same ? "the same bits" : "DIFFERENT", sliced ? "the same bits" : "DIFFERENT");
-    ok = ok && same && sliced && (kTerms == 1 || em <= 4 * eb + 1e-7);
+                word(det), word(sliced));
+    ok = ok && det && sliced && close(em, eb);
+  }
+  // Two rows: at t = 2 a row's grid is half the SMs, so a block takes two items at position 4095.
+  for (const auto& pp : {std::pair<int, int>{4095, 1000}, std::pair<int, int>{3999, 31}}) {
+    setPos(pp.first, pp.second);
+    for (const bool mma : {false, true}) {
+      const std::vector<float> two = run(args(2, 0, 0, N), mma), r0 = run(args(1, 0, 0, N), mma);
+      const std::vector<float> r1 = run(args(1, 1, 0, N), mma);
+      const bool rows = same(two.data(), r0.data(), rowFloats) && same(two.data() + rowFloats, r1.data(), rowFloats);
+      const std::vector<double> ref1 = ReferenceU(hc.data() + size_t(P) * kR, hq.data() + size_t(N) * kR, hw, N, Dv,
+                                                  pp.second);
+      const double e1 = Error(std::vector<float>(two.begin() + rowFloats, two.end()), ref1);
+      std::printf("t = 2 at positions %d and %d, %s: each row against t = 1 %s; row 1's error %.2e\n", pp.first,
+                  pp.second, mma ? "mma" : "mla_tiles", word(rows), e1);
+      ok = ok && rows && std::isfinite(e1);
+    }
   }
   for (int p : {1023, 2047, 3999}) {
-    CHECK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
+    setPos(p, 0);
     const Workspace ws = MakeWorkspace(work, 1, N, P, kR);
     const double tiles = PerLaunch(s, [&] { CHECK(LaunchTiles<true>(a, ws, s)); });
     const double tilesMma = PerLaunch(s, [&] { CHECK((LaunchTiles<true, true>(a, ws, s))); });

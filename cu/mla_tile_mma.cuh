@@ -1,7 +1,7 @@
 // mla_tiles' item (32 positions by 8, 16 or 32 heads, R = 512) with its two products on the
 // tensor cores: what the tiled attention would gain there (scripts/probes/mla-mma-probe.cu, alone;
 // the chain probe's A/B with -DMEMRA_MLA_MMA, in the step). Included by cu/model_attention.cu after
-// its Workspace and Stage, inside its unnamed namespace.
+// its Workspace, Stage and TileSoftmax, inside its unnamed namespace.
 //
 // The scalar item is bound by its FMAs and its shared-memory wavefronts (docs/performance.md, "The
 // tiled attention as items of one block an SM": at position 4000 the scores and the o take about
@@ -9,7 +9,7 @@
 //   scores  S = Q C^T by mma.sync m16n8k8 tf32 (heads by positions, k = r): warp w takes r in
 //           [64 w, 64 w + 64), every head and position, its k-steps in increasing r; the eight
 //           warps' sums added in warp order;
-//   softmax the scalar item's own, a lane a position;
+//   softmax the scalar item's own (TileSoftmax), a lane a position;
 //   o       O = E C (heads by r, k = the tile's 32 positions in increasing j): warp w takes r in
 //           [64 w, 64 w + 64).
 // Each f32 operand is split into two tf32, big = rna(x) and small = rna(x - big), and a product

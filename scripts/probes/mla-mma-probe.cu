@@ -9,14 +9,18 @@
 // bits of that row alone; every output is poisoned first (NaN), and for the mma form every SM's
 // shared memory too. Then it times the tile kernel alone and the whole attention (tile kernel and
 // combine), programmatic dependent launch on, in graphs of 30 launches. -DMEMRA_MLA_MMA_TERMS=1
-// times big*big alone (a diagnostic, not f32's accuracy).
+// times big*big alone (a diagnostic, not f32's accuracy). `--once P` makes one mma attention call
+// at position P and times nothing, for Nsight Compute (ncu --clock-control none -k regex:mla_tiles
+// build/probes/mla-mma-probe --once 3999).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I. scripts/probes/mla-mma-probe.cu cu/model.cu \
 //        cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
 //        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention_short.cu -o build/probes/mla-mma-probe
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -107,7 +111,7 @@ double Error(const std::vector<float>& u, const std::vector<double>& ref) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   memra_model_set_pdl(1);
@@ -157,6 +161,13 @@ int main() {
     const int32_t ps[2] = {p0, p1};
     CHECK(cudaMemcpy(pos, ps, 8, cudaMemcpyHostToDevice));
   };
+  if (argc == 3 && std::string(argv[1]) == "--once") {
+    setPos(std::atoi(argv[2]), 0);
+    AttentionMma(a, s);
+    CHECK(cudaStreamSynchronize(s));
+    std::printf("one mma attention call at position %s\n", argv[2]);
+    return 0;
+  }
   const auto same = [](const float* x, const float* y, size_t n) { return std::memcmp(x, y, n * 4) == 0; };
   const auto word = [](bool b) { return b ? "the same bits" : "DIFFERENT"; };
   // The mma form's error bound: f32's own (the scalar form's) four times over, or 1e-6 of u.

@@ -1,7 +1,10 @@
 // mla_tiles' item (32 positions by 8, 16 or 32 heads, R = 512) with its two products on the
-// tensor cores: what the tiled attention would gain there (scripts/probes/mla-mma-probe.cu, alone;
-// the chain probe's A/B with -DMEMRA_MLA_MMA, in the step). Included by cu/model_attention.cu after
-// its Workspace, Stage and TileSoftmax, inside its unnamed namespace.
+// tensor cores: what the tiled attention gains there (scripts/probes/mla-mma-probe.cu, alone; the
+// chain probe's A/B with -DMEMRA_MLA_MMA, in the step). Measured and not adopted: the step 1.6%
+// shorter at position 4000 and 2.1% longer at 1023 on an H200, the item bound by its warps'
+// latency and instruction count (docs/performance.md, "The tiled attention's item on the tensor
+// cores, measured"). Included by cu/model_attention.cu after its Workspace, Stage and TileSoftmax,
+// inside its unnamed namespace.
 //
 // The scalar item is bound by its FMAs and its shared-memory wavefronts (docs/performance.md, "The
 // tiled attention as items of one block an SM": at position 4000 the scores and the o take about

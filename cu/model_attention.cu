@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "cu/cp_async.cuh"
 #include "cu/launch.cuh"
@@ -403,20 +404,21 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     if (w != blockIdx.x) __syncthreads();
     const uint32_t tile = uint32_t(w / it.groups), hb0 = uint32_t(w % it.groups) * it.hb;
     const uint32_t rows = w == blockIdx.x ? staged : 0;
-    if constexpr (kMma) {
-      if (it.hb == 8) {
-        mla_mma::TileHeadsMma<8>(a, ws, tile, s, hb0, it.np, rows);
-      } else if (it.hb == 16) {
-        mla_mma::TileHeadsMma<16>(a, ws, tile, s, hb0, it.np, rows);
+    // The item at its heads a block, in this kernel's form.
+    const auto item = [&](auto heads) {
+      constexpr unsigned HB = decltype(heads)::value;
+      if constexpr (kMma) {
+        mla_mma::TileHeadsMma<HB>(a, ws, tile, s, hb0, it.np, rows);
       } else {
-        mla_mma::TileHeadsMma<32>(a, ws, tile, s, hb0, it.np, rows);
+        TileHeads<HB, kVec>(a, ws, tile, s, hb0, it.np, rows);
       }
-    } else if (it.hb == 8) {
-      TileHeads<8, kVec>(a, ws, tile, s, hb0, it.np, rows);
+    };
+    if (it.hb == 8) {
+      item(std::integral_constant<unsigned, 8>());
     } else if (it.hb == 16) {
-      TileHeads<16, kVec>(a, ws, tile, s, hb0, it.np, rows);
+      item(std::integral_constant<unsigned, 16>());
     } else {
-      TileHeads<32, kVec>(a, ws, tile, s, hb0, it.np, rows);
+      item(std::integral_constant<unsigned, 32>());
     }
   }
 }

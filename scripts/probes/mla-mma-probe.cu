@@ -38,14 +38,6 @@ void AttentionMma(const MemraMlaArgs& a, cudaStream_t stream) {
   CHECK(LaunchCombine<true>(a, ws, stream));
 }
 
-constexpr int kLaunches = 30;
-constexpr int kReplays = 15;
-
-template <class Body>
-double PerLaunch(cudaStream_t s, Body body) {
-  return GraphPerLaunchUs(s, body, kLaunches, kReplays);
-}
-
 float Bf16(uint16_t w) {
   const uint32_t bits = uint32_t(w) << 16;
   float f;
@@ -206,10 +198,10 @@ int main(int argc, char** argv) {
   for (int p : {1023, 2047, 3999}) {
     setPos(p, 0);
     const Workspace ws = MakeWorkspace(work, 1, N, P, kR);
-    const double tiles = PerLaunch(s, [&] { CHECK(LaunchTiles<true>(a, ws, s)); });
-    const double tilesMma = PerLaunch(s, [&] { CHECK((LaunchTiles<true, true>(a, ws, s))); });
-    const double whole = PerLaunch(s, [&] { CHECK(memra_mla_attention(&a, s)); });
-    const double wholeMma = PerLaunch(s, [&] { AttentionMma(a, s); });
+    const double tiles = GraphPerLaunchUs(s, [&] { CHECK(LaunchTiles<true>(a, ws, s)); });
+    const double tilesMma = GraphPerLaunchUs(s, [&] { CHECK((LaunchTiles<true, true>(a, ws, s))); });
+    const double whole = GraphPerLaunchUs(s, [&] { CHECK(memra_mla_attention(&a, s)); });
+    const double wholeMma = GraphPerLaunchUs(s, [&] { AttentionMma(a, s); });
     std::printf("position %4d: tile kernel %6.2f us, mma %6.2f; attention %6.2f us, mma %6.2f\n", p, tiles, tilesMma,
                 whole, wholeMma);
   }

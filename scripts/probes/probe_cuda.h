@@ -96,9 +96,9 @@ static double GraphReplayUs(cudaStream_t s, Warm warm, Capture capture, int repl
 
 // Median device µs of one of `launches` back-to-back enqueues of `one()` on s, from a graph of them
 // (GraphReplayUs over `replays` replays): what each costs between its neighbours, with no timing
-// event between two launches.
+// event between two launches. 30 launches, as many as `bench` has layers.
 template <class One>
-static double GraphPerLaunchUs(cudaStream_t s, One one, int launches, int replays) {
+static double GraphPerLaunchUs(cudaStream_t s, One one, int launches = 30, int replays = 15) {
   const auto all = [&] {
     for (int i = 0; i < launches; ++i) one();
   };

@@ -18,15 +18,6 @@
 
 namespace {
 
-constexpr int kLaunches = 30;
-constexpr int kReplays = 15;
-
-// Median device µs a launch of `body`, from a graph of kLaunches of them.
-template <class Body>
-double PerLaunch(cudaStream_t s, Body body) {
-  return GraphPerLaunchUs(s, body, kLaunches, kReplays);
-}
-
 float* Randoms(size_t n, float scale = 1.f) {
   return DeviceRandoms(n, scale, 3);
 }
@@ -67,9 +58,9 @@ int main(int argc, char** argv) {
   }
   for (int p : {0, 15, 63, 1023, 3999}) {
     CHECK(cudaMemcpy(pos, &p, 4, cudaMemcpyHostToDevice));
-    const double whole = PerLaunch(s, [&] { CHECK(memra_mla_attention(&a, s)); });
-    const double tiles = PerLaunch(s, [&] { CHECK(LaunchTiles<true>(a, ws, s)); });
-    const double comb = PerLaunch(s, [&] { CHECK(LaunchCombine<true>(a, ws, s)); });
+    const double whole = GraphPerLaunchUs(s, [&] { CHECK(memra_mla_attention(&a, s)); });
+    const double tiles = GraphPerLaunchUs(s, [&] { CHECK(LaunchTiles<true>(a, ws, s)); });
+    const double comb = GraphPerLaunchUs(s, [&] { CHECK(LaunchCombine<true>(a, ws, s)); });
     std::printf("mla_attention at position %4d: %7.2f us (tile kernel %6.2f; combine %6.2f)\n", p, whole, tiles,
                 comb);
   }
@@ -77,23 +68,25 @@ int main(int argc, char** argv) {
   float* h = Randoms(H, 2.f);
   float* b = Zeros<float>(H);
   uint16_t* g = Weights(H, 3, 0.1f);
-  const double norm = PerLaunch(s, [&] { CHECK(memra_rmsnorm(b, h, g, 1, H, s)); });
+  const double norm = GraphPerLaunchUs(s, [&] { CHECK(memra_rmsnorm(b, h, g, 1, H, s)); });
   float* logits = Randoms(E);
   int32_t* ids = Zeros<int32_t>(K);
   float* wts = Zeros<float>(K);
   uint8_t* xq = Zeros<uint8_t>(H);
   float* xs = Zeros<float>(H / 128);
   float* xd = Zeros<float>(H);
-  const double rq = PerLaunch(s, [&] { CHECK(memra_route_quant(ids, wts, logits, xq, xs, xd, h, 1, E, K, H, s)); });
-  const double router = PerLaunch(s, [&] { CHECK(memra_router(ids, wts, logits, 1, E, K, s)); });
-  const double quant = PerLaunch(s, [&] { CHECK(memra_quantize(xq, xs, h, 1, H, s)); });
+  const double rq =
+      GraphPerLaunchUs(s, [&] { CHECK(memra_route_quant(ids, wts, logits, xq, xs, xd, h, 1, E, K, H, s)); });
+  const double router = GraphPerLaunchUs(s, [&] { CHECK(memra_router(ids, wts, logits, 1, E, K, s)); });
+  const double quant = GraphPerLaunchUs(s, [&] { CHECK(memra_quantize(xq, xs, h, 1, H, s)); });
   uint16_t* wr = Weights(size_t(H) * E, 4, 0.015f);
-  const double wr8 = PerLaunch(s, [&] { CHECK(memra_gemv(logits, E, h, H, wr, E, H, E, 1, 0, 8, s)); });
-  const double normWr = PerLaunch(s, [&] { CHECK(memra_norm_gemv(b, logits, E, h, g, wr, E, H, E, 1, s)); });
+  const double wr8 = GraphPerLaunchUs(s, [&] { CHECK(memra_gemv(logits, E, h, H, wr, E, H, E, 1, 0, 8, s)); });
+  const double normWr = GraphPerLaunchUs(s, [&] { CHECK(memra_norm_gemv(b, logits, E, h, g, wr, E, H, E, 1, s)); });
   float* contrib = Randoms(size_t(K) * H);
-  const double comb = PerLaunch(s, [&] { CHECK(memra_moe_combine(h, wts, ids, contrib, contrib, E, 1, K, H, s)); });
+  const double comb =
+      GraphPerLaunchUs(s, [&] { CHECK(memra_moe_combine(h, wts, ids, contrib, contrib, E, 1, K, H, s)); });
   const int32_t one[1] = {7};
-  const double empty = PerLaunch(s, [&] { CHECK(memra_set_i32(pos + 4, 1, one, s)); });
+  const double empty = GraphPerLaunchUs(s, [&] { CHECK(memra_set_i32(pos + 4, 1, one, s)); });
   std::printf("rmsnorm %.2f us; route_quant %.2f (router %.2f, quantize %.2f); gemv Wr split 8 %.2f; "
               "rmsnorm and gemv Wr in one launch %.2f; moe_combine %.2f; set_i32 (a launch) %.2f\n",
               norm, rq, router, quant, wr8, normWr, comb, empty);

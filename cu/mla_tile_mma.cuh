@@ -1,18 +1,16 @@
 // mla_tiles' item (32 positions by 8, 16 or 32 heads, R = 512) with its two products on the
-// tensor cores: what the tiled attention gains there (scripts/probes/mla-mma-probe.cu, alone; the
-// chain probe's A/B with -DMEMRA_MLA_MMA, in the step). Measured and not adopted: the step 1.6%
-// shorter at position 4000 and 2.1% longer at 1023 on an H200, the item bound by its warps'
-// latency and instruction count (docs/performance.md, "The tiled attention's item on the tensor
-// cores, measured"). Included by cu/model_attention.cu after its Workspace, Stage and TileSoftmax,
-// inside its unnamed namespace.
+// tensor cores, which a row takes from kFrom positions on in a build that sets it (cu/model_attention.cu,
+// mla_tiles). Included by cu/model_attention.cu after its Workspace, Stage and TileSoftmax, inside
+// its unnamed namespace. What it gains and costs: docs/performance.md, "The tiled attention's item
+// on the tensor cores".
 //
-// The scalar item is bound by its FMAs and its shared-memory wavefronts (docs/performance.md, "The
+// The f32 item is bound by its FMAs and its shared-memory wavefronts (docs/performance.md, "The
 // tiled attention as items of one block an SM": at position 4000 the scores and the o take about
 // 4.9 us each, an SM's f32 FMAs about 4 us for both). Here:
 //   scores  S = Q C^T by mma.sync m16n8k8 tf32 (heads by positions, k = r): warp w takes r in
 //           [64 w, 64 w + 64), every head and position, its k-steps in increasing r; the eight
 //           warps' sums added in warp order;
-//   softmax the scalar item's own (TileSoftmax), a lane a position;
+//   softmax the f32 item's own (TileSoftmax), a lane a position;
 //   o       O = E C (heads by r, k = the tile's 32 positions in increasing j): warp w takes r in
 //           [64 w, 64 w + 64).
 // Each f32 operand is split into two tf32, big = rna(x) and small = rna(x - big), and a product
@@ -20,10 +18,11 @@
 // of the product, is left out). -DMEMRA_MLA_MMA_TERMS=1 keeps big*big alone: a diagnostic of what
 // the other two cost, not f32's accuracy.
 //
-// Not the model's element rule: the sums round in the tensor cores' order, so a build with this
-// item changes u's last bits, and the short form (cu/model_attention_short.cu) no longer has the
-// tiled form's bits. A row of a product depends on its own row of A alone, so a head's u still
-// does not depend on the heads beside it (the probe checks a slice against the full call).
+// The sums round in the tensor cores' order, not the f32 item's, so a row's u depends on which side
+// of kFrom its position count falls; the choice is the row's own, so it does not depend on the rows
+// beside it. A row of a product depends on its own row of A alone, so a head's u does not depend
+// on the heads beside it either (the model-kernel suite holds slices, rows alone and misaligned
+// inputs to the full launch's bits). The one-kernel short form ends at 128 positions, far below.
 #pragma once
 
 #ifndef MEMRA_MLA_MMA_TERMS
@@ -33,6 +32,14 @@
 namespace mla_mma {
 
 constexpr uint32_t kR = 512;  // the only latent width this item takes
+// The position count from which a row takes this item: -DMEMRA_MLA_MMA_FROM=N, 0 (the default)
+// never. Measured and not the default (docs/performance.md): from 2048 positions the step was 0.9%
+// shorter at position 4000 on an H100, but 1.4% longer at 2047 and 0.5% at 1023, where every row
+// takes the f32 item but the launch asks for this item's 175 KB of shared memory.
+#ifndef MEMRA_MLA_MMA_FROM
+#define MEMRA_MLA_MMA_FROM 0
+#endif
+constexpr uint32_t kFrom = MEMRA_MLA_MMA_FROM == 0 ? UINT32_MAX : MEMRA_MLA_MMA_FROM;
 // Row strides in floats, so that a fragment's loads (lanes g = 0..7, t = 0..3) touch 32 banks:
 //   the queries, read as A[g][t]: kQRow = R + 4, rows 4 banks apart (4 g + t);
 //   the cache rows, read as B[k t][n g] in the scores (row g, column t) and in the o (row t,
@@ -60,13 +67,23 @@ __device__ __forceinline__ uint32_t TileAt(uint32_t j, uint32_t c) {
   return j * kRowF + (c ^ (j & 4));
 }
 
-// Rows first .. first + count of the tile whose row 0 is src into shared memory at TileAt, every
-// 16-byte copy of the thread in flight (landed by memra_cu::WaitCopiesToShared).
+// Rows first .. first + count of the tile whose row 0 is src into shared memory at TileAt. kVec
+// (src 16-byte aligned): every 16-byte copy of the thread in flight, landed by
+// memra_cu::WaitCopiesToShared; otherwise Stage's loads of the step's own data, a float at a time.
+template <bool kVec>
 __device__ __forceinline__ void StageTile(float* tile, const float* src, uint32_t first, uint32_t count) {
-  constexpr uint32_t quads = kR / 4;
-  for (uint32_t i = threadIdx.x; i < count * quads; i += blockDim.x) {
-    const uint32_t j = first + i / quads, c = 4 * (i % quads);
-    memra_cu::CopyToShared16(tile + TileAt(j, c), src + uint64_t(j) * kR + c);
+  if (kVec) {
+    constexpr uint32_t quads = kR / 4;
+    for (uint32_t i = threadIdx.x; i < count * quads; i += blockDim.x) {
+      const uint32_t j = first + i / quads, c = 4 * (i % quads);
+      memra_cu::CopyToShared16(tile + TileAt(j, c), src + uint64_t(j) * kR + c);
+    }
+  } else {
+#pragma unroll 16
+    for (uint32_t i = threadIdx.x; i < count * kR; i += blockDim.x) {
+      const uint32_t j = first + i / kR, c = i % kR;
+      tile[TileAt(j, c)] = memra_cu::LoadFresh(src + uint64_t(j) * kR + c);
+    }
   }
 }
 
@@ -123,7 +140,7 @@ __device__ __forceinline__ void Mma3(float (&d)[4], const FragA& a, const Tf32Pa
 
 // TileHeads' item (the same arguments, the same workspace) at R = 512, by kPartialThreads threads;
 // the tile's first `staged` rows are in shared memory already (StageTile).
-template <unsigned HB>
+template <unsigned HB, bool kVec>
 __device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Workspace& ws, uint32_t tile, uint32_t s,
                                              uint32_t hb0, uint32_t np, uint32_t staged) {
   constexpr unsigned MT = HB < 16 ? 1 : HB / 16;  // m16 tiles of heads
@@ -137,9 +154,9 @@ __device__ __forceinline__ void TileHeadsMma(const MemraMlaArgs& a, const Worksp
   const uint32_t j0 = tile * 32, nv = np - j0 < 32 ? np - j0 : 32;
   const uint32_t nhB = a.nh - hb0 < HB ? a.nh - hb0 : HB;
 
-  StageTile(sc, a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * kR, staged, nv - staged);
-  Stage<true>(sq, kQRow, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * kR, nhB, kR);
-  memra_cu::WaitCopiesToShared();
+  StageTile<kVec>(sc, a.cache + uint64_t(s) * a.slotStride + uint64_t(j0) * kR, staged, nv - staged);
+  Stage<kVec>(sq, kQRow, a.q + uint64_t(s) * a.ldq + uint64_t(hb0) * kR, nhB, kR);
+  if (kVec) memra_cu::WaitCopiesToShared();
   // Zeros in the query rows past nhB and the cache rows past nv: a product's row or column reads
   // only its own, but O = E C sums over every row of C, and 0 * NaN (a stale row) is NaN.
   for (uint32_t i = tid; i < (16 * MT - nhB) * kR; i += kPartialThreads) sq[(nhB + i / kR) * kQRow + i % kR] = 0.0f;

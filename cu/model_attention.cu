@@ -19,7 +19,9 @@
 //          the r groups g = 0..3 mod 4), then a xor butterfly of those;
 //   m: exact in any order; l and the tile's o: positions in increasing j (butterfly for l);
 //   combine: the tiles in increasing order; u: 32 partials over r = p (mod 32), each in
-//          increasing r, added in p order.
+//          increasing r, added in p order;
+//   except, in a build with -DMEMRA_MLA_MMA_FROM=N, at R = 512 from N positions: a tile's scores
+//          and o on the tensor cores, in the order cu/mla_tile_mma.cuh gives.
 // A call whose P is at most memra_mla_short_positions(R) takes one kernel that makes the same
 // steps (cu/model_attention_short.cu): at a short context the two kernels are mostly fixed cost.
 #include <cooperative_groups.h>
@@ -349,8 +351,8 @@ struct TileItems {
   }
 };
 
-// The item on the tensor cores (mla_mma::TileHeadsMma): the tile kernel's kMma form, which
-// memra_mla_attention takes only in a build with -DMEMRA_MLA_MMA.
+// The item on the tensor cores (mla_mma::TileHeadsMma), which the tile kernel's kMma form takes
+// for a row of at least mla_mma::kFrom positions (a build with -DMEMRA_MLA_MMA_FROM).
 #include "cu/mla_tile_mma.cuh"
 
 // R <= 512: grid (blocks, t); block x of row s takes the row's items x, x + blocks, ... (TileItems).
@@ -364,9 +366,12 @@ struct TileItems {
 // start, behind at least one kernel that waits first (the norm ahead of latent_query), so it is
 // final here; a caller whose kernel ahead set it is caught after the wait, and the rows staged
 // for the old position are staged again.
+//
+// kMma (R = 512): a row of at least mla_mma::kFrom positions takes the item on the tensor cores.
+// The choice is the row's own position count, so a row's bits depend on it alone, as the slice
+// rule asks; shared memory is sized for the larger item.
 template <bool kVec, bool kMma = false>
 __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Workspace ws) {
-  static_assert(kVec || !kMma, "the tensor cores' item stages in 16-byte copies");
   MEMRA_TRACE_KERNEL(kTraceMlaTiles);
   extern __shared__ float4 smem4[];
   __shared__ int32_t early;
@@ -382,8 +387,8 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     const TileItems it(uint32_t(pe), a.nh, gridDim.x);
     const uint32_t j0 = uint32_t(blockIdx.x / it.groups) * 32;
     if (blockIdx.x < it.items) staged = uint32_t(pe) - j0 < 32 ? uint32_t(pe) - j0 : 32;
-    if constexpr (kMma) {
-      mla_mma::StageTile(reinterpret_cast<float*>(smem4), kv + uint64_t(j0) * R, 0, staged);
+    if (kMma && it.np >= mla_mma::kFrom) {
+      mla_mma::StageTile<kVec>(reinterpret_cast<float*>(smem4), kv + uint64_t(j0) * R, 0, staged);
     } else {
       Stage<kVec>(reinterpret_cast<float*>(smem4), R + kRowPad, kv + uint64_t(j0) * R, staged, R);
     }
@@ -404,11 +409,11 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     if (w != blockIdx.x) __syncthreads();
     const uint32_t tile = uint32_t(w / it.groups), hb0 = uint32_t(w % it.groups) * it.hb;
     const uint32_t rows = w == blockIdx.x ? staged : 0;
-    // The item at its heads a block, in this kernel's form.
+    // The item at its heads a block, in the row's form.
     const auto item = [&](auto heads) {
       constexpr unsigned HB = decltype(heads)::value;
-      if constexpr (kMma) {
-        mla_mma::TileHeadsMma<HB>(a, ws, tile, s, hb0, it.np, rows);
+      if (kMma && it.np >= mla_mma::kFrom) {
+        mla_mma::TileHeadsMma<HB, kVec>(a, ws, tile, s, hb0, it.np, rows);
       } else {
         TileHeads<HB, kVec>(a, ws, tile, s, hb0, it.np, rows);
       }
@@ -769,13 +774,14 @@ cudaError_t LaunchPartial(const MemraMlaArgs& a, const Workspace& ws, cudaStream
 
 // mla_tiles: one block an SM (its shared memory is sized for 32 heads), the SMs split over the
 // rows, rounded down so that no block waits for a second wave.
-// kMma: the item on the tensor cores, at R = 512 only.
+// kMma: rows from mla_mma::kFrom positions on take the item on the tensor cores (R = 512 only).
 template <bool kVec, bool kMma = false>
 cudaError_t LaunchTiles(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t stream) {
   static std::atomic<size_t> granted{0};
   auto kernel = mla_tiles<kVec, kMma>;
   if (kMma && a.R != mla_mma::kR) return cudaErrorInvalidValue;
-  const size_t smem = (kMma ? mla_mma::kSmemFloats : TilesSmemFloats(a.R, 32)) * sizeof(float);
+  const size_t floats = TilesSmemFloats(a.R, 32);
+  const size_t smem = (kMma && mla_mma::kSmemFloats > floats ? mla_mma::kSmemFloats : floats) * sizeof(float);
   cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   unsigned sms;
@@ -842,12 +848,13 @@ extern "C" cudaError_t memra_mla_attention(const MemraMlaArgs* args, cudaStream_
   // A call the short form covers takes it: one kernel, the same bits (cu/model_attention_short.cu).
   if (a.P <= memra_mla::ShortPositions(a.R) && vecIn && vecW) return memra_mla::LaunchShort(a, stream);
   cudaError_t err;
-  if (a.R <= 512) {
-#ifdef MEMRA_MLA_MMA
-    if (vecIn && a.R == mla_mma::kR) {
-      err = LaunchTiles<true, true>(a, ws, stream);
-    } else
+#if MEMRA_MLA_MMA_FROM
+  if (a.R == mla_mma::kR && a.P >= mla_mma::kFrom) {
+    // A call whose rows may reach the tensor cores' item: each row takes its form by its own position.
+    err = vecIn ? LaunchTiles<true, true>(a, ws, stream) : LaunchTiles<false, true>(a, ws, stream);
+  } else
 #endif
+  if (a.R <= 512) {
     err = vecIn ? LaunchTiles<true>(a, ws, stream) : LaunchTiles<false>(a, ws, stream);
   } else {
     err = vecIn ? LaunchPartial<8, 1, 16, true>(a, ws, stream) : LaunchPartial<8, 1, 16, false>(a, ws, stream);

@@ -2,7 +2,7 @@
 // scalar item: mla_tiles in both forms, over the same grid and items, each finished by the
 // production combine. Does the item stop being bound by its FMAs and shared-memory wavefronts?
 //
-// The mma form is not the model's element rule, so its u differs from the scalar form's in its
+// The mma form rounds in the tensor cores' order, so its u differs from the scalar form's in its
 // last bits: the probe prints each form's error against an f64 reference at positions from 0 to
 // 4095 and checks that the mma form is deterministic, that a head slice (nh = 16 from head 16) has
 // the full call's bits, and that each row of a t = 2 call (where a block takes two items) has the
@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+// mla_tiles<kVec, true> takes the tensor cores' item from this many positions: here every row.
+#define MEMRA_MLA_MMA_FROM 1
 #include "cu/model_attention.cu"
 #include "scripts/probes/probe_cuda.h"
 

@@ -1115,6 +1115,88 @@ describe('model kernels on one GPU', function () {
     );
   });
 
+  it("mla_attention at R = 512 and 40 heads either side of 2048 positions (where a build with -DMEMRA_MLA_MMA_FROM=2048 takes the tensor cores' item): each row within 1e-5 of f64; head slices, t = 1 and misaligned inputs bit-identical", () => {
+    // cu/mla_tile_mma.cuh kFrom: in such a build a row of at least 2048 positions takes the item
+    // on the tensor cores, the row below it the f32 item, whatever rows share the launch. 40
+    // heads: at 3001 positions a row's items are 32 heads, the second group 8 of them (in the
+    // tensor cores' item, half of an m16 tile empty, its query rows zeroed).
+    const t = 3,
+      nh = 40,
+      R = 512,
+      Dv = 32,
+      P = 3001,
+      pos = [2046, 2047, P - 1];
+    const cache = randF(t * P * R),
+      q = randF(t * nh * R, 2),
+      wp = genMatrix(nh * R, Dv, 39, 1 / Math.sqrt(R));
+    const wuv = widenBf16(down(Uint16Array, wp, nh * R * Dv));
+    const cp = put(cache),
+      qp = put(q),
+      pp = out(16);
+    b.launchSetI32(pp, pos, s);
+    const ldq = nh * R,
+      ldu = nh * Dv;
+    const u = attend(t, nh, ldu, qp, ldq, cp, 0, 1, P, R, pp, wp, Dv);
+    attentionError(u, ldu, t, nh, 0, q, ldq, cache, 0, 1, P, R, pos, wuv, Dv).within(
+      1e-5,
+      `mla_attention ${nh} heads at R = ${R}, positions ${pos.join(', ')} vs f64`,
+    );
+    const slice = attend(
+      t,
+      3,
+      3 * Dv,
+      ptrAdd(qp, 33 * R * 4),
+      ldq,
+      cp,
+      0,
+      1,
+      P,
+      R,
+      pp,
+      ptrAdd(wp, 33 * R * Dv * 2),
+      Dv,
+    );
+    for (let r = 0; r < t; r++)
+      sameBits(
+        slice.subarray(r * 3 * Dv, (r + 1) * 3 * Dv),
+        u.subarray(r * ldu + 33 * Dv, r * ldu + 36 * Dv),
+        `mla_attention heads [33, 36) vs ${nh} heads at R = ${R}, row ${r} at position ${pos[r]}`,
+      );
+    for (let r = 0; r < t; r++) {
+      const alone = attend(
+        1,
+        nh,
+        ldu,
+        ptrAdd(qp, r * ldq * 4),
+        ldq,
+        ptrAdd(cp, r * P * R * 4),
+        0,
+        1,
+        P,
+        R,
+        ptrAdd(pp, 4 * r),
+        wp,
+        Dv,
+      );
+      sameBits(alone, u.subarray(r * ldu, (r + 1) * ldu), `mla_attention t=1 vs t=3 row ${r} at position ${pos[r]}`);
+    }
+    // one float off: the scalar staging of the cache, then of q
+    const cpm = alloc(cache.byteLength + 16);
+    up(ptrAdd(cpm, 4), cache);
+    sameBits(
+      attend(t, nh, ldu, qp, ldq, ptrAdd(cpm, 4), 0, 1, P, R, pp, wp, Dv),
+      u,
+      `mla_attention at R = ${R}, misaligned cache vs aligned`,
+    );
+    const qpm = alloc(q.byteLength + 16);
+    up(ptrAdd(qpm, 4), q);
+    sameBits(
+      attend(t, nh, ldu, ptrAdd(qpm, 4), ldq, cp, 0, 1, P, R, pp, wp, Dv),
+      u,
+      `mla_attention at R = ${R}, misaligned q vs aligned`,
+    );
+  });
+
   it('mla_attention in one kernel (P <= mlaShortPositions): bit-identical to the tiled form at every position count to 128, R = 64, 96, 128 and 512, odd heads and a ragged Dv; rows at or past P give NaN; misaligned inputs fall back to the same bits', () => {
     const t = 3,
       L = 2,

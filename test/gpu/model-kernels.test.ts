@@ -861,6 +861,46 @@ describe('model kernels on one GPU', function () {
     return down(Float32Array, u, t * ldu);
   }
 
+  /**
+   * Heads [33, 36) of an nh-head launch over one layer (u: rows of nh * Dv; q: rows of nh * R),
+   * launched alone: each row's u bit-identical to the full launch's.
+   */
+  function heads33Alone(
+    u: Float32Array,
+    t: number,
+    nh: number,
+    q: DevicePtr,
+    cache: DevicePtr,
+    P: number,
+    R: number,
+    pos: DevicePtr,
+    wuv: DevicePtr,
+    Dv: number,
+    where: (r: number) => string,
+  ): void {
+    const alone = attend(
+      t,
+      3,
+      3 * Dv,
+      ptrAdd(q, 33 * R * 4),
+      nh * R,
+      cache,
+      0,
+      1,
+      P,
+      R,
+      pos,
+      ptrAdd(wuv, 33 * R * Dv * 2),
+      Dv,
+    );
+    for (let r = 0; r < t; r++)
+      sameBits(
+        alone.subarray(r * 3 * Dv, (r + 1) * 3 * Dv),
+        u.subarray(r * nh * Dv + 33 * Dv, r * nh * Dv + 36 * Dv),
+        `mla_attention heads [33, 36) vs ${nh} heads ${where(r)}`,
+      );
+  }
+
   /** Worst error of heads [n0, n0 + nh) of rows < t against attentionF64 (relative to Σ|o·w|). */
   function attentionError(
     u: Float32Array,
@@ -1037,22 +1077,7 @@ describe('model kernels on one GPU', function () {
       1e-5,
       `mla_attention ${nh4} heads vs f64`,
     );
-    const u5 = attend(
-      1,
-      3,
-      3 * Dv,
-      ptrAdd(q4p, 33 * R4 * 4),
-      nh4 * R4,
-      c4p,
-      0,
-      1,
-      P4,
-      R4,
-      p4,
-      ptrAdd(w4, 33 * R4 * Dv * 2),
-      Dv,
-    );
-    sameBits(u5, u4.subarray(33 * Dv, 36 * Dv), 'mla_attention heads [33, 36) vs 40 heads');
+    heads33Alone(u4, 1, nh4, q4p, c4p, P4, R4, p4, w4, Dv, () => `at R = ${R4}, position ${P4 - 1}`);
 
     // 40 heads over a long context: the tile kernel's items take 8 heads while a row's items fit
     // its share of the blocks (on 132 SMs, 44 a row: row 0, 4 tiles, 20 items), then 16 (row 1, 13
@@ -1076,27 +1101,7 @@ describe('model kernels on one GPU', function () {
         1e-5,
         `mla_attention ${nh4} heads at R = ${R6}, positions ${pos6.join(', ')} vs f64`,
       );
-      const u7 = attend(
-        t6,
-        3,
-        3 * Dv,
-        ptrAdd(q6p, 33 * R6 * 4),
-        nh4 * R6,
-        c6p,
-        0,
-        1,
-        P6,
-        R6,
-        p6,
-        ptrAdd(w6, 33 * R6 * Dv * 2),
-        Dv,
-      );
-      for (let r = 0; r < t6; r++)
-        sameBits(
-          u7.subarray(r * 3 * Dv, (r + 1) * 3 * Dv),
-          u6.subarray(r * nh4 * Dv + 33 * Dv, r * nh4 * Dv + 36 * Dv),
-          `mla_attention heads [33, 36) vs 40 heads at R = ${R6}, row ${r} at position ${pos6[r]}`,
-        );
+      heads33Alone(u6, t6, nh4, q6p, c6p, P6, R6, p6, w6, Dv, (r) => `at R = ${R6}, row ${r} at position ${pos6[r]}`);
     }
 
     const P2 = 65536,
@@ -1141,27 +1146,7 @@ describe('model kernels on one GPU', function () {
       1e-5,
       `mla_attention ${nh} heads at R = ${R}, positions ${pos.join(', ')} vs f64`,
     );
-    const slice = attend(
-      t,
-      3,
-      3 * Dv,
-      ptrAdd(qp, 33 * R * 4),
-      ldq,
-      cp,
-      0,
-      1,
-      P,
-      R,
-      pp,
-      ptrAdd(wp, 33 * R * Dv * 2),
-      Dv,
-    );
-    for (let r = 0; r < t; r++)
-      sameBits(
-        slice.subarray(r * 3 * Dv, (r + 1) * 3 * Dv),
-        u.subarray(r * ldu + 33 * Dv, r * ldu + 36 * Dv),
-        `mla_attention heads [33, 36) vs ${nh} heads at R = ${R}, row ${r} at position ${pos[r]}`,
-      );
+    heads33Alone(u, t, nh, qp, cp, P, R, pp, wp, Dv, (r) => `at R = ${R}, row ${r} at position ${pos[r]}`);
     for (let r = 0; r < t; r++) {
       const alone = attend(
         1,

@@ -34,8 +34,8 @@ namespace mla_mma {
 constexpr uint32_t kR = 512;  // the only latent width this item takes
 // The position count from which a row takes this item: -DMEMRA_MLA_MMA_FROM=N, 0 (the default)
 // never. Measured and not the default (docs/performance.md): from 2048 positions the step was 0.9%
-// shorter at position 4000 on an H100, but 1.4% longer at 2047 and 0.5% at 1023, where every row
-// takes the f32 item but the launch asks for this item's 175 KB of shared memory.
+// shorter at position 4000 on an H100, but 1.4% longer at 2047, and 0.5% at 1023, where every row
+// takes the f32 item, compiled into one kernel with this one (not its shared memory: measured).
 #ifndef MEMRA_MLA_MMA_FROM
 #define MEMRA_MLA_MMA_FROM 0
 #endif

@@ -1,8 +1,8 @@
 // mla_tiles' item (32 positions by 8, 16 or 32 heads, R = 512) with its two products on the
-// tensor cores, which a row takes from kFrom positions on in a build that sets it (cu/model_attention.cu,
-// mla_tiles). Included by cu/model_attention.cu after its Workspace, Stage and TileSoftmax, inside
-// its unnamed namespace. What it gains and costs: docs/performance.md, "The tiled attention's item
-// on the tensor cores".
+// tensor cores, which a row takes from kFrom positions on in a build that sets it
+// (cu/model_attention.cu, mla_tiles). Included by cu/model_attention.cu after its Workspace, Stage
+// and TileSoftmax, inside its unnamed namespace. What it gains and costs: docs/performance.md,
+// "The tiled attention's item on the tensor cores".
 //
 // The f32 item is bound by its FMAs and its shared-memory wavefronts (docs/performance.md, "The
 // tiled attention as items of one block an SM": at position 4000 the scores and the o take about

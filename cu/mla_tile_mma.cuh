@@ -32,14 +32,18 @@
 namespace mla_mma {
 
 constexpr uint32_t kR = 512;  // the only latent width this item takes
-// The position count from which a row takes this item: -DMEMRA_MLA_MMA_FROM=N, 0 (the default)
-// never. Measured and not the default (docs/performance.md): from 2048 positions the step was 0.9%
-// shorter at position 4000 on an H100, but 1.4% longer at 2047, and 0.5% at 1023, where every row
-// takes the f32 item, compiled into one kernel with this one (not its shared memory: measured).
+// The position count from which a row takes this item: -DMEMRA_MLA_MMA_FROM=N; 0 (the default)
+// never, and memra_mla_attention does not launch the kernel that holds it. Measured and not the default
+// (docs/performance.md): from 2048 positions the step was 0.9% shorter at position 4000 on an
+// H100, but 1.4% longer at 2047, and 0.5% at 1023, where every row takes the f32 item, compiled
+// into one kernel with this one (not its shared memory: measured).
 #ifndef MEMRA_MLA_MMA_FROM
 #define MEMRA_MLA_MMA_FROM 0
 #endif
 constexpr uint32_t kFrom = MEMRA_MLA_MMA_FROM == 0 ? UINT32_MAX : MEMRA_MLA_MMA_FROM;
+
+// Whether a row of np positions takes this item (mla_tiles' kMma form asks, item by item).
+__device__ __forceinline__ bool Takes(uint32_t np) { return np >= kFrom; }
 // Row strides in floats, so that a fragment's loads (lanes g = 0..7, t = 0..3) touch 32 banks:
 //   the queries, read as A[g][t]: kQRow = R + 4, rows 4 banks apart (4 g + t);
 //   the cache rows, read as B[k t][n g] in the scores (row g, column t) and in the o (row t,

@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     const TileItems it(uint32_t(pe), a.nh, gridDim.x);
     const uint32_t j0 = uint32_t(blockIdx.x / it.groups) * 32;
     if (blockIdx.x < it.items) staged = uint32_t(pe) - j0 < 32 ? uint32_t(pe) - j0 : 32;
-    if (kMma && it.np >= mla_mma::kFrom) {
+    if (kMma && mla_mma::Takes(it.np)) {
       mla_mma::StageTile<kVec>(reinterpret_cast<float*>(smem4), kv + uint64_t(j0) * R, 0, staged);
     } else {
       Stage<kVec>(reinterpret_cast<float*>(smem4), R + kRowPad, kv + uint64_t(j0) * R, staged, R);
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(kPartialThreads) mla_tiles(MemraMlaArgs a, Wor
     // The item at its heads a block, in the row's form.
     const auto item = [&](auto heads) {
       constexpr unsigned HB = decltype(heads)::value;
-      if (kMma && it.np >= mla_mma::kFrom) {
+      if (kMma && mla_mma::Takes(it.np)) {
         mla_mma::TileHeadsMma<HB, kVec>(a, ws, tile, s, hb0, it.np, rows);
       } else {
         TileHeads<HB, kVec>(a, ws, tile, s, hb0, it.np, rows);
@@ -780,8 +780,8 @@ cudaError_t LaunchTiles(const MemraMlaArgs& a, const Workspace& ws, cudaStream_t
   static std::atomic<size_t> granted{0};
   auto kernel = mla_tiles<kVec, kMma>;
   if (kMma && a.R != mla_mma::kR) return cudaErrorInvalidValue;
-  const size_t floats = TilesSmemFloats(a.R, 32);
-  const size_t smem = (kMma && mla_mma::kSmemFloats > floats ? mla_mma::kSmemFloats : floats) * sizeof(float);
+  static_assert(mla_mma::kSmemFloats >= TilesSmemFloats(mla_mma::kR, 32), "the kMma form holds either item");
+  const size_t smem = (kMma ? mla_mma::kSmemFloats : TilesSmemFloats(a.R, 32)) * sizeof(float);
   cudaError_t err = AllowSmem(kernel, smem, granted);
   if (err != cudaSuccess) return err;
   unsigned sms;

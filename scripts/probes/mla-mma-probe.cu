@@ -34,9 +34,12 @@ namespace {
 using mla_mma::kR;
 using mla_mma::kTerms;
 
-void AttentionMma(const MemraMlaArgs& a, cudaStream_t stream) {
+// The tiled attention with its f32 item, or with the tensor cores' (memra_mla_attention would take
+// the tensor cores' too: this probe's MEMRA_MLA_MMA_FROM is 1).
+template <bool kMma>
+void Attention(const MemraMlaArgs& a, cudaStream_t stream) {
   const Workspace ws = MakeWorkspace(a.work, a.t, a.nh, a.P, a.R);
-  CHECK((LaunchTiles<true, true>(a, ws, stream)));
+  CHECK((LaunchTiles<true, kMma>(a, ws, stream)));
   CHECK(LaunchCombine<true>(a, ws, stream));
 }
 
@@ -142,9 +145,9 @@ int main(int argc, char** argv) {
     CHECK(cudaMemset(work, 0xff, workFloats * 4));
     if (mma) {
       PoisonAllShared(s);
-      AttentionMma(x, s);
+      Attention<true>(x, s);
     } else {
-      CHECK(memra_mla_attention(&x, s));
+      Attention<false>(x, s);
     }
     CHECK(cudaStreamSynchronize(s));
     std::vector<float> out(x.t * rowFloats);
@@ -157,7 +160,7 @@ int main(int argc, char** argv) {
   };
   if (argc == 3 && std::string(argv[1]) == "--once") {
     setPos(std::atoi(argv[2]), 0);
-    AttentionMma(a, s);
+    Attention<true>(a, s);
     CHECK(cudaStreamSynchronize(s));
     std::printf("one mma attention call at position %s\n", argv[2]);
     return 0;
@@ -202,8 +205,8 @@ int main(int argc, char** argv) {
     const Workspace ws = MakeWorkspace(work, 1, N, P, kR);
     const double tiles = GraphPerLaunchUs(s, [&] { CHECK(LaunchTiles<true>(a, ws, s)); });
     const double tilesMma = GraphPerLaunchUs(s, [&] { CHECK((LaunchTiles<true, true>(a, ws, s))); });
-    const double whole = GraphPerLaunchUs(s, [&] { CHECK(memra_mla_attention(&a, s)); });
-    const double wholeMma = GraphPerLaunchUs(s, [&] { AttentionMma(a, s); });
+    const double whole = GraphPerLaunchUs(s, [&] { Attention<false>(a, s); });
+    const double wholeMma = GraphPerLaunchUs(s, [&] { Attention<true>(a, s); });
     std::printf("position %4d: tile kernel %6.2f us, mma %6.2f; attention %6.2f us, mma %6.2f\n", p, tiles, tilesMma,
                 whole, wholeMma);
   }

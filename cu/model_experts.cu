@@ -207,6 +207,39 @@ __device__ __forceinline__ void WithPassRows(unsigned rows, const F& f) {
   f(std::integral_constant<int, T>{});
 }
 
+// A group of more slots than a pass holds but at most two passes' worth (the launches at t = 5 to
+// 8, passes of four rows: at `bench`'s t = 8 about one expert of the 28 or so named a layer) is
+// one pass of 2T rows over each half of the block's tile in turn, a thread CW / 2 of its columns,
+// so that the expert's weights stream once. In passes of T rows over the whole tile, the second
+// pass read them again, from HBM by then (the stream had moved hundreds of MB through L2 in
+// between), and its blocks held their SMs twice as long. The halves are the tile's columns and
+// CW changes no sum (the slice rule). Where CW is 2 there is no half, and such a group takes the
+// passes; so does any group of more (only a routing that names an expert twice in a row).
+template <int T, int CW>
+constexpr bool kWholeGroups = T == 4 && CW >= 4;
+
+// The group's n slots over the block's tile at col0: pass(b, rows, cw, c0, staged) makes slots b
+// .. b + rows - 1 (clamped to n) at cw columns a thread over the tile's columns from c0; staged:
+// the pass before left x staged for these rows (GemvTile's kStaged), and the block has met since.
+template <int T, int CW, bool kWhole, class Pass>
+__device__ __forceinline__ void GroupPasses(unsigned n, uint32_t col0, const Pass& pass) {
+  if constexpr (kWhole) {
+    static_assert(kWholeGroups<T, CW>, "a whole group needs a tile to halve");
+    if (n > T && n <= 2 * T) {
+      constexpr std::integral_constant<int, 2 * T> rows;
+      constexpr std::integral_constant<int, CW / 2> half;
+      pass(0u, rows, half, col0, std::false_type{});
+      pass(0u, rows, half, col0 + kWarpCols * (CW / 2), std::true_type{});
+      return;
+    }
+  }
+  for (unsigned b = 0; b < n; b += T) {
+    WithPassRows<T>(n - b, [&](auto rows) {
+      pass(b, rows, std::integral_constant<int, CW>{}, col0, std::false_type{});
+    });
+  }
+}
+
 // A shorter pass's chunks in flight: no more than the full pass's U, whose registers the kernel
 // is sized for (its own kBatchChunks, more at fewer accumulators, made ptxas spill more).
 __host__ __device__ constexpr unsigned PassBatch(unsigned passU, unsigned fullU) {
@@ -218,19 +251,38 @@ __host__ __device__ constexpr unsigned PassBatch(unsigned passU, unsigned fullU)
 template <int M, int T, int CW>
 constexpr bool kPassPartDyn = T >= 2 || kDynamicPart<M, T, CW>;
 
-template <int T>
+// A pass's slot rows for its epilogue: row s of the pass is the group's slot b + s, none past n.
+// A whole group's pass (2T rows) finds them from the group's list as it stores: an array of row
+// pointers would hold eight of them, 16 registers, through the whole product.
+template <int R, bool kList>
+struct PassRows {
+  float* row[R];
+  __device__ float* Row(unsigned s) const { return row[s]; }
+};
+
+template <int R>
+struct PassRows<R, true> {
+  float* out;
+  uint64_t ld;
+  const uint16_t* slots;  // the group's, in shared memory
+  unsigned b, n;
+  __device__ float* Row(unsigned s) const { return b + s < n ? out + slots[b + s] * ld : nullptr; }
+};
+
+template <class Rows>
 struct SiluGateUp {
-  float* act[T];  // each row's slot row, null for a pass's unused rows
+  Rows act;
   // f32-ops.ts: silu(g) = f32(g / f32(1 + f32(exp(-g)))), then f32(silu * up).
   __device__ void operator()(unsigned s, uint32_t f, const float (&v)[2]) const {
-    if (act[s] == nullptr) return;
+    float* row = act.Row(s);
+    if (row == nullptr) return;
     const float g = v[0];
     const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
-    act[s][f] = __fmul_rn(silu, v[1]);
+    row[f] = __fmul_rn(silu, v[1]);
   }
 };
 
-template <int T, int CW, bool kPerSlot, unsigned U, bool kWide, bool kStage>
+template <int T, int CW, bool kPerSlot, unsigned U, bool kWhole, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_up(float* __restrict__ act, const float* __restrict__ xd,
               const int32_t* __restrict__ ids, const uint16_t* __restrict__ w1,
@@ -244,35 +296,37 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
-  for (unsigned b = 0; b < g.n; b += T) {
-    WithPassRows<T>(g.n - b, [&](auto rows) {
-      constexpr int R = decltype(rows)::value;
-      const float* xr[R];
-      SiluGateUp<R> epi;
+  GroupPasses<T, CW, kWhole>(g.n, col0, [&](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
+    constexpr int R = decltype(rows)::value, C = decltype(cw)::value;
+    constexpr bool kList = R == 2 * T;
+    const float* xr[R];
+    SiluGateUp<PassRows<R, kList>> epi;
+    if constexpr (kList) epi.act = {act, F, g.slots, b, g.n};
 #pragma unroll
-      for (int s = 0; s < R; ++s) {
-        const unsigned i = b + s < g.n ? b + s : g.n - 1;
-        const uint64_t q = g.slots[i];
-        xr[s] = xd + (q / K) * H;
-        epi.act[s] = b + s < g.n ? act + q * F : nullptr;
-      }
-      constexpr unsigned kU = R == T ? U : PassBatch(kExpertUpBatch<CW, R>, U);
-      constexpr bool kS = kStage && R > 1;
-      GemvTile<R, 2, CW, kWide, kS, kU, kPassPartDyn<2, T, CW>>(xr, w, F, H, F, col0, split, epi);
-    });
-  }
+    for (int s = 0; s < R; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = xd + (q / K) * H;
+      if constexpr (!kList) epi.act.row[s] = b + s < g.n ? act + q * F : nullptr;
+    }
+    constexpr unsigned kU = R == T && C == CW ? U : PassBatch(kExpertUpBatch<C, R>, U);
+    constexpr bool kS = kStage && R > 1;
+    GemvTile<R, 2, C, kWide, kS, kU, kPassPartDyn<2, T, CW>, kS && decltype(staged)::value>(xr, w, F, H, F, c0,
+                                                                                          split, epi);
+  });
   if constexpr (kGroupWait<T>) SignalGroupDone(sync, blockIdx.y);
 }
 
-template <int T>
+template <class Rows>
 struct StoreContrib {
-  float* contrib[T];  // each row's slot row, null for a pass's unused rows
+  Rows contrib;
   __device__ void operator()(unsigned s, uint32_t i, const float (&v)[1]) const {
-    if (contrib[s] != nullptr) contrib[s][i] = v[0];
+    float* row = contrib.Row(s);
+    if (row != nullptr) row[i] = v[0];
   }
 };
 
-template <int T, int CW, bool kPerSlot, unsigned U, bool kWide, bool kStage>
+template <int T, int CW, bool kPerSlot, unsigned U, bool kWhole, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     expert_down(float* __restrict__ contrib, const float* __restrict__ act,
                 const int32_t* __restrict__ ids, const uint16_t* __restrict__ w2, uint32_t e0,
@@ -288,24 +342,24 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[1] = {w2 + g.local * F * H};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
-  for (unsigned b = 0; b < g.n; b += T) {
-    WithPassRows<T>(g.n - b, [&](auto rows) {
-      constexpr int R = decltype(rows)::value;
-      const float* xr[R];
-      StoreContrib<R> epi;
+  GroupPasses<T, CW, kWhole>(g.n, col0, [&](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
+    constexpr int R = decltype(rows)::value, C = decltype(cw)::value;
+    constexpr bool kList = R == 2 * T;
+    const float* xr[R];
+    StoreContrib<PassRows<R, kList>> epi;
+    if constexpr (kList) epi.contrib = {contrib, H, g.slots, b, g.n};
 #pragma unroll
-      for (int s = 0; s < R; ++s) {
-        const unsigned i = b + s < g.n ? b + s : g.n - 1;
-        const uint64_t q = g.slots[i];
-        xr[s] = act + q * F;
-        epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
-      }
-      constexpr unsigned kU = R == T ? U : PassBatch(kBatchChunks<CW, 1, R>, U);
-      constexpr bool kS = kStage && R > 1;
-      GemvTile<R, 1, CW, kWide, kS, kU, kPassPartDyn<1, T, CW>, false, kGroupWait<T>>(
-          xr, w, H, F, H, col0, split, epi, kGroupWait<T> ? GroupSync(sync).ready + blockIdx.y : nullptr);
-    });
-  }
+    for (int s = 0; s < R; ++s) {
+      const unsigned i = b + s < g.n ? b + s : g.n - 1;
+      const uint64_t q = g.slots[i];
+      xr[s] = act + q * F;
+      if constexpr (!kList) epi.contrib.row[s] = b + s < g.n ? contrib + q * H : nullptr;
+    }
+    constexpr unsigned kU = R == T && C == CW ? U : PassBatch(kBatchChunks<C, 1, R>, U);
+    constexpr bool kS = kStage && R > 1;
+    GemvTile<R, 1, C, kWide, kS, kU, kPassPartDyn<1, T, CW>, kS && decltype(staged)::value, kGroupWait<T>>(
+        xr, w, H, F, H, c0, split, epi, kGroupWait<T> ? GroupSync(sync).ready + blockIdx.y : nullptr);
+  });
   if constexpr (kGroupWait<T>) ReleaseGroup(sync, blockIdx.y);
 }
 
@@ -322,15 +376,29 @@ struct ExpertUpArgs {
   unsigned* sync;
 };
 
+// Dynamic shared memory of a launch of passes of T rows of M matrices at CW (GemvSmem), kWhole
+// with its whole groups' passes of 2T rows at CW / 2: part[] is the same size for both (T x CW
+// accumulators a thread), so the staged x is the larger pass's, where it fits (else neither
+// stages).
+template <int M, int T, int CW, bool kWhole>
+size_t ExpertSmem(uint32_t K, unsigned split, bool* stage) {
+  if constexpr (kWhole) {
+    static_assert(PartBytes<M, 2 * T, CW / 2, true>() == PartBytes<M, T, CW, kPassPartDyn<M, T, CW>>(),
+                  "both passes' part[] at the same size");
+    return GemvSmem<M, 2 * T, CW / 2, true>(K, split, stage);
+  }
+  return GemvSmem<M, T, CW, kPassPartDyn<M, T, CW>>(K, split, stage);
+}
+
 // grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
 // One pass of one row (T = 1) is the t = 1 launch: slot y is block row y (SlotGroup).
-template <int T, int CW, unsigned U = kExpertUpBatch<CW, T>>
+template <int T, int CW, bool kWhole, unsigned U = kExpertUpBatch<CW, T>>
 cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, unsigned groups,
                            unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   bool stage;
-  const size_t smem = GemvSmem<2, T, CW, kPassPartDyn<2, T, CW>>(a.H, split, &stage);
-  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U), a.F, CW, T == 1 ? slots : groups, split,
+  const size_t smem = ExpertSmem<2, T, CW, kWhole>(a.H, split, &stage);
+  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U, kWhole), a.F, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split, a.sync);
 }
@@ -344,30 +412,33 @@ struct ExpertDownArgs {
   unsigned* sync;
 };
 
-template <int T, int CW, unsigned U = kBatchChunks<CW, 1, T>>
+template <int T, int CW, bool kWhole, unsigned U = kBatchChunks<CW, 1, T>>
 cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots, unsigned groups,
                              unsigned split, cudaStream_t stream) {
   static std::atomic<size_t> granted[4];
   bool stage;
-  const size_t smem = GemvSmem<1, T, CW, kPassPartDyn<1, T, CW>>(a.F, split, &stage);
-  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U), a.H, CW, T == 1 ? slots : groups, split,
+  const size_t smem = ExpertSmem<1, T, CW, kWhole>(a.F, split, &stage);
+  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U, kWhole), a.H, CW, T == 1 ? slots : groups, split,
                      smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
                      a.nE, a.K, a.H, a.F, slots, split, a.sync);
 }
 
 // Rows a pass of a group takes: one at t = 1 (no grouping), then up to four (a valid routing
 // gives an expert at most t slots, about tK/E of them on average: at t = 8 with E = 32 and K = 8,
-// two, and three or four for a third of the experts). A group past one pass re-reads its weights,
-// from HBM by then: passes of two made `bench`'s experts at t = 8 stream at 2.7 TB/s.
+// two, and three or four for a third of the experts). A group of five to eight slots is one pass
+// of eight over each half of the tile (kWholeGroups); passes of two, re-reading the weights
+// from HBM for any group past one pass, made `bench`'s experts at t = 8 stream at 2.7 TB/s.
 constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : (t == 2 ? 2 : 4); }
 
-// The launch for passes of T rows at the widest CW that keeps SMs busy (PickCw). The first half
-// at T = 4 stops at CW 4: at 8 its 64 accumulators and two matrices' loads spill (ptxas -v).
+// The launch for passes of T rows at the widest CW that keeps SMs busy (PickCw), with whole
+// groups (GroupPasses) where the launch can have groups past a pass (`whole`: t > T) and CW has
+// halves. The first half at T = 4 stops at CW 4: at 8 its 64 accumulators and two matrices' loads
+// spill (ptxas -v).
 template <int T>
 constexpr int ExpertUpCwMax = T >= 4 ? 4 : CwMax(T, 2);
 
 template <int T>
-cudaError_t ExpertUpRows(const ExpertUpArgs& a, unsigned slots, unsigned groups, unsigned split,
+cudaError_t ExpertUpRows(const ExpertUpArgs& a, unsigned slots, unsigned groups, unsigned split, bool whole,
                          cudaStream_t stream) {
   const auto ok = [](int c, const void* p) {
     const ExpertUpArgs& g = *static_cast<const ExpertUpArgs*>(p);
@@ -376,17 +447,20 @@ cudaError_t ExpertUpRows(const ExpertUpArgs& a, unsigned slots, unsigned groups,
   const int cw = PickCw(ExpertUpCwMax<T>, ok, &a, a.F, uint64_t(split) * groups);
   const bool wide = ok(cw, &a);
   if constexpr (ExpertUpCwMax<T> >= 8) {
-    if (cw == 8) return ExpertUpLaunch<T, 8>(a, wide, slots, groups, split, stream);
+    if (cw == 8) return ExpertUpLaunch<T, 8, false>(a, wide, slots, groups, split, stream);
   }
   if constexpr (ExpertUpCwMax<T> >= 4) {
-    if (cw == 4) return ExpertUpLaunch<T, 4>(a, wide, slots, groups, split, stream);
+    if (cw == 4) {
+      return whole ? ExpertUpLaunch<T, 4, kWholeGroups<T, 4>>(a, wide, slots, groups, split, stream)
+                   : ExpertUpLaunch<T, 4, false>(a, wide, slots, groups, split, stream);
+    }
   }
-  return ExpertUpLaunch<T, 2>(a, wide, slots, groups, split, stream);
+  return ExpertUpLaunch<T, 2, false>(a, wide, slots, groups, split, stream);
 }
 
 template <int T>
 cudaError_t ExpertDownRows(const ExpertDownArgs& a, unsigned slots, unsigned groups,
-                           unsigned split, cudaStream_t stream) {
+                           unsigned split, bool whole, cudaStream_t stream) {
   const auto ok = [](int c, const void* p) {
     const ExpertDownArgs& g = *static_cast<const ExpertDownArgs*>(p);
     return WideOk(g.w2, g.H, c);
@@ -394,12 +468,18 @@ cudaError_t ExpertDownRows(const ExpertDownArgs& a, unsigned slots, unsigned gro
   const int cw = PickCw(CwMax(T, 1), ok, &a, a.H, uint64_t(split) * groups);
   const bool wide = ok(cw, &a);
   if constexpr (CwMax(T, 1) >= 8) {
-    if (cw == 8) return ExpertDownLaunch<T, 8>(a, wide, slots, groups, split, stream);
+    if (cw == 8) {
+      return whole ? ExpertDownLaunch<T, 8, kWholeGroups<T, 8>>(a, wide, slots, groups, split, stream)
+                   : ExpertDownLaunch<T, 8, false>(a, wide, slots, groups, split, stream);
+    }
   }
   if constexpr (CwMax(T, 1) >= 4) {
-    if (cw == 4) return ExpertDownLaunch<T, 4>(a, wide, slots, groups, split, stream);
+    if (cw == 4) {
+      return whole ? ExpertDownLaunch<T, 4, kWholeGroups<T, 4>>(a, wide, slots, groups, split, stream)
+                   : ExpertDownLaunch<T, 4, false>(a, wide, slots, groups, split, stream);
+    }
   }
-  return ExpertDownLaunch<T, 2>(a, wide, slots, groups, split, stream);
+  return ExpertDownLaunch<T, 2, false>(a, wide, slots, groups, split, stream);
 }
 
 }  // namespace
@@ -414,10 +494,11 @@ extern "C" cudaError_t memra_expert_up(float* act, const float* xd, const int32_
   if (t == 0 || K == 0 || F == 0 || nE == 0) return cudaSuccess;
   const ExpertUpArgs a{act, xd, ids, w1, w3, e0, nE, K, H, F, sync};
   const unsigned split = Split(H, kExpertUpRows), slots = t * K, groups = slots < nE ? slots : nE;
+  const bool whole = t > uint32_t(ExpertRows(t));
   switch (ExpertRows(t)) {
-    case 1: return ExpertUpRows<1>(a, slots, groups, split, stream);
-    case 2: return ExpertUpRows<2>(a, slots, groups, split, stream);
-    default: return ExpertUpRows<4>(a, slots, groups, split, stream);
+    case 1: return ExpertUpRows<1>(a, slots, groups, split, whole, stream);
+    case 2: return ExpertUpRows<2>(a, slots, groups, split, whole, stream);
+    default: return ExpertUpRows<4>(a, slots, groups, split, whole, stream);
   }
 }
 
@@ -431,9 +512,10 @@ extern "C" cudaError_t memra_expert_down(float* contrib, const float* act, const
   if (t == 0 || K == 0 || H == 0 || nE == 0) return cudaSuccess;
   const ExpertDownArgs a{contrib, act, ids, w2, e0, nE, K, H, F, sync};
   const unsigned split = Split(F), slots = t * K, groups = slots < nE ? slots : nE;
+  const bool whole = t > uint32_t(ExpertRows(t));
   switch (ExpertRows(t)) {
-    case 1: return ExpertDownRows<1>(a, slots, groups, split, stream);
-    case 2: return ExpertDownRows<2>(a, slots, groups, split, stream);
-    default: return ExpertDownRows<4>(a, slots, groups, split, stream);
+    case 1: return ExpertDownRows<1>(a, slots, groups, split, whole, stream);
+    case 2: return ExpertDownRows<2>(a, slots, groups, split, whole, stream);
+    default: return ExpertDownRows<4>(a, slots, groups, split, whole, stream);
   }
 }

@@ -1459,23 +1459,36 @@ describe('model kernels on one GPU', function () {
       [8, 4],
       [40, 9],
     ] as const)
-      groupedExperts(E, K);
+      groupedExperts(E, K, [2, 3, 5, 8], 0);
   });
 
-  function groupedExperts(E: number, K: number): void {
+  // A group of five to eight slots is one pass of eight rows over each half of its tile (the
+  // launches at t > 4 whose tiles have halves: cu/model_experts.cu GroupPasses). E = 32 and K = 8
+  // (bench's routing) at these widths give both products such tiles; experts 0-3 are named by
+  // the first t, t - 1, t - 2 and t - 3 rows, so every size from 5 to 8 is a group at t = 8.
+  it('expert_up / expert_down groups of five to eight slots (one pass of eight rows a half tile): t = 5, 6, 7, 8, E = 32, K = 8; every slot bit-identical to its row launched alone, and to the EP halves', () => {
+    groupedExperts(32, 8, [5, 6, 7, 8], 4);
+  });
+
+  // shared: experts 0 .. shared - 1 named by the first t, t - 1, ... rows; 0: row 0 names one
+  // expert twice instead (a group past two passes at t = 8 with E = 8).
+  function groupedExperts(E: number, K: number, ts: readonly number[], shared: number): void {
     const H = 512,
       Fw = 384;
     const w1p = genMatrix(E * H, Fw, 43, 1 / 16),
       w3p = genMatrix(E * H, Fw, 44, 1 / 16),
       w2p = genMatrix(E * Fw, H, 45, 1 / Math.sqrt(Fw));
     const half = E / 2;
-    for (const t of [2, 3, 5, 8]) {
+    for (const t of ts) {
       const ids = new Int32Array(t * K);
       for (let r = 0; r < t; r++) {
-        const pool = Array.from({ length: E }, (_, e) => e);
-        for (let k = 0; k < K; k++) ids[r * K + k] = pool.splice(Math.floor(rnd() * pool.length), 1)[0]!;
+        const forced = Array.from({ length: shared }, (_, e) => e).filter((e) => r < t - e);
+        const pool = Array.from({ length: E - shared }, (_, e) => e + shared);
+        for (let k = 0; k < K; k++) {
+          ids[r * K + k] = k < forced.length ? forced[k]! : pool.splice(Math.floor(rnd() * pool.length), 1)[0]!;
+        }
       }
-      ids[2] = ids[0]!; // row 0 names one expert twice
+      if (shared === 0) ids[2] = ids[0]!; // row 0 names one expert twice
       const xp = put(randF(t * H)),
         ip = put(ids);
       const act = out(t * K * Fw * 4),

@@ -218,20 +218,27 @@ __device__ __forceinline__ void WithPassRows(unsigned rows, const F& f) {
 template <int T, int CW>
 constexpr bool kWholeGroups = T == 4 && CW >= 4;
 
+// A whole group's two half-tile passes, compiled apart from the kernel (not inlined): inline, the
+// eight rows' registers (ptxas: over a hundred bytes spilled) reached the passes of four rows that
+// nearly every group takes, and `bench`'s step at t = 8 was 2% slower for it.
+template <int T, int CW, class Pass>
+__device__ __noinline__ void WholeGroupPasses(Pass pass, uint32_t col0) {
+  constexpr std::integral_constant<int, 2 * T> rows;
+  constexpr std::integral_constant<int, CW / 2> half;
+  pass(0u, rows, half, col0, std::false_type{});
+  pass(0u, rows, half, col0 + kWarpCols * (CW / 2), std::true_type{});
+}
+
 // The group's n slots over the block's tile at col0: pass(b, rows, cw, c0, staged) makes slots b
 // .. b + rows - 1 (clamped to n) at cw columns a thread over the tile's columns from c0; staged:
 // the pass before left x staged for these rows (GemvTile's kStaged), and the block has met since.
+// pass captures by value: the whole group's passes take a copy (by reference, the kernel's own
+// locals would have to live in memory for them).
 template <int T, int CW, bool kWhole, class Pass>
 __device__ __forceinline__ void GroupPasses(unsigned n, uint32_t col0, const Pass& pass) {
   if constexpr (kWhole) {
     static_assert(kWholeGroups<T, CW>, "a whole group needs a tile to halve");
-    if (n > T && n <= 2 * T) {
-      constexpr std::integral_constant<int, 2 * T> rows;
-      constexpr std::integral_constant<int, CW / 2> half;
-      pass(0u, rows, half, col0, std::false_type{});
-      pass(0u, rows, half, col0 + kWarpCols * (CW / 2), std::true_type{});
-      return;
-    }
+    if (n > T && n <= 2 * T) return WholeGroupPasses<T, CW>(pass, col0);
   }
   for (unsigned b = 0; b < n; b += T) {
     WithPassRows<T>(n - b, [&](auto rows) {
@@ -296,7 +303,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
-  GroupPasses<T, CW, kWhole>(g.n, col0, [&](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
+  GroupPasses<T, CW, kWhole>(g.n, col0, [=](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
     constexpr int R = decltype(rows)::value, C = decltype(cw)::value;
     constexpr bool kList = R == 2 * T;
     const float* xr[R];
@@ -342,7 +349,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[1] = {w2 + g.local * F * H};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
-  GroupPasses<T, CW, kWhole>(g.n, col0, [&](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
+  GroupPasses<T, CW, kWhole>(g.n, col0, [=](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
     constexpr int R = decltype(rows)::value, C = decltype(cw)::value;
     constexpr bool kList = R == 2 * T;
     const float* xr[R];

@@ -3,8 +3,9 @@
 //
 // Block row y of a launch is group y: the y-th smallest owned expert some slot names, with the
 // slots naming it in slot order. Its blocks stream that expert's weights once and apply them to
-// T of the group's slots a pass (ExpertRows). Which slot lands in which pass changes no sum, so
-// an output is the same whatever the grouping (the slice rule).
+// T of the group's slots a pass (ExpertRows), or, to a group of T + 1 to 2T slots, 2T a pass over
+// each half of the tile (kWholeGroups). Which slot lands in which pass changes no sum, so an
+// output is the same whatever the grouping (the slice rule).
 #include <stdint.h>
 
 #include <atomic>
@@ -208,43 +209,42 @@ __device__ __forceinline__ void WithPassRows(unsigned rows, const F& f) {
 }
 
 // A group of more slots than a pass holds but at most two passes' worth (the launches at t = 5 to
-// 8, passes of four rows: at `bench`'s t = 8 about one expert of the 28 or so named a layer) is
-// one pass of 2T rows over each half of the block's tile in turn, a thread CW / 2 of its columns,
-// so that the expert's weights stream once. In passes of T rows over the whole tile, the second
-// pass read them again, from HBM by then (the stream had moved hundreds of MB through L2 in
-// between), and its blocks held their SMs twice as long. The halves are the tile's columns and
-// CW changes no sum (the slice rule). Where CW is 2 there is no half, and such a group takes the
+// 8, passes of four rows) is one pass of 2T rows over each half of the block's tile in turn, a
+// thread CW / 2 of its columns, so that the expert's weights stream once: in passes of T rows
+// over the whole tile, the second pass read them again, from HBM by then (a block's tile takes
+// about 60 us of its share of the stream, hundreds of MB through L2), and its blocks held their
+// SMs twice as long. At `bench`'s t = 8, whose routing names 28.7 of 32 experts a layer as
+// uniform picks would, that is about one expert a layer. The halves are the tile's columns and CW
+// changes no sum (the slice rule). Where CW is 2 there is no half, and such a group takes the
 // passes; so does any group of more (only a routing that names an expert twice in a row).
 template <int T, int CW>
 constexpr bool kWholeGroups = T == 4 && CW >= 4;
 
-// A whole group's two half-tile passes, compiled apart from the kernel (not inlined): inline, the
-// eight rows' registers (ptxas: over a hundred bytes spilled) reached the passes of four rows that
-// nearly every group takes, and `bench`'s step at t = 8 was 2% slower for it.
-template <int T, int CW, class Pass>
-__device__ __noinline__ void WholeGroupPasses(Pass pass, uint32_t col0) {
-  constexpr std::integral_constant<int, 2 * T> rows;
-  constexpr std::integral_constant<int, CW / 2> half;
-  pass(0u, rows, half, col0, std::false_type{});
-  pass(0u, rows, half, col0 + kWarpCols * (CW / 2), std::true_type{});
+// Whether a group of n slots is whole, in a launch that asks for whole groups.
+template <int T, int CW>
+__device__ __forceinline__ bool IsWholeGroup(unsigned n) {
+  static_assert(kWholeGroups<T, CW>, "a whole group needs a tile to halve");
+  return n > T && n <= 2 * T;
 }
 
-// The group's n slots over the block's tile at col0: pass(b, rows, cw, c0, staged) makes slots b
-// .. b + rows - 1 (clamped to n) at cw columns a thread over the tile's columns from c0; staged:
-// the pass before left x staged for these rows (GemvTile's kStaged), and the block has met since.
-// pass captures by value: the whole group's passes take a copy (by reference, the kernel's own
-// locals would have to live in memory for them).
-template <int T, int CW, bool kWhole, class Pass>
-__device__ __forceinline__ void GroupPasses(unsigned n, uint32_t col0, const Pass& pass) {
-  if constexpr (kWhole) {
-    static_assert(kWholeGroups<T, CW>, "a whole group needs a tile to halve");
-    if (n > T && n <= 2 * T) return WholeGroupPasses<T, CW>(pass, col0);
-  }
-  for (unsigned b = 0; b < n; b += T) {
-    WithPassRows<T>(n - b, [&](auto rows) {
-      pass(b, rows, std::integral_constant<int, CW>{}, col0, std::false_type{});
-    });
-  }
+// A whole group's rows for its epilogue, found from the group's list as it stores (row s is the
+// group's slot s, none past n): an array of row pointers would hold eight of them, 16 registers,
+// through the whole product.
+struct GroupRows {
+  float* out;
+  uint64_t ld;
+  const uint16_t* slots;  // the group's, in shared memory
+  unsigned n;
+  __device__ float* Row(unsigned s) const { return s < n ? out + slots[s] * ld : nullptr; }
+};
+
+// A whole group's x: row s of the pass is slot s's, the last slot's past n (its products stored
+// nowhere).
+template <int R>
+__device__ __forceinline__ void GroupX(const float* (&xr)[R], const float* x, uint32_t perSlotRows, uint64_t ldx,
+                                       const ExpertGroup& g) {
+#pragma unroll
+  for (int s = 0; s < R; ++s) xr[s] = x + uint64_t(g.slots[s < int(g.n) ? s : g.n - 1]) / perSlotRows * ldx;
 }
 
 // A shorter pass's chunks in flight: no more than the full pass's U, whose registers the kernel
@@ -258,36 +258,47 @@ __host__ __device__ constexpr unsigned PassBatch(unsigned passU, unsigned fullU)
 template <int M, int T, int CW>
 constexpr bool kPassPartDyn = T >= 2 || kDynamicPart<M, T, CW>;
 
-// A pass's slot rows for its epilogue: row s of the pass is the group's slot b + s, none past n.
-// A whole group's pass (2T rows) finds them from the group's list as it stores: an array of row
-// pointers would hold eight of them, 16 registers, through the whole product.
-template <int R, bool kList>
-struct PassRows {
-  float* row[R];
-  __device__ float* Row(unsigned s) const { return row[s]; }
-};
+// f32-ops.ts: silu(g) = f32(g / f32(1 + f32(exp(-g)))), then f32(silu * up).
+__device__ __forceinline__ float SiluTimesUp(float g, float up) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up);
+}
 
-template <int R>
-struct PassRows<R, true> {
-  float* out;
-  uint64_t ld;
-  const uint16_t* slots;  // the group's, in shared memory
-  unsigned b, n;
-  __device__ float* Row(unsigned s) const { return b + s < n ? out + slots[b + s] * ld : nullptr; }
-};
-
-template <class Rows>
+template <int T>
 struct SiluGateUp {
-  Rows act;
-  // f32-ops.ts: silu(g) = f32(g / f32(1 + f32(exp(-g)))), then f32(silu * up).
+  float* act[T];  // each row's slot row, null for a pass's unused rows
   __device__ void operator()(unsigned s, uint32_t f, const float (&v)[2]) const {
-    float* row = act.Row(s);
-    if (row == nullptr) return;
-    const float g = v[0];
-    const float silu = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
-    row[f] = __fmul_rn(silu, v[1]);
+    if (act[s] == nullptr) return;
+    act[s][f] = SiluTimesUp(v[0], v[1]);
   }
 };
+
+struct SiluGateUpGroup {
+  GroupRows act;
+  __device__ void operator()(unsigned s, uint32_t f, const float (&v)[2]) const {
+    if (float* row = act.Row(s)) row[f] = SiluTimesUp(v[0], v[1]);
+  }
+};
+
+// expert_up's whole group (IsWholeGroup), compiled apart from the kernel (not inlined): inline,
+// the eight rows' registers reached the passes of four rows that nearly every group takes
+// (ptxas: 116 bytes spilled where the kernel had none), and `bench`'s step at t = 8 was slower
+// for it (the decode bench on an H100: 14.71 ms, the build before 14.38-14.41 on cards of the same
+// read floor).
+template <int T, int CW, unsigned U, bool kWide, bool kStage>
+__device__ __noinline__ void UpWholeGroup(float* act, const float* xd, const uint16_t* w1, const uint16_t* w3,
+                                          ExpertGroup g, uint32_t K, uint32_t H, uint32_t F, uint32_t col0,
+                                          unsigned split) {
+  constexpr int R = 2 * T, C = CW / 2;
+  constexpr unsigned kU = PassBatch(kExpertUpBatch<C, R>, U);
+  const uint16_t* const w[2] = {w1, w3};
+  const float* xr[R];
+  GroupX(xr, xd, K, H, g);
+  const SiluGateUpGroup epi{{act, F, g.slots, g.n}};
+  // The second half's x is the first's, staged already (GemvTile's kStaged; it returns on a barrier).
+  GemvTile<R, 2, C, kWide, kStage, kU, kPassPartDyn<2, T, CW>>(xr, w, F, H, F, col0, split, epi);
+  GemvTile<R, 2, C, kWide, kStage, kU, kPassPartDyn<2, T, CW>, kStage>(xr, w, F, H, F, col0 + kWarpCols * C, split,
+                                                                         epi);
+}
 
 template <int T, int CW, bool kPerSlot, unsigned U, bool kWhole, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
@@ -303,35 +314,65 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[2] = {w1 + g.local * H * F, w3 + g.local * H * F};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
-  GroupPasses<T, CW, kWhole>(g.n, col0, [=](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
-    constexpr int R = decltype(rows)::value, C = decltype(cw)::value;
-    constexpr bool kList = R == 2 * T;
-    const float* xr[R];
-    SiluGateUp<PassRows<R, kList>> epi;
-    if constexpr (kList) epi.act = {act, F, g.slots, b, g.n};
+  bool whole = false;
+  if constexpr (kWhole) {
+    whole = IsWholeGroup<T, CW>(g.n);
+    if (whole) UpWholeGroup<T, CW, U, kWide, kStage>(act, xd, w[0], w[1], g, K, H, F, col0, split);
+  }
+  if (!whole) {
+    for (unsigned b = 0; b < g.n; b += T) {
+      WithPassRows<T>(g.n - b, [&](auto rows) {
+        constexpr int R = decltype(rows)::value;
+        const float* xr[R];
+        SiluGateUp<R> epi;
 #pragma unroll
-    for (int s = 0; s < R; ++s) {
-      const unsigned i = b + s < g.n ? b + s : g.n - 1;
-      const uint64_t q = g.slots[i];
-      xr[s] = xd + (q / K) * H;
-      if constexpr (!kList) epi.act.row[s] = b + s < g.n ? act + q * F : nullptr;
+        for (int s = 0; s < R; ++s) {
+          const unsigned i = b + s < g.n ? b + s : g.n - 1;
+          const uint64_t q = g.slots[i];
+          xr[s] = xd + (q / K) * H;
+          epi.act[s] = b + s < g.n ? act + q * F : nullptr;
+        }
+        constexpr unsigned kU = R == T ? U : PassBatch(kExpertUpBatch<CW, R>, U);
+        constexpr bool kS = kStage && R > 1;
+        GemvTile<R, 2, CW, kWide, kS, kU, kPassPartDyn<2, T, CW>>(xr, w, F, H, F, col0, split, epi);
+      });
     }
-    constexpr unsigned kU = R == T && C == CW ? U : PassBatch(kExpertUpBatch<C, R>, U);
-    constexpr bool kS = kStage && R > 1;
-    GemvTile<R, 2, C, kWide, kS, kU, kPassPartDyn<2, T, CW>, kS && decltype(staged)::value>(xr, w, F, H, F, c0,
-                                                                                          split, epi);
-  });
+  }
   if constexpr (kGroupWait<T>) SignalGroupDone(sync, blockIdx.y);
 }
 
-template <class Rows>
+template <int T>
 struct StoreContrib {
-  Rows contrib;
+  float* contrib[T];  // each row's slot row, null for a pass's unused rows
   __device__ void operator()(unsigned s, uint32_t i, const float (&v)[1]) const {
-    float* row = contrib.Row(s);
-    if (row != nullptr) row[i] = v[0];
+    if (contrib[s] != nullptr) contrib[s][i] = v[0];
   }
 };
+
+struct StoreContribGroup {
+  GroupRows contrib;
+  __device__ void operator()(unsigned s, uint32_t i, const float (&v)[1]) const {
+    if (float* row = contrib.Row(s)) row[i] = v[0];
+  }
+};
+
+// expert_down's whole group (IsWholeGroup), apart from the kernel as UpWholeGroup is (ptxas: 168
+// bytes spilled inline, where the kernel's own spill 24). ready: the group's word (kGroupWait).
+template <int T, int CW, unsigned U, bool kWide, bool kStage>
+__device__ __noinline__ void DownWholeGroup(float* contrib, const float* act, const uint16_t* w2, ExpertGroup g,
+                                            uint32_t H, uint32_t F, uint32_t col0, unsigned split,
+                                            const unsigned* ready) {
+  constexpr int R = 2 * T, C = CW / 2;
+  constexpr unsigned kU = PassBatch(kBatchChunks<C, 1, R>, U);
+  const uint16_t* const w[1] = {w2};
+  const float* xr[R];
+  GroupX(xr, act, 1, F, g);
+  const StoreContribGroup epi{{contrib, H, g.slots, g.n}};
+  GemvTile<R, 1, C, kWide, kStage, kU, kPassPartDyn<1, T, CW>, false, kGroupWait<T>>(xr, w, H, F, H, col0, split,
+                                                                                    epi, ready);
+  GemvTile<R, 1, C, kWide, kStage, kU, kPassPartDyn<1, T, CW>, kStage, kGroupWait<T>>(
+      xr, w, H, F, H, col0 + kWarpCols * C, split, epi, ready);
+}
 
 template <int T, int CW, bool kPerSlot, unsigned U, bool kWhole, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
@@ -349,24 +390,34 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   if (!(kPerSlot ? SlotGroup(ids, e0, nE, &g) : FindGroup(ids, slots, e0, nE, &g))) return;
   const uint16_t* const w[1] = {w2 + g.local * F * H};
   const uint32_t col0 = (blockIdx.x / split) * kWarpCols * CW;
-  GroupPasses<T, CW, kWhole>(g.n, col0, [=](unsigned b, auto rows, auto cw, uint32_t c0, auto staged) {
-    constexpr int R = decltype(rows)::value, C = decltype(cw)::value;
-    constexpr bool kList = R == 2 * T;
-    const float* xr[R];
-    StoreContrib<PassRows<R, kList>> epi;
-    if constexpr (kList) epi.contrib = {contrib, H, g.slots, b, g.n};
-#pragma unroll
-    for (int s = 0; s < R; ++s) {
-      const unsigned i = b + s < g.n ? b + s : g.n - 1;
-      const uint64_t q = g.slots[i];
-      xr[s] = act + q * F;
-      if constexpr (!kList) epi.contrib.row[s] = b + s < g.n ? contrib + q * H : nullptr;
+  bool whole = false;
+  if constexpr (kWhole) {
+    whole = IsWholeGroup<T, CW>(g.n);
+    if (whole) {
+      DownWholeGroup<T, CW, U, kWide, kStage>(contrib, act, w[0], g, H, F, col0, split,
+                                              kGroupWait<T> ? GroupSync(sync).ready + blockIdx.y : nullptr);
     }
-    constexpr unsigned kU = R == T && C == CW ? U : PassBatch(kBatchChunks<C, 1, R>, U);
-    constexpr bool kS = kStage && R > 1;
-    GemvTile<R, 1, C, kWide, kS, kU, kPassPartDyn<1, T, CW>, kS && decltype(staged)::value, kGroupWait<T>>(
-        xr, w, H, F, H, c0, split, epi, kGroupWait<T> ? GroupSync(sync).ready + blockIdx.y : nullptr);
-  });
+  }
+  if (!whole) {
+    for (unsigned b = 0; b < g.n; b += T) {
+      WithPassRows<T>(g.n - b, [&](auto rows) {
+        constexpr int R = decltype(rows)::value;
+        const float* xr[R];
+        StoreContrib<R> epi;
+#pragma unroll
+        for (int s = 0; s < R; ++s) {
+          const unsigned i = b + s < g.n ? b + s : g.n - 1;
+          const uint64_t q = g.slots[i];
+          xr[s] = act + q * F;
+          epi.contrib[s] = b + s < g.n ? contrib + q * H : nullptr;
+        }
+        constexpr unsigned kU = R == T ? U : PassBatch(kBatchChunks<CW, 1, R>, U);
+        constexpr bool kS = kStage && R > 1;
+        GemvTile<R, 1, CW, kWide, kS, kU, kPassPartDyn<1, T, CW>, false, kGroupWait<T>>(
+            xr, w, H, F, H, col0, split, epi, kGroupWait<T> ? GroupSync(sync).ready + blockIdx.y : nullptr);
+      });
+    }
+  }
   if constexpr (kGroupWait<T>) ReleaseGroup(sync, blockIdx.y);
 }
 
@@ -438,7 +489,7 @@ cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots,
 constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : (t == 2 ? 2 : 4); }
 
 // The launch for passes of T rows at the widest CW that keeps SMs busy (PickCw), with whole
-// groups (GroupPasses) where the launch can have groups past a pass (`whole`: t > T) and CW has
+// groups (IsWholeGroup) where the launch can have groups past a pass (`whole`: t > T) and CW has
 // halves. The first half at T = 4 stops at CW 4: at 8 its 64 accumulators and two matrices' loads
 // spill (ptxas -v).
 template <int T>

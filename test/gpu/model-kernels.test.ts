@@ -1463,7 +1463,7 @@ describe('model kernels on one GPU', function () {
   });
 
   // A group of five to eight slots is one pass of eight rows over each half of its tile (the
-  // launches at t > 4 whose tiles have halves: cu/model_experts.cu GroupPasses). E = 32 and K = 8
+  // launches at t > 4 whose tiles have halves: cu/model_experts.cu kWholeGroups). E = 32 and K = 8
   // (bench's routing) at these widths give both products such tiles; experts 0-3 are named by
   // the first t, t - 1, t - 2 and t - 3 rows, so every size from 5 to 8 is a group at t = 8.
   it('expert_up / expert_down groups of five to eight slots (one pass of eight rows a half tile): t = 5, 6, 7, 8, E = 32, K = 8; every slot bit-identical to its row launched alone, and to the EP halves', () => {

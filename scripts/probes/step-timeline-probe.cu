@@ -388,6 +388,18 @@ int main(int argc, char** argv) {
     uint64_t digest = 0xcbf29ce484222325ull;
     for (const uint8_t b : hb) digest = (digest ^ b) * 0x100000001b3ull;
     std::printf("t = %u, position %u: h digest %016llx\n", t, pos, static_cast<unsigned long long>(digest));
+    // The last layer's routing: the rows' residuals carry from replay to replay, so the probe's rows
+    // need not share experts as a decode's tokens do, and a change to how the experts' groups run
+    // is judged by the decode bench's rows instead (docs/performance.md, "Each routed expert read
+    // once from five rows on"). Printed so that a run says how far this one's groups are from those.
+    std::vector<int32_t> named(size_t(t) * K);
+    CHECK(cudaMemcpy(named.data(), ids, named.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    std::map<int32_t, unsigned> slotsOf;
+    for (const int32_t e : named) ++slotsOf[e];
+    unsigned most = 0, pastFour = 0;
+    for (const auto& [e, n] : slotsOf) most = std::max(most, n), pastFour += n > 4;
+    std::printf("t = %u, position %u: the last layer names %zu experts, at most %u slots one, %u past four\n", t, pos,
+                slotsOf.size(), most, pastFour);
     CHECK(cudaGraphExecDestroy(ge));
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));

@@ -12,7 +12,9 @@
 # alike. Prints each case's graph replay per build as the min-max of the rounds' medians, and each
 # build after the first named as its median of those against the first's (in %); and each case's
 # residual digest, one line saying whether every build and round agreed (the same sums give the
-# same bits, so a change that keeps every sum's order must leave it alone).
+# same bits, so a change that keeps every sum's order must leave it alone); and, a line a case and
+# build, how its last layer's rows share experts, which is not how a decode's tokens do (judge a
+# change to the expert groups with the roofline suite instead).
 #
 # -b: no build; each NAME's probe is the one already in build/probes/chain-ab/NAME. The builds take
 # minutes a tree, so they can be made on another machine with nvcc (`-r 0` builds and runs no
@@ -137,6 +139,14 @@ awk -F' [|] ' '
     if (d != ref[c]) apart[c] = 1
     k = c " | " $1
     if (index(dig[k] " ", " " d " ") == 0) dig[k] = dig[k] " " d
+  }
+  # How the rows of the probe share experts (its last layer), once a case and build: its rows are
+  # not the tokens of a decode, so a change to how the expert groups run is judged elsewhere.
+  / past four$/ {
+    if (!match($2, /t = [0-9]+, position [0-9]+/)) next
+    c = substr($2, RSTART, RLENGTH); r = $2; sub(/.*: the last layer /, "", r)
+    k = c " | " $1
+    if (!(k in routed)) { routed[k] = 1; printf "%s | %s: the last layer %s\n", c, $1, r }
   }
   END {
     for (i = 0; i < nd; i++) {

@@ -448,17 +448,30 @@ size_t ExpertSmem(uint32_t K, unsigned split, bool* stage) {
   return GemvSmem<M, T, CW, kPassPartDyn<M, T, CW>>(K, split, stage);
 }
 
+// f(kWhole): the launch with whole groups (IsWholeGroup) where it can have groups past a pass
+// (`whole`: t > T) and its tiles have halves; the kernel of passes alone otherwise.
+template <int T, int CW, class F>
+cudaError_t WithWholeGroups(bool whole, const F& f) {
+  if constexpr (kWholeGroups<T, CW>) {
+    if (whole) return f(std::true_type{});
+  }
+  return f(std::false_type{});
+}
+
 // grid.y: one row of blocks a group, as many groups as there can be (slots, or nE if fewer).
 // One pass of one row (T = 1) is the t = 1 launch: slot y is block row y (SlotGroup).
-template <int T, int CW, bool kWhole, unsigned U = kExpertUpBatch<CW, T>>
+template <int T, int CW, unsigned U = kExpertUpBatch<CW, T>>
 cudaError_t ExpertUpLaunch(const ExpertUpArgs& a, bool wide, unsigned slots, unsigned groups,
-                           unsigned split, cudaStream_t stream) {
-  static std::atomic<size_t> granted[4];
-  bool stage;
-  const size_t smem = ExpertSmem<2, T, CW, kWhole>(a.H, split, &stage);
-  return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U, kWhole), a.F, CW, T == 1 ? slots : groups, split,
-                     smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
-                     a.nE, a.K, a.H, a.F, slots, split, a.sync);
+                           unsigned split, bool whole, cudaStream_t stream) {
+  return WithWholeGroups<T, CW>(whole, [&](auto wholeGroups) {
+    constexpr bool kWhole = decltype(wholeGroups)::value;
+    static std::atomic<size_t> granted[4];  // one set an instance of this lambda: a kWhole each
+    bool stage;
+    const size_t smem = ExpertSmem<2, T, CW, kWhole>(a.H, split, &stage);
+    return LaunchTiles(MEMRA_PICK4(expert_up, T, CW, T == 1, U, kWhole), a.F, CW, T == 1 ? slots : groups, split,
+                       smem, granted[MEMRA_PICK4_AT], stream, a.act, a.xd, a.ids, a.w1, a.w3, a.e0,
+                       a.nE, a.K, a.H, a.F, slots, split, a.sync);
+  });
 }
 
 struct ExpertDownArgs {
@@ -470,15 +483,18 @@ struct ExpertDownArgs {
   unsigned* sync;
 };
 
-template <int T, int CW, bool kWhole, unsigned U = kBatchChunks<CW, 1, T>>
+template <int T, int CW, unsigned U = kBatchChunks<CW, 1, T>>
 cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots, unsigned groups,
-                             unsigned split, cudaStream_t stream) {
-  static std::atomic<size_t> granted[4];
-  bool stage;
-  const size_t smem = ExpertSmem<1, T, CW, kWhole>(a.F, split, &stage);
-  return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U, kWhole), a.H, CW, T == 1 ? slots : groups, split,
-                     smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
-                     a.nE, a.K, a.H, a.F, slots, split, a.sync);
+                             unsigned split, bool whole, cudaStream_t stream) {
+  return WithWholeGroups<T, CW>(whole, [&](auto wholeGroups) {
+    constexpr bool kWhole = decltype(wholeGroups)::value;
+    static std::atomic<size_t> granted[4];  // one set an instance of this lambda: a kWhole each
+    bool stage;
+    const size_t smem = ExpertSmem<1, T, CW, kWhole>(a.F, split, &stage);
+    return LaunchTiles(MEMRA_PICK4(expert_down, T, CW, T == 1, U, kWhole), a.H, CW, T == 1 ? slots : groups,
+                       split, smem, granted[MEMRA_PICK4_AT], stream, a.contrib, a.act, a.ids, a.w2, a.e0,
+                       a.nE, a.K, a.H, a.F, slots, split, a.sync);
+  });
 }
 
 // Rows a pass of a group takes: one at t = 1 (no grouping), then up to four (a valid routing
@@ -488,10 +504,8 @@ cudaError_t ExpertDownLaunch(const ExpertDownArgs& a, bool wide, unsigned slots,
 // from HBM for any group past one pass, made `bench`'s experts at t = 8 stream at 2.7 TB/s.
 constexpr int ExpertRows(uint32_t t) { return t == 1 ? 1 : (t == 2 ? 2 : 4); }
 
-// The launch for passes of T rows at the widest CW that keeps SMs busy (PickCw), with whole
-// groups (IsWholeGroup) where the launch can have groups past a pass (`whole`: t > T) and CW has
-// halves. The first half at T = 4 stops at CW 4: at 8 its 64 accumulators and two matrices' loads
-// spill (ptxas -v).
+// The launch for passes of T rows at the widest CW that keeps SMs busy (PickCw). The first half
+// at T = 4 stops at CW 4: at 8 its 64 accumulators and two matrices' loads spill (ptxas -v).
 template <int T>
 constexpr int ExpertUpCwMax = T >= 4 ? 4 : CwMax(T, 2);
 
@@ -505,15 +519,12 @@ cudaError_t ExpertUpRows(const ExpertUpArgs& a, unsigned slots, unsigned groups,
   const int cw = PickCw(ExpertUpCwMax<T>, ok, &a, a.F, uint64_t(split) * groups);
   const bool wide = ok(cw, &a);
   if constexpr (ExpertUpCwMax<T> >= 8) {
-    if (cw == 8) return ExpertUpLaunch<T, 8, false>(a, wide, slots, groups, split, stream);
+    if (cw == 8) return ExpertUpLaunch<T, 8>(a, wide, slots, groups, split, whole, stream);
   }
   if constexpr (ExpertUpCwMax<T> >= 4) {
-    if (cw == 4) {
-      return whole ? ExpertUpLaunch<T, 4, kWholeGroups<T, 4>>(a, wide, slots, groups, split, stream)
-                   : ExpertUpLaunch<T, 4, false>(a, wide, slots, groups, split, stream);
-    }
+    if (cw == 4) return ExpertUpLaunch<T, 4>(a, wide, slots, groups, split, whole, stream);
   }
-  return ExpertUpLaunch<T, 2, false>(a, wide, slots, groups, split, stream);
+  return ExpertUpLaunch<T, 2>(a, wide, slots, groups, split, whole, stream);
 }
 
 template <int T>
@@ -526,18 +537,12 @@ cudaError_t ExpertDownRows(const ExpertDownArgs& a, unsigned slots, unsigned gro
   const int cw = PickCw(CwMax(T, 1), ok, &a, a.H, uint64_t(split) * groups);
   const bool wide = ok(cw, &a);
   if constexpr (CwMax(T, 1) >= 8) {
-    if (cw == 8) {
-      return whole ? ExpertDownLaunch<T, 8, kWholeGroups<T, 8>>(a, wide, slots, groups, split, stream)
-                   : ExpertDownLaunch<T, 8, false>(a, wide, slots, groups, split, stream);
-    }
+    if (cw == 8) return ExpertDownLaunch<T, 8>(a, wide, slots, groups, split, whole, stream);
   }
   if constexpr (CwMax(T, 1) >= 4) {
-    if (cw == 4) {
-      return whole ? ExpertDownLaunch<T, 4, kWholeGroups<T, 4>>(a, wide, slots, groups, split, stream)
-                   : ExpertDownLaunch<T, 4, false>(a, wide, slots, groups, split, stream);
-    }
+    if (cw == 4) return ExpertDownLaunch<T, 4>(a, wide, slots, groups, split, whole, stream);
   }
-  return ExpertDownLaunch<T, 2, false>(a, wide, slots, groups, split, stream);
+  return ExpertDownLaunch<T, 2>(a, wide, slots, groups, split, whole, stream);
 }
 
 }  // namespace

@@ -272,6 +272,7 @@ __global__ void moe_combine(Merge m, uint64_t n) {
 // row's slots are read once into shared memory, so a thread's contribution loads are independent.
 constexpr unsigned kMergeBlocks = 8;
 constexpr unsigned kMergeThreads = memra_model::kNormThreads / kMergeBlocks;
+constexpr unsigned kMergeSlots = 8;  // slots whose contributions a thread loads at once
 
 __global__ void __launch_bounds__(kMergeThreads)
     moe_combine_norm(Merge m, float* __restrict__ out, const uint16_t* __restrict__ gain) {
@@ -305,16 +306,33 @@ __global__ void __launch_bounds__(kMergeThreads)
   PdlWait();
   PdlLaunchDependents();
   MEMRA_TRACE_MARK(1);
-  // Merge's sum for each held element: slot order, f32(w * c) then one rounded add.
+  // Merge's sum for each held element: slot order, f32(w * c) then one rounded add. Every
+  // contribution of kMergeSlots slots is loaded before the first add: this kernel's loads queue
+  // in L2 behind the next layer's latent_query, whose blocks start as it lets them and load 17 MB
+  // of Wq and Wdkv before their wait, so a round trip here costs about what that takes to drain.
+  // A loop of slots unrolled by 4 made bench's 8 slots two round trips: the merge was done 5.9 us
+  // after the release, 1.3 us in one (scripts/probes/step-timeline-probe.cu, traced, on an H100).
+  // A slot past K re-reads the group's first and an element past H its slot's first, so that no
+  // load waits on a branch.
   float moe[kNormHeld];
 #pragma unroll
   for (unsigned j = 0; j < kNormHeld; ++j) moe[j] = 0.0f;
-#pragma unroll 4
-  for (uint32_t k = 0; k < m.K; ++k) {
-    const float w = sw[k], *c = sc[k];
+  for (uint32_t k0 = 0; k0 < m.K; k0 += kMergeSlots) {
+    float cv[kMergeSlots][kNormHeld];
 #pragma unroll
-    for (unsigned j = 0; j < kNormHeld; ++j) {
-      if (NormIndex(nt, j) < m.H) moe[j] = __fadd_rn(moe[j], __fmul_rn(w, LoadFresh(c + NormIndex(nt, j))));
+    for (unsigned k = 0; k < kMergeSlots; ++k) {
+      const float* c = sc[k0 + k < m.K ? k0 + k : k0];
+#pragma unroll
+      for (unsigned j = 0; j < kNormHeld; ++j) {
+        cv[k][j] = LoadFresh(c + (NormIndex(nt, j) < m.H ? NormIndex(nt, j) : 0));
+      }
+    }
+#pragma unroll
+    for (unsigned k = 0; k < kMergeSlots; ++k) {
+#pragma unroll
+      for (unsigned j = 0; j < kNormHeld; ++j) {
+        if (k0 + k < m.K && NormIndex(nt, j) < m.H) moe[j] = __fadd_rn(moe[j], __fmul_rn(sw[k0 + k], cv[k][j]));
+      }
     }
   }
 #pragma unroll

@@ -618,15 +618,16 @@ describe('model kernels on one GPU', function () {
     sameBits(down(Float32Array, hp, t * H), want, `moe_combine t=${t} K=${K} H=${H} (ids ${ids.join(' ')})`);
   });
 
-  it('moe_combine_norm: h and the norm bit-identical to moe_combine, then rmsnorm (t = 1, 3, 8; H = 256, 4096 and 9216, past the held elements; lo and hi split)', () => {
-    const K = 3,
-      E = 6;
-    for (const [t, H] of [
-      [1, 4096],
-      [3, 256],
-      [8, 4096],
-      [2, 9216],
-    ] as Array<[number, number]>) {
+  it('moe_combine_norm: h and the norm bit-identical to moe_combine, then rmsnorm (t = 1, 3, 8; H = 256, 4096 and 9216, past the held elements; K = 3, 8, 13 and 64, one load group and past it; lo and hi split)', () => {
+    const E = 6;
+    for (const [t, H, K] of [
+      [1, 4096, 8],
+      [3, 256, 3],
+      [8, 4096, 8],
+      [2, 9216, 13],
+      [1, 1024, 64],
+      [3, 4096, 13],
+    ] as Array<[number, number, number]>) {
       const wts = put(randF(t * K)),
         lo = put(randF(t * K * H, 3)),
         hi = put(randF(t * K * H, 3)),
@@ -644,11 +645,15 @@ describe('model kernels on one GPU', function () {
       b.launchMoeCombine(h1, wts, ip, lo, hi, E / 2, t, K, H, s);
       b.launchRmsnorm(n1, h1, gp, t, H, s);
       b.launchMoeCombineNorm(h2, wts, ip, lo, hi, E / 2, t, K, H, n2, gp, s);
-      sameBits(down(Float32Array, h2, t * H), down(Float32Array, h1, t * H), `moe_combine_norm t=${t} H=${H}: h`);
+      sameBits(
+        down(Float32Array, h2, t * H),
+        down(Float32Array, h1, t * H),
+        `moe_combine_norm t=${t} H=${H} K=${K}: h`,
+      );
       sameBits(
         down(Float32Array, n2, t * H),
         down(Float32Array, n1, t * H),
-        `moe_combine_norm t=${t} H=${H}: the norm`,
+        `moe_combine_norm t=${t} H=${H} K=${K}: the norm`,
       );
       freeAll();
     }

@@ -17,12 +17,20 @@
 // captured after one whole step, so what a missing kernel would write is that step's, finite, but
 // the digest is another. The trace's grouping expects the whole chain, so take them out untraced.
 //
+// --prefetch MB asks L2 for MB of the next layer's Wq from row --prefetch-row (default 512, past
+// the batch latent_query loads before its wait) while the router runs, the one stretch of a layer
+// where no kernel knows which weights come next and HBM idles: a block of one warp on a side
+// branch of the graph that starts as Wo ends, 32 KB a lane and --pace NS between a warp's rounds
+// (1 MB each), with L2's evict_last priority against the experts' evict-first stream. The same
+// values; timing only.
+//
 //   nvcc -std=c++17 -O3 -arch=sm_90 -DMEMRA_TRACE -I. scripts/probes/step-timeline-probe.cu \
 //        cu/model.cu cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
 //        cu/model_norm_gemv.cu cu/model_weights.cu cu/model_attention.cu cu/model_attention_short.cu \
 //        -o build/probes/step-timeline-probe
 //   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N] [--pdl 0] [--wo-split S]
 //                                    [--noop K,K,...] [--leave-out K,K,...]
+//                                    [--prefetch MB [--pace NS] [--prefetch-row ROW]]
 //   (default 1:16; --wo-split: the split of Wo's K rows, memra_gemv's `split`, 0 for its default)
 #include <algorithm>
 #include <cmath>
@@ -134,6 +142,19 @@ __global__ void noop_kernel() {
   memra_cu::PdlLaunchDependents();
 }
 
+// --prefetch's branch: `bytes` from p into L2, a lane 32 KB a round, `paceNs` between rounds.
+__global__ void prefetch_next(const char* p, uint64_t bytes, unsigned paceNs) {
+  constexpr unsigned kPiece = 32768;
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  for (uint64_t off = uint64_t(threadIdx.x) * kPiece; off + kPiece <= bytes; off += uint64_t(blockDim.x) * kPiece) {
+    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p + off), "r"(kPiece),
+                 "l"(policy)
+                 : "memory");
+    if (paceNs != 0) __nanosleep(paceNs);
+  }
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return NAN;
   std::sort(v.begin(), v.end());
@@ -146,7 +167,7 @@ int main(int argc, char** argv) {
   // Each case: t rows at one position, "T:POS".
   std::vector<std::pair<uint32_t, uint32_t>> cases;
   int replays = 20, pdl = 1, woSplit = 0;
-  unsigned noop = 0, leaveOut = 0;
+  unsigned noop = 0, leaveOut = 0, prefetchMb = 0, paceNs = 0, prefetchRow = 512;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") {
@@ -164,6 +185,9 @@ int main(int argc, char** argv) {
       pdl = std::atoi(argv[i + 1]);
     } else if (a == "--wo-split") {
       woSplit = std::atoi(argv[i + 1]);
+    } else if (a == "--prefetch" || a == "--pace" || a == "--prefetch-row") {
+      const unsigned v = std::strtoul(argv[i + 1], nullptr, 10);
+      (a == "--prefetch" ? prefetchMb : a == "--pace" ? paceNs : prefetchRow) = v;
     } else if (a == "--noop" || a == "--leave-out") {
       const unsigned bits = ParseOut(argv[i + 1]);
       if (bits == 0) return 2;
@@ -181,8 +205,17 @@ int main(int argc, char** argv) {
     }
   }
   constexpr uint32_t kRows = MEMRA_MODEL_MAX_ROWS;
-  cudaStream_t s;
+  cudaStream_t s, side;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t woDone, sideDone;
+  CHECK(cudaEventCreateWithFlags(&woDone, cudaEventDisableTiming));
+  CHECK(cudaEventCreateWithFlags(&sideDone, cudaEventDisableTiming));
+  const uint64_t prefetchBytes = uint64_t(prefetchMb) << 20, prefetchAt = uint64_t(prefetchRow) * N * R * 2;
+  if (prefetchBytes != 0 && prefetchAt + prefetchBytes > uint64_t(H) * N * R * 2) {
+    std::printf("--prefetch: %u MB from row %u passes Wq's end\n", prefetchMb, prefetchRow);
+    return 2;
+  }
   std::vector<Layer> layers(L);
   for (uint32_t l = 0; l < L; ++l) {
     Layer& w = layers[l];
@@ -245,6 +278,13 @@ int main(int argc, char** argv) {
         const MemraMlaArgs a{u, N * Dv, q, N * R, c, slotStride, positions, w.wuv, work, t, N, attendP, R, Dv};
         kernel(kOutAttention, [&] { return memra_mla_attention(&a, s); });
         kernel(kOutWo, [&] { return memra_gemv(h, H, u, N * Dv, w.wo, H, N * Dv, H, t, 1, uint32_t(woSplit), s); });
+        if (prefetchBytes != 0) {
+          CHECK(cudaEventRecord(woDone, s));
+          CHECK(cudaStreamWaitEvent(side, woDone));
+          const char* nextWq = reinterpret_cast<const char*>(layers[(l + 1) % L].wq) + prefetchAt;
+          prefetch_next<<<1, 32, 0, side>>>(nextWq, prefetchBytes, paceNs);
+          CHECK(cudaGetLastError());
+        }
         kernel(kOutNormGemv, [&] { return memra_norm_gemv(hNorm, logits, E, h, w.g2, w.wr, E, H, E, t, s); });
         kernel(kOutRouteQuant, [&] { return memra_route_quant(ids, wts, logits, xq, xs, xd, hNorm, t, E, K, H, s); });
         CHECK(memra_expert_up(act, xd, ids, w.w1, w.w3, 0, E, t, K, H, F, expertSync, s));
@@ -252,6 +292,10 @@ int main(int argc, char** argv) {
         const uint16_t* next = layers[(l + 1) % L].g1;
         kernel(kOutMerge,
                [&] { return memra_moe_combine_norm(h, wts, ids, contrib, contrib, E, t, K, H, hNorm, next, s); });
+      }
+      if (prefetchBytes != 0) {
+        CHECK(cudaEventRecord(sideDone, side));
+        CHECK(cudaStreamWaitEvent(s, sideDone));
       }
       memra_model_set_pdl(0);
     };

@@ -22,7 +22,8 @@
 // where no kernel knows which weights come next and HBM idles: a block of one warp on a side
 // branch of the graph that starts as Wo ends, 32 KB a lane and --pace NS between a warp's rounds
 // (1 MB each), with L2's evict_last priority against the experts' evict-first stream. The same
-// values; timing only.
+// values; timing only. --persist MB sets aside MB of L2 for persisting (evict_last) lines
+// (cudaLimitPersistingL2CacheSize, 0 by default), where such lines have first claim.
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -DMEMRA_TRACE -I. scripts/probes/step-timeline-probe.cu \
 //        cu/model.cu cu/model_moe.cu cu/model_gemv.cu cu/model_latent_query.cu cu/model_experts.cu \
@@ -30,7 +31,7 @@
 //        -o build/probes/step-timeline-probe
 //   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N] [--pdl 0] [--wo-split S]
 //                                    [--noop K,K,...] [--leave-out K,K,...]
-//                                    [--prefetch MB [--pace NS] [--prefetch-row ROW]]
+//                                    [--prefetch MB [--pace NS] [--prefetch-row ROW]] [--persist MB]
 //   (default 1:16; --wo-split: the split of Wo's K rows, memra_gemv's `split`, 0 for its default)
 #include <algorithm>
 #include <cmath>
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
   // Each case: t rows at one position, "T:POS".
   std::vector<std::pair<uint32_t, uint32_t>> cases;
   int replays = 20, pdl = 1, woSplit = 0;
-  unsigned noop = 0, leaveOut = 0, prefetchMb = 0, paceNs = 0, prefetchRow = 512;
+  unsigned noop = 0, leaveOut = 0, prefetchMb = 0, paceNs = 0, prefetchRow = 512, persistMb = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--cases") {
@@ -185,9 +186,9 @@ int main(int argc, char** argv) {
       pdl = std::atoi(argv[i + 1]);
     } else if (a == "--wo-split") {
       woSplit = std::atoi(argv[i + 1]);
-    } else if (a == "--prefetch" || a == "--pace" || a == "--prefetch-row") {
+    } else if (a == "--prefetch" || a == "--pace" || a == "--prefetch-row" || a == "--persist") {
       const unsigned v = std::strtoul(argv[i + 1], nullptr, 10);
-      (a == "--prefetch" ? prefetchMb : a == "--pace" ? paceNs : prefetchRow) = v;
+      (a == "--prefetch" ? prefetchMb : a == "--pace" ? paceNs : a == "--persist" ? persistMb : prefetchRow) = v;
     } else if (a == "--noop" || a == "--leave-out") {
       const unsigned bits = ParseOut(argv[i + 1]);
       if (bits == 0) return 2;
@@ -205,6 +206,15 @@ int main(int argc, char** argv) {
     }
   }
   constexpr uint32_t kRows = MEMRA_MODEL_MAX_ROWS;
+  if (persistMb != 0) {
+    int dev = 0, most = 0;
+    CHECK(cudaGetDevice(&dev));
+    CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, dev));
+    CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, std::min(size_t(persistMb) << 20, size_t(most))));
+    size_t granted = 0;
+    CHECK(cudaDeviceGetLimit(&granted, cudaLimitPersistingL2CacheSize));
+    std::printf("L2 set aside for persisting lines: %.1f MB (at most %.1f)\n", granted / 1048576.0, most / 1048576.0);
+  }
   cudaStream_t s, side;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));

@@ -45,15 +45,16 @@ constexpr unsigned kRowsAThread = kMaxR / kUParts;
 constexpr unsigned kFull = 0xffffffffu;
 
 // acc += e_jj * row jj of a tile's cache rows (c4: the first row's quad, rows quads apart) over
-// jj < nv, in increasing jj. The N rows are loaded at once, past nv re-reading the last, so that
-// none waits on a branch (unrolled by 8, a full tile's were four round trips to L2 in series); N
-// is the smallest of 8, 16, 32 that holds nv, so a short tile reads little more than it needs.
+// jj < nv, in increasing jj. The N rows' loads are issued at once, those past nv predicated off,
+// so that none waits on a branch (unrolled by 8, a full tile's were four round trips to L2 in
+// series) and none asks L2 for a row it does not use (re-reading the last row instead made a
+// 17-row tile ask for 32 rows); N is the smallest of 8, 16, 32 that holds nv.
 template <unsigned N>
 __device__ __forceinline__ void TileO(float4& acc, const float4* c4, uint32_t quads, uint32_t nv,
                                       const float* e) {
   float4 c[N];
 #pragma unroll
-  for (uint32_t jj = 0; jj < N; ++jj) c[jj] = LoadFresh(c4 + uint64_t(jj < nv ? jj : nv - 1) * quads);
+  for (uint32_t jj = 0; jj < N; ++jj) c[jj] = memra_cu::LoadFreshIf(jj < nv, c4 + uint64_t(jj) * quads);
 #pragma unroll
   for (uint32_t jj = 0; jj < N; ++jj) {
     if (jj < nv) Axpy4(e[jj], c[jj], acc);

@@ -75,6 +75,17 @@ __device__ __forceinline__ T LoadFresh(const T* p) {
   return __ldcg(p);
 }
 
+// LoadFresh of p where `on`, zeros elsewhere, as one predicated load: no branch for a load to wait
+// on, and no request at all where it is off (re-reading another address instead costs an L2 trip).
+__device__ __forceinline__ float4 LoadFreshIf(bool on, const float4* p) {
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  asm volatile(
+      "{\n\t.reg .pred on;\n\tsetp.ne.u32 on, %4, 0;\n\t@on ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%5];\n\t}"
+      : "+f"(v.x), "+f"(v.y), "+f"(v.z), "+f"(v.w)
+      : "r"(unsigned(on)), "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ void PdlLaunchDependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -169,9 +169,13 @@ int main(int argc, char** argv) {
   std::vector<std::pair<uint32_t, uint32_t>> cases;
   int replays = 20, pdl = 1, woSplit = 0;
   unsigned noop = 0, leaveOut = 0, prefetchMb = 0, paceNs = 0, prefetchRow = 512, persistMb = 0;
+  const std::map<std::string, unsigned*> counts{
+      {"--prefetch", &prefetchMb}, {"--pace", &paceNs}, {"--prefetch-row", &prefetchRow}, {"--persist", &persistMb}};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--cases") {
+    if (const auto count = counts.find(a); count != counts.end()) {
+      *count->second = std::strtoul(argv[i + 1], nullptr, 10);
+    } else if (a == "--cases") {
       for (const char* c = argv[i + 1]; *c;) {
         char* end;
         const uint32_t t = std::strtoul(c, &end, 10);
@@ -186,9 +190,6 @@ int main(int argc, char** argv) {
       pdl = std::atoi(argv[i + 1]);
     } else if (a == "--wo-split") {
       woSplit = std::atoi(argv[i + 1]);
-    } else if (a == "--prefetch" || a == "--pace" || a == "--prefetch-row" || a == "--persist") {
-      const unsigned v = std::strtoul(argv[i + 1], nullptr, 10);
-      (a == "--prefetch" ? prefetchMb : a == "--pace" ? paceNs : a == "--persist" ? persistMb : prefetchRow) = v;
     } else if (a == "--noop" || a == "--leave-out") {
       const unsigned bits = ParseOut(argv[i + 1]);
       if (bits == 0) return 2;

@@ -15,15 +15,28 @@
 // second 64's come into L2 while it waits and into those registers once the first's are used.
 // Both into registers after o, at t = 8: a span of 13.2 us, 5.4 of it from o to u (every row's
 // block reading its head's 128 KB of Wuv from L2).
+// The cache rows below the position, written by earlier steps, are copied into shared memory
+// while the block waits (as the tiled form stages its first item's), and the newest row, the
+// step's own, comes in the query's round trip after the wait: the scores and o then read shared
+// memory, where each had been a round trip to L2 of its own, and those round trips queued behind
+// the next product's early weight loads (scripts/probes/step-timeline-probe.cu at t = 1,
+// position 16, on an H100: the scores done 3.1 us after the release, o 2.3 us after them). A
+// launch holds up to 64 rows an SM (HeldRows); a row past them, or whose position moved after the
+// early read, reads L2 as before.
 // Each step is the tiled form's, in its order (cu/model_attention.cu's header), so a row's u is
-// bit-identical whichever form a call takes: the test holds the two to that.
+// bit-identical whichever form a call takes, and whichever memory its rows came from: the test
+// holds the two to that.
 #include <math.h>
 #include <stdint.h>
 
+#include <atomic>
+
+#include "cu/cp_async.cuh"
 #include "cu/launch.cuh"
 #include "cu/mla_parts.cuh"
 #include "cu/model.h"
 #include "cu/pdl.cuh"
+#include "cu/smem_limit.cuh"
 #include "cu/weight_loads.cuh"
 
 namespace memra_mla {
@@ -43,6 +56,22 @@ constexpr unsigned kDSpan = kThreads / kUParts * kUGroup;
 // A thread's Wuv rows (r = partial + 32k) for one span: all of them at R <= 512.
 constexpr unsigned kRowsAThread = kMaxR / kUParts;
 constexpr unsigned kFull = 0xffffffffu;
+// The most rows an SM's blocks hold together (a block alone on its SM all of them, two blocks
+// half each). Past them a row's rows come from L2 as before. More is slower, not faster: a launch
+// reserves its rows' shared memory whatever the position, and the SM's carveout grows with it;
+// 100 rows a block at t = 1 gained nothing at position 48 where 64 took 0.6% off the step, and 41
+// rows each of two blocks at t = 8 nothing where 32 took 0.3% (the chain probe on an H100,
+// docs/performance.md). A probe build may name another count (-DMEMRA_SHORT_HELD_MAX=N).
+#ifndef MEMRA_SHORT_HELD_MAX
+#define MEMRA_SHORT_HELD_MAX 64
+#endif
+constexpr int64_t kMaxHeldRows = MEMRA_SHORT_HELD_MAX;
+
+// Floats past R that pad a staged row: the scores' quarter-warps read two rows' same quads at
+// once, which 16 floats put on different banks.
+constexpr uint32_t kHeldPad = 16;
+
+__host__ __device__ constexpr uint32_t HeldRowQuads(uint32_t R) { return (R + kHeldPad) / 4; }
 
 // acc += e_jj * row jj of a tile's cache rows (c4: the first row's quad, rows quads apart) over
 // jj < nv, in increasing jj. The N rows' loads are issued at once, those past nv predicated off,
@@ -86,9 +115,10 @@ __device__ __forceinline__ void LoadUSpan(uint4 (&w)[kRowsAThread], const uint16
 }
 
 // grid (nh, ceil(Dv / kCols), t): head blockIdx.x's columns [kCols y, kCols y + kCols) of row z's
-// u, kCols 64 or 128 (two spans of 64, the second's Wuv rows loaded after o).
+// u, kCols 64 or 128 (two spans of 64, the second's Wuv rows loaded after o). Dynamic shared
+// memory: `cap` rows of HeldRowQuads(R) float4s, row j of the slot at quad j * HeldRowQuads(R).
 template <unsigned kCols>
-__global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
+__global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a, uint32_t cap) {
   static_assert(kCols == kDSpan || kCols == 2 * kDSpan, "one or two spans a block");
   MEMRA_TRACE_KERNEL(kTraceMlaShort);
   __shared__ float4 sq4[kMaxR / 4];         // the head's query
@@ -97,6 +127,8 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   __shared__ float4 so4[kTiles][kMaxR / 4]; // each tile's unnormalized o
   __shared__ float osh[kMaxR];              // o, normalized
   __shared__ float part[kUParts][kCols];    // u's partials
+  __shared__ int32_t early;                 // the position, read before the wait
+  extern __shared__ float4 held4[];         // the slot's rows 0 .. p
   const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x, d0 = blockIdx.y * kCols, s = blockIdx.z;
   const unsigned tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const unsigned grp = tid % (kDSpan / kUGroup), prt = tid / (kDSpan / kUGroup);
@@ -118,24 +150,49 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     }
   }
 
-  PrefetchRows(a, s, blockIdx.x * gridDim.y + blockIdx.y, gridDim.x * gridDim.y);
+  // Rows 0 .. pe - 1 into shared memory before the wait, where row pe fits beside them (pdl.cuh:
+  // rows an earlier step wrote; the position is read again after the wait). One read for the
+  // block, so that every thread takes the same branches.
+  const uint32_t quads = R / 4, hq = HeldRowQuads(R);
+  const float* kv = a.cache + uint64_t(s) * a.slotStride;
+  if (tid == 0) early = cap != 0 ? __ldcg(a.pos + s) : -1;
+  __syncthreads();
+  const int32_t pe = early;
+  const bool staging = pe >= 0 && uint32_t(pe) < a.P && uint32_t(pe) < cap;
+  if (staging) {
+    for (uint32_t i = tid; i < uint32_t(pe) * quads; i += kThreads) {
+      const uint32_t j = i / quads, qd = i - j * quads;
+      memra_cu::CopyToShared16(held4 + j * hq + qd, kv + uint64_t(j) * R + 4 * qd);
+    }
+  } else {
+    PrefetchRows(a, s, blockIdx.x * gridDim.y + blockIdx.y, gridDim.x * gridDim.y);
+  }
   PdlLaunchDependents();
   PdlWait();
   float* un = a.u + uint64_t(s) * a.ldu + uint64_t(n) * Dv + d0;
-  // The query's quad (R <= 4 kThreads: one a thread) and the position in one round trip: the
-  // query's address does not depend on the position.
-  const uint32_t quads = R / 4;
+  // The query's quad (R <= 4 kThreads: one a thread), the position and row pe's quad in one round
+  // trip: neither address depends on the position read now.
   const float4* q4 = reinterpret_cast<const float4*>(a.q + uint64_t(s) * a.ldq + uint64_t(n) * R);
+  const float4* kv4 = reinterpret_cast<const float4*>(kv);
   const float4 qv = tid < quads ? LoadFresh(q4 + tid) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   const int32_t p = LoadFresh(a.pos + s);
+  const float4 newest = memra_cu::LoadFreshIf(staging && tid < quads, kv4 + uint64_t(staging ? pe : 0) * quads + tid);
   if (p < 0 || uint32_t(p) >= a.P) {
-    // Outside what this call covers: poison, as the tiled form does (the host checks first).
+    // Outside what this call covers: poison, as the tiled form does (the host checks first). No
+    // copy is left in flight into the shared memory the block gives back.
+    memra_cu::WaitCopiesToShared();
     for (uint32_t d = tid; d < nd; d += kThreads) un[d] = __int_as_float(0x7fc00000);
     return;
   }
   const uint32_t np = uint32_t(p) + 1, tiles = (np + 31) / 32;
-  const float* kv = a.cache + uint64_t(s) * a.slotStride;
-  if (tid < quads) sq4[tid] = qv;
+  // Every row 0 .. p in shared memory; otherwise (a row past cap, or the position moved since the
+  // early read) every row comes from L2.
+  const bool held = staging && p == pe;
+  if (tid < quads) {
+    sq4[tid] = qv;
+    if (held) held4[uint32_t(p) * hq + tid] = newest;
+  }
+  memra_cu::WaitCopiesToShared();
   __syncthreads();
   MEMRA_TRACE_MARK(0);
 
@@ -148,7 +205,11 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
   for (uint32_t j0 = warp * 8; j0 < np; j0 += kWarps * 8) {
     const uint32_t j = j0 + lane / 4, g = lane % 4;
     float acc = 0.0f;
-    if (j < np) {
+    if (j < np && held) {
+      const float4* c4 = held4 + j * hq;
+#pragma unroll 8
+      for (uint32_t m = 0; m < R / 16; ++m) acc = Dot4(sq4[g + 4 * m], c4[g + 4 * m], acc);
+    } else if (j < np) {
       const float4* c4 = reinterpret_cast<const float4*>(kv + uint64_t(j) * R);
       float4 c[kMaxR / 16];
 #pragma unroll
@@ -185,7 +246,11 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
     const uint32_t nv = np - j0 < 32 ? np - j0 : 32;
     const float4* c4 = reinterpret_cast<const float4*>(kv + uint64_t(j0) * R) + qd;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (nv > 16) {
+    if (held) {
+      const float4* h4 = held4 + j0 * hq + qd;
+#pragma unroll 4
+      for (uint32_t jj = 0; jj < nv; ++jj) Axpy4(sS[j0 + jj], h4[jj * hq], acc);
+    } else if (nv > 16) {
       TileO<32>(acc, c4, quads, nv, sS + j0);
     } else if (nv > 8) {
       TileO<16>(acc, c4, quads, nv, sS + j0);
@@ -236,9 +301,50 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a) {
 static_assert(kTiles <= kWarps && kTiles <= 32, "a warp a tile; the tiles' weights in one warp");
 static_assert(kMaxR / 4 <= kThreads, "the query's quads, one a thread");
 
+// The rows a block of kernel k holds (its `cap`) at `perSm` blocks an SM: what the SM's shared
+// memory leaves each beside its static arrays, at most its share of kMaxHeldRows and P (a row at
+// P or past it is poisoned).
+template <class Kernel>
+cudaError_t HeldRows(Kernel k, const MemraMlaArgs& a, unsigned perSm, std::atomic<int>& staticBytes,
+                     uint32_t* cap) {
+  int dev = 0, perSmBytes = 0, perBlock = 0, reserved = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&perSmBytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&perBlock, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev);
+  if (err == cudaSuccess && staticBytes.load(std::memory_order_relaxed) < 0) {
+    cudaFuncAttributes fa{};
+    err = cudaFuncGetAttributes(&fa, k);
+    if (err == cudaSuccess) staticBytes.store(int(fa.sharedSizeBytes), std::memory_order_relaxed);
+  }
+  if (err != cudaSuccess) return err;
+  const int64_t own = int64_t(staticBytes.load(std::memory_order_relaxed)) + reserved;
+  perSm = perSm > 0 ? perSm : 1;
+  int64_t room = int64_t(perSmBytes) / int64_t(perSm) - own;
+  if (room > int64_t(perBlock) - own + reserved) room = int64_t(perBlock) - own + reserved;
+  int64_t rows = room > 0 ? room / (int64_t(HeldRowQuads(a.R)) * 16) : 0;
+  if (rows > kMaxHeldRows / perSm) rows = kMaxHeldRows / perSm;
+  *cap = uint32_t(rows < int64_t(a.P) ? rows : a.P);
+  return cudaSuccess;
+}
+
+template <unsigned kCols>
+cudaError_t LaunchHeld(const MemraMlaArgs& a, dim3 grid, unsigned sms, cudaStream_t stream) {
+  static std::atomic<size_t> granted{0};
+  static std::atomic<int> staticBytes{-1};
+  const auto kernel = mla_short<kCols>;
+  const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
+  uint32_t cap = 0;
+  cudaError_t err = HeldRows(kernel, a, unsigned((blocks + sms - 1) / sms), staticBytes, &cap);
+  const size_t smem = size_t(cap) * HeldRowQuads(a.R) * 16;
+  if (err == cudaSuccess) err = memra_cu::AllowSmem(kernel, smem, granted);
+  if (err != cudaSuccess) return err;
+  return memra_cu::LaunchModelKernel(kernel, grid, dim3(kThreads), smem, 1, stream, a, cap);
+}
+
 }  // namespace
 
-// 64 columns a block while its grid fits the SMs in one wave, 128 past that.
+// 64 columns a block while its grid fits the SMs in one wave (by registers), 128 past that.
 cudaError_t LaunchShort(const MemraMlaArgs& a, cudaStream_t stream) {
   unsigned sms;
   int resident = 0;
@@ -249,11 +355,9 @@ cudaError_t LaunchShort(const MemraMlaArgs& a, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   const uint64_t early = uint64_t(a.nh) * ((a.Dv + kDSpan - 1) / kDSpan) * a.t;
   if (early <= uint64_t(resident) * sms) {
-    const dim3 grid(a.nh, (a.Dv + kDSpan - 1) / kDSpan, a.t);
-    return memra_cu::LaunchModelKernel(mla_short<kDSpan>, grid, dim3(kThreads), 0, 1, stream, a);
+    return LaunchHeld<kDSpan>(a, dim3(a.nh, (a.Dv + kDSpan - 1) / kDSpan, a.t), sms, stream);
   }
-  const dim3 grid(a.nh, (a.Dv + 2 * kDSpan - 1) / (2 * kDSpan), a.t);
-  return memra_cu::LaunchModelKernel(mla_short<2 * kDSpan>, grid, dim3(kThreads), 0, 1, stream, a);
+  return LaunchHeld<2 * kDSpan>(a, dim3(a.nh, (a.Dv + 2 * kDSpan - 1) / (2 * kDSpan), a.t), sms, stream);
 }
 
 }  // namespace memra_mla

@@ -15,9 +15,10 @@
 //   - a prefetch into L2 may be issued before it, even from a position read early (the attention's
 //     cache rows, cu/mla_parts.cuh PrefetchRows): it puts nothing in a register, and L2 is where
 //     every store lands, so a stale hint costs bytes, never a value;
-//   - the tiled attention stages cache rows into shared memory before it (cu/model_attention.cu,
-//     mla_tiles): every row but the position's newest was written by an earlier step, and the
-//     position it read early is read again after the wait, the rows staged again if it moved;
+//   - the attention stages cache rows into shared memory before it (cu/model_attention.cu
+//     mla_tiles, cu/model_attention_short.cu mla_short): every row but the position's newest was
+//     written by an earlier step, and the position it read early is read again after the wait,
+//     the rows staged again (mla_tiles) or read from L2 (mla_short) if it moved;
 //   - the tiled attention's combine (mla_combine) reads the row's position before it: the tile
 //     kernel ahead lets it start only once its own wait has returned, and a wait returns only once
 //     every kernel before it is complete, whichever of them set the positions.

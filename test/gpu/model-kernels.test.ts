@@ -1187,7 +1187,7 @@ describe('model kernels on one GPU', function () {
     );
   });
 
-  it('mla_attention in one kernel (P <= mlaShortPositions): bit-identical to the tiled form at every position count to 128, R = 64, 96, 128 and 512, odd heads and a ragged Dv; rows at or past P give NaN; misaligned inputs fall back to the same bits', () => {
+  it('mla_attention in one kernel (P <= mlaShortPositions): bit-identical to the tiled form at every position count to 128 and at P of 32, 64 and 96, R = 64, 96, 128 and 512, odd heads and a ragged Dv; rows at or past P give NaN; misaligned inputs fall back to the same bits', () => {
     const t = 3,
       L = 2,
       layer = 1,
@@ -1239,6 +1239,13 @@ describe('model kernels on one GPU', function () {
             () => `one-kernel attention R=${R}: NaN in row ${r} at position ${pos[r]}`,
           );
         sameBits(short, at(cp, qp, Pc), `mla_attention R=${R} nh=${nh} Dv=${Dv} positions ${pos}: one kernel vs tiled`);
+      }
+      // P just past the rows, as the walk passes it (attendPositions): the block holds P rows, the
+      // newest at P - 1 among them
+      for (const P of [32, 64, 96]) {
+        const pos = [P - 1, P / 2, P - 2];
+        b.launchSetI32(pp, pos, s);
+        sameBits(at(cp, qp, P), at(cp, qp, Pc), `mla_attention R=${R} P=${P} positions ${pos}: one kernel vs tiled`);
       }
       // a row at P, another past it: NaN in theirs only; the third row as the tiled form has it
       b.launchSetI32(pp, [Ps, 2 * Ps, 5], s);

@@ -278,9 +278,10 @@ __global__ void __launch_bounds__(kMergeThreads)
     moe_combine_norm(Merge m, float* __restrict__ out, const uint16_t* __restrict__ gain) {
   MEMRA_TRACE_KERNEL(kTraceCombineNorm);
   using namespace memra_model;
-  __shared__ float warpTotals[kMergeThreads / 32];
+  __shared__ float warpTotals[kNormThreads / 32];
   __shared__ float sw[MEMRA_MODEL_MAX_TOPK];
   __shared__ const float* sc[MEMRA_MODEL_MAX_TOPK];
+  ClusterArriveStarted();
   float held[kNormHeld], g[kNormHeld];
   const unsigned nt = (blockIdx.x % kMergeBlocks) * kMergeThreads + threadIdx.x;  // the norm's thread
   NormGains(g, gain, m.H, nt);

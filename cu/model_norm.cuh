@@ -33,29 +33,44 @@ __device__ __forceinline__ void NormGains(float (&g)[kNormHeld], const uint16_t*
   for (unsigned m = 0; m < kNormHeld; ++m) g[m] = NormIndex(j, m) < H ? Bf16ToF32(gain[NormIndex(j, m)]) : 0.0f;
 }
 
+// A cluster's blocks may store into each other's shared memory only once every one has started
+// (the CUDA programming guide's rule for distributed shared memory): each thread of a kernel that
+// calls ClusterSum (once: the barrier's arrivals and waits alternate) arrives here first thing,
+// and ClusterSum waits for the arrivals before its stores. Relaxed: it orders nothing, and by the
+// time a row's sum is ready every block has long arrived, so the wait costs nothing.
+__device__ __forceinline__ void ClusterArriveStarted() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
 // BlockSumFixed<kNormThreads> over a cluster of kBlocks blocks of kNormThreads / kBlocks threads:
 // each warp's butterfly, then the 32 warp totals in order (warp w of block r is the norm's warp
-// r * warps + w), read by every block from the others' shared memory. A block may hold several
-// such norms side by side, one a row: `group` g is its threads [g * kNormThreads / kBlocks, ...),
-// its totals at warpTotals[g * warps, ...). warpTotals: a float of shared memory a warp of the
-// block. Every thread of the cluster calls it.
+// r * warps + w). Each warp stores its total into every block's shared memory, the cluster meets
+// once, and each block adds the totals from its own memory. The pull form (each block reading the
+// others' totals after the meeting) needed a second meeting so that no block left while another
+// still read it: in the traced chain (scripts/probes/step-timeline-probe.cu, t = 1, on an H100)
+// the merge's two meetings were done 2.3 and 4.6 us after its sum. A block may hold several such norms
+// side by side, one a row: `group` g is its threads [g * kNormThreads / kBlocks, ...), its totals
+// at warpTotals[g * 32, ...). warpTotals: 32 floats of shared memory a group (every warp of the
+// cluster's). Every thread of the cluster calls it, after ClusterArriveStarted.
 template <unsigned kBlocks>
 __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned group = 0) {
-  constexpr unsigned kWarps = kNormThreads / kBlocks / 32;
+  constexpr unsigned kWarps = kNormThreads / kBlocks / 32, kAll = kNormThreads / 32;
   namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if (threadIdx.x % 32 == 0) warpTotals[threadIdx.x / 32] = v;
-  cg::this_cluster().sync();
-  MEMRA_TRACE_MARK(2);
-  float total = 0.0f;
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
+  if (threadIdx.x % 32 == 0) {
+    const unsigned at = group * kAll + cluster.block_rank() * kWarps + threadIdx.x / 32 - group * kWarps;
 #pragma unroll
-  for (unsigned w = 0; w < kNormThreads / 32; ++w) {
-    const float x = cg::this_cluster().map_shared_rank(warpTotals, w / kWarps)[group * kWarps + w % kWarps];
-    total = w == 0 ? x : __fadd_rn(total, x);
+    for (unsigned r = 0; r < kBlocks; ++r) cluster.map_shared_rank(warpTotals, r)[at] = v;
   }
-  // No block may leave (or reuse its totals) while another still reads them.
-  cg::this_cluster().sync();
+  // The stores, released and acquired at cluster scope; nothing is read across blocks after it.
+  cluster.sync();
+  MEMRA_TRACE_MARK(2);
+  float total = warpTotals[group * kAll];
+#pragma unroll
+  for (unsigned w = 1; w < kAll; ++w) total = __fadd_rn(total, warpTotals[group * kAll + w]);
   MEMRA_TRACE_MARK(3);
   return total;
 }

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "cu/cluster_started.cuh"
 #include "cu/cp_async.cuh"
 #include "cu/launch.cuh"
 #include "cu/mla_parts.cuh"
@@ -578,16 +579,16 @@ CombineShape MakeCombineShape(const MemraMlaArgs& a, const Workspace& ws, bool v
 }
 
 // Floats of dynamic shared memory: the staged Wuv columns [R][dq] bf16 (wuvStaged), the staged
-// partials [stageTiles][rq], the block's o [rq], the whole o [R], u's partials [kUParts][pass],
-// then the tiles' weights w[tiles] and their l[tiles], each rounded up to 16 floats: the o loop
-// reads the weights unrolled, which the compiler may vectorize (memcheck once saw a 16-byte read
-// past the end of a single tile's weight).
+// partials [stageTiles][rq], the whole o [R] (each quarter stored there by its block), u's
+// partials [kUParts][pass], then the tiles' weights w[tiles] and their l[tiles], each rounded up
+// to 16 floats: the o loop reads the weights unrolled, which the compiler may vectorize (memcheck
+// once saw a 16-byte read past the end of a single tile's weight).
 __host__ __device__ inline size_t WuvStageFloats(const MemraMlaArgs& a, const CombineShape& c) {
   return c.wuvStaged ? size_t(a.R) * c.dq / 2 : 0;
 }
 
 size_t CombineSmemFloats(const MemraMlaArgs& a, const Workspace& ws, const CombineShape& c) {
-  return WuvStageFloats(a, c) + size_t(c.stageTiles) * c.rq + c.rq + ((a.R + 3) & ~3u) + size_t(kUParts) * c.pass +
+  return WuvStageFloats(a, c) + size_t(c.stageTiles) * c.rq + ((a.R + 3) & ~3u) + size_t(kUParts) * c.pass +
          2 * size_t((ws.tiles + 15) & ~15u);
 }
 
@@ -597,14 +598,14 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
     mla_combine(MemraMlaArgs a, Workspace ws, CombineShape c) {
   MEMRA_TRACE_KERNEL(kTraceMlaCombine);
   namespace cg = cooperative_groups;
+  memra_cu::ClusterArriveStarted();
   extern __shared__ float4 smem4[];
   __shared__ float scratch[kCombineThreads / 32];
   const uint32_t R = a.R, Dv = a.Dv, n = blockIdx.x / kCombineBlocks, s = blockIdx.y;
   const uint32_t b = blockIdx.x % kCombineBlocks;  // the cluster's blocks are consecutive in x
   uint16_t* wsm = reinterpret_cast<uint16_t*>(smem4);
   float* stage = reinterpret_cast<float*>(smem4) + WuvStageFloats(a, c);
-  float* ol = stage + size_t(c.stageTiles) * c.rq;
-  float* osh = ol + c.rq;
+  float* osh = stage + size_t(c.stageTiles) * c.rq;
   float* part = osh + ((R + 3) & ~3u);
   float* wsh = part + kUParts * c.pass;
   float* lsh = wsh + ((ws.tiles + 15) & ~15u);
@@ -636,6 +637,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
     // its Wuv copies landed first (they write this block's shared memory).
     for (uint32_t d = tid; d < nd; d += kCombineThreads) un[d] = __int_as_float(0x7fc00000);
     memra_cu::WaitCopiesToShared();
+    memra_cu::ClusterWaitStarted();
     return;
   }
   const uint32_t tiles = (uint32_t(p) + PositionTile(R)) / PositionTile(R);
@@ -699,12 +701,13 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
     __syncthreads();
     if (t0 + c.stageTiles < tiles) stageFrom(t0 + c.stageTiles);
   }
-  if (tid < nr) ol[tid] = __fdiv_rn(o, L);
-  // Every block's quarter of o, into the whole o here; the second barrier keeps each block's ol
-  // alive until the others have read it.
-  cg::this_cluster().sync();
-  for (uint32_t r = tid; r < R; r += kCombineThreads) {
-    osh[r] = cg::this_cluster().map_shared_rank(ol, r / c.rq)[r % c.rq];
+  // This block's quarter of o, stored into every block's whole o, then one meeting. Read from
+  // the others after a meeting, it took a second meeting so that no block left while another
+  // still read it (cu/cluster_started.cuh).
+  memra_cu::ClusterWaitStarted();
+  if (tid < nr) {
+    const float v = __fdiv_rn(o, L);
+    for (unsigned q = 0; q < kCombineBlocks; ++q) cg::this_cluster().map_shared_rank(osh, q)[r0 + tid] = v;
   }
   cg::this_cluster().sync();
   MEMRA_TRACE_MARK(2);

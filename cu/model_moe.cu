@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   __shared__ float warpTotals[kNormThreads / 32];
   __shared__ float sw[MEMRA_MODEL_MAX_TOPK];
   __shared__ const float* sc[MEMRA_MODEL_MAX_TOPK];
-  ClusterArriveStarted();
+  memra_cu::ClusterArriveStarted();
   float held[kNormHeld], g[kNormHeld];
   const unsigned nt = (blockIdx.x % kMergeBlocks) * kMergeThreads + threadIdx.x;  // the norm's thread
   NormGains(g, gain, m.H, nt);

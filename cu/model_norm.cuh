@@ -12,6 +12,7 @@
 #include <cooperative_groups.h>
 #include <stdint.h>
 
+#include "cu/cluster_started.cuh"
 #include "cu/model_bits.cuh"
 #include "cu/model_reduce.cuh"
 #include "cu/trace.cuh"
@@ -33,15 +34,6 @@ __device__ __forceinline__ void NormGains(float (&g)[kNormHeld], const uint16_t*
   for (unsigned m = 0; m < kNormHeld; ++m) g[m] = NormIndex(j, m) < H ? Bf16ToF32(gain[NormIndex(j, m)]) : 0.0f;
 }
 
-// A cluster's blocks may store into each other's shared memory only once every one has started
-// (the CUDA programming guide's rule for distributed shared memory): each thread of a kernel that
-// calls ClusterSum (once: the barrier's arrivals and waits alternate) arrives here first thing,
-// and ClusterSum waits for the arrivals before its stores. Relaxed: it orders nothing, and by the
-// time a row's sum is ready every block has long arrived, so the wait costs nothing.
-__device__ __forceinline__ void ClusterArriveStarted() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-
 // BlockSumFixed<kNormThreads> over a cluster of kBlocks blocks of kNormThreads / kBlocks threads:
 // each warp's butterfly, then the 32 warp totals in order (warp w of block r is the norm's warp
 // r * warps + w). Each warp stores its total into every block's shared memory, the cluster meets
@@ -51,7 +43,8 @@ __device__ __forceinline__ void ClusterArriveStarted() {
 // the merge's two meetings were done 2.3 and 4.6 us after its sum. A block may hold several such norms
 // side by side, one a row: `group` g is its threads [g * kNormThreads / kBlocks, ...), its totals
 // at warpTotals[g * 32, ...). warpTotals: 32 floats of shared memory a group (every warp of the
-// cluster's). Every thread of the cluster calls it, after ClusterArriveStarted.
+// cluster's). Every thread of the cluster calls it, once, after memra_cu::ClusterArriveStarted
+// (cu/cluster_started.cuh).
 template <unsigned kBlocks>
 __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned group = 0) {
   constexpr unsigned kWarps = kNormThreads / kBlocks / 32, kAll = kNormThreads / 32;
@@ -59,7 +52,7 @@ __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned
   const cg::cluster_group cluster = cg::this_cluster();
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every block has started
+  memra_cu::ClusterWaitStarted();
   if (threadIdx.x % 32 == 0) {
     const unsigned at = group * kAll + cluster.block_rank() * kWarps + threadIdx.x / 32 - group * kWarps;
 #pragma unroll

@@ -40,11 +40,11 @@ __device__ __forceinline__ void NormGains(float (&g)[kNormHeld], const uint16_t*
 // once, and each block adds the totals from its own memory. The pull form (each block reading the
 // others' totals after the meeting) needed a second meeting so that no block left while another
 // still read it: in the traced chain (scripts/probes/step-timeline-probe.cu, t = 1, on an H100)
-// the merge's two meetings were done 2.3 and 4.6 us after its sum. A block may hold several such norms
-// side by side, one a row: `group` g is its threads [g * kNormThreads / kBlocks, ...), its totals
-// at warpTotals[g * 32, ...). warpTotals: 32 floats of shared memory a group (every warp of the
-// cluster's). Every thread of the cluster calls it, once, after memra_cu::ClusterArriveStarted
-// (cu/cluster_started.cuh).
+// the merge's two meetings were done 2.3 and 4.6 us after its sum. A block may hold several such
+// norms side by side, one a row: `group` g is its threads [g * kNormThreads / kBlocks, ...), its
+// totals at warpTotals[g * 32, ...). warpTotals: 32 floats of shared memory a group (every warp of
+// the cluster's). Every thread of the cluster calls it, once, after
+// memra_cu::ClusterArriveStarted (cu/cluster_started.cuh).
 template <unsigned kBlocks>
 __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned group = 0) {
   constexpr unsigned kWarps = kNormThreads / kBlocks / 32, kAll = kNormThreads / 32;

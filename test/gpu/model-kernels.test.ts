@@ -1240,8 +1240,8 @@ describe('model kernels on one GPU', function () {
           );
         sameBits(short, at(cp, qp, Pc), `mla_attention R=${R} nh=${nh} Dv=${Dv} positions ${pos}: one kernel vs tiled`);
       }
-      // P just past the rows, as the walk passes it (attendPositions): the block holds P rows, the
-      // newest at P - 1 among them
+      // P below the bound, as a caller may pass it: a block holds at most P rows, the newest at
+      // P - 1 among them where its share of the rows allows
       for (const P of [32, 64, 96]) {
         const pos = [P - 1, P / 2, P - 2];
         b.launchSetI32(pp, pos, s);

@@ -54,7 +54,7 @@ __device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned
   for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
   memra_cu::ClusterWaitStarted();
   if (threadIdx.x % 32 == 0) {
-    const unsigned at = group * kAll + cluster.block_rank() * kWarps + (threadIdx.x / 32) % kWarps;
+    const unsigned at = group * kAll + cluster.block_rank() * kWarps + threadIdx.x / 32 - group * kWarps;
 #pragma unroll
     for (unsigned r = 0; r < kBlocks; ++r) cluster.map_shared_rank(warpTotals, r)[at] = v;
   }

@@ -8,6 +8,10 @@
 // and the kernel's next meeting (a cluster sync) is a pair of its own.
 #pragma once
 
+#include <stdint.h>
+
+#include <cooperative_groups.h>
+
 namespace memra_cu {
 
 __device__ __forceinline__ void ClusterArriveStarted() {
@@ -15,5 +19,14 @@ __device__ __forceinline__ void ClusterArriveStarted() {
 }
 
 __device__ __forceinline__ void ClusterWaitStarted() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+
+// v into local[at] of each of the cluster's kBlocks blocks (this one's too), after
+// ClusterWaitStarted; the cluster's next meeting makes the stores visible.
+template <unsigned kBlocks>
+__device__ __forceinline__ void StoreToEveryBlock(float* local, uint32_t at, float v) {
+  const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+#pragma unroll
+  for (unsigned r = 0; r < kBlocks; ++r) cluster.map_shared_rank(local, r)[at] = v;
+}
 
 }  // namespace memra_cu

@@ -707,7 +707,7 @@ __global__ void __launch_bounds__(kCombineThreads, 2)
   memra_cu::ClusterWaitStarted();
   if (tid < nr) {
     const float v = __fdiv_rn(o, L);
-    for (unsigned q = 0; q < kCombineBlocks; ++q) cg::this_cluster().map_shared_rank(osh, q)[r0 + tid] = v;
+    memra_cu::StoreToEveryBlock<kCombineBlocks>(osh, r0 + tid, v);
   }
   cg::this_cluster().sync();
   MEMRA_TRACE_MARK(2);

@@ -40,30 +40,25 @@ __device__ __forceinline__ void NormGains(float (&g)[kNormHeld], const uint16_t*
 // once, and each block adds the totals from its own memory. The pull form (each block reading the
 // others' totals after the meeting) needed a second meeting so that no block left while another
 // still read it: in the traced chain (scripts/probes/step-timeline-probe.cu, t = 1, on an H100)
-// the merge's two meetings were done 2.3 and 4.6 us after its sum. A block may hold several such
-// norms side by side, one a row: `group` g is its threads [g * kNormThreads / kBlocks, ...), its
-// totals at warpTotals[g * 32, ...). warpTotals: 32 floats of shared memory a group (every warp of
-// the cluster's). Every thread of the cluster calls it, once, after
+// the merge's two meetings were done 2.3 and 4.6 us after its sum. warpTotals: 32 floats of
+// shared memory (every warp of the cluster's). Every thread of the cluster calls it, once, after
 // memra_cu::ClusterArriveStarted (cu/cluster_started.cuh).
 template <unsigned kBlocks>
-__device__ __forceinline__ float ClusterSum(float v, float* warpTotals, unsigned group = 0) {
+__device__ __forceinline__ float ClusterSum(float v, float* warpTotals) {
   constexpr unsigned kWarps = kNormThreads / kBlocks / 32, kAll = kNormThreads / 32;
   namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
   memra_cu::ClusterWaitStarted();
   if (threadIdx.x % 32 == 0) {
-    const unsigned at = group * kAll + cluster.block_rank() * kWarps + threadIdx.x / 32 - group * kWarps;
-#pragma unroll
-    for (unsigned r = 0; r < kBlocks; ++r) cluster.map_shared_rank(warpTotals, r)[at] = v;
+    memra_cu::StoreToEveryBlock<kBlocks>(warpTotals, cg::this_cluster().block_rank() * kWarps + threadIdx.x / 32, v);
   }
   // The stores, released and acquired at cluster scope; nothing is read across blocks after it.
-  cluster.sync();
+  cg::this_cluster().sync();
   MEMRA_TRACE_MARK(2);
-  float total = warpTotals[group * kAll];
+  float total = warpTotals[0];
 #pragma unroll
-  for (unsigned w = 1; w < kAll; ++w) total = __fadd_rn(total, warpTotals[group * kAll + w]);
+  for (unsigned w = 1; w < kAll; ++w) total = __fadd_rn(total, warpTotals[w]);
   MEMRA_TRACE_MARK(3);
   return total;
 }

@@ -9,7 +9,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cu/cp_async.cuh"
 #include "cu/model.h"
+#include "cu/pdl.cuh"
 #include "cu/prefetch_l2.cuh"
 
 namespace memra_mla {
@@ -87,6 +89,30 @@ __device__ __forceinline__ void Fma8(float orr, const uint32_t (&wv)[kUGroup / 2
   for (unsigned e = 0; e < kUGroup / 2; ++e) {
     acc[2 * e] = fmaf(orr, __uint_as_float(wv[e] << 16), acc[2 * e]);
     acc[2 * e + 1] = fmaf(orr, __uint_as_float(wv[e] & 0xffff0000u), acc[2 * e + 1]);
+  }
+}
+
+// rows x R floats from global src (row stride R) into shared dst (row stride dstRow). kVec (src
+// 16-byte aligned; R and dstRow multiples of 4): 16-byte cp.async copies, every one of the
+// thread's in flight at once, landed by WaitCopiesToShared() (cu/cp_async.cuh); otherwise loads
+// of the step's own data (LoadFresh), unrolled so a thread keeps many in flight. The staging is
+// a round trip to memory every block pays before any arithmetic (at a short context, all of it).
+template <bool kVec>
+__device__ __forceinline__ void Stage(float* dst, uint32_t dstRow, const float* src, uint32_t rows,
+                                      uint32_t R) {
+  if (kVec) {
+    const uint32_t quads = R / 4, n = rows * quads;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const uint32_t r = i / quads, qd = i - r * quads;
+      memra_cu::CopyToShared16(dst + r * dstRow + 4 * qd, src + uint64_t(r) * R + 4 * qd);
+    }
+  } else {
+    const uint32_t n = rows * R;
+#pragma unroll 16
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const uint32_t r = i / R, c = i - r * R;
+      dst[r * dstRow + c] = memra_cu::LoadFresh(src + uint64_t(r) * R + c);
+    }
   }
 }
 

@@ -55,6 +55,7 @@ using memra_mla::kUGroup;
 using memra_mla::kUParts;
 using memra_mla::MaxF;
 using memra_mla::PositionTile;
+using memra_mla::Stage;
 using memra_mla::WarpMax;
 using memra_mla::WarpSum;
 
@@ -88,30 +89,6 @@ __global__ void cache_write(float* __restrict__ cache, const float* __restrict__
   for (uint64_t r = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < R;
        r += uint64_t(gridDim.x) * blockDim.x) {
     dst[r] = LoadFresh(src + r);
-  }
-}
-
-// rows x R floats from global src (row stride R) into shared dst (row stride dstRow). kVec (src
-// 16-byte aligned; R and dstRow multiples of 4): 16-byte cp.async copies, every one of the
-// thread's in flight at once, landed by WaitCopiesToShared() (cu/cp_async.cuh); otherwise loads
-// of the step's own data (LoadFresh), unrolled so a thread keeps many in flight. The staging is
-// a round trip to memory every block pays before any arithmetic (at a short context, all of it).
-template <bool kVec>
-__device__ __forceinline__ void Stage(float* dst, uint32_t dstRow, const float* src, uint32_t rows,
-                                      uint32_t R) {
-  if (kVec) {
-    const uint32_t quads = R / 4, n = rows * quads;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const uint32_t r = i / quads, qd = i - r * quads;
-      memra_cu::CopyToShared16(dst + r * dstRow + 4 * qd, src + uint64_t(r) * R + 4 * qd);
-    }
-  } else {
-    const uint32_t n = rows * R;
-#pragma unroll 16
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const uint32_t r = i / R, c = i - r * R;
-      dst[r * dstRow + c] = LoadFresh(src + uint64_t(r) * R + c);
-    }
   }
 }
 

@@ -160,10 +160,7 @@ __global__ void __launch_bounds__(kThreads) mla_short(MemraMlaArgs a, uint32_t c
   const int32_t pe = early;
   const bool staging = pe >= 0 && uint32_t(pe) < a.P && uint32_t(pe) < cap;
   if (staging) {
-    for (uint32_t i = tid; i < uint32_t(pe) * quads; i += kThreads) {
-      const uint32_t j = i / quads, qd = i - j * quads;
-      memra_cu::CopyToShared16(held4 + j * hq + qd, kv + uint64_t(j) * R + 4 * qd);
-    }
+    Stage<true>(reinterpret_cast<float*>(held4), 4 * hq, kv, uint32_t(pe), R);
   } else {
     PrefetchRows(a, s, blockIdx.x * gridDim.y + blockIdx.y, gridDim.x * gridDim.y);
   }

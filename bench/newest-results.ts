@@ -25,6 +25,18 @@ export function byDateThenName(a: Dated, b: Dated): number {
   return String(a.data.date).localeCompare(String(b.data.date)) || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0);
 }
 
+/**
+ * A card's one-GPU decode files in the order its figures are looked for, the last first: the
+ * `decode` bench's runs after every `roofline` suite run, each kind oldest first. The decode bench
+ * measures the build in the tree (scripts/gpu-session.sh's one-gpu); the roofline suite is also
+ * what ab-roofline runs on each build it compares against, so its newest run may be another
+ * build's, and it speaks for a card only where no decode bench has.
+ */
+export function byDecodeRecord<T extends Dated & { data: { suite: string } }>(files: T[]): T[] {
+  const of = (suite: string): T[] => files.filter((f) => f.data.suite === suite).sort(byDateThenName);
+  return [...of('roofline'), ...of('decode')];
+}
+
 /** Each (transport, op, metric) line from the newest file holding it, in the order lines first appear. */
 export function newestLines(entries: NamedResults[]): ResultsLine[] {
   const lines = new Map<string, ResultsLine>();

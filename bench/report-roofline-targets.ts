@@ -1,15 +1,16 @@
 /**
  * The one-GPU decode targets (docs/performance.md): each step case's share of its floor
  * (`rooflinePct`, bench/decode-roofline.ts) against its goal, from the newest one-GPU file of the
- * card they are set for (TARGET_CARD, bench/results-machine.ts) that measured the case. They are
- * one GPU's goals, so two-GPU and loopback files do not count, nor another card's. The
- * goals are what a decode kernel is judged by in the field: FlashMLA's decode attention reads at
- * 90% of its card's bandwidth, so every weight byte read once at 90% of the floor, a little less
- * where the cache's rows are read too (position 4000), a batch's routing (t = 8) and an eager
- * step's launch gaps.
+ * card they are set for (TARGET_CARD, bench/results-machine.ts) that measured the case, a decode
+ * bench run before any roofline suite run (newest-results.ts's byDecodeRecord). They are one
+ * GPU's goals, so two-GPU and loopback files do not count, nor another card's. The goals are what
+ * a decode kernel is judged by in the field: FlashMLA's decode attention reads at 90% of its
+ * card's bandwidth, so every weight byte read once at 90% of the floor, a little less where the
+ * cache's rows are read too (position 4000), a batch's routing (t = 8) and an eager step's launch
+ * gaps.
  */
 import { type Found, type Line, line, linesTable, type StoredResults } from './report-targets.js';
-import { byDateThenName } from './newest-results.js';
+import { byDecodeRecord } from './newest-results.js';
 import { isTargetCardResults } from './results-machine.js';
 import type { Row } from './results-types.js';
 
@@ -47,9 +48,7 @@ export const ROOFLINE_CASES: Case[] = [
 ];
 
 function newestCase(files: Labelled[], pick: (r: Row) => boolean): Found | undefined {
-  const sorted = files
-    .filter((f) => (f.data.suite === 'decode' || f.data.suite === 'roofline') && isTargetCardResults(f))
-    .sort(byDateThenName);
+  const sorted = byDecodeRecord(files.filter(isTargetCardResults));
   for (let i = sorted.length - 1; i >= 0; i--) {
     const row = sorted[i]!.data.rows.find(pick);
     if (row) return { row, file: sorted[i]!.file };

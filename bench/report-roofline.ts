@@ -1,10 +1,11 @@
 /**
  * The decode step against its floor, and the step kernel by kernel, as `npm run bench:report`
  * writes them into the README: from the newest results file of each machine that holds the one-GPU
- * decode rows (bench/decode-roofline.ts, suite `decode` or `roofline`).
+ * decode rows (bench/decode-roofline.ts, suite `decode`, or `roofline` where no decode run has
+ * them: newest-results.ts's byDecodeRecord).
  */
 import { groupBy } from './group-by.js';
-import { byDateThenName } from './newest-results.js';
+import { byDecodeRecord } from './newest-results.js';
 import { byMachine, fmt } from './report-tables.js';
 import type { NamedResults, Row } from './results-types.js';
 
@@ -20,8 +21,7 @@ function newestWith(
   for (const [label, mine] of byMachine(
     files.filter((f) => f.data.suite === 'decode' || f.data.suite === 'roofline'),
   )) {
-    const newest = [...mine]
-      .sort(byDateThenName)
+    const newest = byDecodeRecord(mine)
       .reverse()
       .find((f) => f.data.rows.some(pick));
     if (newest) out.push({ label, file: newest.file, rows: newest.data.rows.filter(pick) });

@@ -1,7 +1,8 @@
 /**
  * The one-GPU decode targets, on made-up results files: each case's figure is its `rooflinePct`
- * from the newest one-GPU file of the target card that measured it, judged against its goal;
- * two-GPU, loopback and other cards' files never stand in, and a case no file measured says so.
+ * from the newest one-GPU file of the target card that measured it (a decode bench run before a
+ * roofline suite run), judged against its goal; two-GPU, loopback and other cards' files never
+ * stand in, and a case no file measured says so.
  */
 import { strict as assert } from 'node:assert';
 import { ROOFLINE_CASES, rooflineTargetLines } from '../../bench/report-roofline-targets.js';
@@ -64,5 +65,21 @@ describe('bench report: the one-GPU decode targets', () => {
     const [t1, , t8] = rooflineTargetLines([h200, h100]);
     assert.deepEqual([t1!.from, t1!.met], ['`decode-1x-h200`', false]);
     assert.equal(t8!.measured, 'not measured yet');
+  });
+
+  it("takes a decode bench's run over a newer roofline suite run (ab-roofline's rounds of other builds)", () => {
+    const bench = file('decode-1x-c', '2026-12-01', '1xH200', [
+      step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.0, floorMs: 3.2 }),
+    ]);
+    const round = {
+      ...file('roofline-1x-d', '2026-12-02', '1xH200', [
+        step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.1, floorMs: 3.2 }),
+        step({ transport: 'unsharded+graph', t: 8, positions: '0-15', median: 9.0, floorMs: 8.2 }),
+      ]),
+    };
+    round.data.suite = 'roofline';
+    const [t1, , t8] = rooflineTargetLines([round, bench]);
+    assert.equal(t1!.from, '`decode-1x-c`');
+    assert.equal(t8!.from, '`roofline-1x-d`', 'a case no decode run measured');
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The README's one-GPU roofline and kernel tables, on made-up results files: each machine's rows
- * come from its newest file holding them, the floor column is the row's own, and the kernels'
- * shares add up over the step's kernels.
+ * come from its newest file holding them (a decode bench run before a roofline suite run), the
+ * floor column is the row's own, and the kernels' shares add up over the step's kernels.
  */
 import { strict as assert } from 'node:assert';
 import { kernelTable, rooflineTable } from '../../bench/report-roofline.js';
@@ -92,6 +92,20 @@ describe('bench report: the one-GPU roofline and kernel tables', () => {
     assert.deepEqual(t.slice(4, 6), ['| expert_up | 30 | 300 | 75% | 3700 |', '| rmsnorm | 61 | 100 | 25% | 5.40 |']);
     assert.match(t[7]!, /^From `decode-1xH200-2026-12-01` \(1xH200; t = 8,/);
     assert.deepEqual(t.slice(11), ['| expert_up | 30 | 900 | 75% | 3100 |', '| rmsnorm | 61 | 300 | 25% | 14.5 |']);
+  });
+
+  it("takes a decode bench's run over a newer roofline suite run, and a roofline run where no decode run has the rows", () => {
+    // ab-roofline writes roofline runs of the build it compares against too; the newest may be one.
+    const abRound: NamedResults = {
+      file: 'roofline-1xH200-2026-12-02.json',
+      data: { ...newer.data, suite: 'roofline', date: '2026-12-02T00:00:00Z' },
+    };
+    assert.match(rooflineTable([older, newer, abRound]), /^From `decode-1xH200-2026-12-01` /);
+    assert.match(kernelTable([newer, abRound]), /^From `decode-1xH200-2026-12-01` /);
+    assert.match(rooflineTable([abRound]), /^From `roofline-1xH200-2026-12-02` /);
+    // A decode run without the rows leaves them to the roofline run.
+    const bare = file('decode-1xH200-2026-12-03.json', '2026-12-03T00:00:00Z', []);
+    assert.match(rooflineTable([bare, abRound]), /^From `roofline-1xH200-2026-12-02` /);
   });
 
   it('says so where no file holds the rows', () => {

@@ -71,12 +71,10 @@ describe('bench report: the one-GPU decode targets', () => {
     const bench = file('decode-1x-c', '2026-12-01', '1xH200', [
       step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.0, floorMs: 3.2 }),
     ]);
-    const round = {
-      ...file('roofline-1x-d', '2026-12-02', '1xH200', [
-        step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.1, floorMs: 3.2 }),
-        step({ transport: 'unsharded+graph', t: 8, positions: '0-15', median: 9.0, floorMs: 8.2 }),
-      ]),
-    };
+    const round = file('roofline-1x-d', '2026-12-02', '1xH200', [
+      step({ transport: 'unsharded+graph', t: 1, positions: '0-63', median: 4.1, floorMs: 3.2 }),
+      step({ transport: 'unsharded+graph', t: 8, positions: '0-15', median: 9.0, floorMs: 8.2 }),
+    ]);
     round.data.suite = 'roofline';
     const [t1, , t8] = rooflineTargetLines([round, bench]);
     assert.equal(t1!.from, '`decode-1x-c`');

@@ -26,15 +26,16 @@ export function byDateThenName(a: Dated, b: Dated): number {
 }
 
 /**
- * A card's one-GPU decode files in the order its figures are looked for, the last first: the
- * `decode` bench's runs after every `roofline` suite run, each kind oldest first. The decode bench
- * measures the build in the tree (scripts/gpu-session.sh's one-gpu); the roofline suite is also
- * what ab-roofline runs on each build it compares against, so its newest run may be another
- * build's, and it speaks for a card only where no decode bench has.
+ * A card's one-GPU decode files in the order its figures are looked for: the `decode` bench's runs,
+ * newest first, then the `roofline` suite's, newest first; files of other suites not at all. The
+ * decode bench measures the build in the tree (scripts/gpu-session.sh's one-gpu); the roofline
+ * suite is also what ab-roofline runs on each build it compares against, so its newest run may be
+ * another build's, and it speaks for a card only where no decode bench has.
  */
 export function byDecodeRecord<T extends Dated & { data: { suite: string } }>(files: T[]): T[] {
-  const of = (suite: string): T[] => files.filter((f) => f.data.suite === suite).sort(byDateThenName);
-  return [...of('roofline'), ...of('decode')];
+  const newestFirst = (suite: string): T[] =>
+    files.filter((f) => f.data.suite === suite).sort((a, b) => byDateThenName(b, a));
+  return [...newestFirst('decode'), ...newestFirst('roofline')];
 }
 
 /** Each (transport, op, metric) line from the newest file holding it, in the order lines first appear. */

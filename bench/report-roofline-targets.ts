@@ -48,10 +48,9 @@ export const ROOFLINE_CASES: Case[] = [
 ];
 
 function newestCase(files: Labelled[], pick: (r: Row) => boolean): Found | undefined {
-  const sorted = byDecodeRecord(files.filter(isTargetCardResults));
-  for (let i = sorted.length - 1; i >= 0; i--) {
-    const row = sorted[i]!.data.rows.find(pick);
-    if (row) return { row, file: sorted[i]!.file };
+  for (const f of byDecodeRecord(files.filter(isTargetCardResults))) {
+    const row = f.data.rows.find(pick);
+    if (row) return { row, file: f.file };
   }
   return undefined;
 }

@@ -18,12 +18,8 @@ function newestWith(
   pick: (r: Row) => boolean,
 ): Array<{ label: string; file: string; rows: Row[] }> {
   const out: Array<{ label: string; file: string; rows: Row[] }> = [];
-  for (const [label, mine] of byMachine(
-    files.filter((f) => f.data.suite === 'decode' || f.data.suite === 'roofline'),
-  )) {
-    const newest = byDecodeRecord(mine)
-      .reverse()
-      .find((f) => f.data.rows.some(pick));
+  for (const [label, mine] of byMachine(files)) {
+    const newest = byDecodeRecord(mine).find((f) => f.data.rows.some(pick));
     if (newest) out.push({ label, file: newest.file, rows: newest.data.rows.filter(pick) });
   }
   return out;

@@ -10,6 +10,14 @@
 // the product could read the normed row back from L2; a block stores the elements its share of
 // the product reads, straight into the product's staged x too, so the product starts without
 // another trip. With several rows, block r norms row r and the cluster meets once.
+//
+// Its routing form (memra_norm_route_quant) also makes what route_quant made from the logits and
+// the normed rows, in the same launch: the fp8 round trip of the rows from the registers that
+// hold them once normed (each block a share at t = 1, its own row past it), and each row's picks
+// and weights by a warp of cluster rank 0 from the logits its epilogue keeps in shared memory.
+// route_quant's launch, its boundary and its two reads from L2 go (leaving it out of the step
+// bounded the gain at 0.088 ms a step at t = 1 on an H100: docs/performance.md, "What each
+// latency-bound kernel costs the step at most").
 #include <stdint.h>
 
 #include <atomic>
@@ -18,6 +26,8 @@
 #include "cu/gemv_tile.cuh"
 #include "cu/model.h"
 #include "cu/model_norm.cuh"
+#include "cu/model_quant.cuh"
+#include "cu/model_route.cuh"
 #include "cu/prefetch_l2.cuh"
 
 namespace {
@@ -71,6 +81,85 @@ __device__ __forceinline__ float RowScale(const float (&held)[kStandIns][kHeld],
   return scale;
 }
 
+// The routing form's outputs (route_quant's, cu/model.h); ids null: the plain norm and product.
+struct RouteQuantOut {
+  int32_t* ids;
+  float* wts;
+  uint8_t* xq;
+  float* xs;
+  float* xd;
+  uint32_t topk;
+};
+
+// A chunk is kGemvThreads consecutive elements of a row, element c * kGemvThreads + tid of chunk c
+// being thread tid's: held[c % kStandIns][c / kStandIns] for c < kChunksHeld (NormIndex).
+constexpr unsigned kChunksHeld = kStandIns * kHeld;
+constexpr unsigned kQuantWarpsPerBlock = memra_quant::kQB / 32;
+
+// The fp8 round trip of row s's chunks first, first + step, ... (memra_quant): thread tid's
+// element of each, normed as the norm stores it (v / r * gain), up to kChunksHeld chunks a pass.
+// Each fp8 block's four warps put their |max| in shared memory and meet once a pass. heldGain(c):
+// the gain of this thread's element of held chunk c. Every thread of the block calls it.
+template <class HeldGain>
+__device__ __forceinline__ void QuantizeChunks(const RouteQuantOut& rq, const float (&held)[kStandIns][kHeld],
+                                               const HeldGain& heldGain, const float* h,
+                                               const uint16_t* __restrict__ gain, float r, uint32_t K, uint64_t s,
+                                               unsigned first, unsigned step, bool norms) {
+  using memra_quant::MaxNan;
+  __shared__ float warpMax[kChunksHeld][kGemvThreads / 32];
+  const unsigned tid = threadIdx.x, warp = tid / 32;
+  const uint32_t chunks = (K + kGemvThreads - 1) / kGemvThreads;
+  for (unsigned c0 = first; c0 < chunks; c0 += kChunksHeld * step) {
+    float v[kChunksHeld];
+#pragma unroll
+    for (unsigned u = 0; u < kChunksHeld; ++u) {
+      const unsigned c = c0 + u * step;
+      const uint64_t i = uint64_t(c) * kGemvThreads + tid;
+      v[u] = 0.0f;
+      if (norms && c < chunks && i < K) {
+        float hv = 0.0f;
+        if (c < kChunksHeld) {
+#pragma unroll
+          for (unsigned d = 0; d < kChunksHeld; ++d) hv = d == c ? held[d % kStandIns][d / kStandIns] : hv;
+        } else {
+          hv = memra_cu::LoadFresh(h + i);
+        }
+        const float g = c < kChunksHeld ? heldGain(c) : memra_model::Bf16ToF32(gain[i]);
+        v[u] = __fmul_rn(__fdiv_rn(hv, r), g);
+      }
+      // K % kQB == 0: a warp's 32 elements are all in the row or all past it.
+      const float mx = memra_quant::WarpAbsMax(fabsf(v[u]));
+      if (tid % 32 == 0) warpMax[u][warp] = mx;
+    }
+    __syncthreads();
+#pragma unroll
+    for (unsigned u = 0; u < kChunksHeld; ++u) {
+      const unsigned c = c0 + u * step;
+      const uint64_t i = uint64_t(c) * kGemvThreads + tid;
+      if (!norms || c >= chunks || i >= K) continue;
+      const float* m = warpMax[u] + warp / kQuantWarpsPerBlock * kQuantWarpsPerBlock;
+      const float scale = memra_quant::BlockScale(MaxNan(MaxNan(m[0], m[1]), MaxNan(m[2], m[3])));
+      const uint64_t at = s * K + i;
+      if (i % memra_quant::kQB == 0) rq.xs[at / memra_quant::kQB] = scale;
+      memra_quant::PutCode(rq.xq, rq.xd, at, v[u], scale);
+    }
+    // warpMax is overwritten by the next pass.
+    __syncthreads();
+  }
+}
+
+// The product's epilogue in the routing form: each logit stored, and kept in shared memory for
+// the row's routing warp (cluster rank 0, which makes every sum).
+struct StoreAndKeep {
+  float* out;
+  uint64_t ldo;
+  float* keep;
+  __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
+    out[uint64_t(s) * ldo + j] = v[0];
+    keep[s * MEMRA_MODEL_NORM_GEMV_MAX_COLS + j] = v[0];
+  }
+};
+
 // Each block norms one row in one round trip (RowScale). One row (T = 1): every block norms it and
 // stores its share, which with kStage also goes straight into the product's staged x. Several:
 // block r norms row r (T <= kNormSplit), stores it whole, and the cluster meets before the
@@ -82,7 +171,7 @@ template <int T, int CW, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     norm_gemv(float* normOut, float* __restrict__ out, uint64_t ldo, const float* x,
               const uint16_t* __restrict__ gain, const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K,
-              uint32_t cols) {
+              uint32_t cols, RouteQuantOut rq) {
   MEMRA_TRACE_KERNEL(kTraceNormGemv);
   using namespace memra_model;
   using memra_cu::LoadFresh;
@@ -120,6 +209,9 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   } else {
     g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
   }
+  // The routing form at t = 1: this block's chunk of the fp8 round trip is chunk `rank`.
+  const uint64_t kq = uint64_t(rank) * kGemvThreads + tid;
+  const float gq = !kOwnRow && rq.ids != nullptr && kq < K ? Bf16ToF32(gain[kq]) : 0.0f;
   PdlWait();
   PdlLaunchDependents();
   // The row's held elements and, for a share, its first element: one round trip.
@@ -134,6 +226,14 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   }
   const float h0 = !kOwnRow && k0 < K ? LoadFresh(h + k0) : 0.0f;
   const float r = RowScale(held, h, K, norms);
+  if (rq.ids != nullptr) {
+    if constexpr (kOwnRow) {
+      QuantizeChunks(rq, held, [&](unsigned c) { return g[c % kStandIns][c / kStandIns]; }, h, gain, r, K, s, 0, 1,
+                     norms);
+    } else {
+      QuantizeChunks(rq, held, [&](unsigned) { return gq; }, h, gain, r, K, 0, rank, kNormSplit, true);
+    }
+  }
   MEMRA_TRACE_MARK(0);
   float* o = normOut + uint64_t(s) * K;
   if constexpr (kOwnRow) {
@@ -181,8 +281,16 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const float* xr[T];
 #pragma unroll
   for (int i = 0; i < T; ++i) xr[i] = normOut + uint64_t(i) * K;
+  __shared__ float keptLogits[T * MEMRA_MODEL_NORM_GEMV_MAX_COLS];
   GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStage && !kOwnRow>(
-      xr, w, ldw, K, cols, 0, kNormSplit, StoreRows<false>{out, ldo});
+      xr, w, ldw, K, cols, 0, kNormSplit, StoreAndKeep{out, ldo, keptLogits});
+  // GemvTile's last cluster meeting is behind rank 0's epilogue: every logit is in keptLogits.
+  const unsigned row = tid / 32;
+  if (rq.ids != nullptr && rank == 0 && row < unsigned(T)) {
+    const float* kept = keptLogits + row * MEMRA_MODEL_NORM_GEMV_MAX_COLS;
+    memra_route::RouteRow(rq.ids + uint64_t(row) * rq.topk, rq.wts + uint64_t(row) * rq.topk,
+                          [kept](uint32_t i) { return kept[i]; }, cols, rq.topk, tid % 32);
+  }
 }
 
 struct NormGemvArgs {
@@ -193,6 +301,7 @@ struct NormGemvArgs {
   const uint16_t *gain, *W;
   uint64_t ldw;
   uint32_t K, cols;
+  RouteQuantOut rq;
 };
 
 // One cluster: cols fit one tile at CW 2, the width PickCw gives a product this narrow. x goes
@@ -209,7 +318,21 @@ cudaError_t NormGemvRows(const NormGemvArgs& a, cudaStream_t stream) {
   const cudaError_t err = memra_cu::AllowSmem(kernel, bytes, granted[MEMRA_PICK4_AT]);
   if (err != cudaSuccess) return err;
   return LaunchModelKernel(kernel, dim3(kNormSplit), dim3(kGemvThreads), bytes, kNormSplit, stream, a.normOut, a.out,
-                           a.ldo, a.x, a.gain, a.W, a.ldw, a.K, a.cols);
+                           a.ldo, a.x, a.gain, a.W, a.ldw, a.K, a.cols, a.rq);
+}
+
+// The launch at t rows, once memra_norm_gemv or memra_norm_route_quant has checked its arguments.
+cudaError_t NormGemvLaunch(const NormGemvArgs& a, uint32_t t, cudaStream_t stream) {
+  switch (t) {
+    case 1: return NormGemvRows<1>(a, stream);
+    case 2: return NormGemvRows<2>(a, stream);
+    case 3: return NormGemvRows<3>(a, stream);
+    case 4: return NormGemvRows<4>(a, stream);
+    case 5: return NormGemvRows<5>(a, stream);
+    case 6: return NormGemvRows<6>(a, stream);
+    case 7: return NormGemvRows<7>(a, stream);
+    default: return NormGemvRows<8>(a, stream);
+  }
 }
 
 }  // namespace
@@ -221,15 +344,16 @@ extern "C" cudaError_t memra_norm_gemv(float* normOut, float* out, uint64_t ldo,
   if (t == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS || K == 0 || K > (1u << 24) || cols == 0 || cols > MEMRA_MODEL_NORM_GEMV_MAX_COLS)
     return cudaErrorInvalidValue;
-  const NormGemvArgs a{normOut, out, ldo, x, gain, W, ldw, K, cols};
-  switch (t) {
-    case 1: return NormGemvRows<1>(a, stream);
-    case 2: return NormGemvRows<2>(a, stream);
-    case 3: return NormGemvRows<3>(a, stream);
-    case 4: return NormGemvRows<4>(a, stream);
-    case 5: return NormGemvRows<5>(a, stream);
-    case 6: return NormGemvRows<6>(a, stream);
-    case 7: return NormGemvRows<7>(a, stream);
-    default: return NormGemvRows<8>(a, stream);
-  }
+  return NormGemvLaunch({normOut, out, ldo, x, gain, W, ldw, K, cols, {}}, t, stream);
+}
+
+extern "C" cudaError_t memra_norm_route_quant(float* normOut, float* logits, const float* x, const uint16_t* gain,
+                                              const uint16_t* Wr, int32_t* ids, float* wts, uint8_t* xq, float* xs,
+                                              float* xd, uint32_t t, uint32_t E, uint32_t K, uint32_t H,
+                                              cudaStream_t stream) {
+  if (t == 0) return cudaSuccess;
+  if (t > MEMRA_MODEL_MAX_ROWS || H == 0 || H > (1u << 24) || H % MEMRA_MODEL_QUANT_BLOCK != 0 || E == 0 ||
+      E > MEMRA_MODEL_NORM_GEMV_MAX_COLS || K == 0 || K > E || K > MEMRA_MODEL_MAX_TOPK)
+    return cudaErrorInvalidValue;
+  return NormGemvLaunch({normOut, logits, E, x, gain, Wr, E, H, E, {ids, wts, xq, xs, xd, K}}, t, stream);
 }

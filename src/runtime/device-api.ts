@@ -72,6 +72,7 @@ export type DeviceApi = Pick<
   | 'launchQuantize'
   | 'launchDequantize'
   | 'launchRouteQuant'
+  | 'launchNormRouteQuant'
   | 'launchExpertUp'
   | 'launchExpertDown'
   | 'launchMoeCombine'

@@ -701,6 +701,89 @@ describe('model kernels on one GPU', function () {
       });
   });
 
+  it('norm_route_quant: the norm, logits, ids, weights, scales, codes and dequantized rows bit-identical to norm_gemv, then route_quant (t = 1 to 8; H = 4096, the held chunks; 640, 256 and 128, chunks the row ends in; 9216, past them; E = 32, 4, 33 and 64, K to 64; a NaN row, a zero row and a zero block; misaligned x); bad E, K and H refused by name', () => {
+    for (const [t, H, E, K, skew] of [
+      [1, 4096, 32, 8, 0],
+      [8, 4096, 32, 8, 0],
+      [2, 4096, 4, 2, 0],
+      [3, 640, 33, 7, 1],
+      [5, 9216, 32, 8, 0],
+      [1, 9216, 64, 64, 1],
+      [4, 256, 64, 5, 0],
+      [7, 128, 8, 8, 0],
+      [6, 4096, 32, 8, 1],
+      [1, 640, 16, 3, 0],
+    ] as Array<[number, number, number, number, number]>) {
+      const xv = randF(t * H, 3);
+      if (t >= 3) {
+        xv[H + 5] = NaN;
+        xv.fill(0, 2 * H, 3 * H);
+      }
+      xv.fill(0, 0, Math.min(128, H));
+      const x = ptrAdd(alloc(t * H * 4 + 4), 4 * skew);
+      up(x, xv);
+      const gp = alloc(H * 2),
+        wr = genMatrix(H, E, 970 + t, 1 / Math.sqrt(H));
+      b.launchGenWeights(gp, u64().toString(), 10, 0, 1, H, 0, H, 1, 0, s);
+      const nb = (t * H) / F.QUANT_BLOCK;
+      const outs = () =>
+        [
+          out(t * H * 4),
+          out(t * E * 4),
+          out(t * K * 4),
+          out(t * K * 4),
+          out(t * H),
+          out(nb * 4),
+          out(t * H * 4),
+        ] as const;
+      const [n1, l1, i1, w1, q1, s1, d1] = outs();
+      b.launchNormGemv(n1, l1, E, x, gp, wr, E, H, E, t, s);
+      b.launchRouteQuant(i1, w1, l1, q1, s1, d1, n1, t, E, K, H, s);
+      const [n2, l2, i2, w2, q2, s2, d2] = outs();
+      b.launchNormRouteQuant(n2, l2, x, gp, wr, i2, w2, q2, s2, d2, t, E, K, H, s);
+      const at = `norm_route_quant t=${t} H=${H} E=${E} K=${K}${skew ? ', misaligned x' : ''}`;
+      sameBits(down(Float32Array, n2, t * H), down(Float32Array, n1, t * H), `${at}: the norm`);
+      sameBits(down(Float32Array, l2, t * E), down(Float32Array, l1, t * E), `${at}: the logits`);
+      sameBits(down(Int32Array, i2, t * K), down(Int32Array, i1, t * K), `${at}: ids`);
+      sameBits(down(Float32Array, w2, t * K), down(Float32Array, w1, t * K), `${at}: weights`);
+      sameBits(down(Float32Array, s2, nb), down(Float32Array, s1, nb), `${at}: scales`);
+      sameBits(down(Uint8Array, q2, t * H), down(Uint8Array, q1, t * H), `${at}: codes`);
+      sameBits(down(Float32Array, d2, t * H), down(Float32Array, d1, t * H), `${at}: dequantized`);
+      freeAll();
+    }
+    const H = 4096,
+      x = put(randF(H)),
+      g = alloc(H * 2),
+      w = genMatrix(H, 64, 980);
+    const call = (E: number, K: number, h: number) =>
+      b.launchNormRouteQuant(
+        out(h * 4),
+        out(256),
+        x,
+        g,
+        w,
+        out(256),
+        out(256),
+        out(h),
+        out(64),
+        out(h * 4),
+        1,
+        E,
+        K,
+        h,
+        s,
+      );
+    for (const [E, K, h, arg] of [
+      [65, 8, H, 'E'],
+      [0, 1, H, 'E'],
+      [8, 9, H, 'K'],
+      [32, 0, H, 'K'],
+      [32, 8, 4000, 'H'],
+    ] as Array<[number, number, number, string]>)
+      assert.throws(() => call(E, K, h), { message: new RegExp(`launchNormRouteQuant: .*\\b${arg}\\b`) });
+    freeAll();
+  });
+
   it('argmax: the lowest index on ties, NaN never wins (an all-NaN row gives 0), -0 == +0, +inf', () => {
     const V = 1000,
       t = 6;

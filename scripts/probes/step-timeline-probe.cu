@@ -1,14 +1,14 @@
 // Where a step's time goes under programmatic dependent launch: `bench`'s 30 layers at t rows as
 // the unsharded walk launches them (latent_query, the attention, Wo with the residual, the MoE
 // head: its norm, the router's product, the routing and the fp8 round trip in one launch, the two
-// expert halves, the merge with the next norm), captured into one CUDA graph with PDL on, as the step graph is, and replayed. Built with
-// -DMEMRA_TRACE, every block of those kernels records when it became resident, when its first
-// PdlWait returned and when it left (cu/trace.cuh), and the probe prints each kernel's share of
-// the chain: `span`, from its wait's release to the next kernel's (what the step pays for it),
-// split into `body` (release to its last block's exit) and `gap` (that exit to the next
-// release: the completion, the flush and the next grid's release), and `lead`, how long its
-// first block was resident before the release. Built without it, the same chain's replay time
-// shows what the records cost.
+// expert halves, the merge with the next norm), captured into one CUDA graph with PDL on, as the
+// step graph is, and replayed. Built with -DMEMRA_TRACE, every block of those kernels records when
+// it became resident, when its first PdlWait returned and when it left (cu/trace.cuh), and the
+// probe prints each kernel's share of the chain: `span`, from its wait's release to the next
+// kernel's (what the step pays for it), split into `body` (release to its last block's exit) and
+// `gap` (that exit to the next release: the completion, the flush and the next grid's release), and
+// `lead`, how long its first block was resident before the release. Built without it, the same
+// chain's replay time shows what the records cost.
 //
 // --noop and --leave-out take kernels out of the chain (attention, wo, norm_gemv (the MoE head),
 // merge; a comma list) to bound what shortening them could give: --noop launches in each one's

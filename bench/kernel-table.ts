@@ -74,7 +74,10 @@ function kernelBytes(
       return ['route_quant', a[7]! * a[8]! * f32 + a[7]! * a[10]! * (2 * f32 + 1)];
     case 'NormRouteQuant': {
       const [t, E, H] = [a[10]!, a[11]!, a[13]!];
-      return ['rmsnorm+router+quantize', H * (E + 1) * 2 + t * (3 * H + E) * f32 + t * H * (f32 + 1)];
+      return [
+        `rmsnorm+gemv ${matrixName(cfg, H, E)}+route_quant`,
+        H * (E + 1) * 2 + t * (3 * H + E) * f32 + t * H * (f32 + 1),
+      ];
     }
     case 'Quantize':
     case 'Dequantize':

@@ -35,8 +35,8 @@
 #           build/probes/ll-phase-probe scripts/probes/ll-phase-probe.cu cu/tp_ll.cu)
 #   graph-ops  the ll joins bench with 1000 and with 100 ops per graph, twice each, alternating,
 #           into graph-ops-N-I: what share of a device row is the replay's fixed cost
-#   ab-ll   the ll joins bench on this build and on each build/ab/NAME.node (copy earlier or
-#           variant builds there first), in rounds (MEMRA_AB_ROUNDS, default 2), each round this
+#   ab-ll   the ll joins bench on this build and on each variant in build/ab (NAME.node or a
+#           package NAME/: ab_rounds below; copy earlier or variant builds there first), in rounds (MEMRA_AB_ROUNDS, default 2), each round this
 #           build first, into ab-this-R and ab-NAME-R: changes to the LL kernels against their
 #           base on one machine, in one run
 #   ab-roofline  the same for the one-GPU decode against its floor (the roofline suite), into
@@ -93,23 +93,32 @@ step() { # name seconds command...
     -e "^  [0-9]+\) |^(held|FAILED) |^sanitize: " "$logs/$name.log" | tail -24
   return $rc
 }
-# ab_rounds PREFIX SECONDS SUITE-ARGS...: the bench on this build and on each build/ab/NAME.node,
+# ab_rounds PREFIX SECONDS SUITE-ARGS...: the bench on this build and on each variant in build/ab,
 # in rounds (MEMRA_AB_ROUNDS, default 2), this build first, into PREFIX-this-R and PREFIX-NAME-R.
-# The runtime loads build/Release/memra.node, so each variant takes its place for its runs; a
-# trap would not outlive `timeout`, so the swap back follows every variant's run.
+# A variant is NAME.node, an addon with this build's interface, or NAME/, a whole package of
+# another build (its package.json, dist/, bench/configs/ and build/Release/memra.node: an addon
+# whose interface differs runs with its own JS). The runtime loads build/Release/memra.node, so a
+# NAME.node takes its place for its runs; a trap would not outlive `timeout`, so the swap back
+# follows every such run.
 ab_rounds() {
   local prefix=$1 secs=$2 i v name
   shift 2
-  local variants=(build/ab/*.node)
-  [ -e "${variants[0]}" ] || { echo "== $prefix: no build/ab/*.node: skipped"; return; }
+  local variants=()
+  for v in build/ab/*.node build/ab/*/dist/bench/main.js; do [ -e "$v" ] && variants+=("$v"); done
+  [ ${#variants[@]} -gt 0 ] || { echo "== $prefix: no variant in build/ab: skipped"; return; }
   cp build/Release/memra.node build/ab-this.node
   for ((i = 1; i <= ${MEMRA_AB_ROUNDS:-2}; i++)); do
     step "$prefix-this-$i" "$secs" node dist/bench/main.js "$@" --out "$logs/$prefix-this-$i"
     for v in "${variants[@]}"; do
-      name=$(basename "$v" .node)
-      cp "$v" build/Release/memra.node
-      step "$prefix-$name-$i" "$secs" node dist/bench/main.js "$@" --out "$logs/$prefix-$name-$i"
-      cp build/ab-this.node build/Release/memra.node
+      if [ "${v%.node}" != "$v" ]; then
+        name=$(basename "$v" .node)
+        cp "$v" build/Release/memra.node
+        step "$prefix-$name-$i" "$secs" node dist/bench/main.js "$@" --out "$logs/$prefix-$name-$i"
+        cp build/ab-this.node build/Release/memra.node
+      else
+        name=$(basename "${v%/dist/bench/main.js}")
+        step "$prefix-$name-$i" "$secs" node "$v" "$@" --out "$logs/$prefix-$name-$i"
+      fi
     done
   done
 }

@@ -11,13 +11,12 @@
 // the product reads, straight into the product's staged x too, so the product starts without
 // another trip. With several rows, block r norms row r and the cluster meets once.
 //
-// Its routing form (memra_norm_route_quant) also makes what route_quant made from the logits and
-// the normed rows, in the same launch: the fp8 round trip of the rows from the registers that
-// hold them once normed (each block a share at t = 1, its own row past it), and each row's picks
-// and weights by a warp of cluster rank 0 from the logits its epilogue keeps in shared memory.
-// route_quant's launch, its boundary and its two reads from L2 go (leaving it out of the step
-// bounded the gain at 0.088 ms a step at t = 1 on an H100: docs/performance.md, "What each
-// latency-bound kernel costs the step at most").
+// Its routing form (memra_norm_route_quant at t = 1) also makes what route_quant made from the
+// logits and the normed row, in the same launch: the row's fp8 round trip from the registers
+// that hold it once normed (each block a share), and its picks and weights by a warp of cluster
+// rank 0 from the logits its epilogue keeps in shared memory. route_quant's launch, its boundary
+// and its two reads from L2 go (leaving it out of the step bounded the gain at 0.088 ms a step at
+// t = 1 on an H100: docs/performance.md, "What each latency-bound kernel costs the step at most").
 #include <stdint.h>
 
 #include <atomic>
@@ -91,72 +90,56 @@ struct RouteQuantOut {
   uint32_t topk;
 };
 
-// A chunk is kGemvThreads consecutive elements of a row, element c * kGemvThreads + tid of chunk c
-// being thread tid's: held[c % kStandIns][c / kStandIns] for c < kChunksHeld (NormIndex).
-constexpr unsigned kChunksHeld = kStandIns * kHeld;
-constexpr unsigned kQuantWarpsPerBlock = memra_quant::kQB / 32;
-
-// The fp8 round trip of row s's chunks first, first + step, ... (memra_quant): thread tid's
-// element of each, normed as the norm stores it (v / r * gain), up to kChunksHeld chunks a pass.
-// Each fp8 block's four warps put their |max| in shared memory and meet once a pass. heldGain(c):
-// the gain of this thread's element of held chunk c. Every thread of the block calls it.
-template <class HeldGain>
-__device__ __forceinline__ void QuantizeChunks(const RouteQuantOut& rq, const float (&held)[kStandIns][kHeld],
-                                               const HeldGain& heldGain, const float* h,
-                                               const uint16_t* __restrict__ gain, float r, uint32_t K, uint64_t s,
-                                               unsigned first, unsigned step, bool norms) {
+// The fp8 round trip of the one row at t = 1, each block a share: chunk c is kGemvThreads
+// consecutive elements (thread tid's is c * kGemvThreads + tid), and block `rank` takes chunks rank,
+// rank + kNormSplit, ... Chunk `rank` is one of the elements the block already holds, normed
+// (held[rank % kStandIns][rank / kStandIns], NormIndex; `gq` its gain); a row past them (K over
+// kStandIns * kHeld chunks) reads the rest from h. Each fp8 block's four warps put their |max| in
+// shared memory and meet once a chunk. Every thread of the block calls it.
+__device__ __forceinline__ void QuantizeShare(const RouteQuantOut& rq, const float (&held)[kStandIns][kHeld], float gq,
+                                              const float* h, const uint16_t* __restrict__ gain, float r, uint32_t K,
+                                              unsigned rank) {
   using memra_quant::MaxNan;
-  __shared__ float warpMax[kChunksHeld][kGemvThreads / 32];
+  constexpr unsigned kHeldChunks = kStandIns * kHeld, kWarpsABlock = memra_quant::kQB / 32;
+  __shared__ float warpMax[kGemvThreads / 32];
   const unsigned tid = threadIdx.x, warp = tid / 32;
-  const uint32_t chunks = (K + kGemvThreads - 1) / kGemvThreads;
-  for (unsigned c0 = first; c0 < chunks; c0 += kChunksHeld * step) {
-    float v[kChunksHeld];
+  for (uint64_t c = rank; c * kGemvThreads < K; c += kNormSplit) {
+    const uint64_t i = c * kGemvThreads + tid;
+    // K % kQB == 0: a warp's 32 elements are all in the row or all past it.
+    float v = 0.0f;
+    if (i < K) {
+      float hv = 0.0f, g = gq;
+      if (c < kHeldChunks) {
 #pragma unroll
-    for (unsigned u = 0; u < kChunksHeld; ++u) {
-      const unsigned c = c0 + u * step;
-      const uint64_t i = uint64_t(c) * kGemvThreads + tid;
-      v[u] = 0.0f;
-      if (norms && c < chunks && i < K) {
-        float hv = 0.0f;
-        if (c < kChunksHeld) {
-#pragma unroll
-          for (unsigned d = 0; d < kChunksHeld; ++d) hv = d == c ? held[d % kStandIns][d / kStandIns] : hv;
-        } else {
-          hv = memra_cu::LoadFresh(h + i);
-        }
-        const float g = c < kChunksHeld ? heldGain(c) : memra_model::Bf16ToF32(gain[i]);
-        v[u] = __fmul_rn(__fdiv_rn(hv, r), g);
+        for (unsigned d = 0; d < kHeldChunks; ++d) hv = d == c ? held[d % kStandIns][d / kStandIns] : hv;
+      } else {
+        hv = memra_cu::LoadFresh(h + i);
+        g = memra_model::Bf16ToF32(gain[i]);
       }
-      // K % kQB == 0: a warp's 32 elements are all in the row or all past it.
-      const float mx = memra_quant::WarpAbsMax(fabsf(v[u]));
-      if (tid % 32 == 0) warpMax[u][warp] = mx;
+      v = __fmul_rn(__fdiv_rn(hv, r), g);
     }
+    const float mx = memra_quant::WarpAbsMax(fabsf(v));
+    if (tid % 32 == 0) warpMax[warp] = mx;
     __syncthreads();
-#pragma unroll
-    for (unsigned u = 0; u < kChunksHeld; ++u) {
-      const unsigned c = c0 + u * step;
-      const uint64_t i = uint64_t(c) * kGemvThreads + tid;
-      if (!norms || c >= chunks || i >= K) continue;
-      const float* m = warpMax[u] + warp / kQuantWarpsPerBlock * kQuantWarpsPerBlock;
+    if (i < K) {
+      const float* m = warpMax + warp / kWarpsABlock * kWarpsABlock;
       const float scale = memra_quant::BlockScale(MaxNan(MaxNan(m[0], m[1]), MaxNan(m[2], m[3])));
-      const uint64_t at = s * K + i;
-      if (i % memra_quant::kQB == 0) rq.xs[at / memra_quant::kQB] = scale;
-      memra_quant::PutCode(rq.xq, rq.xd, at, v[u], scale);
+      if (i % memra_quant::kQB == 0) rq.xs[i / memra_quant::kQB] = scale;
+      memra_quant::PutCode(rq.xq, rq.xd, i, v, scale);
     }
-    // warpMax is overwritten by the next pass.
+    // warpMax is written again by the next chunk.
     __syncthreads();
   }
 }
 
-// The product's epilogue in the routing form: each logit stored, and kept in shared memory for
-// the row's routing warp (cluster rank 0, which makes every sum).
+// The product's epilogue in the routing form (one row): each logit stored, and kept in shared
+// memory for the routing warp (cluster rank 0, which makes every sum).
 struct StoreAndKeep {
   float* out;
-  uint64_t ldo;
   float* keep;
-  __device__ void operator()(unsigned s, uint32_t j, const float (&v)[1]) const {
-    out[uint64_t(s) * ldo + j] = v[0];
-    keep[s * MEMRA_MODEL_NORM_GEMV_MAX_COLS + j] = v[0];
+  __device__ void operator()(unsigned, uint32_t j, const float (&v)[1]) const {
+    out[j] = v[0];
+    keep[j] = v[0];
   }
 };
 
@@ -175,7 +158,7 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   MEMRA_TRACE_KERNEL(kTraceNormGemv);
   using namespace memra_model;
   using memra_cu::LoadFresh;
-  constexpr bool kOwnRow = T > 1;
+  constexpr bool kOwnRow = T > 1, kRoutes = T == 1;
   static_assert(!kOwnRow || T <= int(kNormSplit), "a row a block");
   const unsigned rank = cg::this_cluster().block_rank(), tid = threadIdx.x;
   const unsigned s = kOwnRow ? rank : 0;  // the row this block norms
@@ -209,9 +192,9 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   } else {
     g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
   }
-  // The routing form at t = 1: this block's chunk of the fp8 round trip is chunk `rank`.
+  // The routing form (t = 1): the gain of this thread's element of the block's fp8 chunk.
   const uint64_t kq = uint64_t(rank) * kGemvThreads + tid;
-  const float gq = !kOwnRow && rq.ids != nullptr && kq < K ? Bf16ToF32(gain[kq]) : 0.0f;
+  const float gq = kRoutes && rq.ids != nullptr && kq < K ? Bf16ToF32(gain[kq]) : 0.0f;
   PdlWait();
   PdlLaunchDependents();
   // The row's held elements and, for a share, its first element: one round trip.
@@ -226,13 +209,8 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   }
   const float h0 = !kOwnRow && k0 < K ? LoadFresh(h + k0) : 0.0f;
   const float r = RowScale(held, h, K, norms);
-  if (rq.ids != nullptr) {
-    if constexpr (kOwnRow) {
-      QuantizeChunks(rq, held, [&](unsigned c) { return g[c % kStandIns][c / kStandIns]; }, h, gain, r, K, s, 0, 1,
-                     norms);
-    } else {
-      QuantizeChunks(rq, held, [&](unsigned) { return gq; }, h, gain, r, K, 0, rank, kNormSplit, true);
-    }
+  if constexpr (kRoutes) {
+    if (rq.ids != nullptr) QuantizeShare(rq, held, gq, h, gain, r, K, rank);
   }
   MEMRA_TRACE_MARK(0);
   float* o = normOut + uint64_t(s) * K;
@@ -281,15 +259,19 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const float* xr[T];
 #pragma unroll
   for (int i = 0; i < T; ++i) xr[i] = normOut + uint64_t(i) * K;
-  __shared__ float keptLogits[T * MEMRA_MODEL_NORM_GEMV_MAX_COLS];
-  GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStage && !kOwnRow>(
-      xr, w, ldw, K, cols, 0, kNormSplit, StoreAndKeep{out, ldo, keptLogits});
-  // GemvTile's last cluster meeting is behind rank 0's epilogue: every logit is in keptLogits.
-  const unsigned row = tid / 32;
-  if (rq.ids != nullptr && rank == 0 && row < unsigned(T)) {
-    const float* kept = keptLogits + row * MEMRA_MODEL_NORM_GEMV_MAX_COLS;
-    memra_route::RouteRow(rq.ids + uint64_t(row) * rq.topk, rq.wts + uint64_t(row) * rq.topk,
-                          [kept](uint32_t i) { return kept[i]; }, cols, rq.topk, tid % 32);
+  constexpr bool kStaged = kStage && !kOwnRow;
+  if constexpr (kRoutes) {
+    __shared__ float keptLogits[MEMRA_MODEL_NORM_GEMV_MAX_COLS];
+    GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStaged>(
+        xr, w, ldw, K, cols, 0, kNormSplit, StoreAndKeep{out, keptLogits});
+    // GemvTile's last cluster meeting is behind rank 0's epilogue: every logit is in keptLogits.
+    if (rq.ids != nullptr && rank == 0 && tid < 32) {
+      const float* kept = keptLogits;
+      memra_route::RouteRow(rq.ids, rq.wts, [kept](uint32_t i) { return kept[i]; }, cols, rq.topk, tid);
+    }
+  } else {
+    GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStaged>(
+        xr, w, ldw, K, cols, 0, kNormSplit, StoreRows<false>{out, ldo});
   }
 }
 
@@ -355,5 +337,9 @@ extern "C" cudaError_t memra_norm_route_quant(float* normOut, float* logits, con
   if (t > MEMRA_MODEL_MAX_ROWS || H == 0 || H > (1u << 24) || H % MEMRA_MODEL_QUANT_BLOCK != 0 || E == 0 ||
       E > MEMRA_MODEL_NORM_GEMV_MAX_COLS || K == 0 || K > E || K > MEMRA_MODEL_MAX_TOPK)
     return cudaErrorInvalidValue;
-  return NormGemvLaunch({normOut, logits, E, x, gain, Wr, E, H, E, {ids, wts, xq, xs, xd, K}}, t, stream);
+  if (t == 1) return NormGemvLaunch({normOut, logits, E, x, gain, Wr, E, H, E, {ids, wts, xq, xs, xd, K}}, t, stream);
+  // Past one row each block would quantize a whole row of its own on its SM: at t = 8 the launch
+  // took 29 us a layer against 13 and 6 for the two apart (the kernel table, eager, on an H100).
+  const cudaError_t err = memra_norm_gemv(normOut, logits, E, x, gain, Wr, E, H, E, t, stream);
+  return err != cudaSuccess ? err : memra_route_quant(ids, wts, logits, xq, xs, xd, normOut, t, E, K, H, stream);
 }

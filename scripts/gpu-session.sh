@@ -36,9 +36,9 @@
 #   graph-ops  the ll joins bench with 1000 and with 100 ops per graph, twice each, alternating,
 #           into graph-ops-N-I: what share of a device row is the replay's fixed cost
 #   ab-ll   the ll joins bench on this build and on each variant in build/ab (NAME.node or a
-#           package NAME/: ab_rounds below; copy earlier or variant builds there first), in rounds (MEMRA_AB_ROUNDS, default 2), each round this
-#           build first, into ab-this-R and ab-NAME-R: changes to the LL kernels against their
-#           base on one machine, in one run
+#           package NAME/: ab_rounds below; copy earlier or variant builds there first), in
+#           rounds (MEMRA_AB_ROUNDS, default 2), each round this build first, into ab-this-R and
+#           ab-NAME-R: changes to the LL kernels against their base on one machine, in one run
 #   ab-roofline  the same for the one-GPU decode against its floor (the roofline suite), into
 #           ab-roofline-this-R and ab-roofline-NAME-R: changes to the model kernels against their base
 #   hang    the loopback hazard (docs/reliability.md): the sharded `bench` t = 4 GPU test, which

@@ -156,7 +156,7 @@ export class ModelOps {
   quantize(xq: number, xs: number, b: number, t: number, H: number): number {
     return this.put(Op.Quantize, xq, xs, b, t, H);
   }
-  /** normGemv at the router's shape, then routeQuant of its output, in one launch (root's MoE head). */
+  /** normGemv at the router's shape, then routeQuant of its output (root's MoE head; one launch at t = 1). */
   normRouteQuant(
     normOut: number,
     logits: number,

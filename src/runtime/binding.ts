@@ -498,8 +498,9 @@ export interface NativeBinding {
   ): void;
   /**
    * launchNormGemv(normOut, logits, E, x, gain, wr, E, H, E, t), then launchRouteQuant(ids, wts,
-   * logits, xq, xs, xd, normOut, t, E, K, H), in one launch and bit for bit as the two give: root's
-   * whole MoE head. 1 <= K <= E <= 64 (one column tile of the router's product), H % 128 == 0.
+   * logits, xq, xs, xd, normOut, t, E, K, H), bit for bit as the two give: root's whole MoE head,
+   * in one launch at t = 1 (past it, as those two). 1 <= K <= E <= 64 (one column tile of the
+   * router's product), H % 128 == 0.
    */
   launchNormRouteQuant(
     normOut: DevicePtr,

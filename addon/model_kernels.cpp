@@ -479,39 +479,6 @@ Napi::Value LaunchRouteQuant(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-Napi::Value LaunchNormRouteQuant(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const char* fn = "launchNormRouteQuant";
-  float* normOut = F32(info, 0, fn, "normOut");
-  float* logits = F32(info, 1, fn, "logits");
-  const float* x = F32(info, 2, fn, "x");
-  const uint16_t* gain = Bf16(info, 3, fn, "gain");
-  const uint16_t* wr = Bf16(info, 4, fn, "wr");
-  int32_t* ids = I32(info, 5, fn, "ids");
-  float* wts = F32(info, 6, fn, "wts");
-  uint8_t* xq = U8(info, 7, fn, "xq");
-  float* xs = F32(info, 8, fn, "xs");
-  float* xd = F32(info, 9, fn, "xd");
-  const uint32_t t = Rows(info, 10, fn);
-  const uint32_t E = static_cast<uint32_t>(ReadIntInRange(info, 11, fn, "E", 1, MEMRA_MODEL_NORM_GEMV_MAX_COLS));
-  const uint32_t K = TopK(info, 12, fn);
-  const uint32_t H = QuantWidth(info, 13, fn);
-  if (K > E) ThrowShape(env, fn, "K (" + Num(K) + ") must be <= E (" + Num(E) + ")");
-  // The mean divides by H as an f32, exact only up to 2^24.
-  if (H == 0 || H > (1u << 24)) ThrowShape(env, fn, "H (" + Num(H) + ") must be in [128, 2^24]");
-  RequireSafeProduct(env, fn, "x (t x H)", {t, H, 4});
-  cudaStream_t s;
-  const int device = Bound(env, info, 14, fn, &s);
-  const PdlScope pdl(info, 15, fn);
-  MEMRA_CUDA_CHECK(env, device,
-                   memra_norm_route_quant(normOut, logits, x, gain, wr, ids, wts, xq, xs, xd, t, E, K, H, s),
-                   std::string(fn) + "(normOut=" + Hex(normOut) + ", logits=" + Hex(logits) + ", x=" + Hex(x) +
-                       ", wr=" + Hex(wr) + ", ids=" + Hex(ids) + ", xq=" + Hex(xq) + ", xd=" + Hex(xd) +
-                       ", t=" + Num(t) + ", E=" + Num(E) + ", K=" + Num(K) + ", H=" + Num(H) + ", stream=" + Hex(s) +
-                       ")");
-  return env.Undefined();
-}
-
 Napi::Value LaunchDequantize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* fn = "launchDequantize";
@@ -679,7 +646,6 @@ void RegisterModelKernels(Napi::Env env, Napi::Object exports) {
       {"launchQuantize", LaunchQuantize},
       {"launchDequantize", LaunchDequantize},
       {"launchRouteQuant", LaunchRouteQuant},
-      {"launchNormRouteQuant", LaunchNormRouteQuant},
       {"launchExpertUp", LaunchExpertUp},
       {"launchExpertDown", LaunchExpertDown},
       {"launchMoeCombine", LaunchMoeCombine},

@@ -72,13 +72,6 @@ function kernelBytes(
       return ['router', a[3]! * a[4]! * f32];
     case 'RouteQuant':
       return ['route_quant', a[7]! * a[8]! * f32 + a[7]! * a[10]! * (2 * f32 + 1)];
-    case 'NormRouteQuant': {
-      const [t, E, H] = [a[10]!, a[11]!, a[13]!];
-      return [
-        `rmsnorm+gemv ${matrixName(cfg, H, E)}+route_quant`,
-        H * (E + 1) * 2 + t * (3 * H + E) * f32 + t * H * (f32 + 1),
-      ];
-    }
     case 'Quantize':
     case 'Dequantize':
       return [span.label.toLowerCase(), a[3]! * a[4]! * (f32 + 1)];

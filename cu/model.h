@@ -94,15 +94,6 @@ cudaError_t memra_norm_gemv(float* normOut, float* out, uint64_t ldo, const floa
                             const uint16_t* W, uint64_t ldw, uint32_t K, uint32_t cols, uint32_t t,
                             cudaStream_t stream);
 
-// Root's whole MoE head: memra_norm_gemv(normOut, logits, E, x, gain, Wr, E, H, E, t), then
-// memra_route_quant(ids, wts, logits, xq, xs, xd, normOut, t, E, K, H), bit for bit as the two
-// give; at t = 1 in one launch, past it as those two. E <= MEMRA_MODEL_NORM_GEMV_MAX_COLS,
-// 1 <= K <= E, K <= MEMRA_MODEL_MAX_TOPK, H % 128 == 0, H <= 2^24, else cudaErrorInvalidValue; xd
-// may be null.
-cudaError_t memra_norm_route_quant(float* normOut, float* logits, const float* x, const uint16_t* gain,
-                                   const uint16_t* Wr, int32_t* ids, float* wts, uint8_t* xq, float* xs, float* xd,
-                                   uint32_t t, uint32_t E, uint32_t K, uint32_t H, cudaStream_t stream);
-
 // The attention's input products in one launch, for rows s < t of a [t][K]: c = a @ Wdkv (R
 // columns) stored at cache[s * slotStride + pos[s] * R + r] (`cache`: this layer's rows of slot 0;
 // a row whose pos[s] is outside [0, P) stores no c), and q[s * qcols + j] = a @ Wq (qcols columns,

@@ -10,13 +10,6 @@
 // the product could read the normed row back from L2; a block stores the elements its share of
 // the product reads, straight into the product's staged x too, so the product starts without
 // another trip. With several rows, block r norms row r and the cluster meets once.
-//
-// Its routing form (memra_norm_route_quant at t = 1) also makes what route_quant made from the
-// logits and the normed row, in the same launch: the row's fp8 round trip from the registers
-// that hold it once normed (each block a share), and its picks and weights by a warp of cluster
-// rank 0 from the logits its epilogue keeps in shared memory. route_quant's launch, its boundary
-// and its two reads from L2 go (leaving it out of the step bounded the gain at 0.088 ms a step at
-// t = 1 on an H100: docs/performance.md, "What each latency-bound kernel costs the step at most").
 #include <stdint.h>
 
 #include <atomic>
@@ -25,8 +18,6 @@
 #include "cu/gemv_tile.cuh"
 #include "cu/model.h"
 #include "cu/model_norm.cuh"
-#include "cu/model_quant.cuh"
-#include "cu/model_route.cuh"
 #include "cu/prefetch_l2.cuh"
 
 namespace {
@@ -80,69 +71,6 @@ __device__ __forceinline__ float RowScale(const float (&held)[kStandIns][kHeld],
   return scale;
 }
 
-// The routing form's outputs (route_quant's, cu/model.h); ids null: the plain norm and product.
-struct RouteQuantOut {
-  int32_t* ids;
-  float* wts;
-  uint8_t* xq;
-  float* xs;
-  float* xd;
-  uint32_t topk;
-};
-
-// The fp8 round trip of the one row at t = 1, each block a share: chunk c is kGemvThreads
-// consecutive elements (thread tid's is c * kGemvThreads + tid), and block `rank` takes chunks rank,
-// rank + kNormSplit, ... Chunk `rank` is one of the elements the block already holds, normed
-// (held[rank % kStandIns][rank / kStandIns], NormIndex; `gq` its gain); a row past them (K over
-// kStandIns * kHeld chunks) reads the rest from h. Each fp8 block's four warps put their |max| in
-// shared memory and meet once a chunk. Every thread of the block calls it.
-__device__ __forceinline__ void QuantizeShare(const RouteQuantOut& rq, const float (&held)[kStandIns][kHeld], float gq,
-                                              const float* h, const uint16_t* __restrict__ gain, float r, uint32_t K,
-                                              unsigned rank) {
-  using memra_quant::MaxNan;
-  constexpr unsigned kHeldChunks = kStandIns * kHeld, kWarpsABlock = memra_quant::kQB / 32;
-  __shared__ float warpMax[kGemvThreads / 32];
-  const unsigned tid = threadIdx.x, warp = tid / 32;
-  for (uint64_t c = rank; c * kGemvThreads < K; c += kNormSplit) {
-    const uint64_t i = c * kGemvThreads + tid;
-    // K % kQB == 0: a warp's 32 elements are all in the row or all past it.
-    float v = 0.0f;
-    if (i < K) {
-      float hv = 0.0f, g = gq;
-      if (c < kHeldChunks) {
-#pragma unroll
-        for (unsigned d = 0; d < kHeldChunks; ++d) hv = d == c ? held[d % kStandIns][d / kStandIns] : hv;
-      } else {
-        hv = memra_cu::LoadFresh(h + i);
-        g = memra_model::Bf16ToF32(gain[i]);
-      }
-      v = __fmul_rn(__fdiv_rn(hv, r), g);
-    }
-    const float mx = memra_quant::WarpAbsMax(fabsf(v));
-    if (tid % 32 == 0) warpMax[warp] = mx;
-    __syncthreads();
-    if (i < K) {
-      const float* m = warpMax + warp / kWarpsABlock * kWarpsABlock;
-      const float scale = memra_quant::BlockScale(MaxNan(MaxNan(m[0], m[1]), MaxNan(m[2], m[3])));
-      if (i % memra_quant::kQB == 0) rq.xs[i / memra_quant::kQB] = scale;
-      memra_quant::PutCode(rq.xq, rq.xd, i, v, scale);
-    }
-    // warpMax is written again by the next chunk.
-    __syncthreads();
-  }
-}
-
-// The product's epilogue in the routing form (one row): each logit stored, and kept in shared
-// memory for the routing warp (cluster rank 0, which makes every sum).
-struct StoreAndKeep {
-  float* out;
-  float* keep;
-  __device__ void operator()(unsigned, uint32_t j, const float (&v)[1]) const {
-    out[j] = v[0];
-    keep[j] = v[0];
-  }
-};
-
 // Each block norms one row in one round trip (RowScale). One row (T = 1): every block norms it and
 // stores its share, which with kStage also goes straight into the product's staged x. Several:
 // block r norms row r (T <= kNormSplit), stores it whole, and the cluster meets before the
@@ -154,11 +82,11 @@ template <int T, int CW, unsigned U, bool kWide, bool kStage>
 __global__ void __launch_bounds__(kGemvThreads, 1)
     norm_gemv(float* normOut, float* __restrict__ out, uint64_t ldo, const float* x,
               const uint16_t* __restrict__ gain, const uint16_t* __restrict__ W, uint64_t ldw, uint32_t K,
-              uint32_t cols, RouteQuantOut rq) {
+              uint32_t cols) {
   MEMRA_TRACE_KERNEL(kTraceNormGemv);
   using namespace memra_model;
   using memra_cu::LoadFresh;
-  constexpr bool kOwnRow = T > 1, kRoutes = T == 1;
+  constexpr bool kOwnRow = T > 1;
   static_assert(!kOwnRow || T <= int(kNormSplit), "a row a block");
   const unsigned rank = cg::this_cluster().block_rank(), tid = threadIdx.x;
   const unsigned s = kOwnRow ? rank : 0;  // the row this block norms
@@ -192,9 +120,6 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   } else {
     g0 = k0 < K ? Bf16ToF32(gain[k0]) : 0.0f;
   }
-  // The routing form (t = 1): the gain of this thread's element of the block's fp8 chunk.
-  const uint64_t kq = uint64_t(rank) * kGemvThreads + tid;
-  const float gq = kRoutes && rq.ids != nullptr && kq < K ? Bf16ToF32(gain[kq]) : 0.0f;
   PdlWait();
   PdlLaunchDependents();
   // The row's held elements and, for a share, its first element: one round trip.
@@ -209,9 +134,6 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   }
   const float h0 = !kOwnRow && k0 < K ? LoadFresh(h + k0) : 0.0f;
   const float r = RowScale(held, h, K, norms);
-  if constexpr (kRoutes) {
-    if (rq.ids != nullptr) QuantizeShare(rq, held, gq, h, gain, r, K, rank);
-  }
   MEMRA_TRACE_MARK(0);
   float* o = normOut + uint64_t(s) * K;
   if constexpr (kOwnRow) {
@@ -259,20 +181,8 @@ __global__ void __launch_bounds__(kGemvThreads, 1)
   const float* xr[T];
 #pragma unroll
   for (int i = 0; i < T; ++i) xr[i] = normOut + uint64_t(i) * K;
-  constexpr bool kStaged = kStage && !kOwnRow;
-  if constexpr (kRoutes) {
-    __shared__ float keptLogits[MEMRA_MODEL_NORM_GEMV_MAX_COLS];
-    GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStaged>(
-        xr, w, ldw, K, cols, 0, kNormSplit, StoreAndKeep{out, keptLogits});
-    // GemvTile's last cluster meeting is behind rank 0's epilogue: every logit is in keptLogits.
-    if (rq.ids != nullptr && rank == 0 && tid < 32) {
-      const float* kept = keptLogits;
-      memra_route::RouteRow(rq.ids, rq.wts, [kept](uint32_t i) { return kept[i]; }, cols, rq.topk, tid);
-    }
-  } else {
-    GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStaged>(
-        xr, w, ldw, K, cols, 0, kNormSplit, StoreRows<false>{out, ldo});
-  }
+  GemvTile<T, 1, CW, kWide, kStage, U, kDynamicPart<1, T, CW>, kStage && !kOwnRow>(
+      xr, w, ldw, K, cols, 0, kNormSplit, StoreRows<false>{out, ldo});
 }
 
 struct NormGemvArgs {
@@ -283,7 +193,6 @@ struct NormGemvArgs {
   const uint16_t *gain, *W;
   uint64_t ldw;
   uint32_t K, cols;
-  RouteQuantOut rq;
 };
 
 // One cluster: cols fit one tile at CW 2, the width PickCw gives a product this narrow. x goes
@@ -300,21 +209,7 @@ cudaError_t NormGemvRows(const NormGemvArgs& a, cudaStream_t stream) {
   const cudaError_t err = memra_cu::AllowSmem(kernel, bytes, granted[MEMRA_PICK4_AT]);
   if (err != cudaSuccess) return err;
   return LaunchModelKernel(kernel, dim3(kNormSplit), dim3(kGemvThreads), bytes, kNormSplit, stream, a.normOut, a.out,
-                           a.ldo, a.x, a.gain, a.W, a.ldw, a.K, a.cols, a.rq);
-}
-
-// The launch at t rows, once memra_norm_gemv or memra_norm_route_quant has checked its arguments.
-cudaError_t NormGemvLaunch(const NormGemvArgs& a, uint32_t t, cudaStream_t stream) {
-  switch (t) {
-    case 1: return NormGemvRows<1>(a, stream);
-    case 2: return NormGemvRows<2>(a, stream);
-    case 3: return NormGemvRows<3>(a, stream);
-    case 4: return NormGemvRows<4>(a, stream);
-    case 5: return NormGemvRows<5>(a, stream);
-    case 6: return NormGemvRows<6>(a, stream);
-    case 7: return NormGemvRows<7>(a, stream);
-    default: return NormGemvRows<8>(a, stream);
-  }
+                           a.ldo, a.x, a.gain, a.W, a.ldw, a.K, a.cols);
 }
 
 }  // namespace
@@ -326,20 +221,15 @@ extern "C" cudaError_t memra_norm_gemv(float* normOut, float* out, uint64_t ldo,
   if (t == 0) return cudaSuccess;
   if (t > MEMRA_MODEL_MAX_ROWS || K == 0 || K > (1u << 24) || cols == 0 || cols > MEMRA_MODEL_NORM_GEMV_MAX_COLS)
     return cudaErrorInvalidValue;
-  return NormGemvLaunch({normOut, out, ldo, x, gain, W, ldw, K, cols, {}}, t, stream);
-}
-
-extern "C" cudaError_t memra_norm_route_quant(float* normOut, float* logits, const float* x, const uint16_t* gain,
-                                              const uint16_t* Wr, int32_t* ids, float* wts, uint8_t* xq, float* xs,
-                                              float* xd, uint32_t t, uint32_t E, uint32_t K, uint32_t H,
-                                              cudaStream_t stream) {
-  if (t == 0) return cudaSuccess;
-  if (t > MEMRA_MODEL_MAX_ROWS || H == 0 || H > (1u << 24) || H % MEMRA_MODEL_QUANT_BLOCK != 0 || E == 0 ||
-      E > MEMRA_MODEL_NORM_GEMV_MAX_COLS || K == 0 || K > E || K > MEMRA_MODEL_MAX_TOPK)
-    return cudaErrorInvalidValue;
-  if (t == 1) return NormGemvLaunch({normOut, logits, E, x, gain, Wr, E, H, E, {ids, wts, xq, xs, xd, K}}, t, stream);
-  // Past one row each block would quantize a whole row of its own on its SM: at t = 8 the launch
-  // took 29 us a layer against 13 and 6 for the two apart (the kernel table, eager, on an H100).
-  const cudaError_t err = memra_norm_gemv(normOut, logits, E, x, gain, Wr, E, H, E, t, stream);
-  return err != cudaSuccess ? err : memra_route_quant(ids, wts, logits, xq, xs, xd, normOut, t, E, K, H, stream);
+  const NormGemvArgs a{normOut, out, ldo, x, gain, W, ldw, K, cols};
+  switch (t) {
+    case 1: return NormGemvRows<1>(a, stream);
+    case 2: return NormGemvRows<2>(a, stream);
+    case 3: return NormGemvRows<3>(a, stream);
+    case 4: return NormGemvRows<4>(a, stream);
+    case 5: return NormGemvRows<5>(a, stream);
+    case 6: return NormGemvRows<6>(a, stream);
+    case 7: return NormGemvRows<7>(a, stream);
+    default: return NormGemvRows<8>(a, stream);
+  }
 }

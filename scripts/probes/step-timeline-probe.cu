@@ -1,16 +1,16 @@
 // Where a step's time goes under programmatic dependent launch: `bench`'s 30 layers at t rows as
 // the unsharded walk launches them (latent_query, the attention, Wo with the residual, the MoE
-// head: its norm, the router's product, the routing and the fp8 round trip in one launch, the two
-// expert halves, the merge with the next norm), captured into one CUDA graph with PDL on, as the
-// step graph is, and replayed. Built with -DMEMRA_TRACE, every block of those kernels records when
-// it became resident, when its first PdlWait returned and when it left (cu/trace.cuh), and the
-// probe prints each kernel's share of the chain: `span`, from its wait's release to the next
-// kernel's (what the step pays for it), split into `body` (release to its last block's exit) and
-// `gap` (that exit to the next release: the completion, the flush and the next grid's release), and
-// `lead`, how long its first block was resident before the release. Built without it, the same
-// chain's replay time shows what the records cost.
+// norm with the router's product, route_quant, the two expert halves, the merge with the next
+// norm), captured into one CUDA graph with PDL on, as the step graph is, and replayed. Built with
+// -DMEMRA_TRACE, every block of those kernels records when it became resident, when its first
+// PdlWait returned and when it left (cu/trace.cuh), and the probe prints each kernel's share of
+// the chain: `span`, from its wait's release to the next kernel's (what the step pays for it),
+// split into `body` (release to its last block's exit) and `gap` (that exit to the next
+// release: the completion, the flush and the next grid's release), and `lead`, how long its
+// first block was resident before the release. Built without it, the same chain's replay time
+// shows what the records cost.
 //
-// --noop and --leave-out take kernels out of the chain (attention, wo, norm_gemv (the MoE head),
+// --noop and --leave-out take kernels out of the chain (attention, wo, norm_gemv, route_quant,
 // merge; a comma list) to bound what shortening them could give: --noop launches in each one's
 // place a block that only waits for the kernel ahead and lets the next one start (its boundary
 // kept, its work gone), --leave-out launches nothing (both gone). Timing only: the step is
@@ -96,7 +96,7 @@ const char* TagName(unsigned tag) {
     case kTraceMlaTiles: return "mla_tiles";
     case kTraceMlaCombine: return "mla_combine";
     case kTraceGemv: return "gemv Wo";
-    case kTraceNormGemv: return "norm_gemv Wr+route";
+    case kTraceNormGemv: return "norm_gemv Wr";
     case kTraceRouteQuant: return "route_quant";
     case kTraceExpertUp: return "expert_up";
     case kTraceExpertDown: return "expert_down";
@@ -114,8 +114,8 @@ struct Instance {
 };
 
 // The kernels --noop and --leave-out name: bit k of their masks is kOutNames[k].
-enum Out : unsigned { kOutAttention, kOutWo, kOutNormGemv, kOutMerge, kOutKernels };
-constexpr const char* kOutNames[kOutKernels] = {"attention", "wo", "norm_gemv", "merge"};
+enum Out : unsigned { kOutAttention, kOutWo, kOutNormGemv, kOutRouteQuant, kOutMerge, kOutKernels };
+constexpr const char* kOutNames[kOutKernels] = {"attention", "wo", "norm_gemv", "route_quant", "merge"};
 
 // A comma list of kOutNames as a mask; 0, having said why, for an empty list or another name.
 unsigned ParseOut(const char* list) {
@@ -296,9 +296,8 @@ int main(int argc, char** argv) {
           prefetch_next<<<1, 32, 0, side>>>(nextWq, prefetchBytes, paceNs);
           CHECK(cudaGetLastError());
         }
-        kernel(kOutNormGemv, [&] {
-          return memra_norm_route_quant(hNorm, logits, h, w.g2, w.wr, ids, wts, xq, xs, xd, t, E, K, H, s);
-        });
+        kernel(kOutNormGemv, [&] { return memra_norm_gemv(hNorm, logits, E, h, w.g2, w.wr, E, H, E, t, s); });
+        kernel(kOutRouteQuant, [&] { return memra_route_quant(ids, wts, logits, xq, xs, xd, hNorm, t, E, K, H, s); });
         CHECK(memra_expert_up(act, xd, ids, w.w1, w.w3, 0, E, t, K, H, F, expertSync, s));
         CHECK(memra_expert_down(contrib, act, ids, w.w2, 0, E, t, K, H, F, expertSync, s));
         const uint16_t* next = layers[(l + 1) % L].g1;
@@ -367,9 +366,9 @@ int main(int argc, char** argv) {
           if (k.tag == x.tag && x.entry >= k.entry && x.entry <= k.exit) { k.exit = std::max(k.exit, x.exit); break; }
         }
       }
-      // 7 launches a layer, 8 where the attention takes its two kernels.
+      // 8 launches a layer, 9 where the attention takes its two kernels.
       const size_t perLayer = (inst.size() - 1) / L;
-      if (inst.size() != 1 + perLayer * L || perLayer < 7 || perLayer > 8) {
+      if (inst.size() != 1 + perLayer * L || perLayer < 8 || perLayer > 9) {
         ++badReplays;
         continue;
       }

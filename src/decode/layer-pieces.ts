@@ -107,12 +107,12 @@ export class LayerPieces {
       lw = this.weights[r]!.layers[l]!,
       p = packAt(b, this.cfg, t);
     if (E <= NORM_GEMV_MAX_COLS) {
-      o.normRouteQuant(b.hNorm, b.logitsE, b.hAndPositions, lw.g2, lw.wr, p.ids, p.wts, p.xq, p.xs, b.xd, t, E, K, H);
+      o.normGemv(b.hNorm, b.logitsE, E, b.hAndPositions, lw.g2, lw.wr, E, H, E, t);
     } else {
       o.rmsnorm(b.hNorm, b.hAndPositions, lw.g2, t, H);
       o.gemv(b.logitsE, E, b.hNorm, H, lw.wr, E, H, E, t, false, ROUTER_SPLIT);
-      o.routeQuant(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.hNorm, t, E, K, H);
     }
+    o.routeQuant(p.ids, p.wts, b.logitsE, p.xq, p.xs, b.xd, b.hNorm, t, E, K, H);
     // ids then wts, adjacent in the pack: one copy.
     if (this.validation && r === 0) o.toMailbox(p.ids, routesAt(this.cfg, this.maxBatch, l), 2 * t * K * 4);
   }

@@ -156,25 +156,6 @@ export class ModelOps {
   quantize(xq: number, xs: number, b: number, t: number, H: number): number {
     return this.put(Op.Quantize, xq, xs, b, t, H);
   }
-  /** normGemv at the router's shape, then routeQuant of its output (root's MoE head; one launch at t = 1). */
-  normRouteQuant(
-    normOut: number,
-    logits: number,
-    x: number,
-    gain: number,
-    wr: number,
-    ids: number,
-    wts: number,
-    xq: number,
-    xs: number,
-    xd: number,
-    t: number,
-    E: number,
-    K: number,
-    H: number,
-  ): number {
-    return this.put(Op.NormRouteQuant, normOut, logits, x, gain, wr, ids, wts, xq, xs, xd, t, E, K, H);
-  }
   /** router, quantize and dequantize in one launch (root's MoE head). */
   routeQuant(
     ids: number,

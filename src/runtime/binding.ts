@@ -496,30 +496,6 @@ export interface NativeBinding {
     stream: StreamHandle,
     pdl?: boolean,
   ): void;
-  /**
-   * launchNormGemv(normOut, logits, E, x, gain, wr, E, H, E, t), then launchRouteQuant(ids, wts,
-   * logits, xq, xs, xd, normOut, t, E, K, H), bit for bit as the two give: root's whole MoE head,
-   * in one launch at t = 1 (past it, as those two). 1 <= K <= E <= 64 (one column tile of the
-   * router's product), H % 128 == 0.
-   */
-  launchNormRouteQuant(
-    normOut: DevicePtr,
-    logits: DevicePtr,
-    x: DevicePtr,
-    gain: DevicePtr,
-    wr: DevicePtr,
-    ids: DevicePtr,
-    wts: DevicePtr,
-    xq: DevicePtr,
-    xs: DevicePtr,
-    xd: DevicePtr,
-    t: number,
-    E: number,
-    K: number,
-    H: number,
-    stream: StreamHandle,
-    pdl?: boolean,
-  ): void;
   launchDequantize(
     xd: DevicePtr,
     xq: DevicePtr,

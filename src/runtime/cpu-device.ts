@@ -826,36 +826,6 @@ export class CpuDevice implements DeviceApi {
     mk.quantize(m, xq, xs, b, t, H);
     mk.dequantize(m, xd, xq, xs, t, H);
   }
-  launchNormRouteQuant(
-    normOut: number,
-    logits: number,
-    x: number,
-    gain: number,
-    wr: number,
-    ids: number,
-    wts: number,
-    xq: number,
-    xs: number,
-    xd: number,
-    t: number,
-    E: number,
-    K: number,
-    H: number,
-    stream: number,
-  ): void {
-    if (!Number.isInteger(E) || E < 1 || E > NORM_GEMV_MAX_COLS)
-      throw new TypeError(
-        `launchNormRouteQuant: argument 'E' must be an integer in [1, ${NORM_GEMV_MAX_COLS}], got ${E}`,
-      );
-    // launchNormGemv's, then launchRouteQuant's work in their order: on the GPU one launch gives
-    // the same bits.
-    mk.rmsnormRows(this.kernel('launchNormRouteQuant', stream), normOut, x, gain, t, H);
-    mk.gemv(this.kernel('launchNormRouteQuant', stream), logits, E, normOut, H, wr, E, H, E, t, false);
-    const m = this.kernel('launchNormRouteQuant', stream);
-    mk.router(m, ids, wts, logits, t, E, K);
-    mk.quantize(m, xq, xs, normOut, t, H);
-    mk.dequantize(m, xd, xq, xs, t, H);
-  }
   launchDequantize(xd: number, xq: number, xs: number, t: number, H: number, stream: number): void {
     mk.dequantize(this.kernel('launchDequantize', stream), xd, xq, xs, t, H);
   }

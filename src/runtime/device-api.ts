@@ -72,7 +72,6 @@ export type DeviceApi = Pick<
   | 'launchQuantize'
   | 'launchDequantize'
   | 'launchRouteQuant'
-  | 'launchNormRouteQuant'
   | 'launchExpertUp'
   | 'launchExpertDown'
   | 'launchMoeCombine'

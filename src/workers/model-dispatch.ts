@@ -31,7 +31,6 @@ const STEP_KERNELS: ReadonlySet<number> = new Set([
   Op.LatentQuery,
   Op.MoeCombineNorm,
   Op.NormGemv,
-  Op.NormRouteQuant,
 ]);
 
 /** Argument j of a record, an address (the ring carries every argument as an f64). */
@@ -248,26 +247,6 @@ export function executeModelOp(
         a[i + 7]!,
         a[i + 8]!,
         a[i + 9]!,
-        stream,
-        pdl,
-      );
-      return true;
-    case Op.NormRouteQuant:
-      dev.launchNormRouteQuant(
-        ptr(a, i),
-        ptr(a, i + 1),
-        ptr(a, i + 2),
-        ptr(a, i + 3),
-        ptr(a, i + 4),
-        ptr(a, i + 5),
-        ptr(a, i + 6),
-        ptr(a, i + 7),
-        ptr(a, i + 8),
-        ptr(a, i + 9),
-        a[i + 10]!,
-        a[i + 11]!,
-        a[i + 12]!,
-        a[i + 13]!,
         stream,
         pdl,
       );

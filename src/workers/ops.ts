@@ -98,11 +98,9 @@ export enum Op {
   MoeCombineNorm = 41,
   /** normOut, out, ldo, x, gain, w, ldw, K, cols, t: Rmsnorm, then the router's Gemv of it. */
   NormGemv = 42,
-  /** normOut, logits, x, gain, wr, ids, wts, xq, xs, xd, t, E, K, H: NormGemv, then RouteQuant. */
-  NormRouteQuant = 43,
 }
 
-export const OP_COUNT = 44;
+export const OP_COUNT = 43;
 
 export function opName(op: number): string {
   return Op[op] ?? `unknown(${op})`;

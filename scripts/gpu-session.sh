@@ -99,9 +99,9 @@ step() { # name seconds command...
 # another build (its package.json, dist/, bench/configs/ and build/Release/memra.node: an addon
 # whose interface differs runs with its own JS). The runtime loads build/Release/memra.node, so a
 # NAME.node takes its place for its runs; a trap would not outlive `timeout`, so the swap back
-# follows every such run.
+# follows every variant's run.
 ab_rounds() {
-  local prefix=$1 secs=$2 i v name
+  local prefix=$1 secs=$2 i v name main
   shift 2
   local variants=()
   for v in build/ab/*.node build/ab/*/dist/bench/main.js; do [ -e "$v" ] && variants+=("$v"); done
@@ -110,15 +110,14 @@ ab_rounds() {
   for ((i = 1; i <= ${MEMRA_AB_ROUNDS:-2}; i++)); do
     step "$prefix-this-$i" "$secs" node dist/bench/main.js "$@" --out "$logs/$prefix-this-$i"
     for v in "${variants[@]}"; do
-      if [ "${v%.node}" != "$v" ]; then
-        name=$(basename "$v" .node)
+      if [[ $v == *.node ]]; then
+        name=$(basename "$v" .node) main=dist/bench/main.js
         cp "$v" build/Release/memra.node
-        step "$prefix-$name-$i" "$secs" node dist/bench/main.js "$@" --out "$logs/$prefix-$name-$i"
-        cp build/ab-this.node build/Release/memra.node
       else
-        name=$(basename "${v%/dist/bench/main.js}")
-        step "$prefix-$name-$i" "$secs" node "$v" "$@" --out "$logs/$prefix-$name-$i"
+        name=$(basename "${v%/dist/bench/main.js}") main=$v
       fi
+      step "$prefix-$name-$i" "$secs" node "$main" "$@" --out "$logs/$prefix-$name-$i"
+      cp build/ab-this.node build/Release/memra.node
     done
   done
 }

@@ -119,11 +119,12 @@ awk -F' [|] ' '
       for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
     return m
   }
-  /the graph replay/ {
+  # "the graph replay 3.912 ms", or with -a "--eager N" "the eager replay, gated, 4.01 ms".
+  /the (graph|eager) replay/ {
     if (!match($2, /t = [0-9]+, position [0-9]+/)) next
     c = substr($2, RSTART, RLENGTH)
-    match($2, /graph replay [0-9.]+ ms/)
-    v = substr($2, RSTART + 13, RLENGTH - 16) + 0
+    r = $2; sub(/.* replay[a-z, -]* /, "", r)
+    v = r + 0
     k = c " | " $1
     if (!(k in cnt)) { order[n++] = k; if (!(c in first)) first[c] = $1 }
     val[k, ++cnt[k]] = v

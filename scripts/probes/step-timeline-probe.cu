@@ -32,6 +32,7 @@
 //   build/probes/step-timeline-probe [--cases T:POS,T:POS,...] [--replays N] [--pdl 0] [--wo-split S]
 //                                    [--noop K,K,...] [--leave-out K,K,...]
 //                                    [--prefetch MB [--pace NS] [--prefetch-row ROW]] [--persist MB]
+//                                    [--eager 1|2]
 //   (default 1:16; --wo-split: the split of Wo's K rows, memra_gemv's `split`, 0 for its default)
 #include <algorithm>
 #include <cmath>
@@ -41,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "cu/globaltimer.cuh"
 #include "cu/model.h"
 #include "cu/pdl.cuh"
 #include "cu/trace.cuh"
@@ -143,6 +145,17 @@ __global__ void noop_kernel() {
   memra_cu::PdlLaunchDependents();
 }
 
+// --eager 2's gate: holds the stream until the host sets *open (mapped host memory), by which time
+// every launch of the replay is queued behind it. Bounded (a second), should the host ever block
+// on a full launch queue behind it; the replay then reads a second and says so.
+__global__ void gate_kernel(const volatile int* open, int* timedOut) {
+  const uint64_t until = GlobalTimerNs() + 1000000000ull;
+  while (*open == 0) {
+    if (GlobalTimerNs() > until) { *timedOut = 1; return; }
+    __nanosleep(200);
+  }
+}
+
 // --prefetch's branch: `bytes` from p into L2, a lane 32 KB a round, `paceNs` between rounds.
 __global__ void prefetch_next(const char* p, uint64_t bytes, unsigned paceNs) {
   constexpr unsigned kPiece = 32768;
@@ -167,7 +180,7 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   // Each case: t rows at one position, "T:POS".
   std::vector<std::pair<uint32_t, uint32_t>> cases;
-  int replays = 20, pdl = 1, woSplit = 0;
+  int replays = 20, pdl = 1, woSplit = 0, eager = 0;
   unsigned noop = 0, leaveOut = 0, prefetchMb = 0, paceNs = 0, prefetchRow = 512, persistMb = 0;
   const std::map<std::string, unsigned*> counts{
       {"--prefetch", &prefetchMb}, {"--pace", &paceNs}, {"--prefetch-row", &prefetchRow}, {"--persist", &persistMb}};
@@ -188,6 +201,9 @@ int main(int argc, char** argv) {
       replays = std::atoi(argv[i + 1]);
     } else if (a == "--pdl") {
       pdl = std::atoi(argv[i + 1]);
+    } else if (a == "--eager") {
+      eager = std::atoi(argv[i + 1]);
+      if (eager < 0 || eager > 2) { std::printf("--eager is 1 (host-paced) or 2 (gated)\n"); return 2; }
     } else if (a == "--wo-split") {
       woSplit = std::atoi(argv[i + 1]);
     } else if (a == "--noop" || a == "--leave-out") {
@@ -255,6 +271,9 @@ int main(int argc, char** argv) {
   int32_t* positions = Buffer<int32_t>(kRows);
   // The experts' sync words, zeroed as cu/model.h asks (left 0xff, the first expert_up traps).
   unsigned* expertSync = DeviceFilled<unsigned>(MEMRA_EXPERT_SYNC_BYTES / 4, 0);
+  int* gateOpen = nullptr;
+  CHECK(cudaHostAlloc(&gateOpen, 2 * sizeof(int), cudaHostAllocMapped));
+  gateOpen[0] = 1, gateOpen[1] = 0;
 #ifdef MEMRA_TRACE
   const unsigned cap = 1u << 18;
   for (TraceUnit& u : TraceUnits()) {
@@ -332,7 +351,21 @@ int main(int argc, char** argv) {
         CHECK(cudaMemcpyToSymbolAsync(u.count, &zero, sizeof(zero), 0, cudaMemcpyHostToDevice, s));
       }
 #endif
-      ms.push_back(TimedReplayMs(s, ge, e0, e1));
+      if (eager == 0) {
+        ms.push_back(TimedReplayMs(s, ge, e0, e1));
+      } else {
+        *gateOpen = eager == 1 ? 1 : 0;
+        gate_kernel<<<1, 1, 0, s>>>(gateOpen, gateOpen + 1);
+        CHECK(cudaGetLastError());
+        CHECK(cudaEventRecord(e0, s));
+        step(false);
+        CHECK(cudaEventRecord(e1, s));
+        *gateOpen = 1;
+        CHECK(cudaEventSynchronize(e1));
+        float one;
+        CHECK(cudaEventElapsedTime(&one, e0, e1));
+        ms.push_back(one);
+      }
 #ifdef MEMRA_TRACE
       std::vector<MemraTraceRecord> recs;
       for (const TraceUnit& u : TraceUnits()) {
@@ -388,15 +421,20 @@ int main(int argc, char** argv) {
       }
 #endif
     }
-    std::printf("bench, t = %u, position %u (attention over %u positions), %u layers: the graph replay %.3f ms "
+    std::printf("bench, t = %u, position %u (attention over %u positions), %u layers: the %s %.3f ms "
                 "(median of %d)%s, Wo split %d%s\n",
-                t, pos, attendP, L, Median(ms), replays, pdl ? "" : ", no PDL", woSplit,
+                t, pos, attendP, L,
+                eager == 0   ? "graph replay"
+                : eager == 1 ? "eager replay, host-paced,"
+                             : "eager replay, gated,",
+                Median(ms), replays, pdl ? "" : ", no PDL", woSplit,
 #ifdef MEMRA_TRACE
                 ", traced"
 #else
                 ", untraced"
 #endif
     );
+    if (gateOpen[1]) std::printf("  the gate timed out: some launch waited behind it\n");
     for (unsigned k = 0; k < kOutKernels; ++k) {
       if ((noop | leaveOut) >> k & 1) {
         std::printf("  %s %s\n", kOutNames[k], noop >> k & 1 ? "replaced by a waiting block" : "left out");

@@ -65,15 +65,21 @@ static cudaGraphExec_t CapturedGraph(cudaStream_t s, Warm warm, Capture capture)
   return ge;
 }
 
-// One replay of ge on s between the events a and b: its device ms.
-static float TimedReplayMs(cudaStream_t s, cudaGraphExec_t ge, cudaEvent_t a, cudaEvent_t b) {
+// What enqueue() puts on s, between the events a and b: its device ms.
+template <class Enqueue>
+static float TimedMs(cudaStream_t s, cudaEvent_t a, cudaEvent_t b, Enqueue enqueue) {
   CHECK(cudaEventRecord(a, s));
-  CHECK(cudaGraphLaunch(ge, s));
+  enqueue();
   CHECK(cudaEventRecord(b, s));
   CHECK(cudaEventSynchronize(b));
   float ms;
   CHECK(cudaEventElapsedTime(&ms, a, b));
   return ms;
+}
+
+// One replay of ge on s between the events a and b: its device ms.
+static float TimedReplayMs(cudaStream_t s, cudaGraphExec_t ge, cudaEvent_t a, cudaEvent_t b) {
+  return TimedMs(s, a, b, [&] { CHECK(cudaGraphLaunch(ge, s)); });
 }
 
 // Median device µs of one replay of a CUDA graph captured from `capture()` on s (CapturedGraph),
